@@ -1,0 +1,240 @@
+// Package config owns archiveflow's configuration: one typed struct, every
+// default in one place (Default), loading from an optional archiveflow.yaml,
+// ARCHIVEFLOW_* environment variables and command-line flags (in increasing
+// precedence) through viper, and validation that names the key, the value and
+// the rule it breaks.
+package config
+
+import (
+	"time"
+)
+
+// Config is archiveflow's whole configuration.
+type Config struct {
+	// ArchiveDir holds snapshots/IDENT/ directories.
+	ArchiveDir string   `mapstructure:"archive_dir"`
+	Log        Log      `mapstructure:"log"`
+	Temporal   Temporal `mapstructure:"temporal"`
+	Redis      Redis    `mapstructure:"redis"`
+	Plugins    Plugins  `mapstructure:"plugins"`
+	Hooks      Hooks    `mapstructure:"hooks"`
+	Retry      Retry    `mapstructure:"retry"`
+	Job        Job      `mapstructure:"job"`
+	Worker     Worker   `mapstructure:"worker"`
+	Pools      []Pool   `mapstructure:"pools"`
+}
+
+// Log configures zap.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug, info, warn, error
+	Format string `mapstructure:"format"` // console or json
+}
+
+// TLS configures a TLS client connection.
+type TLS struct {
+	Enabled            bool   `mapstructure:"enabled"`
+	CAFile             string `mapstructure:"ca_file"`
+	CertFile           string `mapstructure:"cert_file"`
+	KeyFile            string `mapstructure:"key_file"`
+	ServerName         string `mapstructure:"server_name"`
+	InsecureSkipVerify bool   `mapstructure:"insecure_skip_verify"`
+}
+
+// Temporal configures the Temporal client connection.
+type Temporal struct {
+	HostPort  string `mapstructure:"host_port"`
+	Namespace string `mapstructure:"namespace"`
+	// APIKey authenticates to Temporal Cloud or a server with API keys. Secret:
+	// set it through ARCHIVEFLOW_TEMPORAL_API_KEY, never log it.
+	APIKey string `mapstructure:"api_key"`
+	TLS    TLS    `mapstructure:"tls"`
+	// UIURL is the Web UI base address used in printed links.
+	UIURL string `mapstructure:"ui_url"`
+}
+
+// Redis configures the Redis connection and the layout's limits.
+type Redis struct {
+	// URL is redis://[user:password@]host:port/db or rediss:// for TLS.
+	URL string `mapstructure:"url"`
+	// Password overrides the URL's password (secret: prefer the env var).
+	Password     string        `mapstructure:"password"`
+	Namespace    string        `mapstructure:"namespace"`
+	TLS          TLS           `mapstructure:"tls"`
+	DialTimeout  time.Duration `mapstructure:"dial_timeout"`
+	ReadTimeout  time.Duration `mapstructure:"read_timeout"`
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	MaxRetries   int           `mapstructure:"max_retries"`
+	MinBackoff   time.Duration `mapstructure:"min_retry_backoff"`
+	MaxBackoff   time.Duration `mapstructure:"max_retry_backoff"`
+	// LogCap is the most entries kept in one job's IDENT_log (oldest trimmed).
+	LogCap int `mapstructure:"log_cap"`
+	// PacketCap is the largest log packet message in bytes (longer is truncated).
+	PacketCap int `mapstructure:"packet_cap"`
+	// Retention of finished jobs' keys, per final state.
+	RetainCompleted time.Duration `mapstructure:"retain_completed"`
+	RetainAborted   time.Duration `mapstructure:"retain_aborted"`
+	RetainFailed    time.Duration `mapstructure:"retain_failed"`
+	// EventsTTL is how long an hourly events_archive list lives after its last event.
+	EventsTTL time.Duration `mapstructure:"events_ttl"`
+	// ResponseCounters: true = archiveflow writes r1xx..r5xx, runk and
+	// error_count; false = ArchiveBot's log analyzer owns them.
+	ResponseCounters bool `mapstructure:"response_counters"`
+}
+
+// Plugins configures hook discovery and plugin config values.
+type Plugins struct {
+	// Dirs are plugin roots, searched in order; a later root's plugin of the
+	// same name overrides an earlier one.
+	Dirs []string `mapstructure:"dirs"`
+	// Values are plugin config keys (e.g. WGET_TIMEOUT) set in the config
+	// file; they rank below job overrides and the process environment.
+	Values map[string]any `mapstructure:"values"`
+}
+
+// Hooks configures how hooks are run.
+type Hooks struct {
+	Timeout time.Duration `mapstructure:"timeout"` // default TIMEOUT for foreground hooks
+	Grace   time.Duration `mapstructure:"grace"`   // SIGTERM → SIGKILL
+	// LineCap is the longest stdout JSON line kept, in bytes.
+	LineCap int `mapstructure:"line_cap"`
+	// HeartbeatInterval is how often a running hook activity heartbeats.
+	HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval"`
+	// HeartbeatTimeout is how long Temporal waits for a heartbeat before it
+	// declares the worker dead and retries the hook elsewhere.
+	HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout"`
+}
+
+// RetryPolicy is an activity retry policy.
+type RetryPolicy struct {
+	InitialInterval    time.Duration `mapstructure:"initial_interval"`
+	BackoffCoefficient float64       `mapstructure:"backoff_coefficient"`
+	MaximumInterval    time.Duration `mapstructure:"maximum_interval"`
+	MaximumAttempts    int           `mapstructure:"maximum_attempts"`
+}
+
+// Retry is the default hook retry policy plus per-plugin overrides.
+type Retry struct {
+	RetryPolicy `mapstructure:",squash"`
+	// Plugins overrides the policy per plugin name (zero fields inherit).
+	Plugins map[string]RetryPolicy `mapstructure:"plugins"`
+}
+
+// Job holds defaults for newly submitted jobs.
+type Job struct {
+	Concurrency     int           `mapstructure:"concurrency"`
+	SequentialSteps []int         `mapstructure:"sequential_steps"`
+	DelayMin        time.Duration `mapstructure:"delay_min"`
+	DelayMax        time.Duration `mapstructure:"delay_max"`
+	UserAgent       string        `mapstructure:"user_agent"`
+	FetchDepth      string        `mapstructure:"fetch_depth"` // shallow or inf
+	MaxDuration     time.Duration `mapstructure:"max_duration"`
+	TaskQueue       string        `mapstructure:"task_queue"` // default pool queue for submissions
+}
+
+// Worker configures a worker process.
+type Worker struct {
+	Nickname      string        `mapstructure:"nickname"`
+	DrainTimeout  time.Duration `mapstructure:"drain_timeout"`
+	StatsInterval time.Duration `mapstructure:"stats_interval"`
+	PipelineTTL   time.Duration `mapstructure:"pipeline_ttl"`
+	// Pools lists the pool names this process serves; empty = all pools.
+	Pools []string `mapstructure:"pools"`
+}
+
+// Pool is a set of workers polling one task queue.
+type Pool struct {
+	Name      string `mapstructure:"name"`
+	TaskQueue string `mapstructure:"task_queue"`
+	// Slots bounds concurrently running hook activities per worker process.
+	Slots int `mapstructure:"slots"`
+}
+
+// Default returns the configuration used when nothing is set. Every default
+// lives here.
+func Default() Config {
+	return Config{
+		ArchiveDir: "./data/archive",
+		Log:        Log{Level: "info", Format: "console"},
+		Temporal: Temporal{
+			HostPort:  "127.0.0.1:7233",
+			Namespace: "default",
+			UIURL:     "http://127.0.0.1:8233",
+		},
+		Redis: Redis{
+			URL:              "redis://127.0.0.1:6379/0",
+			DialTimeout:      5 * time.Second,
+			ReadTimeout:      3 * time.Second,
+			WriteTimeout:     3 * time.Second,
+			MaxRetries:       3,
+			MinBackoff:       8 * time.Millisecond,
+			MaxBackoff:       512 * time.Millisecond,
+			LogCap:           10000,
+			PacketCap:        64 * 1024,
+			RetainCompleted:  48 * time.Hour,
+			RetainAborted:    5 * time.Second,
+			RetainFailed:     48 * time.Hour,
+			EventsTTL:        3 * time.Hour,
+			ResponseCounters: true,
+		},
+		Plugins: Plugins{Dirs: []string{"./plugins"}},
+		Hooks: Hooks{
+			Timeout:           60 * time.Second,
+			Grace:             15 * time.Second,
+			LineCap:           1 << 20,
+			HeartbeatInterval: 2 * time.Second,
+			HeartbeatTimeout:  15 * time.Second,
+		},
+		Retry: Retry{RetryPolicy: RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    3,
+		}},
+		Job: Job{
+			Concurrency:     4,
+			SequentialSteps: []int{5},
+			FetchDepth:      "shallow",
+			MaxDuration:     24 * time.Hour,
+			TaskQueue:       "archiveflow",
+		},
+		Worker: Worker{
+			DrainTimeout:  30 * time.Second,
+			StatsInterval: 5 * time.Second,
+			PipelineTTL:   30 * time.Second,
+		},
+		Pools: []Pool{{Name: "default", TaskQueue: "archiveflow", Slots: 8}},
+	}
+}
+
+// PolicyFor returns the retry policy for plugin: the default with the
+// plugin's non-zero overrides applied.
+func (r Retry) PolicyFor(plugin string) RetryPolicy {
+	p := r.RetryPolicy
+	o, ok := r.Plugins[plugin]
+	if !ok {
+		return p
+	}
+	if o.InitialInterval > 0 {
+		p.InitialInterval = o.InitialInterval
+	}
+	if o.BackoffCoefficient > 0 {
+		p.BackoffCoefficient = o.BackoffCoefficient
+	}
+	if o.MaximumInterval > 0 {
+		p.MaximumInterval = o.MaximumInterval
+	}
+	if o.MaximumAttempts > 0 {
+		p.MaximumAttempts = o.MaximumAttempts
+	}
+	return p
+}
+
+// Pool returns the pool named name.
+func (c *Config) Pool(name string) (Pool, bool) {
+	for _, p := range c.Pools {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Pool{}, false
+}

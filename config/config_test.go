@@ -1,0 +1,161 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// inTempDir runs the test in an empty directory so no archiveflow.yaml leaks in.
+func inTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	return dir
+}
+
+func writeFile(t *testing.T, path, body string) string {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+	return path
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	inTempDir(t)
+	cfg, err := Load(Options{})
+	require.NoError(t, err)
+	assert.Equal(t, Default(), *cfg)
+}
+
+func TestPrecedenceFileEnvFlags(t *testing.T) {
+	dir := inTempDir(t)
+	file := writeFile(t, filepath.Join(dir, "af.yaml"), `
+archive_dir: /from/file
+redis:
+  namespace: filens
+  log_cap: 500
+hooks:
+  timeout: 90s
+plugins:
+  values:
+    WGET_TIMEOUT: 120
+`)
+	t.Setenv("ARCHIVEFLOW_REDIS_NAMESPACE", "envns")
+	t.Setenv("ARCHIVEFLOW_HOOKS_GRACE", "3s")
+	t.Setenv("ARCHIVEFLOW_JOB_SEQUENTIAL_STEPS", "4,5")
+
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	BindFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--config", file, "--redis-namespace", "flagns", "--plugins-dir", "/a", "--plugins-dir", "/b"}))
+
+	cfg, err := Load(Options{Flags: fs})
+	require.NoError(t, err)
+	assert.Equal(t, "/from/file", cfg.ArchiveDir, "file beats default")
+	assert.Equal(t, 500, cfg.Redis.LogCap, "file beats default")
+	assert.Equal(t, 90*time.Second, cfg.Hooks.Timeout)
+	assert.Equal(t, 3*time.Second, cfg.Hooks.Grace, "env beats default")
+	assert.Equal(t, []int{4, 5}, cfg.Job.SequentialSteps, "comma list from env")
+	assert.Equal(t, "flagns", cfg.Redis.Namespace, "flag beats env and file")
+	assert.Equal(t, []string{"/a", "/b"}, cfg.Plugins.Dirs)
+	assert.EqualValues(t, 120, cfg.Plugins.Values["wget_timeout"], "viper lower-cases map keys")
+	assert.Equal(t, Default().Redis.URL, cfg.Redis.URL, "untouched keys keep defaults")
+}
+
+func TestDefaultFileInWorkingDir(t *testing.T) {
+	dir := inTempDir(t)
+	writeFile(t, filepath.Join(dir, DefaultFile), "archive_dir: /wd\n")
+	cfg, err := Load(Options{})
+	require.NoError(t, err)
+	assert.Equal(t, "/wd", cfg.ArchiveDir)
+}
+
+func TestConfigEnvVarNamesFile(t *testing.T) {
+	dir := inTempDir(t)
+	t.Setenv("ARCHIVEFLOW_CONFIG", writeFile(t, filepath.Join(dir, "x.yaml"), "archive_dir: /envfile\n"))
+	cfg, err := Load(Options{})
+	require.NoError(t, err)
+	assert.Equal(t, "/envfile", cfg.ArchiveDir)
+}
+
+func TestPoolsFromJSONEnv(t *testing.T) {
+	inTempDir(t)
+	t.Setenv("ARCHIVEFLOW_POOLS", `[{"name":"fast","task_queue":"archiveflow","slots":2},{"name":"browser","task_queue":"browser","slots":1}]`)
+	cfg, err := Load(Options{})
+	require.NoError(t, err)
+	require.Len(t, cfg.Pools, 2)
+	assert.Equal(t, Pool{Name: "browser", TaskQueue: "browser", Slots: 1}, cfg.Pools[1])
+	p, ok := cfg.Pool("fast")
+	assert.True(t, ok)
+	assert.Equal(t, 2, p.Slots)
+}
+
+func TestLoadErrors(t *testing.T) {
+	cases := []struct {
+		name    string
+		file    string
+		env     map[string]string
+		wantErr []string
+	}{
+		{name: "unknown key", file: "redis:\n  urll: redis://x:1\n", wantErr: []string{"urll"}},
+		{name: "bad yaml", file: "redis: [\n", wantErr: []string{"af.yaml"}},
+		{name: "bad duration", env: map[string]string{"ARCHIVEFLOW_HOOKS_TIMEOUT": "soon"}, wantErr: []string{"hooks.timeout", "soon"}},
+		{name: "bad int", env: map[string]string{"ARCHIVEFLOW_REDIS_LOG_CAP": "many"}, wantErr: []string{"log_cap", "many"}},
+		{name: "bad json", env: map[string]string{"ARCHIVEFLOW_POOLS": `[{"name":`}, wantErr: []string{"looks like JSON"}},
+		{name: "negative log cap", file: "redis:\n  log_cap: -5\n", wantErr: []string{"config redis.log_cap = -5: must be >= 1"}},
+		{name: "several problems at once", file: "log:\n  level: loud\njob:\n  concurrency: -1\n  fetch_depth: deep\n",
+			wantErr: []string{`log.level = "loud": must be one of debug, info, warn, error`, "job.concurrency = -1", `job.fetch_depth = "deep"`}},
+		{name: "sequential step out of range", env: map[string]string{"ARCHIVEFLOW_JOB_SEQUENTIAL_STEPS": "5,12"}, wantErr: []string{"job.sequential_steps[1] = 12: must be a step from 0 to 9"}},
+		{name: "bad redis url hides password", env: map[string]string{"ARCHIVEFLOW_REDIS_URL": "http://u:hunter2@h:1"}, wantErr: []string{"redis.url", "xxxxx"}},
+		{name: "bad host port", env: map[string]string{"ARCHIVEFLOW_TEMPORAL_HOST_PORT": "nohost"}, wantErr: []string{`temporal.host_port = "nohost": must be host:port`}},
+		{name: "heartbeat timeout too short", file: "hooks:\n  heartbeat_interval: 5s\n  heartbeat_timeout: 5s\n", wantErr: []string{"hooks.heartbeat_timeout"}},
+		{name: "retry override", file: "retry:\n  plugins:\n    wget:\n      backoff_coefficient: 0.5\n", wantErr: []string{"retry.plugins.wget.backoff_coefficient = 0.5: must be >= 1"}},
+		{name: "duplicate pool", file: "pools:\n- {name: a, task_queue: archiveflow, slots: 1}\n- {name: a, task_queue: q, slots: 0}\n",
+			wantErr: []string{`pools[1].name = "a": must be unique`, "pools[1].slots = 0: must be >= 1"}},
+		{name: "job queue without pool", file: "job:\n  task_queue: nowhere\n", wantErr: []string{"job.task_queue = nowhere: must be the task_queue of a configured pool"}},
+		{name: "worker pool unknown", env: map[string]string{"ARCHIVEFLOW_WORKER_POOLS": "ghost"}, wantErr: []string{`worker.pools[0] = "ghost": must name a configured pool`}},
+		{name: "tls pair", file: "redis:\n  tls:\n    cert_file: /c.pem\n", wantErr: []string{"redis.tls.cert_file", "set together"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := inTempDir(t)
+			opts := Options{}
+			if tc.file != "" {
+				opts.File = writeFile(t, filepath.Join(dir, "af.yaml"), tc.file)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, err := Load(opts)
+			require.Error(t, err)
+			for _, want := range tc.wantErr {
+				assert.Contains(t, err.Error(), want)
+			}
+			assert.NotContains(t, err.Error(), "hunter2")
+		})
+	}
+}
+
+func TestMissingExplicitFile(t *testing.T) {
+	inTempDir(t)
+	_, err := Load(Options{File: "/nonexistent/af.yaml"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/nonexistent/af.yaml")
+}
+
+func TestPolicyFor(t *testing.T) {
+	r := Default().Retry
+	r.Plugins = map[string]RetryPolicy{"wget": {MaximumAttempts: 7}}
+	assert.Equal(t, 7, r.PolicyFor("wget").MaximumAttempts)
+	assert.Equal(t, r.InitialInterval, r.PolicyFor("wget").InitialInterval, "zero fields inherit")
+	assert.Equal(t, 3, r.PolicyFor("title").MaximumAttempts)
+}
+
+func TestRedactURL(t *testing.T) {
+	assert.Equal(t, "redis://:xxxxx@h:6379/0", RedactURL("redis://:secret@h:6379/0"))
+	assert.Equal(t, "redis://h:6379", RedactURL("redis://h:6379"))
+}

@@ -1,0 +1,192 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// FieldError is one invalid configuration value.
+type FieldError struct {
+	Key   string // dotted config key, e.g. redis.log_cap
+	Value any    // the offending value (secrets are never put here)
+	Rule  string // the rule it breaks
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("config %s = %v: %s", e.Key, e.Value, e.Rule)
+}
+
+var poolName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// Validate checks every value and returns all problems found, joined.
+func (c *Config) Validate() error {
+	v := &validator{}
+	v.nonEmpty("archive_dir", c.ArchiveDir)
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	v.oneOf("log.format", c.Log.Format, "console", "json")
+
+	v.hostPort("temporal.host_port", c.Temporal.HostPort)
+	v.nonEmpty("temporal.namespace", c.Temporal.Namespace)
+	if c.Temporal.UIURL != "" {
+		v.httpURL("temporal.ui_url", c.Temporal.UIURL)
+	}
+	v.tls("temporal.tls", c.Temporal.TLS)
+
+	v.redisURL("redis.url", c.Redis.URL)
+	v.tls("redis.tls", c.Redis.TLS)
+	v.positiveDur("redis.dial_timeout", c.Redis.DialTimeout)
+	v.positiveDur("redis.read_timeout", c.Redis.ReadTimeout)
+	v.positiveDur("redis.write_timeout", c.Redis.WriteTimeout)
+	v.check(c.Redis.MaxRetries >= -1, "redis.max_retries", c.Redis.MaxRetries, "must be >= -1 (-1 disables retries)")
+	v.positiveDur("redis.min_retry_backoff", c.Redis.MinBackoff)
+	v.check(c.Redis.MaxBackoff >= c.Redis.MinBackoff, "redis.max_retry_backoff", c.Redis.MaxBackoff, "must be >= redis.min_retry_backoff")
+	v.check(c.Redis.LogCap >= 1, "redis.log_cap", c.Redis.LogCap, "must be >= 1")
+	v.check(c.Redis.PacketCap >= 256, "redis.packet_cap", c.Redis.PacketCap, "must be >= 256 bytes")
+	v.check(c.Redis.RetainCompleted >= 0, "redis.retain_completed", c.Redis.RetainCompleted, "must be >= 0")
+	v.check(c.Redis.RetainAborted >= 0, "redis.retain_aborted", c.Redis.RetainAborted, "must be >= 0")
+	v.check(c.Redis.RetainFailed >= 0, "redis.retain_failed", c.Redis.RetainFailed, "must be >= 0")
+	v.positiveDur("redis.events_ttl", c.Redis.EventsTTL)
+	v.check(!strings.ContainsAny(c.Redis.Namespace, " \t\r\n"), "redis.namespace", c.Redis.Namespace, "must not contain whitespace")
+
+	v.check(len(c.Plugins.Dirs) > 0, "plugins.dirs", c.Plugins.Dirs, "must list at least one plugin root")
+	for i, d := range c.Plugins.Dirs {
+		v.nonEmpty(fmt.Sprintf("plugins.dirs[%d]", i), d)
+	}
+
+	v.positiveDur("hooks.timeout", c.Hooks.Timeout)
+	v.check(c.Hooks.Grace >= 0, "hooks.grace", c.Hooks.Grace, "must be >= 0")
+	v.check(c.Hooks.LineCap >= 1024, "hooks.line_cap", c.Hooks.LineCap, "must be >= 1024 bytes")
+	v.positiveDur("hooks.heartbeat_interval", c.Hooks.HeartbeatInterval)
+	v.check(c.Hooks.HeartbeatTimeout > c.Hooks.HeartbeatInterval, "hooks.heartbeat_timeout", c.Hooks.HeartbeatTimeout, "must be > hooks.heartbeat_interval")
+
+	v.retry("retry", c.Retry.RetryPolicy, false)
+	for _, name := range sortedKeys(c.Retry.Plugins) {
+		v.retry("retry.plugins."+name, c.Retry.Plugins[name], true)
+	}
+
+	v.check(c.Job.Concurrency >= 0, "job.concurrency", c.Job.Concurrency, "must be >= 0 (0 pauses a job)")
+	for i, s := range c.Job.SequentialSteps {
+		v.check(s >= 0 && s <= 9, fmt.Sprintf("job.sequential_steps[%d]", i), s, "must be a step from 0 to 9")
+	}
+	v.check(c.Job.DelayMin >= 0, "job.delay_min", c.Job.DelayMin, "must be >= 0")
+	v.check(c.Job.DelayMax >= c.Job.DelayMin, "job.delay_max", c.Job.DelayMax, "must be >= job.delay_min")
+	v.oneOf("job.fetch_depth", c.Job.FetchDepth, "shallow", "inf")
+	v.positiveDur("job.max_duration", c.Job.MaxDuration)
+	v.nonEmpty("job.task_queue", c.Job.TaskQueue)
+
+	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")
+	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)
+	v.check(c.Worker.PipelineTTL > c.Worker.StatsInterval, "worker.pipeline_ttl", c.Worker.PipelineTTL, "must be > worker.stats_interval")
+
+	v.pools(c)
+	return v.err()
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) check(ok bool, key string, value any, rule string) {
+	if !ok {
+		v.errs = append(v.errs, &FieldError{Key: key, Value: value, Rule: rule})
+	}
+}
+
+func (v *validator) err() error { return errors.Join(v.errs...) }
+
+func (v *validator) nonEmpty(key, s string) {
+	v.check(strings.TrimSpace(s) != "", key, fmt.Sprintf("%q", s), "must not be empty")
+}
+
+func (v *validator) oneOf(key, s string, allowed ...string) {
+	for _, a := range allowed {
+		if s == a {
+			return
+		}
+	}
+	v.check(false, key, fmt.Sprintf("%q", s), "must be one of "+strings.Join(allowed, ", "))
+}
+
+func (v *validator) positiveDur(key string, d time.Duration) {
+	v.check(d > 0, key, d, "must be a positive duration such as 500ms, 30s or 2h")
+}
+
+func (v *validator) hostPort(key, s string) {
+	host, port, err := net.SplitHostPort(s)
+	v.check(err == nil && host != "" && port != "", key, fmt.Sprintf("%q", s), "must be host:port")
+}
+
+func (v *validator) httpURL(key, s string) {
+	u, err := url.Parse(s)
+	v.check(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "", key, fmt.Sprintf("%q", s), "must be an http(s) URL")
+}
+
+func (v *validator) redisURL(key, s string) {
+	u, err := url.Parse(s)
+	ok := err == nil && ((u.Scheme == "redis" || u.Scheme == "rediss") && u.Host != "" || u.Scheme == "unix" && u.Path != "")
+	// Never echo a URL that may carry a password.
+	v.check(ok, key, RedactURL(s), "must be redis://[user:password@]host:port[/db], rediss://… for TLS, or unix:///path")
+}
+
+func (v *validator) tls(prefix string, t TLS) {
+	v.check((t.CertFile == "") == (t.KeyFile == ""), prefix+".cert_file", t.CertFile, "cert_file and key_file must be set together")
+}
+
+func (v *validator) retry(prefix string, p RetryPolicy, override bool) {
+	if override {
+		// Zero fields inherit the default policy.
+		v.check(p.InitialInterval >= 0, prefix+".initial_interval", p.InitialInterval, "must be >= 0")
+		v.check(p.BackoffCoefficient == 0 || p.BackoffCoefficient >= 1, prefix+".backoff_coefficient", p.BackoffCoefficient, "must be >= 1")
+		v.check(p.MaximumInterval >= 0, prefix+".maximum_interval", p.MaximumInterval, "must be >= 0")
+		v.check(p.MaximumAttempts >= 0, prefix+".maximum_attempts", p.MaximumAttempts, "must be >= 1")
+		return
+	}
+	v.positiveDur(prefix+".initial_interval", p.InitialInterval)
+	v.check(p.BackoffCoefficient >= 1, prefix+".backoff_coefficient", p.BackoffCoefficient, "must be >= 1")
+	v.check(p.MaximumInterval >= p.InitialInterval, prefix+".maximum_interval", p.MaximumInterval, "must be >= initial_interval")
+	v.check(p.MaximumAttempts >= 1, prefix+".maximum_attempts", p.MaximumAttempts, "must be >= 1")
+}
+
+func (v *validator) pools(c *Config) {
+	v.check(len(c.Pools) > 0, "pools", len(c.Pools), "must define at least one pool")
+	seen := map[string]bool{}
+	queues := map[string]bool{}
+	for i, p := range c.Pools {
+		key := fmt.Sprintf("pools[%d]", i)
+		v.check(poolName.MatchString(p.Name), key+".name", fmt.Sprintf("%q", p.Name), "must match "+poolName.String())
+		v.check(!seen[p.Name], key+".name", fmt.Sprintf("%q", p.Name), "must be unique")
+		seen[p.Name] = true
+		v.nonEmpty(key+".task_queue", p.TaskQueue)
+		v.check(!strings.Contains(p.TaskQueue, "@"), key+".task_queue", p.TaskQueue, "must not contain '@' (reserved for host-specific queues)")
+		queues[p.TaskQueue] = true
+		v.check(p.Slots >= 1, key+".slots", p.Slots, "must be >= 1")
+	}
+	if c.Job.TaskQueue != "" {
+		v.check(queues[c.Job.TaskQueue], "job.task_queue", c.Job.TaskQueue, "must be the task_queue of a configured pool")
+	}
+	for i, name := range c.Worker.Pools {
+		v.check(seen[name], fmt.Sprintf("worker.pools[%d]", i), fmt.Sprintf("%q", name), "must name a configured pool")
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// RedactURL returns s with any password replaced by "xxxxx", for messages.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}
