@@ -1,0 +1,231 @@
+// Package jsonl owns the hook output record format: the JSON lines a hook
+// prints on stdout (ArchiveResult, Snapshot, Tag, Response) and their
+// validation. It parses one line at a time and never panics on arbitrary
+// bytes; splitting a stream into bounded lines is done by Splitter.
+package jsonl
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// Type is the value of a record's "type" field.
+type Type string
+
+// Record types understood by archiveflow (DESIGN.md §3 "Output").
+const (
+	TypeArchiveResult Type = "ArchiveResult"
+	TypeSnapshot      Type = "Snapshot"
+	TypeTag           Type = "Tag"
+	TypeResponse      Type = "Response"
+)
+
+// Sentinel errors returned by ParseLine. Lines failing with ErrNotJSON,
+// ErrNoType or ErrUnknownType are "ignored" lines; ErrInvalid marks a record
+// of a known type whose fields break a rule.
+var (
+	ErrNotJSON     = errors.New("not a JSON object")
+	ErrNoType      = errors.New("JSON object without a string \"type\" field")
+	ErrUnknownType = errors.New("unknown record type")
+	ErrInvalid     = errors.New("invalid record")
+)
+
+// ArchiveResult is a hook's own statement of its result. The last one a hook
+// prints decides its status.
+type ArchiveResult struct {
+	Status     model.Status    `json:"status"`
+	OutputStr  string          `json:"output_str,omitempty"`
+	OutputJSON json.RawMessage `json:"output_json,omitempty"`
+	Error      string          `json:"error,omitempty"`
+}
+
+// Snapshot is a URL discovered by a hook (an outlink), with its crawl depth.
+type Snapshot struct {
+	URL   string `json:"url"`
+	Depth int    `json:"depth"`
+}
+
+// Tag is a label a hook attaches to the snapshot.
+type Tag struct {
+	Name string `json:"name"`
+}
+
+// Record is one typed, validated JSONL record. Exactly one of the pointer
+// fields is set, the one matching Type.
+type Record struct {
+	Type          Type
+	ArchiveResult *ArchiveResult
+	Snapshot      *Snapshot
+	Tag           *Tag
+	Response      *model.Response
+}
+
+// ParseLine parses one stdout line (without its newline). Blank lines and
+// lines that do not start with '{' fail fast with ErrNotJSON without being
+// decoded. The returned error wraps one of the sentinel errors above.
+func ParseLine(line []byte) (Record, error) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] != '{' {
+		return Record{}, ErrNotJSON
+	}
+	// One decoding pass into raw fields; each type then checks its own.
+	var w wire
+	if err := json.Unmarshal(line, &w); err != nil {
+		return Record{}, ErrNotJSON
+	}
+	var typ string
+	if len(w.Type) == 0 || json.Unmarshal(w.Type, &typ) != nil || typ == "" {
+		return Record{}, ErrNoType
+	}
+	switch Type(typ) {
+	case TypeArchiveResult:
+		return w.archiveResult()
+	case TypeSnapshot:
+		return w.snapshot()
+	case TypeTag:
+		return w.tag()
+	case TypeResponse:
+		return w.response()
+	default:
+		return Record{}, fmt.Errorf("%w %q", ErrUnknownType, truncate(typ, 64))
+	}
+}
+
+// wire holds every field any record type uses, undecoded.
+type wire struct {
+	Type       json.RawMessage `json:"type"`
+	Status     json.RawMessage `json:"status"`
+	OutputStr  json.RawMessage `json:"output_str"`
+	OutputJSON json.RawMessage `json:"output_json"`
+	Error      json.RawMessage `json:"error"`
+	URL        json.RawMessage `json:"url"`
+	Depth      json.RawMessage `json:"depth"`
+	Name       json.RawMessage `json:"name"`
+	Bytes      json.RawMessage `json:"bytes"`
+	WgetCode   json.RawMessage `json:"wget_code"`
+}
+
+func (w *wire) archiveResult() (Record, error) {
+	var raw string
+	if err := json.Unmarshal(w.Status, &raw); err != nil {
+		return Record{}, fmt.Errorf("%w: ArchiveResult status %s: must be a string", ErrInvalid, truncate(string(w.Status), 64))
+	}
+	st, err := model.ParseStatus(raw)
+	if err != nil {
+		return Record{}, fmt.Errorf("%w: ArchiveResult %v", ErrInvalid, err)
+	}
+	ar := &ArchiveResult{
+		Status:    st,
+		OutputStr: lenientString(w.OutputStr),
+		Error:     lenientString(w.Error),
+	}
+	if len(w.OutputJSON) > 0 && !bytes.Equal(w.OutputJSON, []byte("null")) {
+		ar.OutputJSON = append(json.RawMessage(nil), w.OutputJSON...)
+	}
+	return Record{Type: TypeArchiveResult, ArchiveResult: ar}, nil
+}
+
+func (w *wire) snapshot() (Record, error) {
+	url, ok := nonEmptyString(w.URL)
+	if !ok {
+		return Record{}, fmt.Errorf("%w: Snapshot url %s: must be a non-empty string", ErrInvalid, shown(w.URL))
+	}
+	s := &Snapshot{URL: url}
+	if present(w.Depth) {
+		d, err := strconv.Atoi(string(w.Depth))
+		if err != nil || d < 0 {
+			return Record{}, fmt.Errorf("%w: Snapshot depth %s: must be an integer >= 0", ErrInvalid, shown(w.Depth))
+		}
+		s.Depth = d
+	}
+	return Record{Type: TypeSnapshot, Snapshot: s}, nil
+}
+
+func (w *wire) tag() (Record, error) {
+	name, ok := nonEmptyString(w.Name)
+	if !ok {
+		return Record{}, fmt.Errorf("%w: Tag name %s: must be a non-empty string", ErrInvalid, shown(w.Name))
+	}
+	return Record{Type: TypeTag, Tag: &Tag{Name: name}}, nil
+}
+
+func (w *wire) response() (Record, error) {
+	url, ok := nonEmptyString(w.URL)
+	if !ok {
+		return Record{}, fmt.Errorf("%w: Response url %s: must be a non-empty string", ErrInvalid, shown(w.URL))
+	}
+	r := &model.Response{URL: url}
+	if !present(w.Status) {
+		return Record{}, fmt.Errorf("%w: Response status: required (HTTP status, 0 for no response)", ErrInvalid)
+	}
+	code, err := strconv.Atoi(string(w.Status))
+	if err != nil || code < 0 || code > 999 {
+		return Record{}, fmt.Errorf("%w: Response status %s: must be an integer in 0..999", ErrInvalid, shown(w.Status))
+	}
+	r.Status = code
+	if present(w.Bytes) {
+		n, err := strconv.ParseInt(string(w.Bytes), 10, 64)
+		if err != nil || n < 0 {
+			return Record{}, fmt.Errorf("%w: Response bytes %s: must be an integer >= 0", ErrInvalid, shown(w.Bytes))
+		}
+		r.Bytes = n
+	}
+	if present(w.WgetCode) {
+		if err := json.Unmarshal(w.WgetCode, &r.WgetCode); err != nil {
+			return Record{}, fmt.Errorf("%w: Response wget_code %s: must be a string", ErrInvalid, shown(w.WgetCode))
+		}
+	}
+	return Record{Type: TypeResponse, Response: r}, nil
+}
+
+// present reports whether a raw field was given and is not null.
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
+}
+
+// nonEmptyString decodes raw as a non-empty JSON string.
+func nonEmptyString(raw json.RawMessage) (string, bool) {
+	var s string
+	if !present(raw) || json.Unmarshal(raw, &s) != nil || s == "" {
+		return "", false
+	}
+	return s, true
+}
+
+// shown renders a raw field for an error message.
+func shown(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "(missing)"
+	}
+	return truncate(string(raw), 32)
+}
+
+// lenientString returns a JSON string's value, "" for absent or null, and the
+// compact JSON text of any other value: a hook printing a structured "error"
+// or "output_str" must not lose its status over it.
+func lenientString(raw json.RawMessage) string {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) == nil {
+		return buf.String()
+	}
+	return string(raw)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

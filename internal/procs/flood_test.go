@@ -1,0 +1,165 @@
+package procs
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+const (
+	floodBytes = 1 << 30
+	floodLine  = "downloading https://example.com/some/page.html 200 OK, not JSON" // 64 bytes with '\n'
+)
+
+// floodHook prints floodBytes of non-JSON lines, one 4 MiB line (over the
+// cap), then its ArchiveResult record.
+const floodHook = `yes '` + floodLine + `' | head -c ` + "1073741824" + `
+head -c 4194304 /dev/zero | tr '\0' '{'
+echo
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"flood"}'`
+
+// vmRSS returns this process's resident set size in bytes.
+func vmRSS(t testing.TB) int64 {
+	f, err := os.Open("/proc/self/status")
+	require.NoError(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// runFlood runs the flood hook while sampling RSS; it returns the result
+// and the peak RSS growth over the baseline.
+func runFlood(t testing.TB, s Spec) (Result, int64) {
+	base := vmRSS(t)
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if r := vmRSS(t); r > peak.Load() {
+				peak.Store(r)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	res, err := Run(t.Context(), s)
+	close(stop)
+	<-sampled
+	require.NoError(t, err)
+	return res, peak.Load() - base
+}
+
+func TestFloodKeepsMemoryFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 1 GiB; skipped with -short")
+	}
+	s := specFor(t, writeHook(t, "flood.sh", floodHook))
+	s.Log = zap.NewNop()
+	start := time.Now()
+	res, growth := runFlood(t, s)
+	elapsed := time.Since(start)
+	t.Logf("1 GiB flood: %s, %.0f MiB/s, RSS growth %.1f MiB", elapsed, float64(floodBytes)/elapsed.Seconds()/(1<<20), float64(growth)/(1<<20))
+
+	require.Equal(t, model.StatusSucceeded, res.Status, res.Reason)
+	assert.Equal(t, "flood", res.Last.OutputStr)
+	assert.Less(t, growth, int64(100<<20), "RSS must stay flat while the hook floods stdout")
+	assert.Equal(t, int64(floodBytes/len(floodLine+"\n")), res.Counts.Ignored, "every complete flood line is seen and ignored")
+	assert.Equal(t, int64(1), res.Counts.Oversize, "the 4 MiB line is dropped") // 1 GiB is a whole number of 64-byte lines
+	info, err := os.Stat(res.Files.Stdout)
+	require.NoError(t, err)
+	assert.Greater(t, info.Size(), int64(floodBytes))
+	require.NoError(t, os.Remove(res.Files.Stdout))
+}
+
+// BenchmarkFlood reports the RSS growth and throughput of reading a hook
+// that prints 1 GiB to stdout.
+func BenchmarkFlood(b *testing.B) {
+	hook := writeHookB(b, "flood.sh", floodHook)
+	for b.Loop() {
+		s := Spec{Path: hook, Dir: b.TempDir(), Stem: "flood", Env: []string{"PATH=" + os.Getenv("PATH")}}
+		res, growth := runFlood(b, s)
+		b.ReportMetric(float64(growth)/(1<<20), "MiB-rss-growth")
+		_ = os.Remove(res.Files.Stdout)
+	}
+	b.SetBytes(floodBytes)
+}
+
+// BenchmarkRunNoop measures the runner's overhead for a hook that prints
+// one record and exits (process start, files, cleanup scan, outputs).
+func BenchmarkRunNoop(b *testing.B) {
+	hook := writeHookB(b, "noop.sh", `echo '{"type":"ArchiveResult","status":"succeeded"}'`)
+	root := b.TempDir()
+	for i := 0; b.Loop(); i++ {
+		dir := root + "/" + strconv.Itoa(i)
+		res, err := Run(b.Context(), Spec{Path: hook, Dir: dir, Stem: "noop", Log: zap.NewNop()})
+		if err != nil || res.Status != model.StatusSucceeded {
+			b.Fatalf("run: %v %s", err, res.Reason)
+		}
+	}
+}
+
+// BenchmarkExecFloor runs the same no-op hook with plain os/exec (output
+// to a file, no supervision): the floor BenchmarkRunNoop is compared with.
+func BenchmarkExecFloor(b *testing.B) {
+	hook := writeHookB(b, "noop.sh", `echo '{"type":"ArchiveResult","status":"succeeded"}'`)
+	out, err := os.Create(b.TempDir() + "/out")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+	for b.Loop() {
+		cmd := exec.Command(hook)
+		cmd.Stdout = out
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLeftoverScan measures one scan of /proc for leftovers (group and
+// marker), the fixed cost paid after every hook.
+func BenchmarkLeftoverScan(b *testing.B) {
+	// Like after a real hook: only processes started since this test process
+	// started are candidates for the marker.
+	rp := &reaper{pgid: 1 << 22, marker: []byte(MarkerEnv + "=00000000000000000000000000000000"), minStart: selfRef().StartTime, log: zap.NewNop()}
+	for b.Loop() {
+		if len(rp.leftovers()) != 0 {
+			b.Fatal("unexpected leftovers")
+		}
+	}
+}
+
+func writeHookB(b *testing.B, name, body string) string {
+	b.Helper()
+	path := b.TempDir() + "/" + name
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}

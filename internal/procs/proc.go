@@ -1,0 +1,250 @@
+package procs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// procRoot is where the proc filesystem is mounted.
+const procRoot = "/proc"
+
+// procStat is the part of /proc/PID/stat the runner needs.
+type procStat struct {
+	State     byte   // R, S, D, Z, T, ...
+	PGID      int    // field 5
+	Flags     uint64 // field 9, PF_* flags
+	StartTime uint64 // field 22, clock ticks since boot
+}
+
+// Process flags (include/linux/sched.h): a kernel thread has no user
+// memory; an exiting process has released or is releasing it.
+const (
+	pfExiting = 0x00000004
+	pfKthread = 0x00200000
+)
+
+// readStat reads /proc/PID/stat. The comm field may hold spaces and
+// parentheses, so fields are counted from the last ')'.
+// It uses raw system calls and a stack buffer: the leftover scan reads the
+// stat of every process on the host after every hook, and os.File's
+// bookkeeping would double its cost.
+func readStat(pid int) (procStat, error) {
+	path := procRoot + "/" + strconv.Itoa(pid) + "/stat"
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return procStat{}, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var buf [1024]byte // a stat line is ~300 bytes; comm is at most 64
+	n, err := unix.Read(fd, buf[:])
+	if err != nil {
+		return procStat{}, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	return parseStat(buf[:n])
+}
+
+func parseStat(b []byte) (procStat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 > len(b) {
+		return procStat{}, fmt.Errorf("parse /proc stat %q: no ')' after comm", truncateBytes(b, 80))
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); field N is f[N-3].
+	if len(f) < 20 {
+		return procStat{}, fmt.Errorf("parse /proc stat: %d fields after comm, want >= 20", len(f))
+	}
+	pgid, err := strconv.Atoi(f[2])
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc stat pgrp %q: %w", f[2], err)
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc stat flags %q: %w", f[6], err)
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc stat starttime %q: %w", f[19], err)
+	}
+	return procStat{State: f[0][0], PGID: pgid, Flags: flags, StartTime: start}, nil
+}
+
+// readCmdline returns /proc/PID/cmdline split on NUL (empty for zombies and
+// kernel threads).
+func readCmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return nil, err
+	}
+	b = bytes.TrimRight(b, "\x00")
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return strings.Split(string(b), "\x00"), nil
+}
+
+// Reading the environment of a process that is in the middle of execve can
+// transiently fail or return nothing; such reads are retried this many times
+// with envRetryDelay in between.
+const (
+	envRetries    = 20
+	envRetryDelay = time.Millisecond
+)
+
+// hasEnv reports whether /proc/PID/environ of the process instance p
+// holds the exact entry kv. An empty or failed read of a process that is
+// still alive and not exiting (it may be inside execve) is retried; a
+// process whose environment cannot be read for lack of permission is not.
+func hasEnv(p procRef, kv []byte) bool {
+	path := filepath.Join(procRoot, strconv.Itoa(p.PID), "environ")
+	var b []byte
+	for try := 0; ; try++ {
+		var err error
+		b, err = os.ReadFile(path)
+		if err == nil && len(b) > 0 {
+			break
+		}
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || try == envRetries {
+			return false
+		}
+		st, err := readStat(p.PID)
+		if err != nil || st.StartTime != p.StartTime || st.State == 'Z' || st.State == 'X' || st.Flags&(pfExiting|pfKthread) != 0 {
+			return false
+		}
+		time.Sleep(envRetryDelay)
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, 0)
+		if i < 0 {
+			return bytes.Equal(b, kv)
+		}
+		if bytes.Equal(b[:i], kv) {
+			return true
+		}
+		b = b[i+1:]
+	}
+	return false
+}
+
+// listPIDs returns every numeric entry of /proc.
+func listPIDs() ([]int, error) {
+	d, err := os.Open(procRoot)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	pids := make([]int, 0, len(names))
+	for _, n := range names {
+		if pid, err := strconv.Atoi(n); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// procRef identifies one process instance: a pid plus its start time, so a
+// reused pid is never mistaken for it.
+type procRef struct {
+	PID       int
+	StartTime uint64
+}
+
+// alive reports whether the process still exists as the same instance and is
+// not a zombie (a zombie holds no resources and cannot be signalled away).
+func (p procRef) alive() bool {
+	st, err := readStat(p.PID)
+	return err == nil && st.StartTime == p.StartTime && st.State != 'Z' && st.State != 'X'
+}
+
+// signal delivers sig to exactly this process instance. It opens a pidfd
+// first and re-checks the start time through it, so a pid reused between
+// the check and the signal cannot be hit; without pidfd support it falls
+// back to kill(2) after the check. A process already gone is not an error.
+func (p procRef) signal(sig unix.Signal) error {
+	fd, err := unix.PidfdOpen(p.PID, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil
+		}
+		if !p.alive() {
+			return nil
+		}
+		return ignoreESRCH(unix.Kill(p.PID, sig))
+	}
+	defer unix.Close(fd)
+	// The pidfd pins this pid to the instance that existed at open time; if
+	// that instance is the one we mean, the start time still matches now.
+	if st, err := readStat(p.PID); err != nil || st.StartTime != p.StartTime {
+		return nil
+	}
+	return ignoreESRCH(unix.PidfdSendSignal(fd, sig, nil, 0))
+}
+
+// groupMembers lists the non-zombie processes of process group pgid.
+func groupMembers(pgid int) []procRef {
+	pids, err := listPIDs()
+	if err != nil {
+		return nil
+	}
+	var out []procRef
+	for _, pid := range pids {
+		st, err := readStat(pid)
+		if err != nil || st.PGID != pgid || st.State == 'Z' || st.State == 'X' {
+			continue
+		}
+		out = append(out, procRef{PID: pid, StartTime: st.StartTime})
+	}
+	return out
+}
+
+// markedProcesses lists live processes whose environment holds the entry
+// kv and that started at or after minStart (clock ticks since boot; 0 = any).
+// Only processes started after the hook can carry its marker, so the start
+// time filter avoids reading the environment of every process on the host.
+func markedProcesses(kv []byte, minStart uint64) ([]procRef, error) {
+	pids, err := listPIDs()
+	if err != nil {
+		return nil, err
+	}
+	self := os.Getpid()
+	var out []procRef
+	for _, pid := range pids {
+		if pid == self {
+			continue
+		}
+		st, err := readStat(pid)
+		if err != nil || st.StartTime < minStart || st.State == 'Z' || st.State == 'X' || st.Flags&pfKthread != 0 {
+			continue
+		}
+		if ref := (procRef{PID: pid, StartTime: st.StartTime}); hasEnv(ref, kv) {
+			out = append(out, ref)
+		}
+	}
+	return out, nil
+}
+
+func ignoreESRCH(err error) error {
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+func truncateBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}

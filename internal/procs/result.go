@@ -1,0 +1,201 @@
+package procs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/archiveflow/archiveflow/internal/jsonl"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// ErrTransient marks a hook attempt that ended without a final status
+// (non-zero exit without a record, crash, timeout, cancellation): the
+// caller retries it under its retry policy.
+var ErrTransient = errors.New("transient hook failure")
+
+// TransientError is returned by Result.Err for a transient outcome.
+type TransientError struct {
+	Hook      string
+	AttemptID string
+	Reason    string
+	// StderrTail holds the last stderr lines of the attempt, for the error log.
+	StderrTail []string
+}
+
+func (e *TransientError) Error() string {
+	msg := fmt.Sprintf("hook %s attempt %s: %s", e.Hook, e.AttemptID, e.Reason)
+	if n := len(e.StderrTail); n > 0 {
+		msg += "; last stderr line: " + e.StderrTail[n-1]
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrTransient) true.
+func (e *TransientError) Unwrap() error { return ErrTransient }
+
+// IsPermanent reports whether an error returned by Run means retrying the
+// same spec cannot help: an invalid spec, or an executable that is missing,
+// not executable or not in an executable format. Other Run errors (I/O,
+// resource limits at start) are worth a retry.
+func IsPermanent(err error) bool {
+	return errors.Is(err, ErrInvalidSpec) || errors.Is(err, fs.ErrNotExist) ||
+		errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC)
+}
+
+// Counts are the per-attempt line counters of the hook's stdout and stderr.
+type Counts struct {
+	Records     int64 // valid typed records (all types)
+	Ignored     int64 // non-JSON lines, JSON without "type", unknown types (blank lines are not counted)
+	Invalid     int64 // records of a known type breaking a rule (logged, ignored)
+	Oversize    int64 // stdout lines longer than LineCap, dropped unread
+	StderrLines int64 // non-blank stderr lines
+}
+
+// ResponseSummary aggregates the Response records of one attempt (they feed
+// ArchiveBot's items_downloaded, r1xx..r5xx and runk counters).
+type ResponseSummary struct {
+	Count int64
+	Bytes int64
+	R1xx  int64
+	R2xx  int64
+	R3xx  int64
+	R4xx  int64
+	R5xx  int64
+	Runk  int64 // status 0 (no response) or outside 100..599
+}
+
+func (s *ResponseSummary) add(r model.Response) {
+	s.Count++
+	s.Bytes += r.Bytes
+	switch r.Status / 100 {
+	case 1:
+		s.R1xx++
+	case 2:
+		s.R2xx++
+	case 3:
+		s.R3xx++
+	case 4:
+		s.R4xx++
+	case 5:
+		s.R5xx++
+	default:
+		s.Runk++
+	}
+}
+
+// Result is the outcome of one hook attempt. Exactly one of Status (final)
+// and Transient is set.
+type Result struct {
+	AttemptID string
+	// Status is the final status when Transient is false.
+	Status model.Status
+	// Transient is true when the attempt should be retried (see Err).
+	Transient bool
+	// Reason says in words how the status or the failure was decided.
+	Reason string
+	// ExitCode is the leader's exit code; 128+N when killed by signal N.
+	ExitCode int
+	// Signal is the signal that killed the leader, 0 if it exited.
+	Signal     syscall.Signal
+	TimedOut   bool // the Timeout expired and the group was stopped
+	Canceled   bool // the context ended and the group was stopped
+	SoftFailed bool // the hook printed status failed and exited 0: final, not retried
+	// Last is the last valid ArchiveResult record, nil if none.
+	Last       *jsonl.ArchiveResult
+	Counts     Counts
+	Responses  ResponseSummary
+	StderrTail []string // last StderrTailLines stderr lines
+	// Outputs are the files left in Dir (runner files excluded), sorted.
+	Outputs     []model.OutputFile
+	OutputBytes int64
+	// Leftovers counts processes found alive after the leader exited (group
+	// members and marked daemons); all were terminated.
+	Leftovers int
+	StartedAt time.Time
+	EndedAt   time.Time // when the leader exited
+	Files     Files
+}
+
+// Err returns a *TransientError for a transient outcome, nil for a final one.
+func (r Result) Err() error {
+	if !r.Transient {
+		return nil
+	}
+	hook := ""
+	if r.Files.Stdout != "" {
+		hook = hookFromRunnerFile(r.Files.Stdout)
+	}
+	return &TransientError{Hook: hook, AttemptID: r.AttemptID, Reason: r.Reason, StderrTail: r.StderrTail}
+}
+
+// ArchiveResult fills the fields of a model.ArchiveResult this attempt
+// knows; the caller sets Plugin, Hook, Step, Background and Attempts. For a
+// transient outcome Status is empty and Error holds the reason.
+func (r Result) ArchiveResult() model.ArchiveResult {
+	ar := model.ArchiveResult{
+		Status:      r.Status,
+		ExitCode:    r.ExitCode,
+		StartedAt:   r.StartedAt,
+		EndedAt:     r.EndedAt,
+		Outputs:     r.Outputs,
+		OutputBytes: r.OutputBytes,
+	}
+	if r.Last != nil {
+		ar.OutputStr = r.Last.OutputStr
+		ar.OutputJSON = r.Last.OutputJSON
+		ar.Error = r.Last.Error
+	}
+	if r.Transient {
+		ar.Error = r.Err().Error()
+	}
+	return ar
+}
+
+func hookFromRunnerFile(path string) string {
+	m := runnerFileRe.FindStringSubmatch(filepath.Base(path))
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// decide applies the status mapping of DESIGN.md §3, in order:
+//  1. the last ArchiveResult record's status wins (whatever the exit);
+//  2. a background hook stopped by its context (the seal) with no record
+//     and exit 0 or 143 (SIGTERM) succeeded;
+//  3. timeout or cancellation without a record: transient;
+//  4. no record: exit 0 → noresults, exit 10 → skipped;
+//  5. anything else (other exit, death by signal): transient.
+func decide(r *Result, background bool, timeout time.Duration) {
+	switch {
+	case r.Last != nil:
+		r.Status = r.Last.Status
+		r.Reason = fmt.Sprintf("ArchiveResult record status %s (exit %d)", r.Status, r.ExitCode)
+		r.SoftFailed = r.Status == model.StatusFailed && r.ExitCode == 0
+	case background && r.Canceled && (r.ExitCode == 0 || r.ExitCode == 128+int(syscall.SIGTERM)):
+		r.Status = model.StatusSucceeded
+		r.Reason = fmt.Sprintf("background hook stopped by the seal, no record, exit %d", r.ExitCode)
+	case r.TimedOut:
+		r.Transient = true
+		r.Reason = fmt.Sprintf("timed out after %s (exit %d)", timeout, r.ExitCode)
+	case r.Canceled:
+		r.Transient = true
+		r.Reason = fmt.Sprintf("canceled (exit %d)", r.ExitCode)
+	case r.Signal == 0 && r.ExitCode == 0:
+		r.Status = model.StatusNoResults
+		r.Reason = "exit 0 without ArchiveResult record"
+	case r.Signal == 0 && r.ExitCode == 10:
+		r.Status = model.StatusSkipped
+		r.Reason = "exit 10 without ArchiveResult record"
+	case r.Signal != 0:
+		r.Transient = true
+		r.Reason = fmt.Sprintf("killed by signal %d (%s) without ArchiveResult record", int(r.Signal), r.Signal)
+	default:
+		r.Transient = true
+		r.Reason = fmt.Sprintf("exit %d without ArchiveResult record", r.ExitCode)
+	}
+}

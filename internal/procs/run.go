@@ -1,0 +1,331 @@
+package procs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/jsonl"
+)
+
+// maxWarnings bounds the warnings logged per attempt about bad stdout lines;
+// the rest are only counted.
+const maxWarnings = 10
+
+// active holds the attempt IDs being run by this process, so that Sweep
+// never touches a live attempt of its own process.
+var active sync.Map
+
+// Run runs one hook attempt to its end and returns its outcome.
+//
+// An error means the hook could not be started (invalid spec, missing
+// executable, I/O failure creating its files; see IsPermanent); once the
+// hook has started, Run always returns a Result and a nil error, and the
+// Result says whether the outcome is final (Status) or transient
+// (Transient, Err). When Run returns, nothing the hook started is running,
+// OnRecord and OnStderr are not called any more, and the .pid file is gone.
+func Run(ctx context.Context, spec Spec) (Result, error) {
+	s, err := spec.normalize()
+	if err != nil {
+		return Result{}, err
+	}
+	log := s.Log.With(zap.String("hook", s.Stem), zap.String("attempt", s.AttemptID))
+	if _, loaded := active.LoadOrStore(s.AttemptID, struct{}{}); loaded {
+		return Result{}, fmt.Errorf("%w: attempt ID %s: already running in this process", ErrInvalidSpec, s.AttemptID)
+	}
+	defer active.Delete(s.AttemptID)
+
+	if err := context.Cause(ctx); err != nil {
+		return Result{}, fmt.Errorf("run hook %s: not started: %w", s.Stem, err)
+	}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("run hook %s: create dir: %w", s.Stem, err)
+	}
+	files := runnerFiles(s.Dir, s.Stem, s.AttemptID)
+	cmd, argv, err := prepare(s, files)
+	if err != nil {
+		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
+	}
+	startErr := cmd.Start()
+	// The child holds its own copies of the output descriptors.
+	closeFiles(cmd)
+	if startErr != nil {
+		return Result{}, fmt.Errorf("run hook %s: start %s: %w", s.Stem, s.Path, startErr)
+	}
+	res := Result{AttemptID: s.AttemptID, Files: files, StartedAt: time.Now(), ExitCode: -1}
+	waitCh := make(chan error, 1)
+	go func() { waitCh <- cmd.Wait() }()
+
+	pid := cmd.Process.Pid
+	leader := procRef{PID: pid}
+	if st, err := readStat(pid); err == nil {
+		leader.StartTime = st.StartTime
+	}
+	log = log.With(zap.Int("pid", pid))
+	log.Info("hook started", zap.String("path", s.Path), zap.Strings("args", s.Args), zap.String("dir", s.Dir))
+	writeAttemptPIDFile(files.PID, leader, argv, res.StartedAt, log)
+
+	out := &stdoutSink{onRecord: s.OnRecord, log: log, lineCap: s.LineCap}
+	errs := &stderrSink{onLine: s.OnStderr}
+	stopTail := make(chan struct{})
+	var tails sync.WaitGroup
+	tails.Go(func() {
+		sp := &jsonl.Splitter{Cap: s.LineCap, Emit: out.line}
+		if err := tail(files.Stdout, stopTail, sp); err != nil {
+			log.Warn("read hook stdout", zap.Error(err))
+		}
+		sp.Flush()
+	})
+	tails.Go(func() {
+		sp := &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}
+		if err := tail(files.Stderr, stopTail, sp); err != nil {
+			log.Warn("read hook stderr", zap.Error(err))
+		}
+		sp.Flush()
+	})
+
+	rp := &reaper{pgid: pid, marker: []byte(MarkerEnv + "=" + s.AttemptID), minStart: leader.StartTime, grace: s.Grace, log: log}
+	if err := supervise(ctx, s.Timeout, rp, waitCh, &res); err != nil {
+		log.Debug("hook wait", zap.Error(err))
+	}
+	res.EndedAt = time.Now()
+	res.ExitCode, res.Signal = exitStatus(cmd.ProcessState)
+	res.Leftovers = rp.cleanup()
+
+	close(stopTail)
+	tails.Wait()
+	if err := os.Remove(files.PID); err != nil && !errors.Is(err, os.ErrNotExist) {
+		log.Warn("remove pid file", zap.Error(err))
+	}
+
+	res.Counts = out.counts
+	res.Counts.StderrLines = errs.count
+	res.Last = out.last
+	res.Responses = out.responses
+	res.StderrTail = errs.tail
+	if res.Outputs, res.OutputBytes, err = ListOutputs(s.Dir); err != nil {
+		log.Warn("list hook outputs", zap.Error(err))
+	}
+	decide(&res, s.Background, s.Timeout)
+	logResult(log, res)
+	return res, nil
+}
+
+// prepare creates the output files and the .sh file and builds the command.
+func prepare(s Spec, files Files) (*exec.Cmd, []string, error) {
+	stdout, err := createOutput(files.Stdout)
+	if err != nil {
+		return nil, nil, err
+	}
+	stderr, err := createOutput(files.Stderr)
+	if err != nil {
+		stdout.Close()
+		return nil, nil, err
+	}
+	argv := append([]string{s.Path}, s.Args...)
+	if err := writeShFile(files.Sh, s.Dir, s.AttemptID, argv); err != nil {
+		stdout.Close()
+		stderr.Close()
+		return nil, nil, err
+	}
+	cmd := &exec.Cmd{
+		Path:        s.Path,
+		Args:        argv,
+		Env:         s.env(),
+		Dir:         s.Dir,
+		Stdout:      stdout,
+		Stderr:      stderr,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	return cmd, argv, nil
+}
+
+// createOutput creates a fresh append-only output file; an existing file
+// means the attempt ID was reused, which would mix two attempts' output.
+func createOutput(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create output file: %w", err)
+	}
+	return f, nil
+}
+
+func closeFiles(cmd *exec.Cmd) {
+	for _, w := range []any{cmd.Stdout, cmd.Stderr} {
+		if f, ok := w.(*os.File); ok {
+			f.Close()
+		}
+	}
+}
+
+// writeAttemptPIDFile records the started hook. The cmdline recorded is the
+// argv that was executed, not a read of /proc/PID/cmdline: right after
+// execve that read can still return a transitional value. For a script the
+// kernel puts the interpreter before it; Sweep matches on that suffix. A
+// failure is logged, not fatal: the hook is running and Run cleans up.
+func writeAttemptPIDFile(path string, leader procRef, argv []string, started time.Time, log *zap.Logger) {
+	if err := writePIDFile(path, pidFile{Proc: leader, Cmdline: argv, Owner: selfRef()}, started); err != nil {
+		log.Warn("write pid file", zap.String("path", path), zap.Error(err))
+	}
+}
+
+// supervise waits for the leader, stopping the group on timeout or
+// cancellation, and returns the leader's wait error.
+func supervise(ctx context.Context, timeout time.Duration, rp *reaper, waitCh <-chan error, res *Result) error {
+	var timeoutC <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	select {
+	case err := <-waitCh:
+		return err
+	case <-timeoutC:
+		res.TimedOut = true
+		return rp.stopLeader(waitCh, "timeout "+timeout.String())
+	case <-ctx.Done():
+		res.Canceled = true
+		return rp.stopLeader(waitCh, "canceled: "+context.Cause(ctx).Error())
+	}
+}
+
+// exitStatus returns the exit code (128+N for death by signal N) and signal.
+func exitStatus(ps *os.ProcessState) (int, syscall.Signal) {
+	if ps == nil {
+		return -1, 0
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), ws.Signal()
+	}
+	return ps.ExitCode(), 0
+}
+
+var (
+	selfOnce sync.Once
+	self     procRef
+)
+
+// selfRef identifies the current process (the owner of its pid files).
+func selfRef() procRef {
+	selfOnce.Do(func() {
+		self = procRef{PID: os.Getpid()}
+		if st, err := readStat(self.PID); err == nil {
+			self.StartTime = st.StartTime
+		}
+	})
+	return self
+}
+
+func logResult(log *zap.Logger, r Result) {
+	fields := []zap.Field{
+		zap.String("status", string(r.Status)),
+		zap.Bool("transient", r.Transient),
+		zap.String("reason", r.Reason),
+		zap.Int("exit_code", r.ExitCode),
+		zap.Bool("timed_out", r.TimedOut),
+		zap.Bool("canceled", r.Canceled),
+		zap.Duration("duration", r.EndedAt.Sub(r.StartedAt)),
+		zap.Int64("records", r.Counts.Records),
+		zap.Int64("ignored_lines", r.Counts.Ignored),
+		zap.Int64("invalid_records", r.Counts.Invalid),
+		zap.Int64("oversize_lines", r.Counts.Oversize),
+		zap.Int("outputs", len(r.Outputs)),
+		zap.Int64("output_bytes", r.OutputBytes),
+		zap.Int("leftovers", r.Leftovers),
+	}
+	if r.Transient {
+		log.Warn("hook attempt failed transiently", fields...)
+		return
+	}
+	log.Info("hook finished", fields...)
+}
+
+// stdoutSink parses stdout lines into records and counts them. It is used
+// by one goroutine only.
+type stdoutSink struct {
+	onRecord  func(jsonl.Record)
+	log       *zap.Logger
+	lineCap   int
+	counts    Counts
+	last      *jsonl.ArchiveResult
+	responses ResponseSummary
+	warnings  int
+}
+
+func (k *stdoutSink) line(b []byte, truncated bool) {
+	if truncated {
+		k.counts.Oversize++
+		k.warn("stdout line longer than the cap dropped", zap.Int("cap", k.lineCap))
+		return
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return
+	}
+	rec, err := jsonl.ParseLine(b)
+	switch {
+	case err == nil:
+	case errors.Is(err, jsonl.ErrInvalid):
+		k.counts.Invalid++
+		k.warn("invalid record ignored", zap.Error(err))
+		return
+	default:
+		k.counts.Ignored++
+		return
+	}
+	k.counts.Records++
+	switch rec.Type {
+	case jsonl.TypeArchiveResult:
+		k.last = rec.ArchiveResult
+	case jsonl.TypeResponse:
+		k.responses.add(*rec.Response)
+	}
+	if k.onRecord != nil {
+		k.onRecord(rec)
+	}
+}
+
+func (k *stdoutSink) warn(msg string, fields ...zap.Field) {
+	k.warnings++
+	switch {
+	case k.warnings <= maxWarnings:
+		k.log.Warn(msg, fields...)
+	case k.warnings == maxWarnings+1:
+		k.log.Warn("further stdout warnings suppressed for this attempt; see counts")
+	}
+}
+
+// stderrSink passes stderr lines on and keeps the last few.
+type stderrSink struct {
+	onLine func(string)
+	count  int64
+	tail   []string
+}
+
+func (k *stderrSink) line(b []byte, truncated bool) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return
+	}
+	line := strings.ToValidUTF8(string(b), "\uFFFD")
+	if truncated {
+		line += " [truncated]"
+	}
+	k.count++
+	if len(k.tail) == StderrTailLines {
+		copy(k.tail, k.tail[1:])
+		k.tail = k.tail[:StderrTailLines-1]
+	}
+	k.tail = append(k.tail, line)
+	if k.onLine != nil {
+		k.onLine(line)
+	}
+}
