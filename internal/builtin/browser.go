@@ -1,0 +1,123 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/archiveflow/archiveflow/internal/builtin/chrome"
+	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// Output files of the browser hooks.
+const (
+	screenshotFile = "screenshot.png"
+	pdfFile        = "output.pdf"
+	domFile        = "output.html"
+)
+
+// chromeGrace is how long Chromium gets between SIGTERM and SIGKILL.
+const chromeGrace = 5 * time.Second
+
+var (
+	pngMagic = []byte("\x89PNG\r\n\x1a\n")
+	pdfMagic = []byte("%PDF-")
+)
+
+// capture is what distinguishes the three browser hooks.
+type capture struct {
+	file  string
+	flag  func(abs string) []string // capture flags given the output's absolute path
+	stdio bool                      // Chromium prints the output on stdout
+	magic []byte                    // the output must start with it (nil: non-empty)
+}
+
+func runScreenshot(ctx context.Context, h *Hook) (hookio.Result, error) {
+	return runCapture(ctx, h, capture{file: screenshotFile, magic: pngMagic, flag: func(abs string) []string {
+		return []string{"--window-size=1440,2000", "--screenshot=" + abs}
+	}})
+}
+
+func runPDF(ctx context.Context, h *Hook) (hookio.Result, error) {
+	return runCapture(ctx, h, capture{file: pdfFile, magic: pdfMagic, flag: func(abs string) []string {
+		return []string{"--no-pdf-header-footer", "--print-to-pdf=" + abs}
+	}})
+}
+
+func runDOM(ctx context.Context, h *Hook) (hookio.Result, error) {
+	return runCapture(ctx, h, capture{file: domFile, stdio: true, flag: func(string) []string {
+		return []string{"--dump-dom"}
+	}})
+}
+
+// runCapture runs one headless Chromium capture of the URL into c.file.
+// No Chromium: skipped. Chromium failing or exceeding <PLUGIN>_TIMEOUT:
+// transient failure (retried).
+func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) {
+	bin, err := chrome.Find(h.Inv.String(h.Inv.Key("BINARY"), h.Inv.String("CHROME_BINARY", "")))
+	if errors.Is(err, chrome.ErrNotFound) {
+		return hookio.Result{}, skip("%s needs Chromium: %v", h.Inv.Plugin, err)
+	}
+	if err != nil {
+		return hookio.Result{}, err
+	}
+	extra, err := h.Inv.StringList(h.Inv.Key("ARGS"))
+	if err != nil {
+		return hookio.Result{}, err
+	}
+	final := filepath.Join(h.Dir, c.file)
+	tmp := filepath.Join(h.Dir, ".partial."+c.file) // keeps the extension Chromium reads
+	defer os.Remove(tmp)
+
+	runCtx, cancel := context.WithTimeout(ctx, h.Inv.Timeout)
+	defer cancel()
+	flags := c.flag(tmp)
+	spec := chrome.Capture{
+		Binary: bin, UserAgent: h.Inv.UserAgent, Extra: append(extra, flags[:len(flags)-1]...),
+		Flag: flags[len(flags)-1], URL: h.Inv.URL, Grace: chromeGrace,
+	}
+	if c.stdio {
+		out, err := os.Create(tmp)
+		if err != nil {
+			return hookio.Result{}, fmt.Errorf("%s: create output: %w", h.Inv.Plugin, err)
+		}
+		defer out.Close()
+		spec.Stdout = out
+	}
+	if err := chrome.Run(runCtx, spec); err != nil {
+		return hookio.Result{}, fmt.Errorf("%s: %w", h.Inv.Plugin, err)
+	}
+	size, err := checkOutput(tmp, c.magic)
+	if err != nil {
+		return hookio.Result{}, fmt.Errorf("%s: chromium produced no valid %s: %w", h.Inv.Plugin, c.file, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return hookio.Result{}, fmt.Errorf("%s: %w", h.Inv.Plugin, err)
+	}
+	return hookio.Result{Status: model.StatusSucceeded, OutputStr: c.file, OutputJSON: map[string]any{
+		"file": c.file, "bytes": size, "browser": bin,
+	}}, nil
+}
+
+func checkOutput(path string, magic []byte) (int64, error) {
+	head, err := readCapped(path, 16)
+	if err != nil {
+		return 0, err
+	}
+	if len(head) == 0 {
+		return 0, errors.New("output is empty")
+	}
+	if magic != nil && !bytes.HasPrefix(head, magic) {
+		return 0, fmt.Errorf("output starts with %q, want %q", head, magic)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
+}

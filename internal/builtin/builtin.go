@@ -1,0 +1,163 @@
+// Package builtin implements archiveflow's built-in hooks (the plugins/
+// directory): headers, title, screenshot, pdf, dom, wget, favicon, outlinks,
+// htmltotext, hashes and index. Each plugin's hook file is a POSIX sh wrapper
+// that execs `$ARCHIVEFLOW_BIN hook NAME "$@"`; the archiveflow binaries
+// dispatch that sub-command to Main. A hook follows DESIGN.md §3: argv
+// --url/--snapshot-id, config in the environment, cwd = SNAP_DIR/PLUGIN,
+// JSONL records on stdout, human log lines on stderr.
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// Exit codes of Main besides hookio.ExitSkipped.
+const (
+	ExitOK        = 0 // a record was printed (or nothing to report)
+	ExitTransient = 1 // transient failure: no record, the runner retries
+	ExitUsage     = 2 // unknown hook name or no hook name
+)
+
+// Hook is one run of a built-in hook: its parsed invocation and its outputs.
+type Hook struct {
+	Inv     *hookio.Invocation
+	Out     *hookio.Emitter
+	Log     *zap.Logger
+	Dir     string // the hook's working directory: SNAP_DIR/PLUGIN
+	SnapDir string // SNAP_DIR, or the parent of Dir when SNAP_DIR is unset
+}
+
+type hookFunc func(ctx context.Context, h *Hook) (hookio.Result, error)
+
+var hooks = map[string]hookFunc{
+	"headers":    runHeaders,
+	"screenshot": runScreenshot,
+	"pdf":        runPDF,
+	"dom":        runDOM,
+	"title":      runTitle,
+	"wget":       runWget,
+	"favicon":    runFavicon,
+	"outlinks":   runOutlinks,
+	"htmltotext": runHTMLToText,
+	"hashes":     runHashes,
+	"index":      runIndex,
+}
+
+// Names lists the built-in hooks, sorted.
+func Names() []string {
+	names := make([]string, 0, len(hooks))
+	for n := range hooks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// skipError makes a hook report `skipped` (record + exit 10).
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return e.reason }
+
+func skip(format string, args ...any) error {
+	return &skipError{reason: fmt.Sprintf(format, args...)}
+}
+
+// Main runs the hook named by args[0] with the rest of args as its argv,
+// the process environment as its config, and SIGTERM/SIGINT as cancellation.
+// It returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return Run(ctx, args, os.LookupEnv, stdout, stderr)
+}
+
+// Run is Main with an explicit context and environment.
+func Run(ctx context.Context, args []string, env hookio.LookupEnv, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "usage: hook NAME --url=URL --snapshot-id=ID; NAME is one of %s\n", strings.Join(Names(), ", "))
+		return ExitUsage
+	}
+	name := args[0]
+	fn, ok := hooks[name]
+	if !ok {
+		fmt.Fprintf(stderr, "hook %q: unknown; must be one of %s\n", name, strings.Join(Names(), ", "))
+		return ExitUsage
+	}
+	log := newLogger(stderr).With(zap.String("hook", name))
+	defer func() { _ = log.Sync() }()
+	out := hookio.NewEmitter(stdout)
+
+	inv, err := hookio.Parse(name, args[1:], env)
+	if err != nil {
+		// Bad configuration does not improve with retries: a soft failure.
+		log.Error("invalid invocation", zap.Error(err))
+		return emit(out, log, hookio.Result{Status: model.StatusFailed, OutputStr: "invalid invocation", Error: err.Error()}, ExitOK)
+	}
+	enabled, err := inv.Enabled()
+	if err != nil {
+		log.Error("invalid configuration", zap.Error(err))
+		return emit(out, log, hookio.Result{Status: model.StatusFailed, OutputStr: "invalid configuration", Error: err.Error()}, ExitOK)
+	}
+	if !enabled {
+		reason := inv.Key("ENABLED") + " is False"
+		log.Info("skipped", zap.String("reason", reason))
+		return emit(out, log, hookio.Result{Status: model.StatusSkipped, OutputStr: reason}, hookio.ExitSkipped)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		log.Error("no working directory", zap.Error(err))
+		return ExitTransient
+	}
+	h := &Hook{Inv: inv, Out: out, Log: log.With(zap.String("url", inv.URL)), Dir: dir, SnapDir: inv.SnapDir}
+	if h.SnapDir == "" {
+		h.SnapDir = filepath.Dir(dir)
+	}
+	return runHook(ctx, h, fn)
+}
+
+// runHook runs fn and maps its outcome to a record and an exit code.
+func runHook(ctx context.Context, h *Hook, fn hookFunc) int {
+	res, err := fn(ctx, h)
+	var se *skipError
+	switch {
+	case errors.As(err, &se):
+		h.Log.Warn("skipped", zap.String("reason", se.reason))
+		return emit(h.Out, h.Log, hookio.Result{Status: model.StatusSkipped, OutputStr: se.reason}, hookio.ExitSkipped)
+	case err != nil:
+		h.Log.Error("failed (transient, no record)", zap.Error(err))
+		return ExitTransient
+	}
+	h.Log.Info("done", zap.String("status", string(res.Status)), zap.String("output", res.OutputStr))
+	return emit(h.Out, h.Log, res, ExitOK)
+}
+
+func emit(out *hookio.Emitter, log *zap.Logger, res hookio.Result, code int) int {
+	if err := out.Result(res); err != nil {
+		log.Error("cannot print ArchiveResult", zap.Error(err))
+		return ExitTransient
+	}
+	return code
+}
+
+func newLogger(w io.Writer) *zap.Logger {
+	cfg := zap.NewProductionEncoderConfig()
+	cfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.EncodeLevel = zapcore.CapitalLevelEncoder
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(cfg), zapcore.Lock(zapcore.AddSync(w)), zapcore.InfoLevel)
+	return zap.New(core)
+}

@@ -1,0 +1,108 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
+)
+
+func env(kv map[string]string) hookio.LookupEnv {
+	return func(k string) (string, bool) {
+		v, ok := kv[k]
+		return v, ok
+	}
+}
+
+func TestRunRejectsUnknownHook(t *testing.T) {
+	var out, errb bytes.Buffer
+	assert.Equal(t, ExitUsage, Run(context.Background(), []string{"nope"}, env(nil), &out, &errb))
+	assert.Contains(t, errb.String(), `hook "nope": unknown; must be one of dom, favicon, hashes`)
+	assert.Empty(t, out.String())
+	assert.Equal(t, ExitUsage, Run(context.Background(), nil, env(nil), &out, &errb))
+}
+
+func TestRunInvalidInvocationIsASoftFailure(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), []string{"headers", "--url=file:///etc/passwd"}, env(nil), &out, &errb)
+	assert.Equal(t, ExitOK, code, "printed failed + exit 0: not retried")
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rec))
+	assert.Equal(t, "failed", rec["status"])
+	assert.Contains(t, rec["error"], "must be an absolute http or https URL")
+}
+
+func TestRunDisabled(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), []string{"wget", "--url=http://h/"}, env(map[string]string{"WGET_ENABLED": "False"}), &out, &errb)
+	assert.Equal(t, hookio.ExitSkipped, code)
+	assert.JSONEq(t, `{"type":"ArchiveResult","status":"skipped","output_str":"WGET_ENABLED is False"}`, out.String())
+}
+
+func TestPosixRegex(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`\.jpg$`, `\.jpg$`},
+		{`/page/\d+`, `/page/[0-9]+`},
+		{`\w+\s\S\W\D`, `[[:alnum:]_]+[[:space:]][^[:space:]][^[:alnum:]_][^0-9]`},
+		{`(?:a|b)c`, `(a|b)c`},
+		{`\\d`, `\\d`},
+		{`trailing\`, `trailing\`},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, posixRegex(tt.in), tt.in)
+	}
+}
+
+func TestWgetArgs(t *testing.T) {
+	base := []string{"--no-config", "-e", "robots=off", "--page-requisites", "--warc-file=warc/archive",
+		"--progress=dot:giga", "--tries=2", "--timeout=60"}
+	tests := []struct {
+		name  string
+		env   map[string]string
+		extra []string
+		want  []string
+	}{
+		{"shallow", nil, nil, append(append([]string{}, base...), "--span-hosts", "--", "http://h/a b")},
+		{"inf with everything", map[string]string{
+			"FETCH_DEPTH": "inf", "USER_AGENT": "UA 1", "DELAY_MIN": "250", "DELAY_MAX": "750",
+			"IGNORE_PATTERNS": `["\\.jpg$","/x/\\d+"]`,
+		}, []string{"--no-cookies"}, append(append([]string{}, base...),
+			"--user-agent=UA 1", "--recursive", "--level=inf", "--no-parent",
+			"--wait=0.500", "--random-wait", "--regex-type=posix", `--reject-regex=(\.jpg$)|(/x/[0-9]+)`,
+			"--no-cookies", "--", "http://h/a b")},
+		{"fixed delay", map[string]string{"DELAY_MIN": "1000", "DELAY_MAX": "1000"}, nil,
+			append(append([]string{}, base...), "--span-hosts", "--wait=1.000", "--", "http://h/a b")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv, err := hookio.Parse("wget", []string{"--url=http://h/a b"}, env(tt.env))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, wgetArgs(inv, tt.extra))
+		})
+	}
+}
+
+func TestIconExt(t *testing.T) {
+	tests := []struct{ ctype, url, want string }{
+		{"image/png", "http://h/x", ".png"},
+		{"image/vnd.microsoft.icon", "http://h/x.png", ".ico"},
+		{"image/svg+xml; charset=utf-8", "", ".svg"},
+		{"application/octet-stream", "http://h/icon.GIF?v=2", ".gif"},
+		{"", "http://h/favicon", ".ico"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, iconExt(tt.ctype, tt.url), tt.ctype+" "+tt.url)
+	}
+}
+
+func TestIsTempFile(t *testing.T) {
+	assert.True(t, isTempFile("screenshot/.partial.screenshot.png"))
+	assert.True(t, isTempFile("wget/.wget.json.tmp12345"))
+	assert.False(t, isTempFile("wget/wget.json"))
+	assert.False(t, isTempFile("wget/host/.well-known"))
+}

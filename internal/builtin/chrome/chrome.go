@@ -1,0 +1,118 @@
+// Package chrome owns running headless Chromium once per capture: finding
+// the binary, building its command line (a fresh profile directory, no
+// sandbox, no background networking) and running it with the URL passed as
+// a single argv element, never through a shell.
+package chrome
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Candidates are the executables searched on PATH when no binary is configured.
+var Candidates = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"}
+
+// ErrNotFound means no Chromium executable could be found.
+var ErrNotFound = errors.New("no Chromium found")
+
+// Find returns the path of the Chromium to use: configured when non-empty
+// (a path or a name on PATH), else the first of Candidates on PATH.
+func Find(configured string) (string, error) {
+	if configured != "" {
+		p, err := exec.LookPath(configured)
+		if err != nil {
+			return "", fmt.Errorf("%w: configured binary %q: %v", ErrNotFound, configured, err)
+		}
+		return p, nil
+	}
+	for _, c := range Candidates {
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: none of %s is on PATH (install chromium or set CHROME_BINARY)",
+		ErrNotFound, strings.Join(Candidates, ", "))
+}
+
+// Capture describes one headless Chromium run.
+type Capture struct {
+	Binary    string   // from Find
+	UserAgent string   // empty: Chromium's own
+	Extra     []string // operator arguments (<PLUGIN>_ARGS), before the capture flag
+	Flag      string   // the capture flag, e.g. "--screenshot=/abs/screenshot.png"
+	URL       string   // the page; passed as one argv element
+	Stdout    io.Writer
+	Grace     time.Duration // SIGTERM → SIGKILL delay on cancellation
+}
+
+// BaseArgs are the flags every capture uses, given its profile directory.
+func BaseArgs(profileDir string) []string {
+	return []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--no-default-browser-check",
+		"--disable-background-networking", "--disable-component-update",
+		"--disable-sync", "--disable-dev-shm-usage", "--hide-scrollbars",
+		"--mute-audio", "--user-data-dir=" + profileDir,
+	}
+}
+
+// Run runs one capture with a throw-away profile directory and returns
+// Chromium's stderr tail in the error when it fails. Cancelling ctx sends
+// SIGTERM, then SIGKILL after Grace.
+func Run(ctx context.Context, c Capture) error {
+	profile, err := os.MkdirTemp("", "archiveflow-chrome-")
+	if err != nil {
+		return fmt.Errorf("create chromium profile dir: %w", err)
+	}
+	defer os.RemoveAll(profile)
+
+	args := BaseArgs(profile)
+	if c.UserAgent != "" {
+		args = append(args, "--user-agent="+c.UserAgent)
+	}
+	args = append(args, c.Extra...)
+	args = append(args, c.Flag, c.URL)
+
+	// Files, not pipes: Chromium's helper processes inherit stdio and may
+	// outlive the browser process for a moment.
+	stderr, err := os.Create(filepath.Join(profile, "chromium.stderr.log"))
+	if err != nil {
+		return fmt.Errorf("create chromium log: %w", err)
+	}
+	defer stderr.Close()
+	cmd := exec.CommandContext(ctx, c.Binary, args...)
+	cmd.Stdout = c.Stdout
+	cmd.Stderr = stderr
+	cmd.Env = append(os.Environ(), "HOME="+profile)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = c.Grace
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("chromium %s: %w", c.Flag, ctx.Err())
+		}
+		return fmt.Errorf("chromium %s: %w; stderr: %s", c.Flag, err, tail(stderr.Name()))
+	}
+	return nil
+}
+
+const tailMax = 2048
+
+// tail returns the last bytes of the file at path, for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	if len(b) > tailMax {
+		b = b[len(b)-tailMax:]
+	}
+	return strings.TrimSpace(string(b))
+}

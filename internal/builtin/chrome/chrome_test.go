@@ -1,0 +1,98 @@
+package chrome
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeChromium writes a shell script that records its argv, one per line,
+// to ARGV_FILE and then runs body.
+func fakeChromium(t *testing.T, body string) (bin, argvFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	argvFile = filepath.Join(dir, "argv")
+	bin = filepath.Join(dir, "chromium")
+	script := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > '" + argvFile + "'\n" + body + "\n"
+	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
+	return bin, argvFile
+}
+
+func TestFind(t *testing.T) {
+	bin, _ := fakeChromium(t, "exit 0")
+	got, err := Find(bin)
+	require.NoError(t, err)
+	assert.Equal(t, bin, got)
+
+	_, err = Find(filepath.Join(t.TempDir(), "absent"))
+	require.ErrorIs(t, err, ErrNotFound)
+	assert.Contains(t, err.Error(), "configured binary")
+
+	t.Setenv("PATH", t.TempDir())
+	_, err = Find("")
+	require.ErrorIs(t, err, ErrNotFound)
+	assert.Contains(t, err.Error(), "none of chromium, chromium-browser")
+}
+
+func TestRunPassesURLAsOneArgument(t *testing.T) {
+	bin, argvFile := fakeChromium(t, `echo '<html></html>'`)
+	const url = `http://h/x?a='b"c d$(touch pwned);e`
+	out, err := os.Create(filepath.Join(t.TempDir(), "out.html"))
+	require.NoError(t, err)
+	defer out.Close()
+	err = Run(context.Background(), Capture{Binary: bin, UserAgent: "UA x", Extra: []string{"--foo"}, Flag: "--dump-dom", URL: url, Stdout: out, Grace: time.Second})
+	require.NoError(t, err)
+	b, err := os.ReadFile(argvFile)
+	require.NoError(t, err)
+	argv := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	assert.Equal(t, url, argv[len(argv)-1], "the URL is the last argument, verbatim")
+	assert.Equal(t, "--dump-dom", argv[len(argv)-2])
+	assert.Contains(t, argv, "--headless")
+	assert.Contains(t, argv, "--no-sandbox")
+	assert.Contains(t, argv, "--user-agent=UA x")
+	assert.Contains(t, argv, "--foo")
+	var profile string
+	for _, a := range argv {
+		if strings.HasPrefix(a, "--user-data-dir=") {
+			profile = strings.TrimPrefix(a, "--user-data-dir=")
+		}
+	}
+	require.NotEmpty(t, profile)
+	assert.NoDirExists(t, profile, "the throw-away profile is removed")
+	html, err := os.ReadFile(out.Name())
+	require.NoError(t, err)
+	assert.Equal(t, "<html></html>\n", string(html))
+}
+
+func TestRunReportsFailureWithStderr(t *testing.T) {
+	bin, _ := fakeChromium(t, "echo 'cannot open display' >&2; exit 3")
+	err := Run(context.Background(), Capture{Binary: bin, Flag: "--screenshot=/x.png", URL: "http://h/"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exit status 3")
+	assert.Contains(t, err.Error(), "cannot open display")
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	bin, argvFile := fakeChromium(t, "trap 'exit 143' TERM; while :; do sleep 0.05; done")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Capture{Binary: bin, Flag: "--dump-dom", URL: "http://h/", Grace: 30 * time.Second})
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(argvFile); return err == nil }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, context.Canceled), "got %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}

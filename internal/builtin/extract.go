@@ -1,0 +1,199 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
+	"github.com/archiveflow/archiveflow/internal/builtin/htmldoc"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// Output files of the parsing hooks.
+const (
+	titleFile      = "title.txt"
+	outlinksFile   = "urls.jsonl"
+	htmlToTextFile = "htmltotext.txt"
+)
+
+// maxFaviconBytes caps one favicon download.
+const maxFaviconBytes = 5 << 20
+
+func (h *Hook) parsePage(ctx context.Context, sources ...string) (*page, *htmldoc.Doc, error) {
+	p, err := h.loadPage(ctx, sources...)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := htmldoc.Parse(p.Body, p.ContentType, p.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, doc, nil
+}
+
+func sourceJSON(p *page) map[string]any {
+	return map[string]any{"source": p.Source, "source_file": p.Path, "page_url": p.URL}
+}
+
+// runTitle saves the page title (title.txt). Step 5, after dom: it reads the
+// rendered DOM, else the headers hook's body, else fetches the page.
+func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
+	p, doc, err := h.parsePage(ctx, sourceDOM, sourceHeaders, sourceFetch)
+	if err != nil {
+		return hookio.Result{}, fmt.Errorf("title: %w", err)
+	}
+	title := doc.Title()
+	out := sourceJSON(p)
+	if title == "" {
+		return hookio.Result{Status: model.StatusNoResults, OutputStr: "page has no title", OutputJSON: out}, nil
+	}
+	if err := os.WriteFile(filepath.Join(h.Dir, titleFile), []byte(title+"\n"), 0o644); err != nil {
+		return hookio.Result{}, fmt.Errorf("save title: %w", err)
+	}
+	out["title"], out["file"] = title, titleFile
+	return hookio.Result{Status: model.StatusSucceeded, OutputStr: title, OutputJSON: out}, nil
+}
+
+// runOutlinks reports every hyperlink of the page as a Snapshot record
+// (depth = this page's depth + 1) and keeps the same records in urls.jsonl.
+// wget may still be running in step 7: the rendered DOM is preferred, then
+// wget's saved page, then the headers hook's body, then a fetch.
+func runOutlinks(ctx context.Context, h *Hook) (hookio.Result, error) {
+	p, doc, err := h.parsePage(ctx, sourceDOM, sourceWget, sourceHeaders, sourceFetch)
+	if err != nil {
+		return hookio.Result{}, fmt.Errorf("outlinks: %w", err)
+	}
+	links := doc.Links()
+	depth := h.Inv.Extra.Depth + 1
+	var buf bytes.Buffer
+	for _, l := range links {
+		line, err := json.Marshal(hookio.SnapshotRecord(l.URL, depth))
+		if err != nil {
+			return hookio.Result{}, fmt.Errorf("encode outlink %q: %w", l.URL, err)
+		}
+		buf.Write(append(line, '\n'))
+	}
+	out := sourceJSON(p)
+	out["count"] = len(links)
+	if len(links) == 0 {
+		return hookio.Result{Status: model.StatusNoResults, OutputStr: "no links on the page", OutputJSON: out}, nil
+	}
+	if err := writeFileAtomic(filepath.Join(h.Dir, outlinksFile), buf.Bytes()); err != nil {
+		return hookio.Result{}, err
+	}
+	for _, l := range links {
+		if err := h.Out.Snapshot(l.URL, depth); err != nil {
+			return hookio.Result{}, err
+		}
+	}
+	out["file"] = outlinksFile
+	return hookio.Result{Status: model.StatusSucceeded, OutputStr: fmt.Sprintf("%d links", len(links)), OutputJSON: out}, nil
+}
+
+// runHTMLToText saves the page's visible text (htmltotext.txt), from the
+// rendered DOM, else wget's saved page, else the headers hook's body, else a
+// fetch.
+func runHTMLToText(ctx context.Context, h *Hook) (hookio.Result, error) {
+	p, doc, err := h.parsePage(ctx, sourceDOM, sourceWget, sourceHeaders, sourceFetch)
+	if err != nil {
+		return hookio.Result{}, fmt.Errorf("htmltotext: %w", err)
+	}
+	text := doc.Text()
+	out := sourceJSON(p)
+	if text == "" {
+		return hookio.Result{Status: model.StatusNoResults, OutputStr: "page has no text", OutputJSON: out}, nil
+	}
+	if err := os.WriteFile(filepath.Join(h.Dir, htmlToTextFile), []byte(text), 0o644); err != nil {
+		return hookio.Result{}, fmt.Errorf("save text: %w", err)
+	}
+	out["file"], out["chars"] = htmlToTextFile, len([]rune(text))
+	return hookio.Result{Status: model.StatusSucceeded, OutputStr: fmt.Sprintf("%d characters", len([]rune(text))), OutputJSON: out}, nil
+}
+
+// runFavicon downloads the page's declared icon, else /favicon.ico at the
+// site root, and saves it as favicon.EXT.
+func runFavicon(ctx context.Context, h *Hook) (hookio.Result, error) {
+	var candidates []string
+	if _, doc, err := h.parsePage(ctx, sourceDOM, sourceHeaders, sourceFetch); err == nil {
+		candidates = doc.Icons()
+	} else {
+		h.Log.Info("no page to read icons from; trying /favicon.ico", zap.Error(err))
+	}
+	root, err := url.Parse(h.finalURL())
+	if err != nil {
+		return hookio.Result{}, fmt.Errorf("favicon: parse url: %w", err)
+	}
+	candidates = append(candidates, root.ResolveReference(&url.URL{Path: "/favicon.ico"}).String())
+
+	var tried []string
+	for _, c := range dedupe(candidates) {
+		f, err := h.get(ctx, c, maxFaviconBytes)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", c, err))
+			continue
+		}
+		ctype := f.Header.Get("Content-Type")
+		if f.Status != 200 || len(f.Body) == 0 || strings.HasPrefix(ctype, "text/html") {
+			tried = append(tried, fmt.Sprintf("%s: HTTP %d %q, %d bytes", c, f.Status, ctype, len(f.Body)))
+			continue
+		}
+		name := "favicon" + iconExt(ctype, f.FinalURL)
+		if err := os.WriteFile(filepath.Join(h.Dir, name), f.Body, 0o644); err != nil {
+			return hookio.Result{}, fmt.Errorf("save favicon: %w", err)
+		}
+		return hookio.Result{Status: model.StatusSucceeded, OutputStr: name, OutputJSON: map[string]any{
+			"file": name, "icon_url": f.FinalURL, "content_type": ctype, "bytes": len(f.Body),
+		}}, nil
+	}
+	return hookio.Result{Status: model.StatusNoResults, OutputStr: "no favicon found",
+		OutputJSON: map[string]any{"tried": tried}}, nil
+}
+
+// iconExt picks the favicon's file extension from its content type, else
+// from its URL, else .ico.
+func iconExt(contentType, iconURL string) string {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch mt {
+	case "image/x-icon", "image/vnd.microsoft.icon":
+		return ".ico"
+	case "image/png":
+		return ".png"
+	case "image/svg+xml":
+		return ".svg"
+	case "image/gif":
+		return ".gif"
+	case "image/jpeg":
+		return ".jpg"
+	case "image/webp":
+		return ".webp"
+	}
+	if u, err := url.Parse(iconURL); err == nil {
+		switch ext := strings.ToLower(path.Ext(u.Path)); ext {
+		case ".ico", ".png", ".svg", ".gif", ".jpg", ".jpeg", ".webp":
+			return ext
+		}
+	}
+	return ".ico"
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

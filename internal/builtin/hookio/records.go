@@ -1,0 +1,98 @@
+package hookio
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// Result is the ArchiveResult a hook reports about its own run.
+type Result struct {
+	Status     model.Status
+	OutputStr  string
+	OutputJSON any    // marshalled as output_json when non-nil
+	Error      string // human-readable reason for failed/skipped
+}
+
+// Emitter writes JSONL records to a hook's stdout. It is safe for concurrent
+// use: each record is one Write of one complete line.
+type Emitter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewEmitter returns an Emitter writing to w.
+func NewEmitter(w io.Writer) *Emitter { return &Emitter{w: w} }
+
+type archiveResultRecord struct {
+	Type       string       `json:"type"`
+	Status     model.Status `json:"status"`
+	OutputStr  string       `json:"output_str"`
+	OutputJSON any          `json:"output_json,omitempty"`
+	Error      string       `json:"error,omitempty"`
+}
+
+type snapshotRecord struct {
+	Type  string `json:"type"`
+	URL   string `json:"url"`
+	Depth int    `json:"depth"`
+}
+
+type tagRecord struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+}
+
+type responseRecord struct {
+	Type string `json:"type"`
+	model.Response
+}
+
+// Result writes an ArchiveResult record.
+func (e *Emitter) Result(r Result) error {
+	if _, err := model.ParseStatus(string(r.Status)); err != nil {
+		return fmt.Errorf("emit ArchiveResult: %w", err)
+	}
+	return e.write(archiveResultRecord{
+		Type: "ArchiveResult", Status: r.Status, OutputStr: r.OutputStr,
+		OutputJSON: r.OutputJSON, Error: r.Error,
+	})
+}
+
+// Snapshot writes a Snapshot record for a discovered URL.
+func (e *Emitter) Snapshot(url string, depth int) error {
+	return e.write(SnapshotRecord(url, depth))
+}
+
+// SnapshotRecord is the value Emitter.Snapshot marshals; hooks that also keep
+// the records in a file (outlinks' urls.jsonl) marshal the same value.
+func SnapshotRecord(url string, depth int) any {
+	return snapshotRecord{Type: "Snapshot", URL: url, Depth: depth}
+}
+
+// Tag writes a Tag record.
+func (e *Emitter) Tag(name string) error {
+	return e.write(tagRecord{Type: "Tag", Name: name})
+}
+
+// Response writes a Response record for one HTTP fetch.
+func (e *Emitter) Response(r model.Response) error {
+	return e.write(responseRecord{Type: "Response", Response: r})
+}
+
+func (e *Emitter) write(rec any) error {
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode record: %w", err)
+	}
+	line = append(line, '\n')
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.w.Write(line); err != nil {
+		return fmt.Errorf("write record: %w", err)
+	}
+	return nil
+}

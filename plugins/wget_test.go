@@ -1,0 +1,101 @@
+package plugins_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// TestWgetRecursive crawls the whole test site (FETCH_DEPTH=inf) with one
+// ignore pattern and checks the WARC and the counters against the server.
+func TestWgetRecursive(t *testing.T) {
+	s := newSite(t)
+	snap := newSnapshot(t, s.URL+"/")
+	snap.depth = "inf"
+	snap.ignores = []string{`/ignored\.html$`}
+	ua := userAgent(t, "wget")
+	r := snap.run(context.Background(), hookOf(t, "wget"), ua)
+	requireFinal(t, r, model.StatusSucceeded)
+
+	recs, err := readWARC(snap.file("wget", "warc/archive.warc.gz"))
+	require.NoError(t, err)
+	got := warcResponses(recs)
+	for path, status := range map[string]int{
+		"/": 200, "/page2.html": 200, "/redirect": 302, "/missing": 404, "/error": 500,
+		"/style.css": 200, "/img/bg.png": 200, "/missing.png": 404,
+	} {
+		assert.Equal(t, status, got[s.URL+path], "WARC response for %s", path)
+	}
+	assert.False(t, s.has(ua, "/ignored.html"), "IGNORE_PATTERNS reject /ignored.html")
+	assert.NotContains(t, got, "https://example.org/elsewhere?x=1", "recursion stays on the site")
+
+	assertResponsesMatch(t, s, ua, r.responses())
+	var r2, r3, r4, r5 int
+	for _, resp := range r.responses() {
+		switch resp.Status / 100 {
+		case 2:
+			r2++
+		case 3:
+			r3++
+		case 4:
+			r4++
+		case 5:
+			r5++
+		}
+	}
+	assert.Equal(t, 1, r3, "one redirect")
+	assert.Equal(t, 2, r4, "/missing and /missing.png")
+	assert.Equal(t, 2, r5, "/error and /error.js")
+	assert.Equal(t, len(s.requests(ua)), r2+r3+r4+r5)
+}
+
+// TestWgetStopsOnSIGTERM stops wget at "the seal" while a requisite hangs:
+// the hook stops wget, prints its final record and exits by itself.
+func TestWgetStopsOnSIGTERM(t *testing.T) {
+	s := newSite(t)
+	s.hold = make(chan struct{})
+	snap := newSnapshot(t, s.URL+"/slow")
+	ua := userAgent(t, "wget")
+	ctx, seal := context.WithCancel(context.Background())
+	defer seal()
+
+	done := make(chan bgResult, 1)
+	go func() {
+		r, err := snap.runE(ctx, hookOf(t, "wget"), ua)
+		done <- bgResult{r, err}
+	}()
+	// The page is saved and the stylesheet request is hanging.
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(snap.file("wget", "wget.json"))
+		return err == nil && s.has(ua, "/slow") && s.holding()
+	}, hookDeadline, 20*time.Millisecond)
+	seal()
+
+	var res bgResult
+	select {
+	case res = <-done:
+	case <-time.After(hookDeadline):
+		t.Fatal("wget hook did not stop")
+	}
+	require.NoError(t, res.err)
+	r := res.run
+	requireFinal(t, r, model.StatusSucceeded)
+	require.NotNil(t, r.last(), "the hook printed its final record after SIGTERM")
+	assert.Zero(t, r.res.Signal, "the hook exited by itself, it was not killed")
+	out := r.outputJSON(t)
+	assert.Equal(t, true, out["stopped"])
+	assert.EqualValues(t, 200, out["main_status"])
+	_, err := os.Stat(snap.file("wget", "warc/archive.warc.gz"))
+	assert.NoError(t, err)
+}
+
+type bgResult struct {
+	run hookRun
+	err error
+}
