@@ -1,0 +1,14 @@
+// Package rkeys owns archiveflow's Redis layout (DESIGN.md §5): every key
+// name, every value encoding and every Lua script. The rest of the code
+// never builds a key by hand; it calls a Store method, and the Store writes
+// the ArchiveBot job layout (the IDENT hash, IDENT_log, IDENT_ignores, the
+// pending/working lists, the jobs_* counters, finish_notifications,
+// pipeline:ID records), kickq-style indexes (state:STATE, time-index,
+// scheduled, scheduled-purge) and Flapjack-style events (events_archive:HOUR,
+// event_counters, executive_instance:HOST:PID).
+//
+// Every write a Temporal activity may repeat on retry is safe to repeat:
+// values are absolute, or increments are guarded by an idempotency key
+// checked and recorded inside the same Lua script. docs/redis-layout.md
+// lists every key, its type, encoding, writer, expiry and origin.
+package rkeys

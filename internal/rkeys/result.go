@@ -1,0 +1,156 @@
+package rkeys
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// ResponseCounts are ArchiveBot's response buckets for a set of fetches.
+type ResponseCounts struct {
+	R1xx, R2xx, R3xx, R4xx, R5xx, Runk int64
+	Errors                             int64 // error_count
+}
+
+// CountResponses buckets responses the way ArchiveBot's log analyzer does
+// (by response_code; anything outside 100..599 is runk) and counts errors
+// with the same rule as the download packets' is_error.
+func CountResponses(rs []model.Response) ResponseCounts {
+	var c ResponseCounts
+	for _, r := range rs {
+		switch {
+		case r.Status >= 100 && r.Status < 200:
+			c.R1xx++
+		case r.Status >= 200 && r.Status < 300:
+			c.R2xx++
+		case r.Status >= 300 && r.Status < 400:
+			c.R3xx++
+		case r.Status >= 400 && r.Status < 500:
+			c.R4xx++
+		case r.Status >= 500 && r.Status < 600:
+			c.R5xx++
+		default:
+			c.Runk++
+		}
+		if isError(r.Status, wgetCode(r)) {
+			c.Errors++
+		}
+	}
+	return c
+}
+
+// Event is the Flapjack-style JSON event appended to events_archive:HOUR
+// for every final ArchiveResult.
+type Event struct {
+	// Flapjack event fields.
+	Entity  string `json:"entity"`  // the job ident
+	Check   string `json:"check"`   // the hook file name
+	Type    string `json:"type"`    // always "service"
+	State   string `json:"state"`   // ok | warning | critical (see flapjackState)
+	Summary string `json:"summary"` // status plus output or error
+	Time    int64  `json:"time"`    // unix seconds of the hook's end
+	// archiveflow fields.
+	Status     model.Status `json:"status"`
+	Plugin     string       `json:"plugin"`
+	Step       int          `json:"step"`
+	Attempts   int          `json:"attempts"`
+	DurationMS int64        `json:"duration_ms"`
+	Bytes      int64        `json:"bytes"`
+	Responses  int          `json:"responses"`
+	Host       string       `json:"host"`
+	PID        int          `json:"pid"`
+	OpID       string       `json:"op_id"`
+}
+
+// flapjackState maps a hook status to Flapjack's state vocabulary.
+func flapjackState(s model.Status) string {
+	switch s {
+	case model.StatusSucceeded, model.StatusSkipped:
+		return "ok"
+	case model.StatusNoResults:
+		return "warning"
+	default:
+		return "critical"
+	}
+}
+
+const maxSummary = 1024
+
+func (s *Store) event(ident, opID string, r model.ArchiveResult, responses int) Event {
+	summary := string(r.Status)
+	if r.Error != "" {
+		summary += ": " + r.Error
+	} else if r.OutputStr != "" {
+		summary += ": " + r.OutputStr
+	}
+	summary = truncateUTF8(summary, maxSummary)
+	end := r.EndedAt
+	if end.IsZero() {
+		end = s.now()
+	}
+	var dur int64
+	if !r.StartedAt.IsZero() && !r.EndedAt.IsZero() {
+		dur = r.EndedAt.Sub(r.StartedAt).Milliseconds()
+	}
+	return Event{
+		Entity: ident, Check: r.Hook, Type: "service", State: flapjackState(r.Status),
+		Summary: summary, Time: end.Unix(),
+		Status: r.Status, Plugin: r.Plugin, Step: r.Step, Attempts: r.Attempts, DurationMS: dur,
+		Bytes: r.OutputBytes, Responses: responses, Host: s.opts.Host, PID: s.opts.PID, OpID: opID,
+	}
+}
+
+// RecordResult counts one final ArchiveResult in one round trip (one Lua
+// script): hooks_STATUS, bytes_downloaded (the result's output bytes),
+// items_queued/items_downloaded (one per Response), r1xx..r5xx/runk/
+// error_count when the Store owns response counters, a Flapjack event in
+// events_archive:HOUR (expiry refreshed) and event_counters /
+// event_counters:HOST:PID. opID is the idempotency key (e.g. the activity's
+// workflow-unique hook id): a repeat with the same opID changes nothing.
+// It reports whether this call applied the result.
+func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.ArchiveResult, responses []model.Response) (bool, error) {
+	if opID == "" {
+		return false, fmt.Errorf("record result of job %s hook %s: op id must not be empty (repeat-safety key)", ident, r.Hook)
+	}
+	if _, err := model.ParseStatus(string(r.Status)); err != nil {
+		return false, fmt.Errorf("record result of job %s hook %s: %w", ident, r.Hook, err)
+	}
+	if r.OutputBytes < 0 {
+		return false, fmt.Errorf("record result of job %s hook %s: output bytes %d: must be >= 0", ident, r.Hook, r.OutputBytes)
+	}
+	ev := s.event(ident, opID, r, len(responses))
+	evJSON, err := json.Marshal(ev)
+	if err != nil {
+		return false, fmt.Errorf("record result of job %s hook %s: encode event: %w", ident, r.Hook, err)
+	}
+	c := CountResponses(responses)
+	own := "0"
+	if *s.opts.OwnResponseCounters {
+		own = "1"
+	}
+	end := r.EndedAt
+	if end.IsZero() {
+		end = s.now()
+	}
+	keys := []string{
+		s.keys.Job(ident), s.keys.Ops(ident), s.keys.EventsArchive(end),
+		s.keys.EventCounters(), s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID),
+	}
+	code, err := recordResultScript.Run(ctx, s.rdb, keys,
+		"result:"+opID, string(r.Status), r.OutputBytes, len(responses), own,
+		c.R1xx, c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.Runk, c.Errors,
+		string(evJSON), seconds(s.opts.EventsTTL), unixInt(s.now())).Int()
+	if err != nil {
+		return false, fmt.Errorf("record result of job %s hook %s: %w", ident, r.Hook, err)
+	}
+	if err := codeErr(code, "record result of job %s hook %s", ident, r.Hook); err != nil {
+		return false, err
+	}
+	return code == codeApplied, nil
+}
+
+// errMalformed marks a Redis value that does not have the documented encoding.
+var errMalformed = errors.New("malformed redis value")

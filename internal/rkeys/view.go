@@ -1,0 +1,251 @@
+package rkeys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// JobView is the typed read of a job's hash and ignore set.
+type JobView struct {
+	Ident, URL, FetchDepth, Slug string
+	StartedBy, StartedIn, Note   string
+	PipelineID                   string
+	State                        model.JobState
+	CurrentStep                  int
+	HooksTotal                   int64
+	HooksSucceeded, HooksFailed  int64
+	HooksSkipped, HooksNoResults int64
+	Settings                     model.Settings
+	SettingsAge                  int64
+	BytesDownloaded              int64
+	ItemsDownloaded, ItemsQueued int64
+	Responses                    ResponseCounts
+	LogScore, Heartbeat          int64
+	QueuedAt                     time.Time
+	StartedAt, FinishedAt        time.Time // zero when not yet
+	Aborted, Failed              bool
+	AbortRequested               bool
+	WorkflowID, RunID, TaskQueue string
+	// TTL is the time left before the job's keys expire (0 = no expiry).
+	TTL time.Duration
+	// Raw is the whole hash as stored.
+	Raw map[string]string
+}
+
+// Final reports whether the job reached a final state.
+func (v JobView) Final() bool { return v.State.Final() }
+
+// GetJob reads one job in one round trip (HGETALL, SMEMBERS, PTTL).
+// ErrJobNotFound when the hash does not exist; a malformed field is an
+// error naming the job, the field and the value.
+func (s *Store) GetJob(ctx context.Context, ident string) (JobView, error) {
+	pipe := s.rdb.Pipeline()
+	h := pipe.HGetAll(ctx, s.keys.Job(ident))
+	ig := pipe.SMembers(ctx, s.keys.Ignores(ident))
+	ttl := pipe.PTTL(ctx, s.keys.Job(ident))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return JobView{}, fmt.Errorf("get job %s: %w", ident, err)
+	}
+	if len(h.Val()) == 0 {
+		return JobView{}, fmt.Errorf("get job %s: %w", ident, ErrJobNotFound)
+	}
+	v, err := parseJob(ident, h.Val())
+	if err != nil {
+		return JobView{}, err
+	}
+	ignores := ig.Val()
+	sort.Strings(ignores)
+	v.Settings.Ignores = ignores
+	if d := ttl.Val(); d > 0 {
+		v.TTL = d
+	}
+	return v, nil
+}
+
+// fieldParser collects the first parse error while reading a hash.
+type fieldParser struct {
+	ident string
+	h     map[string]string
+	err   error
+}
+
+func (p *fieldParser) fail(field, rule string) {
+	if p.err == nil {
+		p.err = fmt.Errorf("job %s field %s = %q: %w: %s", p.ident, field, p.h[field], errMalformed, rule)
+	}
+}
+
+func (p *fieldParser) int64(field string) int64 {
+	v, ok := p.h[field]
+	if !ok || v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		p.fail(field, "must be an integer")
+	}
+	return n
+}
+
+// time accepts integer or float unix seconds (ArchiveBot writes both).
+func (p *fieldParser) time(field string) time.Time {
+	v, ok := p.h[field]
+	if !ok || v == "" {
+		return time.Time{}
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		p.fail(field, "must be unix seconds")
+		return time.Time{}
+	}
+	return time.UnixMicro(int64(f * 1e6))
+}
+
+// flag follows ArchiveBot's Ruby truthiness: any present value is true.
+func (p *fieldParser) flag(field string) bool {
+	_, ok := p.h[field]
+	return ok
+}
+
+func parseJob(ident string, h map[string]string) (JobView, error) {
+	p := &fieldParser{ident: ident, h: h}
+	v := JobView{
+		Ident: ident, URL: h["url"], FetchDepth: h["fetch_depth"], Slug: h["slug"],
+		StartedBy: h["started_by"], StartedIn: h["started_in"], Note: h["note"], PipelineID: h["pipeline_id"],
+		WorkflowID: h["workflow_id"], RunID: h["run_id"], TaskQueue: h["task_queue"], Raw: h,
+	}
+	if v.URL == "" {
+		p.fail("url", "must be present")
+	}
+	if st, ok := h["state"]; ok {
+		js, err := model.ParseJobState(st)
+		if err != nil {
+			p.fail("state", "must be a job state")
+		}
+		v.State = js
+	} else {
+		// A job written by ArchiveBot itself: derive the state its way.
+		switch {
+		case p.flag("aborted"):
+			v.State = model.StateAborted
+		case p.flag("failed"):
+			v.State = model.StateFailed
+		case p.flag("finished_at"):
+			v.State = model.StateFinished
+		case p.flag("started_at"):
+			v.State = model.StateActive
+		default:
+			v.State = model.StatePending
+		}
+	}
+	v.CurrentStep = int(p.int64("current_step"))
+	if v.CurrentStep < 0 || v.CurrentStep > 9 {
+		p.fail("current_step", "must be 0..9")
+	}
+	v.HooksTotal = p.int64("hooks_total")
+	v.HooksSucceeded = p.int64("hooks_succeeded")
+	v.HooksFailed = p.int64("hooks_failed")
+	v.HooksSkipped = p.int64("hooks_skipped")
+	v.HooksNoResults = p.int64("hooks_noresults")
+	v.Settings.Concurrency = int(p.int64("concurrency"))
+	v.Settings.DelayMinMS = int(p.int64("delay_min"))
+	v.Settings.DelayMaxMS = int(p.int64("delay_max"))
+	v.Settings.UserAgent = h["user_agent"]
+	v.SettingsAge = p.int64("settings_age")
+	v.BytesDownloaded = p.int64("bytes_downloaded")
+	v.ItemsDownloaded = p.int64("items_downloaded")
+	v.ItemsQueued = p.int64("items_queued")
+	v.Responses = ResponseCounts{
+		R1xx: p.int64("r1xx"), R2xx: p.int64("r2xx"), R3xx: p.int64("r3xx"),
+		R4xx: p.int64("r4xx"), R5xx: p.int64("r5xx"), Runk: p.int64("runk"), Errors: p.int64("error_count"),
+	}
+	v.LogScore = p.int64("log_score")
+	v.Heartbeat = p.int64("heartbeat")
+	v.QueuedAt = p.time("queued_at")
+	v.StartedAt = p.time("started_at")
+	v.FinishedAt = p.time("finished_at")
+	v.Aborted = p.flag("aborted")
+	v.Failed = p.flag("failed")
+	v.AbortRequested = p.flag("abort_requested")
+	return v, p.err
+}
+
+// IsMalformed reports whether err comes from a Redis value that does not
+// have the documented encoding.
+func IsMalformed(err error) bool { return errors.Is(err, errMalformed) }
+
+// ListJobs returns the idents in state:STATE ordered by queue time (then
+// ident), read in one round trip.
+func (s *Store) ListJobs(ctx context.Context, state model.JobState) ([]string, error) {
+	if _, err := model.ParseJobState(string(state)); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	idents, err := s.rdb.SMembers(ctx, s.keys.State(state)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list %s jobs: %w", state, err)
+	}
+	if len(idents) == 0 {
+		return idents, nil
+	}
+	scores := make(map[string]float64, len(idents))
+	zs, err := s.rdb.ZMScore(ctx, s.keys.TimeIndex(), idents...).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("list %s jobs: time-index: %w", state, err)
+	}
+	for i, id := range idents {
+		if i < len(zs) {
+			scores[id] = zs[i]
+		}
+	}
+	sort.Slice(idents, func(a, b int) bool {
+		sa, sb := scores[idents[a]], scores[idents[b]]
+		if sa != sb {
+			return sa < sb
+		}
+		return idents[a] < idents[b]
+	})
+	return idents, nil
+}
+
+// Summary is ArchiveBot's `!status` summary counts.
+type Summary struct {
+	Pending, Working           int64
+	Completed, Aborted, Failed int64
+}
+
+// Summary reads the counts ArchiveBot's bot reports for `!status`.
+func (s *Store) Summary(ctx context.Context) (Summary, error) {
+	pipe := s.rdb.Pipeline()
+	p := pipe.LLen(ctx, s.keys.Pending())
+	w := pipe.LLen(ctx, s.keys.Working())
+	c := pipe.Get(ctx, s.keys.JobsCounter(model.StateFinished))
+	a := pipe.Get(ctx, s.keys.JobsCounter(model.StateAborted))
+	f := pipe.Get(ctx, s.keys.JobsCounter(model.StateFailed))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Summary{}, fmt.Errorf("read job summary: %w", err)
+	}
+	out := Summary{Pending: p.Val(), Working: w.Val()}
+	for _, x := range []struct {
+		cmd *redis.StringCmd
+		dst *int64
+		key string
+	}{{c, &out.Completed, "jobs_completed"}, {a, &out.Aborted, "jobs_aborted"}, {f, &out.Failed, "jobs_failed"}} {
+		if x.cmd.Err() != nil {
+			continue
+		}
+		n, err := strconv.ParseInt(x.cmd.Val(), 10, 64)
+		if err != nil {
+			return Summary{}, fmt.Errorf("read job summary: %s = %q: %w: must be an integer", x.key, x.cmd.Val(), errMalformed)
+		}
+		*x.dst = n
+	}
+	return out, nil
+}

@@ -1,0 +1,67 @@
+package testredis
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStartServesRedis(t *testing.T) {
+	s := Start(t)
+	c := s.Client()
+	ctx := context.Background()
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	got, err := c.Get(ctx, "k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "v", got)
+	assert.Contains(t, s.URL, s.Addr)
+	if _, err := findServer(); err == nil {
+		assert.True(t, s.Real(), "a redis-server is installed, so Start must use it")
+	}
+}
+
+func TestServersAreIsolated(t *testing.T) {
+	a, b := Start(t), Start(t)
+	ctx := context.Background()
+	require.NoError(t, a.Client().Set(ctx, "only-a", "1", 0).Err())
+	n, err := b.Client().Exists(ctx, "only-a").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+func TestFallbackToMiniredis(t *testing.T) {
+	t.Setenv(EnvServer, filepath.Join(t.TempDir(), "no-such-redis-server"))
+	t.Setenv(EnvRequire, "")
+	s := Start(t)
+	assert.False(t, s.Real())
+	require.NoError(t, s.Client().Ping(context.Background()).Err())
+}
+
+func TestFindServerHonoursEnv(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "redis-server")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\n"), 0o755))
+	t.Setenv(EnvServer, fake)
+	got, err := findServer()
+	require.NoError(t, err)
+	assert.Equal(t, fake, got)
+
+	t.Setenv(EnvServer, fake+".missing")
+	_, err = findServer()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), EnvServer)
+}
+
+func TestBrokenServerReportsLog(t *testing.T) {
+	// A "server" that exits at once must produce a clear error, not a hang.
+	fake := filepath.Join(t.TempDir(), "redis-server")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho boom >&2\nexit 3\n"), 0o755))
+	port, err := freePort()
+	require.NoError(t, err)
+	_, err = launch(t, fake, t.TempDir(), port)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exited before answering PING")
+}
