@@ -129,6 +129,11 @@ type Job struct {
 	FetchDepth      string        `mapstructure:"fetch_depth"` // shallow or inf
 	MaxDuration     time.Duration `mapstructure:"max_duration"`
 	TaskQueue       string        `mapstructure:"task_queue"` // default pool queue for submissions
+	// HostTimeout is how long a hook may wait for the worker host that
+	// claimed its snapshot; past it the host is taken as gone and the
+	// snapshot is re-claimed by another worker (from step 0: archives are
+	// per host). It bounds the recovery time after a worker dies.
+	HostTimeout time.Duration `mapstructure:"host_timeout"`
 }
 
 // Worker configures a worker process.
@@ -143,10 +148,10 @@ type Worker struct {
 
 // Pool is a set of workers polling one task queue.
 type Pool struct {
-	Name      string `mapstructure:"name"`
-	TaskQueue string `mapstructure:"task_queue"`
+	Name      string `mapstructure:"name" json:"name"`
+	TaskQueue string `mapstructure:"task_queue" json:"task_queue"`
 	// Slots bounds concurrently running hook activities per worker process.
-	Slots int `mapstructure:"slots"`
+	Slots int `mapstructure:"slots" json:"slots"`
 }
 
 // Default returns the configuration used when nothing is set. Every default
@@ -196,6 +201,7 @@ func Default() Config {
 			FetchDepth:      "shallow",
 			MaxDuration:     24 * time.Hour,
 			TaskQueue:       "archiveflow",
+			HostTimeout:     2 * time.Minute,
 		},
 		Worker: Worker{
 			DrainTimeout:  30 * time.Second,

@@ -79,6 +79,7 @@ func (c *Config) Validate() error {
 	v.oneOf("job.fetch_depth", c.Job.FetchDepth, "shallow", "inf")
 	v.positiveDur("job.max_duration", c.Job.MaxDuration)
 	v.nonEmpty("job.task_queue", c.Job.TaskQueue)
+	v.check(c.Job.HostTimeout >= c.Hooks.HeartbeatTimeout, "job.host_timeout", c.Job.HostTimeout, "must be >= hooks.heartbeat_timeout")
 
 	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)

@@ -445,3 +445,26 @@ func (s *Store) ignore(ctx context.Context, op, ident, pattern string) (int64, e
 	}
 	return age, nil
 }
+
+// DeleteJob removes every key of a job and its entries in every index and
+// list, in one transaction. It is for withdrawing a job whose workflow never
+// started (a failed submit); finished jobs expire by retention instead.
+func (s *Store) DeleteJob(ctx context.Context, ident string) error {
+	k := s.keys
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, k.JobKeys(ident)...)
+		for _, st := range model.JobStates {
+			p.SRem(ctx, k.State(st), ident)
+		}
+		p.ZRem(ctx, k.TimeIndex(), ident)
+		p.ZRem(ctx, k.Scheduled(), ident)
+		p.ZRem(ctx, k.ScheduledPurge(), ident)
+		p.LRem(ctx, k.Pending(), 0, ident)
+		p.LRem(ctx, k.Working(), 0, ident)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete job %s: %w", ident, err)
+	}
+	return nil
+}

@@ -511,3 +511,20 @@ func TestMalformedValues(t *testing.T) {
 	_, err = e.store.GetJob(ctx, "unknown")
 	require.ErrorIs(t, err, ErrJobNotFound)
 }
+
+func TestDeleteJobRemovesEverything(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := ctxT(t)
+	keep := testJob(t, "http://example.com/keep")
+	require.NoError(t, e.store.CreateJob(ctx, keep))
+	before := dump(t, e.rdb)
+
+	j := testJob(t, "http://example.com/withdrawn")
+	j.NotBefore = t0.Add(time.Hour)
+	require.NoError(t, e.store.CreateJob(ctx, j))
+	_, err := e.store.AddIgnore(ctx, j.Ident, `\.iso$`)
+	require.NoError(t, err)
+	require.NoError(t, e.store.DeleteJob(ctx, j.Ident))
+	assert.Equal(t, before, dump(t, e.rdb), "only the other job's state is left")
+	require.NoError(t, e.store.DeleteJob(ctx, j.Ident), "deleting twice is harmless")
+}

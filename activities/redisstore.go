@@ -1,0 +1,118 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/archiveflow/archiveflow/internal/rkeys"
+)
+
+// RedisStore is the production Store: it writes through internal/rkeys,
+// which owns every key, encoding and idempotency script.
+type RedisStore struct {
+	Redis *rkeys.Store
+	// PipelineID is this worker's pipeline:ID (hex), recorded in the job
+	// hash of the jobs whose hooks it runs.
+	PipelineID string
+}
+
+var _ Store = (*RedisStore)(nil)
+
+// notWritable marks the rkeys errors no retry can fix with ErrNotWritable.
+func notWritable(err error) error {
+	if errors.Is(err, rkeys.ErrJobNotFound) || errors.Is(err, rkeys.ErrJobFinal) || rkeys.IsMalformed(err) {
+		return fmt.Errorf("%w: %w", ErrNotWritable, err)
+	}
+	return err
+}
+
+// SetJobState records where the job runs and moves it to a non-final state.
+func (s *RedisStore) SetJobState(ctx context.Context, in JobStateInput) error {
+	run := rkeys.RunInfo{WorkflowID: in.WorkflowID, RunID: in.RunID, TaskQueue: in.TaskQueue}
+	if in.TaskQueue != "" {
+		// Only the host that claimed the snapshot names its pipeline.
+		run.PipelineID = s.PipelineID
+	}
+	if run != (rkeys.RunInfo{}) {
+		if err := s.Redis.SetRun(ctx, in.Ident, run); err != nil {
+			return fmt.Errorf("record run of %s: %w", in.Ident, notWritable(err))
+		}
+	}
+	if err := s.Redis.SetState(ctx, in.Ident, in.State); err != nil {
+		return fmt.Errorf("set state of %s: %w", in.Ident, notWritable(err))
+	}
+	return nil
+}
+
+// SetStep records the current step and the plan's hook count.
+func (s *RedisStore) SetStep(ctx context.Context, in StepInput) error {
+	if err := s.Redis.SetHooksTotal(ctx, in.Ident, in.HooksTotal); err != nil {
+		return fmt.Errorf("set hooks_total of %s: %w", in.Ident, notWritable(err))
+	}
+	if err := s.Redis.SetStep(ctx, in.Ident, in.Step); err != nil {
+		return fmt.Errorf("set current_step of %s: %w", in.Ident, notWritable(err))
+	}
+	return nil
+}
+
+// RecordResult counts one final result once per Key.
+func (s *RedisStore) RecordResult(ctx context.Context, in ResultInput) error {
+	if _, err := s.Redis.RecordResult(ctx, in.Ident, in.Key, in.Result, in.Responses); err != nil {
+		return fmt.Errorf("record result %s: %w", in.Key, notWritable(err))
+	}
+	return nil
+}
+
+// FinishJob logs why a job did not finish cleanly, then finishes it once.
+func (s *RedisStore) FinishJob(ctx context.Context, in FinishInput) error {
+	if in.Error != "" {
+		msg := fmt.Sprintf("archiveflow: job %s: %s", in.State, in.Error)
+		if _, err := s.Redis.AppendLog(ctx, in.Ident, in.Key+"/log", []rkeys.Packet{rkeys.Stdout(time.Now(), msg)}); err != nil {
+			return fmt.Errorf("log final state of %s: %w", in.Ident, notWritable(err))
+		}
+	}
+	if err := s.Redis.Finish(ctx, in.Ident, in.State); err != nil {
+		return fmt.Errorf("finish %s: %w", in.Ident, notWritable(err))
+	}
+	return nil
+}
+
+// ApplySettings writes the settings as absolute values; rkeys bumps
+// settings_age and publishes only when something changed, so a repeat is
+// a no-op.
+func (s *RedisStore) ApplySettings(ctx context.Context, in SettingsInput) error {
+	if _, err := s.Redis.SetSettings(ctx, in.Ident, in.Settings); err != nil {
+		return fmt.Errorf("set settings of %s: %w", in.Ident, notWritable(err))
+	}
+	return nil
+}
+
+// AppendLog writes stderr lines as stdout packets (ArchiveBot's name for
+// the pipeline's own output) prefixed with the plugin, and responses as
+// download packets, in one batch.
+func (s *RedisStore) AppendLog(ctx context.Context, ident, key string, seq int, entries []LogEntry) error {
+	packets := make([]rkeys.Packet, 0, len(entries))
+	for _, e := range entries {
+		switch {
+		case e.Kind == LogDownload && e.Response != nil:
+			packets = append(packets, rkeys.Download(e.Time, *e.Response))
+		default:
+			packets = append(packets, rkeys.Stdout(e.Time, "["+e.Hook+"] "+e.Message))
+		}
+	}
+	if _, err := s.Redis.AppendLog(ctx, ident, key+"#"+strconv.Itoa(seq), packets); err != nil {
+		return fmt.Errorf("append %d log entries of %s: %w", len(packets), ident, notWritable(err))
+	}
+	return nil
+}
+
+// Heartbeat pulses the job's heartbeat field.
+func (s *RedisStore) Heartbeat(ctx context.Context, ident string) error {
+	if err := s.Redis.Heartbeat(ctx, ident); err != nil {
+		return fmt.Errorf("heartbeat of %s: %w", ident, notWritable(err))
+	}
+	return nil
+}

@@ -1,0 +1,362 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// finalFlushTimeout bounds the last job-log write of an attempt, which runs
+// even when the attempt was cancelled.
+const finalFlushTimeout = 10 * time.Second
+
+// exitSIGTERM is the shell convention for "terminated by SIGTERM".
+const exitSIGTERM = 143
+
+// RunHook runs one attempt of one hook through the Runner. It heartbeats on
+// a ticker with Progress as details, so the workflow's heartbeat timeout
+// notices a dead worker and cancellation (abort, seal, shutdown) reaches the
+// hook within seconds; it streams stderr lines and Response records to the
+// job log in batches. It returns:
+//   - the final result as a value (succeeded, noresults, skipped, and the
+//     soft failure a hook printed itself), never the hook's stdout;
+//   - a retryable ErrTypeTransient ApplicationError whose details carry the
+//     attempt's result, for failures the retry policy should retry;
+//   - a non-retryable ErrTypeConfig error for configuration errors;
+//   - a CanceledError when a foreground hook was stopped by cancellation.
+//
+// A background hook stopped by cancellation (the seal) always ends with a
+// final result: its own record, else succeeded when it exited 0 or by the
+// SIGTERM (143), else failed (it needed SIGKILL or crashed).
+func (a *Activities) RunHook(ctx context.Context, in RunHookInput) (model.ArchiveResult, error) {
+	if err := validateRunHook(in); err != nil {
+		return model.ArchiveResult{}, err
+	}
+	if a.runner == nil {
+		return model.ArchiveResult{}, invalidInput("run hook %s: this worker has no hook runner", in.Hook.Key())
+	}
+	attempt := int(activity.GetInfo(ctx).Attempt)
+	log := a.log.With(zap.String("ident", in.Job.Ident), zap.String("hook", in.Hook.Key()),
+		zap.Int("step", in.Hook.Step), zap.Int("attempt", attempt))
+
+	sink := newRunSink(a.opts, in.Hook.Key())
+	stop := a.superviseAttempt(ctx, in, attempt, sink, log)
+	started := time.Now()
+	outcome, runErr := a.runner.Run(ctx, RunRequest{Job: in.Job, Hook: in.Hook, Settings: in.Settings, Attempt: attempt}, sink)
+	stop()
+
+	if runErr != nil {
+		if errors.Is(runErr, ErrConfig) {
+			log.Warn("hook configuration error", zap.Error(runErr))
+			return model.ArchiveResult{}, configError(runErr)
+		}
+		outcome = Outcome{Transient: true, Error: runErr.Error()}
+	}
+	res := a.attemptResult(in, attempt, started, outcome)
+	cancelled := ctx.Err() != nil
+	if cancelled && workerStopping(ctx) {
+		// The worker is shutting down, not the job: the retry policy runs
+		// the hook again (on this host's queue, so a host that does not
+		// come back is re-claimed by the workflow).
+		res.Error = "worker shut down during the hook: " + res.Error
+		log.Warn("hook interrupted by worker shutdown")
+		return res, transientError(in, res)
+	}
+
+	switch {
+	case !outcome.Transient:
+		if _, err := model.ParseStatus(string(res.Status)); err != nil {
+			res.Status, res.Error = model.StatusFailed, fmt.Sprintf("hook reported an invalid result: %v", err)
+			return res, transientError(in, res)
+		}
+		log.Info("hook finished", zap.String("status", string(res.Status)), zap.Int("exit_code", res.ExitCode))
+		a.recordFinal(ctx, in, res, sink, log)
+		return res, nil
+	case cancelled && in.Hook.Background:
+		res.Status = sealedStatus(res.ExitCode)
+		if res.Status == model.StatusSucceeded {
+			res.Error = ""
+		} else {
+			res.Error = fmt.Sprintf("stopped at seal: %s", res.Error)
+		}
+		log.Info("background hook stopped", zap.String("status", string(res.Status)), zap.Int("exit_code", res.ExitCode))
+		a.recordFinal(ctx, in, res, sink, log)
+		return res, nil
+	case cancelled:
+		log.Info("hook cancelled", zap.String("error", res.Error))
+		return model.ArchiveResult{}, temporal.NewCanceledError(res)
+	default:
+		log.Warn("hook attempt failed", zap.String("error", res.Error), zap.Int("exit_code", res.ExitCode))
+		return res, transientError(in, res)
+	}
+}
+
+// workerStopping reports that this worker is shutting down.
+func workerStopping(ctx context.Context) bool {
+	select {
+	case <-activity.GetWorkerStopChannel(ctx):
+		return true
+	default:
+		return false
+	}
+}
+
+// recordFinal writes a final result with the attempt's responses, which
+// only this process holds, under the hook's idempotency key. The workflow
+// records every result again with the same key (a no-op when this write
+// landed), so a failed write here loses only the response counters.
+func (a *Activities) recordFinal(ctx context.Context, in RunHookInput, res model.ArchiveResult, sink *runSink, log *zap.Logger) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
+	defer cancel()
+	err := a.store.RecordResult(wctx, ResultInput{Ident: in.Job.Ident, Result: res, Key: in.Key, Responses: sink.responses()})
+	if err != nil {
+		log.Warn("record result with responses", zap.Error(err))
+	}
+}
+
+// sealedStatus maps the exit code of a background hook without a record that
+// was stopped by the seal.
+func sealedStatus(exitCode int) model.Status {
+	if exitCode == 0 || exitCode == exitSIGTERM {
+		return model.StatusSucceeded
+	}
+	return model.StatusFailed
+}
+
+func validateRunHook(in RunHookInput) error {
+	if in.Job.Ident == "" {
+		return invalidInput("run hook %s: job ident must not be empty", in.Hook.Key())
+	}
+	if in.Job.URL == "" {
+		return invalidInput("run hook %s for %s: job url must not be empty", in.Hook.Key(), in.Job.Ident)
+	}
+	if err := in.Hook.Validate(); err != nil {
+		return invalidInput("run hook for %s: %v", in.Job.Ident, err)
+	}
+	if in.Hook.Path == "" {
+		return invalidInput("run hook %s for %s: path must not be empty", in.Hook.Key(), in.Job.Ident)
+	}
+	return nil
+}
+
+// transientError is the retryable error of a failed attempt; its details
+// carry the attempt's result so the workflow can record the last error when
+// retries run out.
+func transientError(in RunHookInput, res model.ArchiveResult) error {
+	res.Status = model.StatusFailed
+	msg := fmt.Sprintf("hook %s attempt %d: %s", in.Hook.Key(), res.Attempts, res.Error)
+	return temporal.NewApplicationErrorWithOptions(msg, ErrTypeTransient, temporal.ApplicationErrorOptions{Details: []any{res}})
+}
+
+// attemptResult completes the runner's record with the hook's identity and
+// caps the fields that go into workflow history.
+func (a *Activities) attemptResult(in RunHookInput, attempt int, started time.Time, o Outcome) model.ArchiveResult {
+	res := o.Result
+	res.Plugin, res.Hook, res.Step, res.Background = in.Hook.Plugin, in.Hook.Name, in.Hook.Step, in.Hook.Background
+	res.Attempts = attempt
+	if res.StartedAt.IsZero() {
+		res.StartedAt = started
+	}
+	if res.EndedAt.IsZero() {
+		res.EndedAt = time.Now()
+	}
+	if o.Transient {
+		res.Status = ""
+		if res.Error == "" {
+			res.Error = o.Error
+		}
+		if res.Error == "" {
+			res.Error = fmt.Sprintf("exit code %d without a result record", res.ExitCode)
+		}
+	}
+	limit := a.opts.ResultFieldBytes
+	res.OutputStr = truncate(res.OutputStr, limit)
+	res.Error = truncate(res.Error, limit)
+	if len(res.OutputJSON) > limit {
+		res.OutputJSON = json.RawMessage(fmt.Sprintf(`{"truncated":true,"bytes":%d}`, len(res.OutputJSON)))
+	}
+	return res
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…[truncated]"
+	cut := n - len(mark)
+	if cut < 0 {
+		cut = 0
+	}
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+// superviseAttempt starts the heartbeat and log-flush loop of one attempt
+// and returns the function that stops it and writes the last log batch.
+func (a *Activities) superviseAttempt(ctx context.Context, in RunHookInput, attempt int, sink *runSink, log *zap.Logger) func() {
+	loopCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	info := activity.GetInfo(ctx)
+	// Log batches are keyed by run, activity and attempt: unique per attempt
+	// and stable across a repeated flush.
+	key := fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, attempt)
+	flusher := &logFlusher{store: a.store, ident: in.Job.Ident, key: key, log: log}
+	lastPulse := time.Time{}
+	go func() {
+		defer close(done)
+		hb := time.NewTicker(a.opts.HeartbeatInterval)
+		defer hb.Stop()
+		fl := time.NewTicker(a.opts.LogFlushInterval)
+		defer fl.Stop()
+		for {
+			select {
+			case <-loopCtx.Done():
+				return
+			case <-hb.C:
+				activity.RecordHeartbeat(ctx, sink.progress())
+				if time.Since(lastPulse) >= a.opts.JobHeartbeatInterval {
+					lastPulse = time.Now()
+					if err := a.store.Heartbeat(loopCtx, in.Job.Ident); err != nil {
+						log.Warn("job heartbeat", zap.Error(err))
+					}
+				}
+			case <-fl.C:
+				flusher.flush(loopCtx, sink)
+			case <-sink.full:
+				flusher.flush(loopCtx, sink)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
+		defer fcancel()
+		flusher.flush(fctx, sink)
+	}
+}
+
+// logFlusher writes buffered log entries of one attempt in numbered batches.
+// A failed write keeps the batch for the next flush (Redis being down delays
+// the log, it does not fail the hook).
+type logFlusher struct {
+	store   Store
+	ident   string
+	key     string
+	seq     int
+	pending []LogEntry
+	log     *zap.Logger
+}
+
+func (f *logFlusher) flush(ctx context.Context, sink *runSink) {
+	if len(f.pending) == 0 {
+		f.pending = sink.take()
+	}
+	if len(f.pending) == 0 {
+		return
+	}
+	if err := f.store.AppendLog(ctx, f.ident, f.key, f.seq, f.pending); err != nil {
+		f.log.Warn("append job log", zap.Int("entries", len(f.pending)), zap.Int("batch", f.seq), zap.Error(err))
+		return
+	}
+	f.seq++
+	f.pending = nil
+}
+
+// runSink implements Sink for one attempt: it counts progress and buffers
+// log entries up to the per-attempt cap.
+type runSink struct {
+	hook     string
+	opts     Options
+	full     chan struct{}
+	mu       sync.Mutex
+	prog     Progress
+	resps    []model.Response
+	buf      []LogEntry
+	logged   int
+	capNoted bool
+}
+
+func newRunSink(opts Options, hook string) *runSink {
+	return &runSink{hook: hook, opts: opts, full: make(chan struct{}, 1)}
+}
+
+func (s *runSink) StderrLine(line string) {
+	s.mu.Lock()
+	s.prog.StderrLines++
+	s.mu.Unlock()
+	s.add(LogEntry{Kind: LogStdout, Time: time.Now(), Hook: s.hook, Message: truncate(strings.TrimRight(line, "\r\n"), s.opts.LogLineBytes)})
+}
+
+func (s *runSink) Response(r model.Response) {
+	s.mu.Lock()
+	s.prog.Responses++
+	if len(s.resps) < s.opts.ResponsesPerRun {
+		// The counters need status and fetcher code only, not the URL.
+		s.resps = append(s.resps, model.Response{Status: r.Status, Bytes: r.Bytes, WgetCode: r.WgetCode})
+	}
+	s.mu.Unlock()
+	r.URL = truncate(r.URL, s.opts.LogLineBytes)
+	s.add(LogEntry{Kind: LogDownload, Time: time.Now(), Hook: s.hook, Response: &r})
+}
+
+func (s *runSink) Record() {
+	s.mu.Lock()
+	s.prog.Records++
+	s.mu.Unlock()
+}
+
+func (s *runSink) add(e LogEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logged >= s.opts.LogLinesPerRun {
+		if !s.capNoted {
+			s.capNoted = true
+			s.buf = append(s.buf, LogEntry{Kind: LogStdout, Time: e.Time, Hook: s.hook,
+				Message: fmt.Sprintf("archiveflow: log of %s capped at %d entries for this attempt; further lines dropped", s.hook, s.opts.LogLinesPerRun)})
+		}
+		return
+	}
+	s.logged++
+	s.buf = append(s.buf, e)
+	if len(s.buf) >= s.opts.LogBatch {
+		select {
+		case s.full <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *runSink) take() []LogEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.buf
+	s.buf = nil
+	return out
+}
+
+func (s *runSink) responses() []model.Response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]model.Response(nil), s.resps...)
+}
+
+func (s *runSink) progress() Progress {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.prog
+}

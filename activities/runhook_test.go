@@ -1,0 +1,529 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// These tests run real hooks (shell scripts written into t.TempDir()) through
+// the real runner (internal/procs) via Engine.
+
+const eventually = 30 * time.Second
+
+// memStore is a Store that keeps everything in memory.
+type memStore struct {
+	mu      sync.Mutex
+	logs    []LogEntry
+	results []ResultInput
+	batches map[string]bool
+	line    chan string
+}
+
+func newMemStore() *memStore {
+	return &memStore{batches: map[string]bool{}, line: make(chan string, 1024)}
+}
+
+func (s *memStore) SetJobState(context.Context, JobStateInput) error { return nil }
+func (s *memStore) SetStep(context.Context, StepInput) error         { return nil }
+func (s *memStore) Heartbeat(context.Context, string) error          { return nil }
+func (s *memStore) RecordResult(_ context.Context, in ResultInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.results = append(s.results, in)
+	return nil
+}
+func (s *memStore) FinishJob(context.Context, FinishInput) error       { return nil }
+func (s *memStore) ApplySettings(context.Context, SettingsInput) error { return nil }
+func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, entries []LogEntry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := key + "#" + strconv.Itoa(seq)
+	if s.batches[id] {
+		return errors.New("batch appended twice: " + id)
+	}
+	s.batches[id] = true
+	s.logs = append(s.logs, entries...)
+	for _, e := range entries {
+		if e.Kind == LogStdout {
+			select {
+			case s.line <- e.Message:
+			default:
+			}
+		}
+	}
+	return nil
+}
+
+func (s *memStore) entries() []LogEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]LogEntry(nil), s.logs...)
+}
+
+// waitLine blocks until the job log receives want.
+func (s *memStore) waitLine(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(eventually)
+	for {
+		select {
+		case got := <-s.line:
+			if got == want {
+				return
+			}
+		case <-deadline:
+			require.FailNow(t, "job log never received "+want)
+		}
+	}
+}
+
+type fixture struct {
+	t       *testing.T
+	root    string
+	plugins string
+	archive string
+	store   *memStore
+	acts    *Activities
+	engine  *Engine
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	f := &fixture{t: t, root: root, plugins: filepath.Join(root, "plugins"), archive: filepath.Join(root, "archive"), store: newMemStore()}
+	require.NoError(t, os.MkdirAll(f.plugins, 0o755))
+	f.engine = &Engine{PluginDirs: []string{f.plugins}, ArchiveDir: f.archive, Env: []string{"PATH=" + os.Getenv("PATH")},
+		DefaultTimeout: 30 * time.Second, Grace: 5 * time.Second, Log: zap.NewNop()}
+	a, err := New(f.engine, f.engine, f.store, zap.NewNop(), Options{HostQueue: "q@host", HeartbeatInterval: 20 * time.Millisecond, LogFlushInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	f.acts = a
+	return f
+}
+
+// hook writes an executable shell hook and returns its spec.
+func (f *fixture) hook(plugin, name, body string) HookSpec {
+	f.t.Helper()
+	dir := filepath.Join(f.plugins, plugin)
+	require.NoError(f.t, os.MkdirAll(dir, 0o755))
+	path := filepath.Join(dir, name)
+	require.NoError(f.t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	return HookSpec{Plugin: plugin, Name: name, Path: path, Step: int(name[13] - '0'), Background: strings.Contains(name, ".bg."),
+		Timeout: 30 * time.Second, Grace: 5 * time.Second, Enabled: true}
+}
+
+func (f *fixture) config(plugin, doc string) {
+	f.t.Helper()
+	dir := filepath.Join(f.plugins, plugin)
+	require.NoError(f.t, os.MkdirAll(dir, 0o755))
+	require.NoError(f.t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(doc), 0o644))
+}
+
+func runInput(h HookSpec) RunHookInput {
+	return RunHookInput{
+		Job:      Job{Ident: "abc123", URL: "https://example.com/", SnapshotID: "abc123"},
+		Hook:     h,
+		Settings: model.Settings{Concurrency: 1, UserAgent: "archiveflow-test/1", Ignores: []string{`\.css$`}},
+		Key:      "run-1/claim-1/step-1/" + h.Key(),
+	}
+}
+
+// env returns an activity environment.
+func (f *fixture) env() *testsuite.TestActivityEnvironment {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(f.acts)
+	env.SetTestTimeout(time.Minute)
+	return env
+}
+
+// envWithParent returns an activity environment whose activity contexts
+// derive from parent: cancelling it is how the tests cancel a hook.
+func (f *fixture) envWithParent(parent context.Context) *testsuite.TestActivityEnvironment {
+	env := f.env()
+	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: parent})
+	return env
+}
+
+func (f *fixture) run(env *testsuite.TestActivityEnvironment, in RunHookInput) (model.ArchiveResult, error) {
+	f.t.Helper()
+	v, err := env.ExecuteActivity(f.acts.RunHook, in)
+	if err != nil {
+		return model.ArchiveResult{}, err
+	}
+	var res model.ArchiveResult
+	require.NoError(f.t, v.Get(&res))
+	return res, nil
+}
+
+func TestRunHookStatusMapping(t *testing.T) {
+	tests := []struct {
+		name       string
+		body       string
+		wantStatus model.Status
+		wantOutput string
+		wantErr    string // substring; error of type ErrTypeTransient
+	}{
+		{"record wins", `echo '{"type":"ArchiveResult","status":"succeeded","output_str":"title.txt"}'`, model.StatusSucceeded, "title.txt", ""},
+		{"no record exit 0 is noresults", `exit 0`, model.StatusNoResults, "", ""},
+		{"no record exit 10 is skipped", `exit 10`, model.StatusSkipped, "", ""},
+		{"soft failure is final", `echo '{"type":"ArchiveResult","status":"failed","error":"no title"}'; exit 0`, model.StatusFailed, "", ""},
+		{"exit 1 without record is transient", `echo boom >&2; exit 1`, "", "", "exit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			h := f.hook("title", "on_Snapshot__10_title.sh", tt.body)
+
+			res, err := f.run(f.env(), runInput(h))
+
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				var appErr *temporal.ApplicationError
+				require.ErrorAs(t, err, &appErr)
+				assert.Equal(t, ErrTypeTransient, appErr.Type())
+				assert.False(t, appErr.NonRetryable())
+				assert.Contains(t, appErr.Error(), tt.wantErr)
+				var last model.ArchiveResult
+				require.NoError(t, appErr.Details(&last))
+				assert.Equal(t, 1, last.ExitCode)
+				assert.Equal(t, 1, last.Attempts)
+				assert.Equal(t, model.StatusFailed, last.Status)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantStatus, res.Status)
+			assert.Equal(t, tt.wantOutput, res.OutputStr)
+			assert.Equal(t, "title", res.Plugin)
+			assert.Equal(t, h.Name, res.Hook)
+			assert.Equal(t, 1, res.Step)
+			assert.Equal(t, 1, res.Attempts)
+		})
+	}
+}
+
+func TestRunHookInvocationContract(t *testing.T) {
+	f := newFixture(t)
+	h := f.hook("probe", "on_Snapshot__10_probe.sh", `
+printf '%s\n' "$@" > args.txt
+pwd > cwd.txt
+env > env.txt
+echo '{"type":"ArchiveResult","status":"succeeded"}'`)
+
+	res, err := f.run(f.env(), runInput(h))
+	require.NoError(t, err)
+	require.Equal(t, model.StatusSucceeded, res.Status)
+
+	dir := filepath.Join(f.archive, "snapshots", "abc123", "probe")
+	args, err := os.ReadFile(filepath.Join(dir, "args.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "--url=https://example.com/\n--snapshot-id=abc123\n", string(args))
+	cwd, err := os.ReadFile(filepath.Join(dir, "cwd.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, dir, strings.TrimSpace(string(cwd)))
+	envText, err := os.ReadFile(filepath.Join(dir, "env.txt"))
+	require.NoError(t, err)
+	env := map[string]string{}
+	for _, line := range strings.Split(string(envText), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			env[k] = v
+		}
+	}
+	assert.Equal(t, filepath.Join(f.archive, "snapshots", "abc123"), env["SNAP_DIR"])
+	assert.Equal(t, f.archive, env["ARCHIVE_DIR"])
+	assert.Equal(t, "30", env["TIMEOUT"])
+	assert.Equal(t, "30", env["PROBE_TIMEOUT"])
+	assert.Equal(t, "archiveflow-test/1", env["USER_AGENT"])
+	assert.Equal(t, `["\\.css$"]`, env["IGNORE_PATTERNS"])
+	var extra map[string]any
+	require.NoError(t, json.Unmarshal([]byte(env["EXTRA_CONTEXT"]), &extra))
+	assert.Equal(t, map[string]any{"snapshot_id": "abc123", "ident": "abc123", "plugin": "probe", "hook_name": h.Name, "attempt": float64(1)}, extra)
+	assert.Contains(t, res.Outputs, model.OutputFile{Path: "args.txt", Size: int64(len(args))}, "output files are listed, runner files are not")
+}
+
+func TestRunHookStreamsStderrAndResponsesToTheJobLog(t *testing.T) {
+	f := newFixture(t)
+	h := f.hook("wget", "on_Snapshot__10_wget.sh", `
+echo 'fetching https://example.com/' >&2
+echo '{"type":"Response","url":"https://example.com/","status":200,"bytes":1234}'
+echo '{"type":"Response","url":"https://example.com/missing","status":404,"bytes":10}'
+while [ ! -f heartbeat-seen ]; do sleep 0.01; done
+echo 'done' >&2
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"index.html"}'`)
+	env := f.env()
+	var mu sync.Mutex
+	var beats []Progress
+	// The hook waits until a heartbeat reports its first stderr line and
+	// both responses: heartbeats carry live progress.
+	seen := filepath.Join(f.archive, "snapshots", "abc123", "wget", "heartbeat-seen")
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+		var p Progress
+		if details.Get(&p) != nil {
+			return
+		}
+		mu.Lock()
+		beats = append(beats, p)
+		mu.Unlock()
+		if p.StderrLines >= 1 && p.Responses == 2 {
+			_ = os.WriteFile(seen, nil, 0o644)
+		}
+	})
+
+	res, err := f.run(env, runInput(h))
+
+	require.NoError(t, err)
+	assert.Equal(t, model.StatusSucceeded, res.Status)
+	var lines []string
+	var responses []model.Response
+	for _, e := range f.store.entries() {
+		assert.Equal(t, h.Key(), e.Hook)
+		switch e.Kind {
+		case LogStdout:
+			lines = append(lines, e.Message)
+		case LogDownload:
+			require.NotNil(t, e.Response)
+			responses = append(responses, *e.Response)
+		}
+	}
+	assert.Equal(t, []string{"fetching https://example.com/", "done"}, lines)
+	assert.Equal(t, []model.Response{{URL: "https://example.com/", Status: 200, Bytes: 1234}, {URL: "https://example.com/missing", Status: 404, Bytes: 10}}, responses)
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, beats)
+	assert.Contains(t, beats, Progress{StderrLines: 1, Records: 2, Responses: 2}, "a heartbeat reported what the hook had printed")
+	require.Len(t, f.store.results, 1, "the final result is recorded with its responses")
+	rec := f.store.results[0]
+	assert.Equal(t, runInput(h).Key, rec.Key)
+	assert.Equal(t, model.StatusSucceeded, rec.Result.Status)
+	assert.Equal(t, []model.Response{{Status: 200, Bytes: 1234}, {Status: 404, Bytes: 10}}, rec.Responses)
+}
+
+func TestRunHookCapsTheJobLogPerAttempt(t *testing.T) {
+	f := newFixture(t)
+	f.acts.opts.LogLinesPerRun = 5
+	h := f.hook("noisy", "on_Snapshot__10_noisy.sh", `i=0; while [ $i -lt 50 ]; do echo "line $i" >&2; i=$((i+1)); done`)
+
+	_, err := f.run(f.env(), runInput(h))
+
+	require.NoError(t, err)
+	entries := f.store.entries()
+	require.Len(t, entries, 6, "5 lines and one notice")
+	assert.Equal(t, "line 4", entries[4].Message)
+	assert.Contains(t, entries[5].Message, "capped at 5 entries")
+}
+
+// pidOf reads the pid a hook script wrote into its dir.
+func pidOf(t *testing.T, f *fixture, plugin string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(f.archive, "snapshots", "abc123", plugin, "hook.pid.txt"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	require.NoError(t, err)
+	return pid
+}
+
+func assertGone(t *testing.T, pid int) {
+	t.Helper()
+	err := syscall.Kill(pid, 0)
+	assert.ErrorIs(t, err, syscall.ESRCH, "process %d still exists", pid)
+}
+
+func TestRunHookCancellation(t *testing.T) {
+	// Each hook records its pid, says it is ready, and waits for SIGTERM.
+	const wait = `echo $$ > hook.pid.txt; echo ready >&2; while :; do sleep 0.05; done`
+	tests := []struct {
+		name       string
+		hookName   string
+		body       string
+		wantStatus model.Status // "" = cancelled error
+		wantErr    string
+	}{
+		{"foreground hook is cancelled", "on_Snapshot__10_fg.sh", `trap 'exit 143' TERM; ` + wait, "", ""},
+		{"background hook stopped by SIGTERM succeeds", "on_Snapshot__20_bg.bg.sh", `trap 'exit 0' TERM; ` + wait, model.StatusSucceeded, ""},
+		{"background hook's own record wins", "on_Snapshot__20_bg.bg.sh",
+			`trap 'echo "{\"type\":\"ArchiveResult\",\"status\":\"noresults\"}"; exit 0' TERM; ` + wait, model.StatusNoResults, ""},
+		{"background hook that needs SIGKILL fails", "on_Snapshot__20_bg.bg.sh", `trap '' TERM; ` + wait, model.StatusFailed, "stopped at seal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			h := f.hook("x", tt.hookName, tt.body)
+			h.Grace = 300 * time.Millisecond
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			env := f.envWithParent(ctx)
+			go func() {
+				f.store.waitLine(t, "ready")
+				cancel()
+			}()
+
+			res, err := f.run(env, runInput(h))
+
+			if tt.wantStatus == "" {
+				require.Error(t, err)
+				assert.True(t, temporal.IsCanceledError(err), "got %v", err)
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, tt.wantStatus, res.Status, res.Error)
+				assert.Contains(t, res.Error, tt.wantErr)
+			}
+			assertGone(t, pidOf(t, f, "x"))
+		})
+	}
+}
+
+func TestRunHookWorkerShutdownIsTransient(t *testing.T) {
+	f := newFixture(t)
+	h := f.hook("x", "on_Snapshot__10_fg.sh", `echo $$ > hook.pid.txt; trap 'exit 143' TERM; echo ready >&2; while :; do sleep 0.05; done`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := f.envWithParent(ctx)
+	stop := make(chan struct{})
+	env.SetWorkerStopChannel(stop)
+	go func() {
+		f.store.waitLine(t, "ready")
+		close(stop)
+		cancel()
+	}()
+
+	_, err := f.run(env, runInput(h))
+
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, ErrTypeTransient, appErr.Type())
+	assert.Contains(t, appErr.Error(), "worker shut down")
+	assertGone(t, pidOf(t, f, "x"))
+}
+
+func TestRunHookConfigErrorIsNotRetryable(t *testing.T) {
+	f := newFixture(t)
+	f.config("x", `{"type":"object","properties":{"X_DEPTH":{"type":"integer","minimum":1}}}`)
+	h := f.hook("x", "on_Snapshot__10_x.sh", `exit 0`)
+	in := runInput(h)
+	in.Job.Overrides = map[string]string{"X_DEPTH": "zero"}
+
+	_, err := f.run(f.env(), in)
+
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, ErrTypeConfig, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Error(), "X_DEPTH")
+}
+
+func TestRunHookRejectsInvalidInput(t *testing.T) {
+	f := newFixture(t)
+	good := f.hook("x", "on_Snapshot__10_x.sh", `exit 0`)
+	tests := []struct {
+		name   string
+		mutate func(*RunHookInput)
+		want   string
+	}{
+		{"no ident", func(in *RunHookInput) { in.Job.Ident = "" }, "job ident must not be empty"},
+		{"no url", func(in *RunHookInput) { in.Job.URL = "" }, "job url must not be empty"},
+		{"bad step", func(in *RunHookInput) { in.Hook.Step = 12 }, "step 12: must be 0..9"},
+		{"no path", func(in *RunHookInput) { in.Hook.Path = "" }, "path must not be empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := runInput(good)
+			tt.mutate(&in)
+			_, err := f.run(f.env(), in)
+			var appErr *temporal.ApplicationError
+			require.ErrorAs(t, err, &appErr)
+			assert.Equal(t, ErrTypeInvalidInput, appErr.Type())
+			assert.Contains(t, appErr.Error(), tt.want)
+		})
+	}
+}
+
+func TestDiscoverHooks(t *testing.T) {
+	f := newFixture(t)
+	f.hook("title", "on_Snapshot__50_title.sh", `exit 0`)
+	f.hook("wget", "on_Snapshot__20_wget.bg.sh", `exit 0`)
+	f.hook("off", "on_Snapshot__30_off.sh", `exit 0`)
+	f.hook("bad", "on_Snapshot__40_bad.sh", `exit 0`)
+	f.config("wget", `{"type":"object","properties":{"WGET_TIMEOUT":{"type":"integer","default":120}}}`)
+	f.config("bad", `{"type":"object","properties":{"BAD_LEVEL":{"type":"integer","maximum":3}}}`)
+
+	v, err := f.env().ExecuteActivity(f.acts.DiscoverHooks, DiscoverInput{Ident: "abc123", SnapshotID: "abc123",
+		Overrides: map[string]string{"OFF_ENABLED": "false", "BAD_LEVEL": "9"}})
+	require.NoError(t, err)
+	var p Plan
+	require.NoError(t, v.Get(&p))
+
+	require.Len(t, p.Hooks, 4)
+	byName := map[string]HookSpec{}
+	var order []string
+	for _, h := range p.Hooks {
+		byName[h.Plugin] = h
+		order = append(order, h.Name)
+	}
+	assert.Equal(t, []string{"on_Snapshot__20_wget.bg.sh", "on_Snapshot__30_off.sh", "on_Snapshot__40_bad.sh", "on_Snapshot__50_title.sh"}, order)
+	assert.True(t, byName["wget"].Background)
+	assert.Equal(t, 120*time.Second, byName["wget"].Timeout)
+	assert.Equal(t, 120*time.Second, byName["wget"].Grace, "a background hook's grace at seal is its timeout")
+	assert.False(t, byName["off"].Enabled)
+	assert.Contains(t, byName["bad"].ConfigError, "BAD_LEVEL")
+	assert.Equal(t, 30*time.Second, byName["title"].Timeout)
+	assert.Equal(t, 5*time.Second, byName["title"].Grace)
+	assert.Equal(t, 5, byName["title"].Step)
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{strings.Repeat("a", 20), 15, "a…[truncated]"},
+		{"ééééééééé", 16, "é…[truncated]"},
+	}
+	for _, tt := range tests {
+		got := truncate(tt.in, tt.n)
+		assert.Equal(t, tt.want, got)
+		assert.LessOrEqual(t, len(got), max(tt.n, len(tt.want)))
+	}
+}
+
+// BenchmarkEngineRunNoop is the cost of one no-op hook attempt through the
+// real runner (process group, runner files, output listing), without Temporal.
+func BenchmarkEngineRunNoop(b *testing.B) {
+	root := b.TempDir()
+	dir := filepath.Join(root, "plugins", "noop")
+	require.NoError(b, os.MkdirAll(dir, 0o755))
+	path := filepath.Join(dir, "on_Snapshot__10_noop.sh")
+	require.NoError(b, os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	e := &Engine{PluginDirs: []string{filepath.Join(root, "plugins")}, ArchiveDir: filepath.Join(root, "archive"), Env: []string{"PATH=" + os.Getenv("PATH")}}
+	req := RunRequest{Job: Job{Ident: "bench", URL: "https://example.com/", SnapshotID: "bench"},
+		Hook: HookSpec{Plugin: "noop", Name: "on_Snapshot__10_noop.sh", Path: path, Step: 1, Timeout: time.Minute, Grace: time.Second, Enabled: true}, Attempt: 1}
+	sink := newRunSink(Options{}.withDefaults(), "noop")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, err := e.Run(context.Background(), req, sink)
+		require.NoError(b, err)
+		require.Equal(b, model.StatusNoResults, out.Result.Status)
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package devserver
+
+import "syscall"
+
+// setReuseAddr is a no-op where SO_REUSEADDR has other semantics (Windows).
+func setReuseAddr(_, _ string, _ syscall.RawConn) error { return nil }

@@ -1,0 +1,135 @@
+//go:build dev
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// buildWorkers builds the workers binary once per test binary.
+func buildWorkers(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "workers")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/archiveflow/archiveflow/workers")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build workers: %s", out)
+	return bin
+}
+
+// startWorker runs a worker process configured through ARCHIVEFLOW_* env
+// vars, with its own archive dir (archives are per host).
+func startWorker(t *testing.T, bin string, cfg *config.Config, name string, extraEnv ...string) *exec.Cmd {
+	t.Helper()
+	pools, err := json.Marshal(cfg.Pools)
+	require.NoError(t, err)
+	logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "--log-format", "json")
+	cmd.Env = append(os.Environ(),
+		"ARCHIVEFLOW_TEMPORAL_HOST_PORT="+cfg.Temporal.HostPort,
+		"ARCHIVEFLOW_TEMPORAL_NAMESPACE="+cfg.Temporal.Namespace,
+		"ARCHIVEFLOW_REDIS_URL="+cfg.Redis.URL,
+		"ARCHIVEFLOW_POOLS="+string(pools),
+		"ARCHIVEFLOW_JOB_TASK_QUEUE="+cfg.Job.TaskQueue,
+		"ARCHIVEFLOW_PLUGINS_DIRS="+strings.Join(cfg.Plugins.Dirs, ","),
+		"ARCHIVEFLOW_ARCHIVE_DIR="+filepath.Join(t.TempDir(), name),
+		"ARCHIVEFLOW_HOOKS_HEARTBEAT_INTERVAL="+cfg.Hooks.HeartbeatInterval.String(),
+		"ARCHIVEFLOW_HOOKS_HEARTBEAT_TIMEOUT="+cfg.Hooks.HeartbeatTimeout.String(),
+		"ARCHIVEFLOW_HOOKS_GRACE="+cfg.Hooks.Grace.String(),
+		"ARCHIVEFLOW_WORKER_DRAIN_TIMEOUT=1s",
+		"ARCHIVEFLOW_WORKER_NICKNAME="+name,
+	)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile.Name())
+			t.Logf("%s log:\n%s", name, b)
+		}
+	})
+	return cmd
+}
+
+// TestWorkerKilledMidHook kills the worker running a hook with SIGKILL: the
+// job is re-claimed by the other worker and completes, with exact counters.
+func TestWorkerKilledMidHook(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the workers binary")
+	}
+	bin := buildWorkers(t)
+	root := t.TempDir()
+	events := filepath.Join(t.TempDir(), "events")
+	ok := `echo '{"type":"ArchiveResult","status":"succeeded"}'` + "\n"
+	writeHook(t, root, "first", "on_Snapshot__00_first.sh", "HOOK=first\n"+recordFn+"rec done\n"+ok)
+	writeHook(t, root, "slow", "on_Snapshot__10_slow.sh", "HOOK=slow\n"+recordFn+`echo "$PPID" >> "$E2E_EVENTS.owner"
+rec start; sleep 3; rec end
+`+ok)
+	writeHook(t, root, "after", "on_Snapshot__50_after.sh", "HOOK=after\n"+recordFn+"rec done\n"+ok)
+
+	s := NewStack(t, server, root, nil)
+	w1 := startWorker(t, bin, s.Config, "w1", "E2E_EVENTS="+events)
+	w2 := startWorker(t, bin, s.Config, "w2", "E2E_EVENTS="+events)
+	job := s.Submit(t, "http://127.0.0.1:1/killed", nil)
+
+	// Wait until a worker runs the slow hook, then SIGKILL that worker.
+	var owner int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(events + ".owner")
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		owner, err = strconv.Atoi(strings.Fields(string(b))[0])
+		return err == nil
+	}, 90*time.Second, 50*time.Millisecond, "slow hook never started")
+	victim, survivor := w1, w2
+	if owner == w2.Process.Pid {
+		victim, survivor = w2, w1
+	}
+	require.Equal(t, victim.Process.Pid, owner, "the hook's parent is a worker process")
+	require.NoError(t, victim.Process.Signal(syscall.SIGKILL))
+
+	var st workflows.Status
+	require.NoError(t, s.Wait(t, job, 3*time.Minute))
+	require.NoError(t, job.Run.Get(context.Background(), &st))
+	assert.Equal(t, model.StateFinished, st.State)
+	for _, h := range st.Hooks {
+		require.NotNil(t, h.Result, "hook %s has a result", h.Plugin)
+		assert.Equal(t, model.StatusSucceeded, h.Result.Status, "hook %s", h.Plugin)
+	}
+	owners, err := os.ReadFile(events + ".owner")
+	require.NoError(t, err)
+	lines := strings.Fields(string(owners))
+	require.GreaterOrEqual(t, len(lines), 2, "the slow hook ran again after the kill")
+	assert.Equal(t, strconv.Itoa(survivor.Process.Pid), lines[len(lines)-1], "the surviving worker finished the job")
+
+	ctx := context.Background()
+	h, err := s.Redis.HGetAll(ctx, job.Ident).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "finished", h["state"])
+	assert.Equal(t, "3", h["hooks_total"])
+	assert.Equal(t, "3", h["hooks_succeeded"], "no double-counted hooks after the re-claim")
+	assert.Equal(t, "0", h["hooks_failed"])
+	assert.Equal(t, "1", s.Redis.Get(ctx, "jobs_completed").Val())
+	assert.EqualValues(t, 1, s.Redis.SCard(ctx, "state:finished").Val())
+}

@@ -1,0 +1,179 @@
+//go:build dev
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/devserver"
+	"github.com/archiveflow/archiveflow/internal/ident"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/pools"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/submit"
+	"github.com/archiveflow/archiveflow/internal/tclient"
+	"github.com/archiveflow/archiveflow/internal/testredis"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// StartServer starts an in-memory Temporal dev server for a test binary.
+func StartServer(ctx context.Context) (*devserver.Server, error) {
+	return devserver.Start(ctx, devserver.Options{UIPort: -1, Log: zap.NewNop()})
+}
+
+// Stack is one test's archiveflow: its own Redis and task queue on a shared
+// Temporal server.
+type Stack struct {
+	Config *config.Config
+	Client client.Client
+	Redis  *redis.Client
+	Store  *rkeys.Store
+	Server *devserver.Server
+	// RedisURL reaches the test's Redis server.
+	RedisURL string
+}
+
+var queueSeq atomic.Int64
+
+// TestConfig returns a configuration for srv and redisURL with fast timings:
+// one pool on a queue unique to this test, plugins from pluginDir.
+func TestConfig(t testing.TB, srv *devserver.Server, redisURL, pluginDir string) *config.Config {
+	cfg := config.Default()
+	cfg.ArchiveDir = t.TempDir()
+	cfg.Temporal.HostPort = srv.HostPort()
+	cfg.Temporal.Namespace = srv.Namespace()
+	cfg.Redis.URL = redisURL
+	cfg.Plugins.Dirs = []string{pluginDir}
+	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queueSeq.Add(1))
+	cfg.Pools = []config.Pool{{Name: "e2e", TaskQueue: queue, Slots: 8}}
+	cfg.Job.TaskQueue = queue
+	cfg.Hooks.Timeout = 20 * time.Second
+	cfg.Hooks.Grace = 2 * time.Second
+	cfg.Hooks.HeartbeatInterval = 500 * time.Millisecond
+	cfg.Hooks.HeartbeatTimeout = 3 * time.Second
+	cfg.Job.HostTimeout = 5 * time.Second
+	cfg.Retry.InitialInterval = 100 * time.Millisecond
+	cfg.Retry.MaximumInterval = 500 * time.Millisecond
+	cfg.Worker.DrainTimeout = 2 * time.Second
+	cfg.Worker.StatsInterval = time.Second
+	cfg.Worker.PipelineTTL = 10 * time.Second
+	return &cfg
+}
+
+// NewStack connects to srv and a fresh Redis; configure may adjust the
+// configuration before anything starts. Pools are not started: call
+// StartPools, or run worker processes.
+func NewStack(t testing.TB, srv *devserver.Server, pluginDir string, configure func(*config.Config)) *Stack {
+	t.Helper()
+	rs := testredis.Start(t)
+	cfg := TestConfig(t, srv, rs.URL, pluginDir)
+	if configure != nil {
+		configure(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb, store, err := backend.OpenRedis(ctx, cfg, log)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	tc, err := tclient.Dial(ctx, cfg.Temporal, log)
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	return &Stack{Config: cfg, Client: tc, Redis: rdb, Store: store, Server: srv, RedisURL: rs.URL}
+}
+
+// StartPools runs the stack's worker pools in this process until the test
+// ends; env is the hooks' environment (nil = this process's).
+func (s *Stack) StartPools(t testing.TB, env []string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	pipe, err := pools.NewRedisPipeline(s.Store, "e2e", s.Config.ArchiveDir)
+	require.NoError(t, err)
+	deps := pools.Deps{
+		Config:    s.Config,
+		Client:    s.Client,
+		Store:     &activities.RedisStore{Redis: s.Store, PipelineID: pipe.ID()},
+		Pipelines: pipe,
+		Log:       zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		Env:       env,
+	}
+	go func() { done <- pools.Run(ctx, deps, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("pools.Run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("pools did not stop within 60s")
+		}
+	})
+}
+
+// Job is a submitted job.
+type Job struct {
+	Ident string
+	URL   string
+	Run   client.WorkflowRun
+}
+
+// Submit creates the Redis job and starts its workflow, as the starter does,
+// with no starter involved. adjust may change the workflow input.
+func (s *Stack) Submit(t testing.TB, rawURL string, adjust func(*workflows.SnapshotInput)) Job {
+	t.Helper()
+	id, norm, err := ident.FromURL(rawURL)
+	require.NoError(t, err)
+	cfg := s.Config
+	req := submit.Request{
+		Ident: id, URL: norm, FetchDepth: cfg.Job.FetchDepth, Pool: cfg.Pools[0],
+		Settings:  model.Settings{Concurrency: cfg.Job.Concurrency},
+		StartedBy: "e2e", StartedIn: "test", CreateOp: id + "/e2e",
+	}
+	in := submit.Input(cfg, req)
+	if adjust != nil {
+		adjust(&in)
+	}
+	require.NoError(t, in.Validate())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, s.Store.CreateJob(ctx, submit.Job(req)))
+	run, err := s.Client.ExecuteWorkflow(ctx, submit.StartOptions(req), workflows.SnapshotWorkflow, in)
+	require.NoError(t, err)
+	return Job{Ident: id, URL: norm, Run: run}
+}
+
+// Wait waits for the job's workflow to finish and returns its error.
+func (s *Stack) Wait(t testing.TB, j Job, timeout time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := j.Run.Get(ctx, nil)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("job %s did not finish within %s", j.Ident, timeout)
+	}
+	return err
+}
+
+// SnapDir is the job's snapshot directory under the stack's archive dir.
+func (s *Stack) SnapDir(j Job) string {
+	return filepath.Join(s.Config.ArchiveDir, "snapshots", j.Ident)
+}

@@ -1,0 +1,111 @@
+package pools
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
+)
+
+// Version is reported in pipeline records.
+const Version = "archiveflow/0.1"
+
+// RedisPipeline registers a worker process in Redis as an ArchiveBot
+// pipeline (pipeline:ID) with host stats of the archive dir's disk.
+type RedisPipeline struct {
+	store      *rkeys.Store
+	archiveDir string
+
+	mu sync.Mutex
+	p  rkeys.Pipeline
+}
+
+// NewRedisPipeline describes this process; nickname may be empty.
+func NewRedisPipeline(store *rkeys.Store, nickname, archiveDir string) (*RedisPipeline, error) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return nil, fmt.Errorf("pipeline: hostname: %v", err)
+	}
+	pid := os.Getpid()
+	if nickname == "" {
+		nickname = host
+	}
+	return &RedisPipeline{
+		store:      store,
+		archiveDir: archiveDir,
+		p: rkeys.Pipeline{
+			ID:        rkeys.PipelineID(host, host, pid),
+			Hostname:  host,
+			FQDN:      host,
+			PID:       pid,
+			Nickname:  nickname,
+			Version:   Version,
+			Status:    "running",
+			StartedAt: time.Now(),
+		},
+	}, nil
+}
+
+// ID is the pipeline id (hex).
+func (r *RedisPipeline) ID() string { return r.p.ID }
+
+func (r *RedisPipeline) snapshot() rkeys.Pipeline {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.p
+	if st, err := rkeys.CollectHostStats(r.archiveDir); err == nil {
+		p.Stats = st
+	}
+	return p
+}
+
+// Register writes the record with the served task queues.
+func (r *RedisPipeline) Register(ctx context.Context, queues []string) error {
+	r.mu.Lock()
+	r.p.TaskQueues = append([]string(nil), queues...)
+	r.mu.Unlock()
+	return r.store.RegisterPipeline(ctx, r.snapshot())
+}
+
+// Refresh re-reports host stats and renews the record's TTL.
+func (r *RedisPipeline) Refresh(ctx context.Context) error {
+	return r.store.RefreshPipeline(ctx, r.snapshot())
+}
+
+// Unregister removes the record on clean exit.
+func (r *RedisPipeline) Unregister(ctx context.Context) error {
+	r.mu.Lock()
+	r.p.Status = "stopped"
+	r.mu.Unlock()
+	return r.store.UnregisterPipeline(ctx, r.snapshot())
+}
+
+// NewDeps wires a process's pools to its backends: the Redis store and
+// pipeline record, and ARCHIVEFLOW_BIN pointing at this executable, which
+// must dispatch `hook NAME ...` to the built-in hooks.
+func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return Deps{}, fmt.Errorf("find own executable for ARCHIVEFLOW_BIN: %w", err)
+	}
+	pipe, err := NewRedisPipeline(be.Store, cfg.Worker.Nickname, cfg.ArchiveDir)
+	if err != nil {
+		return Deps{}, err
+	}
+	return Deps{
+		Config:    cfg,
+		Client:    be.Temporal,
+		Store:     &activities.RedisStore{Redis: be.Store, PipelineID: pipe.ID()},
+		Pipelines: pipe,
+		Log:       log,
+		Env:       append(os.Environ(), "ARCHIVEFLOW_BIN="+self),
+	}, nil
+}

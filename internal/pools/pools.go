@@ -1,0 +1,250 @@
+// Package pools owns running a process's worker pools: for each configured
+// pool it polls the pool's shared Temporal task queue (snapshot and background
+// workflows, host claims, Redis writes) and a task queue only this process
+// polls (the hooks of the snapshots it claimed, so they run on the host that
+// holds their directories). It sweeps leftover hook processes at start,
+// registers the process as an ArchiveBot pipeline with periodic host stats,
+// and shuts down gracefully: stop polling, let running hooks finish within the
+// drain timeout, then cancel them.
+package pools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/procs"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// Pipelines registers this process in Redis as an ArchiveBot pipeline.
+// Register is called once with the served task queues, Refresh every
+// stats interval, Unregister on clean exit.
+type Pipelines interface {
+	Register(ctx context.Context, queues []string) error
+	Refresh(ctx context.Context) error
+	Unregister(ctx context.Context) error
+}
+
+// Deps are what the pools of one process share.
+type Deps struct {
+	Config *config.Config
+	Client client.Client
+	// Store writes job state, results and logs to Redis.
+	Store activities.Store
+	// Pipelines may be nil (no pipeline registration).
+	Pipelines Pipelines
+	Log       *zap.Logger
+	// Env is the environment hooks inherit (nil = this process's); the
+	// caller adds ARCHIVEFLOW_BIN so built-in hooks find their binary.
+	Env []string
+	// Instance distinguishes host queues of several processes on one host;
+	// default HOSTNAME-PID.
+	Instance string
+}
+
+// Select returns the configured pools named by names (all when empty).
+func Select(cfg *config.Config, names []string) ([]config.Pool, error) {
+	if len(names) == 0 {
+		return cfg.Pools, nil
+	}
+	var out []config.Pool
+	for _, n := range names {
+		p, ok := cfg.Pool(n)
+		if !ok {
+			known := make([]string, 0, len(cfg.Pools))
+			for _, q := range cfg.Pools {
+				known = append(known, q.Name)
+			}
+			return nil, fmt.Errorf("pool %q: not configured (configured pools: %s)", n, strings.Join(known, ", "))
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// HostQueue is the task queue only this process polls for pool p.
+func HostQueue(p config.Pool, instance string) string {
+	return p.TaskQueue + "@" + instance
+}
+
+// DefaultInstance is HOSTNAME-PID.
+func DefaultInstance() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// Run serves the named pools (all when empty) until ctx is cancelled, then
+// drains and returns. It returns early with an error if a worker cannot start.
+func Run(ctx context.Context, d Deps, names []string) error {
+	if d.Config == nil || d.Client == nil || d.Store == nil {
+		return errors.New("pools: config, Temporal client and store are required")
+	}
+	log := d.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	selected, err := Select(d.Config, names)
+	if err != nil {
+		return err
+	}
+	instance := d.Instance
+	if instance == "" {
+		instance = DefaultInstance()
+	}
+	archiveDir, err := filepath.Abs(d.Config.ArchiveDir)
+	if err != nil {
+		return fmt.Errorf("archive dir %s: %w", d.Config.ArchiveDir, err)
+	}
+	if err := os.MkdirAll(filepath.Join(archiveDir, "snapshots"), 0o755); err != nil {
+		return fmt.Errorf("create archive dir: %w", err)
+	}
+	sweep(archiveDir, d.Config.Hooks.Grace, log)
+
+	var started []worker.Worker
+	stopAll := func() {
+		// Stop in reverse: host queues (hooks) last started, first stopped.
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].Stop()
+		}
+	}
+	var queues []string
+	for _, p := range selected {
+		ws, err := newPoolWorkers(d, p, instance, archiveDir, log)
+		if err != nil {
+			stopAll()
+			return err
+		}
+		for _, w := range ws {
+			if err := w.Start(); err != nil {
+				stopAll()
+				return fmt.Errorf("start worker for pool %s: %w", p.Name, err)
+			}
+			started = append(started, w)
+		}
+		queues = append(queues, p.TaskQueue, HostQueue(p, instance))
+		log.Info("serving pool", zap.String("pool", p.Name), zap.String("task_queue", p.TaskQueue),
+			zap.String("host_queue", HostQueue(p, instance)), zap.Int("slots", p.Slots))
+	}
+
+	stopStats := startPipeline(ctx, d, queues, log)
+	<-ctx.Done()
+	log.Info("shutting down: no new work; running hooks get the drain timeout",
+		zap.Duration("drain_timeout", d.Config.Worker.DrainTimeout))
+	stopAll()
+	stopStats()
+	sweep(archiveDir, d.Config.Hooks.Grace, log)
+	log.Info("worker pools stopped")
+	return nil
+}
+
+// newPoolWorkers builds the shared-queue worker and the host-queue worker.
+func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, log *zap.Logger) ([]worker.Worker, error) {
+	cfg := d.Config
+	plog := log.With(zap.String("pool", p.Name))
+	engine := &activities.Engine{
+		PluginDirs:     absDirs(cfg.Plugins.Dirs),
+		ArchiveDir:     archiveDir,
+		File:           cfg.Plugins.Values,
+		Env:            d.Env,
+		DefaultTimeout: cfg.Hooks.Timeout,
+		Grace:          cfg.Hooks.Grace,
+		Log:            plog,
+	}
+	acts, err := activities.New(engine, engine, d.Store, plog, activities.Options{
+		HostQueue:         HostQueue(p, instance),
+		HeartbeatInterval: cfg.Hooks.HeartbeatInterval,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	opts := worker.Options{
+		MaxConcurrentActivityExecutionSize: p.Slots,
+		// Stop waits this long for running activities, then cancels their
+		// contexts, which makes the runner SIGTERM the hooks: nothing orphaned.
+		WorkerStopTimeout: cfg.Worker.DrainTimeout,
+		// Send heartbeats at once rather than holding them for 80% of the
+		// heartbeat timeout, so cancellation reaches a hook within seconds.
+		MaxHeartbeatThrottleInterval: time.Second,
+	}
+	shared := worker.New(d.Client, p.TaskQueue, opts)
+	workflows.Register(shared)
+	shared.RegisterActivity(acts)
+
+	host := worker.New(d.Client, HostQueue(p, instance), opts)
+	host.RegisterActivity(acts)
+	return []worker.Worker{shared, host}, nil
+}
+
+func absDirs(dirs []string) []string {
+	out := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		if a, err := filepath.Abs(d); err == nil {
+			d = a
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// sweep kills hook processes left by a crashed worker on this host.
+func sweep(archiveDir string, grace time.Duration, log *zap.Logger) {
+	rep, err := procs.SweepGrace(filepath.Join(archiveDir, "snapshots"), grace, log)
+	if err != nil {
+		log.Warn("sweep leftover hook processes", zap.Error(err))
+		return
+	}
+	if len(rep.Killed) > 0 || len(rep.Removed) > 0 {
+		log.Info("swept leftover hook processes", zap.Ints("killed", rep.Killed), zap.Int("stale_pid_files", len(rep.Removed)))
+	}
+}
+
+// startPipeline registers the process and refreshes its record until the
+// returned stop function is called, which also unregisters it.
+func startPipeline(ctx context.Context, d Deps, queues []string, log *zap.Logger) func() {
+	if d.Pipelines == nil {
+		return func() {}
+	}
+	if err := d.Pipelines.Register(ctx, queues); err != nil {
+		log.Warn("register pipeline in Redis (will retry on refresh)", zap.Error(err))
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(d.Config.Worker.StatsInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := d.Pipelines.Refresh(context.Background()); err != nil {
+					log.Warn("refresh pipeline stats in Redis", zap.Error(err))
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := d.Pipelines.Unregister(uctx); err != nil {
+			log.Warn("unregister pipeline from Redis", zap.Error(err))
+		}
+	}
+}

@@ -1,0 +1,110 @@
+// Package submit owns turning one validated job request into what Temporal
+// and Redis need: the SnapshotWorkflow input built from configuration, the
+// workflow start options (ID, summary, priority, delay, search attributes)
+// and the Redis job record. The starter, the dev stack, integration tests
+// and benchmarks all submit through it, so every job is built the same way.
+package submit
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/searchattr"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// Request is one validated job: the caller has checked the URL (and derived
+// its ident), the pool, the settings and the start time.
+type Request struct {
+	Ident       string
+	URL         string // normalised
+	FetchDepth  string // shallow or inf
+	Pool        config.Pool
+	Settings    model.Settings
+	PriorityKey int           // Temporal priority key (1 = first); 0 = server default
+	StartDelay  time.Duration // 0 = now
+	NotBefore   time.Time     // start time when delayed (for the scheduled index)
+	StartedBy   string
+	StartedIn   string // cli, dev, test, ...
+	// CreateOp makes CreateJob repeat-safe for one submit command.
+	CreateOp string
+	// Replace starts afresh over a retained finished job.
+	Replace bool
+}
+
+// Input builds the workflow input from configuration.
+func Input(cfg *config.Config, r Request) workflows.SnapshotInput {
+	per := make(map[string]workflows.Retry, len(cfg.Retry.Plugins))
+	for _, plugin := range slices.Sorted(maps.Keys(cfg.Retry.Plugins)) {
+		per[plugin] = Retry(cfg.Retry.PolicyFor(plugin))
+	}
+	return workflows.SnapshotInput{
+		Job: activities.Job{
+			Ident: r.Ident, URL: r.URL, SnapshotID: r.Ident, FetchDepth: r.FetchDepth,
+		},
+		Pool:            r.Pool.Name,
+		TaskQueue:       r.Pool.TaskQueue,
+		Settings:        r.Settings,
+		SequentialSteps: cfg.Job.SequentialSteps,
+		Retry:           workflows.RetryPolicies{Default: Retry(cfg.Retry.RetryPolicy), PerPlugin: per},
+		Timing: workflows.Timing{
+			HeartbeatTimeout:    cfg.Hooks.HeartbeatTimeout,
+			HostScheduleToStart: cfg.Job.HostTimeout,
+			MaxDuration:         cfg.Job.MaxDuration,
+		},
+	}
+}
+
+// Retry converts a configured retry policy to the workflow's.
+func Retry(p config.RetryPolicy) workflows.Retry {
+	return workflows.Retry{
+		InitialInterval:    p.InitialInterval,
+		BackoffCoefficient: p.BackoffCoefficient,
+		MaximumInterval:    p.MaximumInterval,
+		MaximumAttempts:    int32(p.MaximumAttempts),
+	}
+}
+
+// StartOptions are the workflow start options of one job: ID = ident,
+// summary = URL, every search attribute set from the start.
+func StartOptions(r Request) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                                       r.Ident,
+		TaskQueue:                                r.Pool.TaskQueue,
+		StaticSummary:                            r.URL,
+		StartDelay:                               r.StartDelay,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		Priority:                                 temporal.Priority{PriorityKey: r.PriorityKey},
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			searchattr.Ident.ValueSet(r.Ident),
+			searchattr.URL.ValueSet(r.URL),
+			searchattr.Step.ValueSet(0),
+			searchattr.State.ValueSet(string(model.StatePending)),
+			searchattr.Pool.ValueSet(r.Pool.Name),
+		),
+	}
+}
+
+// Job is the Redis job record of the request.
+func Job(r Request) rkeys.Job {
+	return rkeys.Job{
+		Ident: r.Ident, URL: r.URL, FetchDepth: r.FetchDepth,
+		StartedBy: r.StartedBy, StartedIn: r.StartedIn,
+		Settings:   r.Settings,
+		WorkflowID: r.Ident, TaskQueue: r.Pool.TaskQueue,
+		NotBefore: r.NotBefore,
+		CreateOp:  r.CreateOp,
+		Replace:   r.Replace,
+	}
+}

@@ -1,0 +1,45 @@
+package submit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/searchattr"
+)
+
+func TestInputFromConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.Retry.Plugins = map[string]config.RetryPolicy{"wget": {MaximumAttempts: 7}}
+	cfg.Job.HostTimeout = 90 * time.Second
+	r := Request{Ident: "abc", URL: "http://x/", FetchDepth: "inf", Pool: cfg.Pools[0], Settings: model.Settings{Concurrency: 2}}
+	in := Input(&cfg, r)
+	require.NoError(t, in.Validate())
+	assert.Equal(t, "abc", in.Job.SnapshotID)
+	assert.Equal(t, int32(7), in.Retry.For("wget").MaximumAttempts)
+	assert.Equal(t, int32(3), in.Retry.For("title").MaximumAttempts)
+	assert.Equal(t, cfg.Retry.InitialInterval, in.Retry.For("wget").InitialInterval, "override inherits unset fields")
+	assert.Equal(t, 90*time.Second, in.Timing.HostScheduleToStart)
+	assert.Equal(t, cfg.Hooks.HeartbeatTimeout, in.Timing.HeartbeatTimeout)
+	assert.Equal(t, []int{5}, in.SequentialSteps)
+}
+
+func TestStartOptions(t *testing.T) {
+	r := Request{Ident: "abc", URL: "http://x/", Pool: config.Pool{Name: "p", TaskQueue: "q", Slots: 1}, PriorityKey: 2, StartDelay: time.Minute}
+	o := StartOptions(r)
+	assert.Equal(t, "abc", o.ID)
+	assert.Equal(t, "q", o.TaskQueue)
+	assert.Equal(t, "http://x/", o.StaticSummary)
+	assert.Equal(t, 2, o.Priority.PriorityKey)
+	assert.Equal(t, time.Minute, o.StartDelay)
+	v, ok := o.TypedSearchAttributes.GetKeyword(searchattr.Pool)
+	assert.True(t, ok)
+	assert.Equal(t, "p", v)
+	j := Job(r)
+	assert.Equal(t, "q", j.TaskQueue)
+	assert.Equal(t, "abc", j.WorkflowID)
+}

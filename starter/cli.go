@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/logging"
+)
+
+// command is one subcommand.
+type command struct {
+	name     string
+	args     string // argument synopsis after the flags
+	summary  string
+	details  string
+	examples []string
+	// flags registers the command's own flags (may be nil).
+	flags func(fs *pflag.FlagSet)
+	// run executes the command with its positional arguments.
+	run func(ctx context.Context, a *app, inv *invocation) error
+	// noConfig: the command does not need the configuration flags.
+	noConfig bool
+}
+
+// invocation is one parsed command line.
+type invocation struct {
+	cmd  *command
+	fs   *pflag.FlagSet
+	args []string
+	cfg  *config.Config
+	log  *zap.Logger
+	json bool
+}
+
+// app holds the CLI's I/O and its seams for tests.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	now            func() time.Time
+	// pollInterval is how often --wait and logs -f look at a job.
+	pollInterval time.Duration
+	commands     []*command
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now, pollInterval: 500 * time.Millisecond}
+	a.commands = []*command{
+		submitCommand(), statusCommand(), listCommand(), abortCommand(), setCommand(),
+		ignoreCommand(), logsCommand(), pipelinesCommand(), devCommand(),
+	}
+	return a
+}
+
+func (a *app) lookup(name string) *command {
+	for _, c := range a.commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// run executes args (without the program name) and returns the exit code.
+func (a *app) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		a.usage(a.stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "--help":
+		if len(args) > 1 {
+			if c := a.lookup(args[1]); c != nil {
+				a.commandUsage(a.stdout, c)
+				return exitOK
+			}
+			fmt.Fprintf(a.stderr, "starter: unknown command %q\n\n", args[1])
+			a.usage(a.stderr)
+			return exitUsage
+		}
+		a.usage(a.stdout)
+		return exitOK
+	}
+	c := a.lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(a.stderr, "starter: unknown command %q (commands: %s)\n", args[0], strings.Join(a.names(), ", "))
+		return exitUsage
+	}
+	err := a.exec(ctx, c, args[1:])
+	if errors.Is(err, pflag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(a.stderr, "starter %s: %v\n", c.name, err)
+	}
+	return exitCode(err)
+}
+
+func (a *app) names() []string {
+	out := make([]string, 0, len(a.commands))
+	for _, c := range a.commands {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// exec parses the command's flags, loads the configuration and runs it.
+func (a *app) exec(ctx context.Context, c *command, args []string) error {
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	fs.Bool("json", false, "machine-readable JSON output")
+	if !c.noConfig {
+		config.BindFlags(fs)
+	}
+	fs.BoolP("help", "h", false, "show this help")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("%v (see: starter help %s)", err, c.name)
+	}
+	if help, _ := fs.GetBool("help"); help {
+		a.commandUsage(a.stdout, c)
+		return pflag.ErrHelp
+	}
+	inv := &invocation{cmd: c, fs: fs, args: fs.Args()}
+	inv.json, _ = fs.GetBool("json")
+	if !c.noConfig {
+		cfg, err := config.Load(config.Options{Flags: fs})
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		inv.cfg = cfg
+		log, err := cliLogger(cfg, fs)
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		defer func() { _ = log.Sync() }()
+		inv.log = log
+	}
+	return c.run(ctx, a, inv)
+}
+
+// cliLogger logs to stderr. Short-lived commands log warnings and errors
+// only unless --log-level or the config asks for more: their answer is
+// on stdout.
+func cliLogger(cfg *config.Config, fs *pflag.FlagSet) (*zap.Logger, error) {
+	lc := cfg.Log
+	if !fs.Changed("log-level") && lc.Level == config.Default().Log.Level {
+		lc.Level = "warn"
+	}
+	return logging.New(lc)
+}
+
+// usage prints the command list.
+func (a *app) usage(w io.Writer) {
+	fmt.Fprint(w, `starter — submit and steer archiveflow jobs
+
+Usage:
+  starter COMMAND [flags] [args]
+  starter help COMMAND
+
+Commands:
+`)
+	for _, c := range a.commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Every command takes --json for machine-readable output and the
+configuration flags (--config, --temporal-address, --redis-url, ...);
+configuration also comes from archiveflow.yaml and ARCHIVEFLOW_* variables.
+
+Exit codes:
+  0  success
+  1  a job failed or was aborted (submit --wait), or an unexpected error
+  2  bad command line or bad input: nothing was started or changed
+  3  job not found (never submitted, or expired from Redis)
+  4  conflict: the job is already running, or already final
+  5  Temporal or Redis unreachable
+
+Examples:
+  starter submit https://example.com/ --wait
+  starter submit -i urls.txt --queue archiveflow --nice 5
+  starter status 3mlbkdu1fpo7wt4lr2qf1mpsw
+  starter logs -f 3mlbkdu1fpo7wt4lr2qf1mpsw
+`)
+}
+
+// commandUsage prints one command's help with its examples.
+func (a *app) commandUsage(w io.Writer, c *command) {
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	fs.Bool("json", false, "machine-readable JSON output")
+	fmt.Fprintf(w, "starter %s — %s\n\nUsage:\n  starter %s [flags] %s\n", c.name, c.summary, c.name, c.args)
+	if c.details != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.details))
+	}
+	fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsages())
+	if !c.noConfig {
+		cfs := pflag.NewFlagSet("config", pflag.ContinueOnError)
+		config.BindFlags(cfs)
+		fmt.Fprintf(w, "\nConfiguration flags:\n%s", cfs.FlagUsages())
+	}
+	if len(c.examples) > 0 {
+		fmt.Fprintf(w, "\nExamples:\n")
+		for _, e := range c.examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+}
+
+// connectTimeout bounds connecting to the backends.
+const connectTimeout = 15 * time.Second
+
+// connect opens Temporal and Redis; failure is exit 5.
+func (a *app) connect(ctx context.Context, inv *invocation) (*backend.Backend, error) {
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	b, err := backend.Open(cctx, inv.cfg, inv.log)
+	if err != nil {
+		return nil, withCode(exitUnavailable, err)
+	}
+	return b, nil
+}
+
+// connectRedis opens Redis only (read-only commands); failure is exit 5.
+func (a *app) connectRedis(ctx context.Context, inv *invocation) (*backend.Backend, error) {
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	rdb, store, err := backend.OpenRedis(cctx, inv.cfg, inv.log)
+	if err != nil {
+		return nil, withCode(exitUnavailable, err)
+	}
+	return &backend.Backend{Redis: rdb, Store: store}, nil
+}

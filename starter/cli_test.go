@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/testredis"
+)
+
+// cliResult is one CLI run.
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCLI runs the starter in-process with args.
+func runCLI(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
+	var out, errb bytes.Buffer
+	a := newApp(strings.NewReader(stdin), &out, &errb)
+	a.pollInterval = 50 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	code := a.run(ctx, args)
+	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// requireEmpty asserts that nothing was written to Redis.
+func requireEmpty(t *testing.T, srv *testredis.Server) {
+	t.Helper()
+	n, err := srv.Client().DBSize(context.Background()).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "Redis must stay empty after rejected input")
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+func TestSubmitRejectsBadInputBeforeAnythingIsStarted(t *testing.T) {
+	srv := testredis.Start(t)
+	backend := []string{"--redis-url", srv.URL, "--temporal-address", closedAddr(t)}
+	urls := writeFile(t, "urls.txt", "# seeds\nhttps://example.com/\n\nftp://example.org/\nhttps://example.net/\n")
+	unreadable := filepath.Join(t.TempDir(), "missing.txt")
+	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"malformed URL", []string{"http://"}, []string{"argument 1", `url "http://"`}},
+		{"relative URL", []string{"example.com/page"}, []string{"argument 1", "must be absolute"}},
+		{"non-http scheme", []string{"ftp://example.com/"}, []string{"argument 1", `scheme "ftp"`, "must be http or https"}},
+		{"one bad URL among good ones", []string{"https://example.com/", "mailto:a@b.c"}, []string{"argument 2", "mailto:a@b.c"}},
+		{"no URL", nil, []string{"no URL given"}},
+		{"same job twice", []string{"https://example.com/", "HTTPS://EXAMPLE.com:443"}, []string{"argument 2", "same job as argument 1"}},
+		{"unknown queue", []string{"https://example.com/", "--queue", "nope"}, []string{`--queue "nope"`, "configured pool", "archiveflow (pool default)"}},
+		{"invalid regex", []string{"https://example.com/", "--ignore", "a(b"}, []string{"--ignore", `ignore pattern "a(b"`}},
+		{"python-only regex", []string{"https://example.com/", "--ignore", `(?<=foo)bar`}, []string{`ignore pattern "(?<=foo)bar"`, "lookbehind"}},
+		{"negative concurrency", []string{"https://example.com/", "--concurrency", "-1"}, []string{"--concurrency -1: must be >= 0"}},
+		{"past --at", []string{"https://example.com/", "--at", past}, []string{"--at " + past, "in the past"}},
+		{"unparsable --at", []string{"https://example.com/", "--at", "tomorrow"}, []string{`--at "tomorrow"`, "RFC 3339"}},
+		{"--delay with --at", []string{"https://example.com/", "--delay", "1h", "--at", future}, []string{"--delay and --at"}},
+		{"non-positive --delay", []string{"https://example.com/", "--delay", "-5s"}, []string{"--delay -5s: must be > 0"}},
+		{"nice out of range", []string{"https://example.com/", "--nice", "20"}, []string{"--nice 20: must be between -20 and 19"}},
+		{"bad depth", []string{"https://example.com/", "--depth", "deep"}, []string{`--depth "deep": must be shallow or inf`}},
+		{"control character in user agent", []string{"https://example.com/", "--user-agent", "a\nb"}, []string{"--user-agent", "control characters"}},
+		{"unreadable -i file", []string{"-i", unreadable}, []string{"-i " + unreadable, "cannot read the URL file"}},
+		{"bad line in -i file", []string{"-i", urls}, []string{urls + " line 4", "ftp://example.org/"}},
+		{"unknown flag", []string{"https://example.com/", "--bogus"}, []string{"unknown flag: --bogus"}},
+		{"every problem at once", []string{"ftp://x/", "--queue", "nope", "--concurrency", "-2"}, []string{"argument 1", `--queue "nope"`, "--concurrency -2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runCLI(t, "", append(append([]string{"submit"}, tc.args...), backend...)...)
+			assert.Equal(t, exitUsage, res.code, "stderr: %s", res.stderr)
+			for _, w := range tc.want {
+				assert.Contains(t, res.stderr, w)
+			}
+			assert.Empty(t, res.stdout)
+			requireEmpty(t, srv)
+		})
+	}
+}
+
+func TestSubmitReadsURLsFromStdin(t *testing.T) {
+	srv := testredis.Start(t)
+	res := runCLI(t, "https://example.com/\n# c\n\nnot a url\n", "submit", "-i", "-", "--redis-url", srv.URL, "--temporal-address", closedAddr(t))
+	assert.Equal(t, exitUsage, res.code)
+	assert.Contains(t, res.stderr, "- line 4")
+	requireEmpty(t, srv)
+}
+
+func TestSubmitWithUnreachableBackendsExitsFiveAndWritesNothing(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		res := runCLI(t, "", "submit", "https://example.com/", "--redis-url", "redis://"+closedAddr(t)+"/0", "--temporal-address", closedAddr(t))
+		assert.Equal(t, exitUnavailable, res.code, "stderr: %s", res.stderr)
+		assert.Contains(t, res.stderr, "connect to Redis")
+	})
+	t.Run("temporal", func(t *testing.T) {
+		srv := testredis.Start(t)
+		res := runCLI(t, "", "submit", "https://example.com/", "--redis-url", srv.URL, "--temporal-address", closedAddr(t))
+		assert.Equal(t, exitUnavailable, res.code, "stderr: %s", res.stderr)
+		assert.Contains(t, res.stderr, "Temporal")
+		requireEmpty(t, srv)
+	})
+}
+
+func TestOtherCommandsRejectBadInput(t *testing.T) {
+	srv := testredis.Start(t)
+	backend := []string{"--redis-url", srv.URL, "--temporal-address", closedAddr(t)}
+	const id = "3mlbkdu1fpo7wt4lr2qf1mpsw"
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"status without ident", []string{"status"}, "want exactly one IDENT"},
+		{"status with two idents", []string{"status", id, id}, "got 2 argument(s)"},
+		{"status with a bad ident", []string{"status", "Not-An-Ident"}, `ident "Not-An-Ident": must be 1-25 characters of 0-9 and a-z`},
+		{"status with a bad URL", []string{"status", "ftp://example.com/"}, "must be http or https"},
+		{"list with unknown state", []string{"list", "--state", "sleeping"}, `job state "sleeping": must be one of pending`},
+		{"list with arguments", []string{"list", "active"}, "takes no arguments"},
+		{"abort without ident", []string{"abort"}, "want exactly one IDENT"},
+		{"set without pairs", []string{"set", id}, "nothing to set"},
+		{"set with negative concurrency", []string{"set", id, "concurrency=-1"}, "concurrency=-1: must be an integer >= 0"},
+		{"set with unknown key", []string{"set", id, "speed=9"}, `unknown key "speed"`},
+		{"set without =", []string{"set", id, "concurrency"}, `"concurrency": must be key=value`},
+		{"set with bad delay", []string{"set", id, "delay_min=soon"}, "delay_min=soon: must be milliseconds"},
+		{"set with delay_max < delay_min", []string{"set", id, "delay_min=500", "delay_max=1"}, "delay_max=1 ms: must be >= delay_min (500 ms)"},
+		{"ignore with unknown op", []string{"ignore", "put", id, "x"}, `"put": must be add or rm`},
+		{"ignore with missing pattern", []string{"ignore", "add", id}, "want add|rm IDENT PATTERN"},
+		{"ignore with python-only pattern", []string{"ignore", "add", id, `(foo)\1`}, "backreference"},
+		{"ignore with invalid pattern", []string{"ignore", "add", id, "[a-"}, `ignore pattern "[a-"`},
+		{"logs with negative --after", []string{"logs", id, "--after", "-1"}, "--after -1: must be >= 0"},
+		{"pipelines with arguments", []string{"pipelines", "x"}, "takes no arguments"},
+		{"bad config value", []string{"status", id, "--log-level", "loud"}, "loud"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runCLI(t, "", append(tc.args, backend...)...)
+			assert.Equal(t, exitUsage, res.code, "stderr: %s", res.stderr)
+			assert.Contains(t, res.stderr, tc.want)
+			requireEmpty(t, srv)
+		})
+	}
+}
+
+func TestReadCommandsOnAMissingJobExitThree(t *testing.T) {
+	srv := testredis.Start(t)
+	for _, cmd := range [][]string{{"status"}, {"logs"}, {"logs", "-f"}} {
+		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
+			args := append(cmd, "3mlbkdu1fpo7wt4lr2qf1mpsw", "--redis-url", srv.URL)
+			res := runCLI(t, "", args...)
+			assert.Equal(t, exitNotFound, res.code, "stderr: %s", res.stderr)
+			assert.Contains(t, res.stderr, "job 3mlbkdu1fpo7wt4lr2qf1mpsw: not found")
+		})
+	}
+}
+
+func TestReadCommandsOnAnEmptyRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	res := runCLI(t, "", "list", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Equal(t, "no jobs\n", res.stdout)
+
+	res = runCLI(t, "", "list", "--json", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.JSONEq(t, `{"jobs":[]}`, res.stdout)
+
+	res = runCLI(t, "", "pipelines", "--json", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.JSONEq(t, `{"pipelines":[]}`, res.stdout)
+}
+
+func TestHelpAndUsage(t *testing.T) {
+	res := runCLI(t, "")
+	assert.Equal(t, exitUsage, res.code)
+	assert.Contains(t, res.stderr, "Commands:")
+
+	res = runCLI(t, "", "help")
+	assert.Equal(t, exitOK, res.code)
+	for _, c := range []string{"submit", "status", "list", "abort", "set", "ignore", "logs", "pipelines", "dev", "Exit codes:"} {
+		assert.Contains(t, res.stdout, c)
+	}
+
+	for _, c := range newApp(nil, nil, nil).commands {
+		t.Run(c.name, func(t *testing.T) {
+			res := runCLI(t, "", c.name, "--help")
+			assert.Equal(t, exitOK, res.code, res.stderr)
+			assert.Contains(t, res.stdout, "starter "+c.name+" — ")
+			if c.name != "dev" {
+				assert.Contains(t, res.stdout, "Examples:")
+			}
+			assert.Equal(t, res.stdout, runCLI(t, "", "help", c.name).stdout)
+		})
+	}
+
+	res = runCLI(t, "", "frobnicate")
+	assert.Equal(t, exitUsage, res.code)
+	assert.Contains(t, res.stderr, `unknown command "frobnicate"`)
+}
+
+func TestPriorityKeyFromNice(t *testing.T) {
+	cases := []struct{ nice, key int }{
+		{-20, 1}, {-10, 1}, {-9, 2}, {-1, 2}, {0, 3}, {1, 4}, {9, 4}, {10, 5}, {19, 5},
+	}
+	for _, tc := range cases {
+		got, err := priorityKey(tc.nice)
+		require.NoError(t, err)
+		assert.Equal(t, tc.key, got, "nice %d", tc.nice)
+	}
+	for _, bad := range []int{-21, 20} {
+		_, err := priorityKey(bad)
+		assert.Error(t, err, "nice %d", bad)
+	}
+}
+
+func TestParseMillis(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"250", 250, true}, {"0", 0, true}, {"250ms", 250, true}, {"2s", 2000, true},
+		{"-1", 0, false}, {"-1s", 0, false}, {"soon", 0, false}, {"", 0, false},
+	}
+	for _, tc := range cases {
+		got, err := parseMillis(tc.in)
+		if !tc.ok {
+			assert.Error(t, err, tc.in)
+			continue
+		}
+		require.NoError(t, err, tc.in)
+		assert.Equal(t, tc.want, got, tc.in)
+	}
+}
+
+func TestParseIdentAcceptsIdentsAndURLs(t *testing.T) {
+	got, err := parseIdent("3mlbkdu1fpo7wt4lr2qf1mpsw")
+	require.NoError(t, err)
+	assert.Equal(t, "3mlbkdu1fpo7wt4lr2qf1mpsw", got)
+
+	fromURL, err := parseIdent("https://example.com/")
+	require.NoError(t, err)
+	again, err := parseIdent("HTTPS://example.com:443")
+	require.NoError(t, err)
+	assert.Equal(t, fromURL, again, "the same URL gives the same ident")
+	assert.NotEmpty(t, fromURL)
+}
+
+func TestHumanBytesAndUILink(t *testing.T) {
+	assert.Equal(t, "512 B", humanBytes(512))
+	assert.Equal(t, "1.5 KiB", humanBytes(1536))
+	assert.Equal(t, "3.0 MiB", humanBytes(3<<20))
+	cfg := testConfig()
+	assert.Equal(t, "http://127.0.0.1:8233/namespaces/default/workflows/abc", uiLink(cfg.Temporal, "abc"))
+}
+
+func testConfig() *config.Config {
+	c := config.Default()
+	return &c
+}

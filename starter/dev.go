@@ -1,0 +1,288 @@
+//go:build dev
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/builtin"
+	"github.com/archiveflow/archiveflow/internal/devredis"
+	"github.com/archiveflow/archiveflow/internal/devserver"
+	"github.com/archiveflow/archiveflow/internal/logging"
+	"github.com/archiveflow/archiveflow/internal/pools"
+)
+
+// dispatchHook runs `starter hook NAME ...` (the built-in hooks' wrappers
+// exec "$ARCHIVEFLOW_BIN hook NAME") in the dev build, which runs workers.
+func dispatchHook(args []string) (int, bool) {
+	if len(args) > 1 && args[1] == "hook" {
+		return builtin.Main(args[2:], os.Stdout, os.Stderr), true
+	}
+	return 0, false
+}
+
+func devCommand() *command {
+	return &command{
+		name:    "dev",
+		args:    "[URL...]",
+		summary: "run the embedded stack: Temporal dev server + Web UI, Redis, every worker pool",
+		details: `
+Starts an in-process Temporal dev server (SQLite under DATA_DIR/temporal),
+its Web UI, Redis (a real redis-server when one is on PATH or named by
+--redis-server / $ARCHIVEFLOW_REDIS_SERVER, persisting under
+DATA_DIR/redis; otherwise an embedded in-process Redis, said in the log),
+registers the search attributes and runs every configured worker pool.
+
+With URLs it submits them (all submit flags apply), shows live progress,
+prints where the outputs are and the Web UI link, then stops and exits
+with the jobs' result (0 finished, 1 failed or aborted); --keep keeps the
+stack running afterwards. Without URLs it runs until Ctrl-C; submit from
+another terminal with the printed command.`,
+		examples: []string{
+			"go run -tags dev ./starter dev https://example.com/",
+			"go run -tags dev ./starter dev                      # stack only; Ctrl-C stops it",
+			"go run -tags dev ./starter dev https://example.com/ --keep --data-dir /tmp/af",
+		},
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("data-dir", "./data", "directory for Temporal's SQLite database, Redis' files and (by default) the archive")
+			fs.Int("port", 7233, "Temporal frontend port (0 = a free port)")
+			fs.Int("ui-port", 8233, "Web UI port (0 = a free port, -1 = no UI)")
+			fs.String("redis", string(devredis.ModeAuto), "Redis: auto (real redis-server when found, else embedded), real or embedded")
+			fs.Int("redis-port", defaultRedisPort, "Redis port (default: 6379 when free, else a free port; 0 = a free port)")
+			fs.String("redis-server", "", "redis-server executable (default: $"+devredis.EnvServer+", then PATH)")
+			fs.Bool("keep", false, "with URLs: keep the stack running after they finish")
+			submitCommand().flags(fs)
+		},
+		run: runDev,
+	}
+}
+
+// devStack is the running embedded stack.
+type devStack struct {
+	redis    *devredis.Server
+	temporal *devserver.Server
+	b        *backend.Backend
+	cancel   context.CancelFunc
+	poolsErr chan error
+	log      *zap.Logger
+}
+
+func runDev(ctx context.Context, a *app, inv *invocation) error {
+	fs := inv.fs
+	dataDir, _ := fs.GetString("data-dir")
+	absData, err := filepath.Abs(dataDir)
+	if err != nil {
+		return usageErr("--data-dir %q: %v", dataDir, err)
+	}
+	mode, _ := fs.GetString("redis")
+	redisServer, _ := fs.GetString("redis-server")
+	port, _ := fs.GetInt("port")
+	uiPort, _ := fs.GetInt("ui-port")
+	keep, _ := fs.GetBool("keep")
+	redisPort, _ := fs.GetInt("redis-port")
+	if !fs.Changed("redis-port") && !portFree(redisPort) {
+		redisPort = 0
+	}
+	if !fs.Changed("archive-dir") && os.Getenv(config.EnvPrefix+"_ARCHIVE_DIR") == "" && inv.cfg.ArchiveDir == config.Default().ArchiveDir {
+		inv.cfg.ArchiveDir = filepath.Join(absData, "archive")
+	}
+
+	// Validate the submission before anything starts.
+	var sub *submission
+	if len(inv.args) > 0 {
+		if sub, err = parseSubmission(a, inv); err != nil {
+			return err
+		}
+		sub.wait = true
+	}
+	log, err := devLogger(inv.cfg)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	inv.log = log
+
+	st, err := startStack(ctx, inv, devredis.Options{
+		Mode: devredis.Mode(mode), ServerPath: redisServer, Port: redisPort, DataDir: filepath.Join(absData, "redis"), Log: log,
+	}, devserver.Options{
+		DataDir: filepath.Join(absData, "temporal"), FrontendPort: port, UIPort: uiPort, Log: log,
+		Namespace: inv.cfg.Temporal.Namespace,
+	})
+	if err != nil {
+		return err
+	}
+	defer st.stop()
+	a.printStack(inv, st)
+
+	if sub != nil {
+		err := a.devSubmit(ctx, inv, st.b, sub)
+		if !keep || ctx.Err() != nil {
+			return err
+		}
+		if err != nil {
+			fmt.Fprintf(a.stderr, "starter dev: %v\n", err)
+		}
+		fmt.Fprintln(a.stdout, "--keep: the stack keeps running; Ctrl-C stops it")
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(a.stdout, "stopping the stack…")
+		return nil
+	case err := <-st.poolsErr:
+		return fmt.Errorf("worker pools stopped: %w", err)
+	}
+}
+
+// devLogger logs at info unless told otherwise: the stack's own lines
+// (which Redis runs, the server address) are what the user reads.
+func devLogger(cfg *config.Config) (*zap.Logger, error) {
+	return logging.New(cfg.Log)
+}
+
+// startStack starts Redis, Temporal and the worker pools, pointing the
+// configuration at them. On error everything started is stopped.
+func startStack(ctx context.Context, inv *invocation, ro devredis.Options, to devserver.Options) (*devStack, error) {
+	st := &devStack{log: inv.log, poolsErr: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			st.stop()
+		}
+	}()
+	begin := time.Now()
+	rs, err := devredis.Start(ctx, ro)
+	if err != nil {
+		return nil, withCode(exitUnavailable, err)
+	}
+	st.redis = rs
+	inv.cfg.Redis.URL = rs.URL()
+
+	ts, err := devserver.Start(ctx, to)
+	if err != nil {
+		code := exitUnavailable
+		if errors.Is(err, devserver.ErrDataDirInUse) {
+			code = exitConflict
+		}
+		return nil, withCode(code, err)
+	}
+	st.temporal = ts
+	inv.cfg.Temporal.HostPort = ts.HostPort()
+	inv.cfg.Temporal.Namespace = ts.Namespace()
+	inv.cfg.Temporal.UIURL = ts.UIURL()
+
+	b, err := backend.Open(ctx, inv.cfg, inv.log)
+	if err != nil {
+		return nil, withCode(exitUnavailable, err)
+	}
+	st.b = b
+
+	// The pools export this binary as ARCHIVEFLOW_BIN; dispatchHook runs
+	// the built-in hooks it is called back for.
+	deps, err := pools.NewDeps(inv.cfg, b, inv.log)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	st.cancel = cancel
+	go func() { st.poolsErr <- pools.Run(pctx, deps, nil) }()
+	inv.log.Info("embedded stack started", zap.Duration("took", time.Since(begin)))
+	ok = true
+	return st, nil
+}
+
+// stop stops the pools (draining running hooks), Temporal and Redis.
+func (st *devStack) stop() {
+	if st.cancel != nil {
+		st.cancel()
+		select {
+		case err := <-st.poolsErr:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				st.log.Warn("worker pools", zap.Error(err))
+			}
+		case <-time.After(time.Minute):
+			st.log.Warn("worker pools did not stop within a minute")
+		}
+	}
+	if st.b != nil {
+		st.b.Close()
+	}
+	if st.temporal != nil {
+		if err := st.temporal.Stop(); err != nil {
+			st.log.Warn("stop temporal dev server", zap.Error(err))
+		}
+	}
+	if st.redis != nil {
+		if err := st.redis.Stop(); err != nil {
+			st.log.Warn("stop redis", zap.Error(err))
+		}
+	}
+}
+
+// printStack tells the user where everything is.
+func (a *app) printStack(inv *invocation, st *devStack) {
+	cfg := inv.cfg
+	redisKind := "real redis-server"
+	if !st.redis.Real() {
+		redisKind = "EMBEDDED in-process Redis (not persistent; install redis-server for a real one)"
+	}
+	archive, _ := filepath.Abs(cfg.ArchiveDir)
+	fmt.Fprintf(a.stdout, `archiveflow dev stack is up
+  Temporal:  %s (namespace %s)
+  Web UI:    %s
+  Redis:     %s (%s)
+  archive:   %s
+  pools:     %d (%s)
+Submit from another terminal:
+  go run ./starter submit --temporal-address %s --redis-url %s --archive-dir %s URL
+`, cfg.Temporal.HostPort, cfg.Temporal.Namespace, cfg.Temporal.UIURL, cfg.Redis.URL, redisKind, archive,
+		len(cfg.Pools), poolNames(cfg), cfg.Temporal.HostPort, cfg.Redis.URL, archive)
+}
+
+func poolNames(cfg *config.Config) string {
+	s := ""
+	for i, p := range cfg.Pools {
+		if i > 0 {
+			s += ", "
+		}
+		s += p.Name + "→" + p.TaskQueue
+	}
+	return s
+}
+
+// devSubmit submits the URLs given to `dev` and waits for them.
+func (a *app) devSubmit(ctx context.Context, inv *invocation, b *backend.Backend, s *submission) error {
+	sb := &submitter{app: a, inv: inv, b: b, s: s}
+	done, err := sb.submitAll(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.printSubmitted(inv, s, done); err != nil {
+		return err
+	}
+	return a.waitJobs(ctx, inv, b, done)
+}
+
+// defaultRedisPort is Redis' standard port: the configuration's default
+// redis.url reaches the dev stack's Redis from another terminal.
+const defaultRedisPort = 6379
+
+// portFree reports whether 127.0.0.1:port can be bound now.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}

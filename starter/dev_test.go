@@ -1,0 +1,371 @@
+//go:build dev
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	neturl "net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/devredis"
+	"github.com/archiveflow/archiveflow/internal/devserver"
+	"github.com/archiveflow/archiveflow/internal/ident"
+)
+
+// These tests run the CLI against the real embedded stack: an in-process
+// Temporal server, a real redis-server when installed, the real worker
+// pools and shell-script hooks. They link the Temporal server, hence the
+// build tag:  go test -race -tags dev ./starter/
+
+const eventually = 2 * time.Minute
+
+// stackEnv is one running stack and the flags that reach it.
+type stackEnv struct {
+	st    *devStack
+	cfg   *config.Config
+	flags []string
+	gates string // a file GATES/IDENT lets that job's "slow" hook finish
+}
+
+var (
+	stackOnce sync.Once
+	shared    *stackEnv
+	stackErr  error
+)
+
+const gateHook = `#!/bin/sh
+id=""
+for a in "$@"; do case "$a" in --snapshot-id=*) id="${a#--snapshot-id=}";; esac; done
+echo "slow hook waiting for its gate" >&2
+while [ ! -e "$ARCHIVEFLOW_TEST_GATES/$id" ]; do sleep 0.05; done
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"gate opened"}'
+`
+
+const fetchHook = `#!/bin/sh
+echo "fetch hook says hello" >&2
+printf 'page' > page.txt
+echo '{"type":"Response","url":"http://example.invalid/","status":200,"bytes":4}'
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"page.txt"}'
+`
+
+func writeHook(t testing.TB, root, plugin, name, body string) {
+	dir := filepath.Join(root, plugin)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755))
+}
+
+// startSharedStack starts one stack for the package's tests (the Temporal
+// server takes seconds to start; each test uses its own URLs).
+func startSharedStack(t *testing.T) *stackEnv {
+	t.Helper()
+	stackOnce.Do(func() {
+		root, err := os.MkdirTemp("", "starter-dev-test-")
+		if err != nil {
+			stackErr = err
+			return
+		}
+		plugins, gates := filepath.Join(root, "plugins"), filepath.Join(root, "gates")
+		writeHook(t, plugins, "fetch", "on_Snapshot__10_fetch.sh", fetchHook)
+		writeHook(t, plugins, "slow", "on_Snapshot__20_slow.sh", gateHook)
+		if stackErr = os.MkdirAll(gates, 0o755); stackErr != nil {
+			return
+		}
+		os.Setenv("ARCHIVEFLOW_TEST_GATES", gates) // inherited by the hooks
+		c := config.Default()
+		c.ArchiveDir = filepath.Join(root, "archive")
+		c.Plugins.Dirs = []string{plugins}
+		c.Retry.InitialInterval, c.Retry.MaximumInterval = 100*time.Millisecond, 100*time.Millisecond
+		c.Redis.RetainAborted = time.Hour // keep aborted jobs readable by the test
+		inv := &invocation{cfg: &c, log: zap.NewNop()}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		st, err := startStack(ctx, inv,
+			devredis.Options{DataDir: filepath.Join(root, "redis")},
+			devserver.Options{DataDir: filepath.Join(root, "temporal"), UIPort: 0})
+		if err != nil {
+			stackErr = err
+			return
+		}
+		// The CLI runs in this process: it reads the UI address from the env.
+		os.Setenv("ARCHIVEFLOW_TEMPORAL_UI_URL", c.Temporal.UIURL)
+		shared = &stackEnv{st: st, cfg: &c, gates: gates, flags: []string{
+			"--temporal-address", c.Temporal.HostPort, "--redis-url", c.Redis.URL,
+			"--archive-dir", c.ArchiveDir, "--plugins-dir", plugins,
+		}}
+	})
+	require.NoError(t, stackErr)
+	return shared
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.st.stop()
+	}
+	os.Exit(code)
+}
+
+func (e *stackEnv) run(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	return runCLI(t, "", append(args, e.flags...)...)
+}
+
+func (e *stackEnv) open(t *testing.T, id string) {
+	require.NoError(t, os.WriteFile(filepath.Join(e.gates, id), nil, 0o644))
+}
+
+func identOf(t *testing.T, url string) string {
+	id, _, err := ident.FromURL(url)
+	require.NoError(t, err)
+	return id
+}
+
+func (e *stackEnv) status(t *testing.T, id string) jobJSON {
+	t.Helper()
+	res := e.run(t, "status", id, "--json")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	var j jobJSON
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &j))
+	return j
+}
+
+func (e *stackEnv) waitState(t *testing.T, id, state string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return string(e.status(t, id).State) == state }, eventually, 50*time.Millisecond,
+		"job %s never reached %s", id, state)
+}
+
+func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
+	e := startSharedStack(t)
+	url := "http://example.invalid/wait"
+	id := identOf(t, url)
+	e.open(t, id)
+
+	res := e.run(t, "submit", url, "--wait")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "submitted "+id)
+	assert.Contains(t, res.stdout, "Web UI: "+e.cfg.Temporal.UIURL+"/namespaces/default/workflows/"+id)
+	assert.Contains(t, res.stdout, id+"  FINISHED")
+	assert.Contains(t, res.stdout, "hooks: 2 total, 2 succeeded")
+	outputs := filepath.Join(e.cfg.ArchiveDir, "snapshots", id)
+	assert.Contains(t, res.stdout, "outputs: "+outputs)
+	assert.FileExists(t, filepath.Join(outputs, "fetch", "page.txt"))
+
+	j := e.status(t, id)
+	assert.Equal(t, "finished", string(j.State))
+	assert.EqualValues(t, 2, j.HooksSucceeded)
+	assert.Equal(t, url, j.URL)
+
+	res = e.run(t, "list", "--state", "finished")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, id)
+
+	res = e.run(t, "logs", id)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "fetch hook says hello")
+
+	res = e.run(t, "pipelines", "--json")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	var p struct{ Pipelines []pipelineJSON }
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &p))
+	require.NotEmpty(t, p.Pipelines)
+	assert.Contains(t, p.Pipelines[0].TaskQueues, "archiveflow")
+
+	// The same URL again: refused while retained, allowed with --force.
+	res = e.run(t, "submit", url)
+	assert.Equal(t, exitConflict, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "already ran (finished")
+	assert.Contains(t, res.stderr, "--force")
+	res = e.run(t, "submit", url, "--force", "--wait", "--json")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	var out struct{ Jobs []outcome }
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out))
+	require.Len(t, out.Jobs, 1)
+	assert.Equal(t, "finished", string(out.Jobs[0].State))
+}
+
+func TestRunningJobCanBeSteeredAndAborted(t *testing.T) {
+	e := startSharedStack(t)
+	url := "http://example.invalid/steer"
+	id := identOf(t, url)
+
+	res := e.run(t, "submit", url, "--concurrency", "1")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	require.Eventually(t, func() bool { return e.status(t, id).CurrentStep == 2 }, eventually, 50*time.Millisecond)
+
+	res = e.run(t, "submit", url)
+	assert.Equal(t, exitConflict, res.code)
+	assert.Contains(t, res.stderr, "is already active: abort it first")
+
+	res = e.run(t, "set", id, "concurrency=3", "delay_min=10", "delay_max=20ms")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	j := e.status(t, id)
+	assert.Equal(t, 3, j.Settings.Concurrency)
+	assert.Equal(t, 10, j.Settings.DelayMinMS)
+	assert.Equal(t, 20, j.Settings.DelayMaxMS)
+
+	res = e.run(t, "set", id, "delay_max=1")
+	assert.Equal(t, exitUsage, res.code, "delay_max below the job's delay_min")
+	assert.Contains(t, res.stderr, "delay_max 1 ms: must be >= delay_min (10 ms)")
+
+	res = e.run(t, "ignore", "add", id, `\.pdf$`)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Equal(t, []string{`\.pdf$`}, e.status(t, id).Settings.Ignores)
+	res = e.run(t, "ignore", "add", id, `\.pdf$`)
+	assert.Equal(t, exitConflict, res.code)
+	res = e.run(t, "ignore", "rm", id, `\.pdf$`)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Empty(t, e.status(t, id).Settings.Ignores)
+	res = e.run(t, "ignore", "rm", id, "never-added")
+	assert.Equal(t, exitNotFound, res.code)
+
+	res = e.run(t, "abort", id, "--reason", "test")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "abort requested for "+id)
+	e.waitState(t, id, "aborted")
+
+	for _, args := range [][]string{{"abort", id}, {"set", id, "concurrency=1"}} {
+		res = e.run(t, args...)
+		assert.Equal(t, exitConflict, res.code, "%v: %s", args, res.stderr)
+		assert.Contains(t, res.stderr, "is already aborted")
+	}
+}
+
+func TestWaitExitsOneWhenTheJobIsAborted(t *testing.T) {
+	e := startSharedStack(t)
+	url := "http://example.invalid/aborted-while-waiting"
+	id := identOf(t, url)
+	done := make(chan cliResult, 1)
+	go func() { done <- e.run(t, "submit", url, "--wait") }()
+	require.Eventually(t, func() bool {
+		r := e.run(t, "status", id, "--json")
+		return r.code == exitOK && strings.Contains(r.stdout, `"current_step": 2`)
+	}, eventually, 50*time.Millisecond)
+	require.Equal(t, exitOK, e.run(t, "abort", id).code)
+	res := <-done
+	assert.Equal(t, exitJobFailed, res.code, res.stdout)
+	assert.Contains(t, res.stdout, id+"  ABORTED")
+	assert.Contains(t, res.stderr, "1 of 1 job(s) did not finish successfully")
+}
+
+func TestLogsFollowStreamsUntilTheJobEnds(t *testing.T) {
+	e := startSharedStack(t)
+	url := "http://example.invalid/follow"
+	id := identOf(t, url)
+	require.Equal(t, exitOK, e.run(t, "submit", url).code)
+	e.waitState(t, id, "active")
+
+	done := make(chan cliResult, 1)
+	go func() { done <- e.run(t, "logs", "-f", id) }()
+	require.Eventually(t, func() bool { return e.status(t, id).CurrentStep == 2 }, eventually, 50*time.Millisecond)
+	e.open(t, id)
+	select {
+	case res := <-done:
+		require.Equal(t, exitOK, res.code, res.stderr)
+		assert.Contains(t, res.stdout, "fetch hook says hello")
+		assert.Contains(t, res.stdout, "slow hook waiting for its gate")
+	case <-time.After(eventually):
+		t.Fatal("logs -f did not end when the job finished")
+	}
+}
+
+func TestDelayedSubmissionIsScheduledWithPriority(t *testing.T) {
+	e := startSharedStack(t)
+	url := "http://example.invalid/later"
+	id := identOf(t, url)
+	res := e.run(t, "submit", url, "--delay", "1h", "--nice", "10", "--json")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	var out struct{ Jobs []submitted }
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out))
+	require.Len(t, out.Jobs, 1)
+	assert.Equal(t, 5, out.Jobs[0].PriorityKey)
+	assert.WithinDuration(t, time.Now().Add(time.Hour), out.Jobs[0].StartsAt, time.Minute)
+
+	score, err := e.st.b.Redis.ZScore(context.Background(), e.st.b.Store.Keys().Scheduled(), id).Result()
+	require.NoError(t, err, "job must be in the scheduled index")
+	assert.InDelta(t, float64(time.Now().Add(time.Hour).Unix()), score, 60)
+
+	desc, err := e.st.b.Temporal.DescribeWorkflowExecution(context.Background(), id, "")
+	require.NoError(t, err)
+	info := desc.GetWorkflowExecutionInfo()
+	assert.EqualValues(t, 5, info.GetPriority().GetPriorityKey())
+	assert.Equal(t, time.Hour, info.GetExecutionTime().AsTime().Sub(info.GetStartTime().AsTime()).Round(time.Minute))
+	require.NoError(t, e.st.b.Temporal.TerminateWorkflow(context.Background(), id, "", "test cleanup"))
+}
+
+func TestFailedStartLeavesNothingBehind(t *testing.T) {
+	e := startSharedStack(t)
+	url := "http://example.invalid/clash"
+	id := identOf(t, url)
+	// A workflow with the job's ident already runs in Temporal but Redis
+	// has no job: the Redis job created by submit must be withdrawn.
+	_, err := e.st.b.Temporal.ExecuteWorkflow(context.Background(),
+		client.StartWorkflowOptions{ID: id, TaskQueue: "nobody-polls-this", StartDelay: time.Hour}, "Unregistered")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.st.b.Temporal.TerminateWorkflow(context.Background(), id, "", "test cleanup") })
+
+	res := e.run(t, "submit", "http://example.invalid/first-of-two", url)
+	assert.Equal(t, exitConflict, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "already running in Temporal")
+	assert.Contains(t, res.stderr, "withdrawn")
+	for _, u := range []string{url, "http://example.invalid/first-of-two"} {
+		r := e.run(t, "status", u)
+		assert.Equal(t, exitNotFound, r.code, "job of %s must be withdrawn: %s", u, r.stdout)
+	}
+}
+
+// TestWebUIListsTheJobWithSearchAttributes loads the dev stack's Web UI in
+// headless Chromium and checks that the workflow list shows the job.
+func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
+	browser := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		t.Skip("no chromium on PATH")
+	}
+	e := startSharedStack(t)
+	url := "http://example.invalid/ui"
+	id := identOf(t, url)
+	e.open(t, id)
+	require.Equal(t, exitOK, e.run(t, "submit", url, "--wait").code)
+
+	// Filtering by three of the search attributes proves they are set.
+	query := fmt.Sprintf(`ArchiveflowIdent=%q AND ArchiveflowURL=%q AND ArchiveflowPool="default"`, id, url)
+	page := e.cfg.Temporal.UIURL + "/namespaces/default/workflows?query=" + neturl.QueryEscape(query)
+	var dom string
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var out bytes.Buffer
+		cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu",
+			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=15000", "--dump-dom", page)
+		cmd.Stdout = &out
+		if err := cmd.Run(); err != nil {
+			return false
+		}
+		dom = out.String()
+		// A row links to the workflow page; the query alone only echoes the ident.
+		return strings.Contains(dom, "/namespaces/default/workflows/"+id+"/")
+	}, eventually, time.Second, "the Web UI never listed %s", id)
+	assert.Contains(t, dom, "SnapshotWorkflow")
+	assert.Contains(t, dom, "Completed")
+}

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/ident"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// controlTimeout bounds a query, signal or update: they need a worker.
+const controlTimeout = time.Minute
+
+// oneIdent returns the command's single IDENT argument; a URL is accepted
+// and turned into its ident.
+func oneIdent(inv *invocation) (string, error) {
+	if len(inv.args) != 1 {
+		return "", usageErr("want exactly one IDENT (or URL), got %d argument(s) (see: starter help %s)", len(inv.args), inv.cmd.name)
+	}
+	return parseIdent(inv.args[0])
+}
+
+// parseIdent validates an ident (lower-case base36, as ArchiveBot's) or
+// derives it from a URL.
+func parseIdent(raw string) (string, error) {
+	if strings.Contains(raw, "://") {
+		id, _, err := ident.FromURL(raw)
+		if err != nil {
+			return "", withCode(exitUsage, err)
+		}
+		return id, nil
+	}
+	if raw == "" || len(raw) > 25 {
+		return "", usageErr("ident %q: must be 1-25 characters of 0-9 and a-z (or a http(s) URL)", raw)
+	}
+	for _, r := range raw {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'z') {
+			return "", usageErr("ident %q: must be 1-25 characters of 0-9 and a-z (or a http(s) URL)", raw)
+		}
+	}
+	return raw, nil
+}
+
+// getJob reads a job: not found is exit 3, other failures exit 5.
+func getJob(ctx context.Context, b *backend.Backend, id string) (rkeys.JobView, error) {
+	v, err := b.Store.GetJob(ctx, id)
+	if errors.Is(err, rkeys.ErrJobNotFound) {
+		return v, withCode(exitNotFound, fmt.Errorf("job %s: not found in Redis (never submitted, or expired after its retention)", id))
+	}
+	if err != nil {
+		return v, withCode(exitUnavailable, err)
+	}
+	return v, nil
+}
+
+// liveJob reads a job that must not be final (exit 4 when it is).
+func liveJob(ctx context.Context, b *backend.Backend, id, what string) (rkeys.JobView, error) {
+	v, err := getJob(ctx, b, id)
+	if err != nil {
+		return v, err
+	}
+	if v.Final() {
+		return v, withCode(exitConflict, fmt.Errorf("job %s (%s) is already %s: cannot %s", id, v.URL, v.State, what))
+	}
+	return v, nil
+}
+
+// temporalErr classifies an error of a call on a job's workflow.
+func temporalErr(id, what string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return withCode(exitNotFound, fmt.Errorf("%s job %s: no running workflow with this ident in Temporal: %w", what, id, err))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return withCode(exitUnavailable, fmt.Errorf("%s job %s: no answer within %s (is a worker of its pool running?): %w", what, id, controlTimeout, err))
+	}
+	return withCode(exitUnavailable, fmt.Errorf("%s job %s: %w", what, id, err))
+}
+
+// ---- status ----
+
+func statusCommand() *command {
+	return &command{
+		name:    "status",
+		args:    "IDENT",
+		summary: "show one job: state, step, hooks, bytes, settings, Web UI link",
+		details: "IDENT may also be the job's URL. Reads the Redis job hash.",
+		examples: []string{
+			"starter status 3mlbkdu1fpo7wt4lr2qf1mpsw",
+			"starter status https://example.com/ --json",
+		},
+		run: runStatus,
+	}
+}
+
+// jobJSON is the --json form of a job.
+type jobJSON struct {
+	Ident          string         `json:"ident"`
+	URL            string         `json:"url"`
+	State          model.JobState `json:"state"`
+	CurrentStep    int            `json:"current_step"`
+	HooksTotal     int64          `json:"hooks_total"`
+	HooksSucceeded int64          `json:"hooks_succeeded"`
+	HooksFailed    int64          `json:"hooks_failed"`
+	HooksSkipped   int64          `json:"hooks_skipped"`
+	HooksNoResults int64          `json:"hooks_noresults"`
+	Bytes          int64          `json:"bytes_downloaded"`
+	Settings       model.Settings `json:"settings"`
+	FetchDepth     string         `json:"fetch_depth"`
+	TaskQueue      string         `json:"task_queue"`
+	WorkflowID     string         `json:"workflow_id"`
+	RunID          string         `json:"run_id,omitempty"`
+	PipelineID     string         `json:"pipeline_id,omitempty"`
+	QueuedAt       time.Time      `json:"queued_at,omitzero"`
+	StartedAt      time.Time      `json:"started_at,omitzero"`
+	FinishedAt     time.Time      `json:"finished_at,omitzero"`
+	ExpiresIn      string         `json:"expires_in,omitempty"`
+	UI             string         `json:"ui,omitempty"`
+}
+
+func toJSON(v rkeys.JobView, ui string) jobJSON {
+	j := jobJSON{
+		Ident: v.Ident, URL: v.URL, State: v.State, CurrentStep: v.CurrentStep,
+		HooksTotal: v.HooksTotal, HooksSucceeded: v.HooksSucceeded, HooksFailed: v.HooksFailed,
+		HooksSkipped: v.HooksSkipped, HooksNoResults: v.HooksNoResults, Bytes: v.BytesDownloaded,
+		Settings: v.Settings, FetchDepth: v.FetchDepth, TaskQueue: v.TaskQueue, WorkflowID: v.WorkflowID,
+		RunID: v.RunID, PipelineID: v.PipelineID, QueuedAt: v.QueuedAt, StartedAt: v.StartedAt,
+		FinishedAt: v.FinishedAt, UI: ui,
+	}
+	if v.TTL > 0 {
+		j.ExpiresIn = v.TTL.Round(time.Second).String()
+	}
+	return j
+}
+
+func runStatus(ctx context.Context, a *app, inv *invocation) error {
+	id, err := oneIdent(inv)
+	if err != nil {
+		return err
+	}
+	b, err := a.connectRedis(ctx, inv)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	v, err := getJob(ctx, b, id)
+	if err != nil {
+		return err
+	}
+	j := toJSON(v, uiLink(inv.cfg.Temporal, id))
+	if inv.json {
+		return writeJSON(a.stdout, j)
+	}
+	w := a.stdout
+	fmt.Fprintf(w, "%s  %s\n", j.Ident, j.URL)
+	fmt.Fprintf(w, "  state:    %s (step %d/9)\n", j.State, j.CurrentStep)
+	fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
+		j.HooksSucceeded+j.HooksFailed+j.HooksSkipped+j.HooksNoResults, j.HooksTotal,
+		j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
+	fmt.Fprintf(w, "  bytes:    %s\n", humanBytes(j.Bytes))
+	fmt.Fprintf(w, "  settings: concurrency %d, delay %d-%d ms, depth %s", j.Settings.Concurrency, j.Settings.DelayMinMS, j.Settings.DelayMaxMS, j.FetchDepth)
+	if j.Settings.UserAgent != "" {
+		fmt.Fprintf(w, ", user agent %q", j.Settings.UserAgent)
+	}
+	fmt.Fprintln(w)
+	for _, p := range j.Settings.Ignores {
+		fmt.Fprintf(w, "  ignore:   %s\n", p)
+	}
+	fmt.Fprintf(w, "  queue:    %s\n", j.TaskQueue)
+	for _, t := range []struct {
+		name string
+		at   time.Time
+	}{{"queued", j.QueuedAt}, {"started", j.StartedAt}, {"finished", j.FinishedAt}} {
+		if !t.at.IsZero() {
+			fmt.Fprintf(w, "  %-9s %s\n", t.name+":", t.at.Local().Format(time.RFC3339))
+		}
+	}
+	if j.ExpiresIn != "" {
+		fmt.Fprintf(w, "  expires:  in %s\n", j.ExpiresIn)
+	}
+	if j.UI != "" {
+		fmt.Fprintf(w, "  Web UI:   %s\n", j.UI)
+	}
+	return nil
+}
+
+// ---- list ----
+
+func listCommand() *command {
+	return &command{
+		name:    "list",
+		args:    "",
+		summary: "list jobs, oldest first (all states, or --state S)",
+		examples: []string{
+			"starter list",
+			"starter list --state active",
+			"starter list --state failed --json",
+		},
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("state", "", "only jobs in this state: pending, active, draining, finished, aborted, failed")
+		},
+		run: runList,
+	}
+}
+
+func runList(ctx context.Context, a *app, inv *invocation) error {
+	if len(inv.args) > 0 {
+		return usageErr("takes no arguments, got %q (filter with --state)", inv.args)
+	}
+	states := model.JobStates
+	if raw, _ := inv.fs.GetString("state"); inv.fs.Changed("state") {
+		st, err := model.ParseJobState(raw)
+		if err != nil {
+			return usageErr("--state: %v", err)
+		}
+		states = []model.JobState{st}
+	}
+	b, err := a.connectRedis(ctx, inv)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	var jobs []jobJSON
+	for _, st := range states {
+		ids, err := b.Store.ListJobs(ctx, st)
+		if err != nil {
+			return withCode(exitUnavailable, err)
+		}
+		for _, id := range ids {
+			v, err := b.Store.GetJob(ctx, id)
+			if errors.Is(err, rkeys.ErrJobNotFound) {
+				continue // expired between the two reads
+			}
+			if err != nil {
+				return withCode(exitUnavailable, err)
+			}
+			jobs = append(jobs, toJSON(v, uiLink(inv.cfg.Temporal, id)))
+		}
+	}
+	if inv.json {
+		if jobs == nil {
+			jobs = []jobJSON{}
+		}
+		return writeJSON(a.stdout, map[string]any{"jobs": jobs})
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintln(a.stdout, "no jobs")
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%-25s  %-8s  %4s  %7s  %10s  %s\n", "IDENT", "STATE", "STEP", "HOOKS", "BYTES", "URL")
+	for _, j := range jobs {
+		done := j.HooksSucceeded + j.HooksFailed + j.HooksSkipped + j.HooksNoResults
+		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %7s  %10s  %s\n", j.Ident, j.State, j.CurrentStep,
+			fmt.Sprintf("%d/%d", done, j.HooksTotal), humanBytes(j.Bytes), j.URL)
+	}
+	return nil
+}
+
+// ---- abort ----
+
+func abortCommand() *command {
+	return &command{
+		name:    "abort",
+		args:    "IDENT",
+		summary: "abort a job: running hooks get SIGTERM, the job ends aborted",
+		examples: []string{
+			"starter abort 3mlbkdu1fpo7wt4lr2qf1mpsw",
+			"starter abort https://example.com/ --reason 'wrong URL'",
+		},
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("reason", "", "why (recorded in the job's error)")
+		},
+		run: runAbort,
+	}
+}
+
+func runAbort(ctx context.Context, a *app, inv *invocation) error {
+	id, err := oneIdent(inv)
+	if err != nil {
+		return err
+	}
+	reason, _ := inv.fs.GetString("reason")
+	b, err := a.connect(ctx, inv)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	v, err := liveJob(ctx, b, id, "abort it")
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	err = b.Temporal.SignalWorkflow(cctx, workflowID(v), "", workflows.SignalAbort, workflows.AbortRequest{Reason: reason, By: startedBy()})
+	if err != nil {
+		return temporalErr(id, "abort", err)
+	}
+	// ArchiveBot's own flag, for its dashboard and tools.
+	if err := b.Store.RequestAbort(ctx, id); err != nil && !errors.Is(err, rkeys.ErrJobFinal) {
+		inv.log.Warn("abort: set abort_requested in Redis: " + err.Error())
+	}
+	if inv.json {
+		return writeJSON(a.stdout, map[string]any{"ident": id, "abort_requested": true})
+	}
+	fmt.Fprintf(a.stdout, "abort requested for %s (%s)\n", id, v.URL)
+	return nil
+}
+
+func workflowID(v rkeys.JobView) string {
+	if v.WorkflowID != "" {
+		return v.WorkflowID
+	}
+	return v.Ident
+}
+
+// ---- settings (set, ignore) ----
+
+// currentSettings asks the job's workflow for its settings (the source of
+// truth; Redis may lag behind it).
+func currentSettings(ctx context.Context, b *backend.Backend, id string) (workflows.Status, error) {
+	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	val, err := b.Temporal.QueryWorkflow(cctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return workflows.Status{}, temporalErr(id, "query", err)
+	}
+	var st workflows.Status
+	if err := val.Get(&st); err != nil {
+		return st, fmt.Errorf("query job %s: decode status: %w", id, err)
+	}
+	return st, nil
+}
+
+// applySettings sends the set_settings update and waits until the
+// workflow has applied it (and Redis has it). It returns the version.
+func applySettings(ctx context.Context, b *backend.Backend, id string, set model.Settings) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	h, err := b.Temporal.UpdateWorkflow(cctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		UpdateName:   workflows.UpdateSetSettings,
+		Args:         []any{set},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return 0, temporalErr(id, "update settings of", err)
+	}
+	var version int
+	if err := h.Get(cctx, &version); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return 0, temporalErr(id, "update settings of", err)
+		}
+		// The workflow's validator refused: the job is stopping or final.
+		return 0, withCode(exitConflict, fmt.Errorf("update settings of job %s: refused: %w", id, err))
+	}
+	return version, nil
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/ignores"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+func setCommand() *command {
+	return &command{
+		name:    "set",
+		args:    "IDENT key=value...",
+		summary: "change a running job's settings (concurrency, delay_min, delay_max, user_agent)",
+		details: `
+Keys:
+  concurrency=N    hooks run at once, >= 0 (0 pauses the job)
+  delay_min=D      delay between fetches: milliseconds (250) or a duration (250ms, 2s)
+  delay_max=D      >= delay_min
+  user_agent=UA    User-Agent for hooks started from now on
+The workflow applies the change to every hook launched from now on and
+writes it to Redis (settings_age, archivebot:job:IDENT) before this returns.`,
+		examples: []string{
+			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw concurrency=8",
+			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw delay_min=250 delay_max=1s",
+			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw concurrency=0   # pause",
+		},
+		run: runSet,
+	}
+}
+
+// settingsChange is a parsed list of key=value pairs.
+type settingsChange struct {
+	concurrency, delayMin, delayMax *int
+	userAgent                       *string
+}
+
+// parseSettingsChange validates every pair, reporting all problems.
+func parseSettingsChange(pairs []string) (settingsChange, error) {
+	var c settingsChange
+	var errs []error
+	if len(pairs) == 0 {
+		return c, usageErr("nothing to set: give key=value pairs (concurrency, delay_min, delay_max, user_agent)")
+	}
+	for _, p := range pairs {
+		key, val, ok := strings.Cut(p, "=")
+		if !ok {
+			errs = append(errs, fmt.Errorf("%q: must be key=value", p))
+			continue
+		}
+		switch key {
+		case "concurrency":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				errs = append(errs, fmt.Errorf("concurrency=%s: must be an integer >= 0 (0 pauses the job)", val))
+				continue
+			}
+			c.concurrency = &n
+		case "delay_min", "delay_max":
+			ms, err := parseMillis(val)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%s: %w", key, val, err))
+				continue
+			}
+			if key == "delay_min" {
+				c.delayMin = &ms
+			} else {
+				c.delayMax = &ms
+			}
+		case "user_agent":
+			if err := validateUserAgent(val); err != nil {
+				errs = append(errs, fmt.Errorf("user_agent=%s: %w", val, err))
+				continue
+			}
+			c.userAgent = &val
+		default:
+			errs = append(errs, fmt.Errorf("%q: unknown key %q: must be one of concurrency, delay_min, delay_max, user_agent", p, key))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, withCode(exitUsage, err)
+	}
+	return c, nil
+}
+
+// parseMillis reads milliseconds as an integer or a Go duration.
+func parseMillis(v string) (int, error) {
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0, errors.New("must be >= 0")
+		}
+		return n, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, errors.New("must be milliseconds >= 0 (250) or a duration (250ms, 2s)")
+	}
+	return int(d / time.Millisecond), nil
+}
+
+// apply returns s with the change applied.
+func (c settingsChange) apply(s model.Settings) model.Settings {
+	if c.concurrency != nil {
+		s.Concurrency = *c.concurrency
+	}
+	if c.delayMin != nil {
+		s.DelayMinMS = *c.delayMin
+	}
+	if c.delayMax != nil {
+		s.DelayMaxMS = *c.delayMax
+	}
+	if c.userAgent != nil {
+		s.UserAgent = *c.userAgent
+	}
+	return s
+}
+
+func runSet(ctx context.Context, a *app, inv *invocation) error {
+	if len(inv.args) == 0 {
+		return usageErr("want IDENT key=value... (see: starter help set)")
+	}
+	id, err := parseIdent(inv.args[0])
+	if err != nil {
+		return err
+	}
+	change, err := parseSettingsChange(inv.args[1:])
+	if err != nil {
+		return err
+	}
+	// A change that is wrong on its own (delay_max < delay_min) needs no backend.
+	if change.delayMin != nil && change.delayMax != nil && *change.delayMax < *change.delayMin {
+		return usageErr("delay_max=%d ms: must be >= delay_min (%d ms)", *change.delayMax, *change.delayMin)
+	}
+	b, err := a.connect(ctx, inv)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return changeSettings(ctx, a, inv, b, id, func(s model.Settings) (model.Settings, error) {
+		next := change.apply(s)
+		if err := next.Validate(); err != nil {
+			return s, withCode(exitUsage, fmt.Errorf("job %s: %w", id, err))
+		}
+		return next, nil
+	})
+}
+
+// changeSettings reads the job's settings from its workflow, applies edit
+// and sends the result, then prints the new settings.
+func changeSettings(ctx context.Context, a *app, inv *invocation, b *backend.Backend, id string, edit func(model.Settings) (model.Settings, error)) error {
+	if _, err := liveJob(ctx, b, id, "change its settings"); err != nil {
+		return err
+	}
+	st, err := currentSettings(ctx, b, id)
+	if err != nil {
+		return err
+	}
+	next, err := edit(st.Settings)
+	if err != nil {
+		return err
+	}
+	version, err := applySettings(ctx, b, id, next)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		return writeJSON(a.stdout, map[string]any{"ident": id, "settings": next, "settings_version": version})
+	}
+	fmt.Fprintf(a.stdout, "%s settings (version %d): concurrency %d, delay %d-%d ms", id, version, next.Concurrency, next.DelayMinMS, next.DelayMaxMS)
+	if next.UserAgent != "" {
+		fmt.Fprintf(a.stdout, ", user agent %q", next.UserAgent)
+	}
+	fmt.Fprintf(a.stdout, ", %d ignore pattern(s)\n", len(next.Ignores))
+	return nil
+}
+
+func ignoreCommand() *command {
+	return &command{
+		name:    "ignore",
+		args:    "add|rm IDENT PATTERN",
+		summary: "add or remove an ignore pattern (Go RE2) of a running job",
+		details: `
+Patterns are Go RE2 regular expressions; ArchiveBot's {primary_url} and
+{primary_netloc} placeholders are allowed. Python-only syntax (lookaround,
+backreferences, atomic groups, ...) is refused with the construct named.`,
+		examples: []string{
+			`starter ignore add 3mlbkdu1fpo7wt4lr2qf1mpsw '\.(jpe?g|png)$'`,
+			`starter ignore rm 3mlbkdu1fpo7wt4lr2qf1mpsw '\.(jpe?g|png)$'`,
+			`starter ignore add 3mlbkdu1fpo7wt4lr2qf1mpsw '^{primary_url}calendar/'`,
+		},
+		run: runIgnore,
+	}
+}
+
+func runIgnore(ctx context.Context, a *app, inv *invocation) error {
+	if len(inv.args) != 3 {
+		return usageErr("want add|rm IDENT PATTERN, got %d argument(s) (see: starter help ignore)", len(inv.args))
+	}
+	op, pattern := inv.args[0], inv.args[2]
+	if op != "add" && op != "rm" {
+		return usageErr("%q: must be add or rm", op)
+	}
+	id, err := parseIdent(inv.args[1])
+	if err != nil {
+		return err
+	}
+	if pattern == "" {
+		return usageErr("ignore pattern: must not be empty")
+	}
+	if op == "add" {
+		if err := ignores.Validate(pattern); err != nil {
+			return withCode(exitUsage, err)
+		}
+	}
+	b, err := a.connect(ctx, inv)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return changeSettings(ctx, a, inv, b, id, func(s model.Settings) (model.Settings, error) {
+		has := slices.Contains(s.Ignores, pattern)
+		switch {
+		case op == "add" && has:
+			return s, withCode(exitConflict, fmt.Errorf("job %s: ignore pattern %q is already set", id, pattern))
+		case op == "rm" && !has:
+			return s, withCode(exitNotFound, fmt.Errorf("job %s: ignore pattern %q is not set (set: %q)", id, pattern, s.Ignores))
+		case op == "add":
+			s.Ignores = append(slices.Clone(s.Ignores), pattern)
+		default:
+			s.Ignores = slices.DeleteFunc(slices.Clone(s.Ignores), func(p string) bool { return p == pattern })
+		}
+		return s, nil
+	})
+}

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/spf13/pflag"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/ident"
+	"github.com/archiveflow/archiveflow/internal/ignores"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+func submitCommand() *command {
+	return &command{
+		name:    "submit",
+		args:    "URL... [-i FILE]",
+		summary: "archive URLs: one job (Temporal workflow) per URL",
+		details: `
+Every input is checked before anything is started: URLs must be absolute
+http(s) URLs, --queue a configured pool's task queue (or pool name), --ignore
+patterns Go RE2 expressions, --concurrency >= 0, --at in the future, the -i
+file readable. A job whose ident is running (or retained after finishing)
+is refused with exit 4; --force replaces a retained finished job. If
+starting a workflow fails, the jobs of this submission are removed again:
+nothing is half-submitted.
+
+--nice maps to Temporal task priority: -20..19, lower runs first
+(<= -10 → priority 1, -9..-1 → 2, 0 → 3, 1..9 → 4, >= 10 → 5).
+--delay/--at start the workflow later (Temporal start delay); the job is
+listed in Redis' "scheduled" index until it starts.`,
+		examples: []string{
+			"starter submit https://example.com/",
+			"starter submit https://example.com/ https://example.org/ --wait",
+			"starter submit -i urls.txt --queue archiveflow --nice 10",
+			"starter submit https://example.com/ --delay 2h --ignore '\\.pdf$' --concurrency 2",
+			"starter submit https://example.com/ --at 2030-01-01T00:00:00Z --json",
+		},
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringP("input", "i", "", "file with one URL per line (blank lines and # comments skipped; - = stdin)")
+			fs.String("queue", "", "task queue (or pool name) to run on (default: job.task_queue)")
+			fs.Int("nice", 0, "priority: -20..19, lower runs first")
+			fs.Int("concurrency", 0, "hooks run at once (0 queues the job paused; default: job.concurrency)")
+			fs.Duration("delay", 0, "start after this long (e.g. 30m, 2h)")
+			fs.String("at", "", "start at this time (RFC 3339, or \"2006-01-02 15:04\" local)")
+			fs.StringArray("ignore", nil, "ignore pattern, Go RE2 (repeatable)")
+			fs.String("user-agent", "", "User-Agent for the hooks (default: job.user_agent)")
+			fs.String("depth", "", "fetch depth: shallow or inf (default: job.fetch_depth)")
+			fs.Bool("wait", false, "show live progress and exit 1 if a job failed or was aborted")
+			fs.Bool("force", false, "replace a retained finished job with the same ident")
+		},
+		run: runSubmit,
+	}
+}
+
+// target is one URL to submit with where it came from.
+type target struct {
+	Ident  string `json:"ident"`
+	URL    string `json:"url"`
+	Source string `json:"-"` // "argument 2", "urls.txt line 7"
+}
+
+// submission is a fully validated submit command line.
+type submission struct {
+	targets     []target
+	pool        config.Pool
+	settings    model.Settings
+	depth       string
+	nice        int
+	priorityKey int
+	startDelay  time.Duration
+	notBefore   time.Time
+	force, wait bool
+}
+
+// parseSubmission validates every input and returns what to submit. It
+// reads the -i file but touches no backend. All problems are reported at
+// once.
+func parseSubmission(a *app, inv *invocation) (*submission, error) {
+	fs, cfg := inv.fs, inv.cfg
+	var errs []error
+	fail := func(err error) { errs = append(errs, err) }
+
+	s := &submission{settings: model.Settings{
+		Concurrency: cfg.Job.Concurrency,
+		DelayMinMS:  int(cfg.Job.DelayMin / time.Millisecond),
+		DelayMaxMS:  int(cfg.Job.DelayMax / time.Millisecond),
+		UserAgent:   cfg.Job.UserAgent,
+	}}
+	s.wait, _ = fs.GetBool("wait")
+	s.force, _ = fs.GetBool("force")
+
+	targets, err := collectTargets(a, inv)
+	if err != nil {
+		fail(err)
+	}
+	s.targets = targets
+
+	queue, _ := fs.GetString("queue")
+	pool, err := poolFor(cfg, queue)
+	if err != nil {
+		fail(err)
+	}
+	s.pool = pool
+
+	if fs.Changed("concurrency") {
+		n, _ := fs.GetInt("concurrency")
+		if n < 0 {
+			fail(fmt.Errorf("--concurrency %d: must be >= 0 (0 queues the job paused)", n))
+		}
+		s.settings.Concurrency = n
+	}
+	s.nice, _ = fs.GetInt("nice")
+	key, err := priorityKey(s.nice)
+	if err != nil {
+		fail(err)
+	}
+	s.priorityKey = key
+
+	patterns, _ := fs.GetStringArray("ignore")
+	for _, p := range patterns {
+		if err := ignores.Validate(p); err != nil {
+			fail(fmt.Errorf("--ignore: %w", err))
+		}
+	}
+	s.settings.Ignores = patterns
+
+	if fs.Changed("user-agent") {
+		ua, _ := fs.GetString("user-agent")
+		if err := validateUserAgent(ua); err != nil {
+			fail(err)
+		}
+		s.settings.UserAgent = ua
+	}
+
+	s.depth = cfg.Job.FetchDepth
+	if fs.Changed("depth") {
+		s.depth, _ = fs.GetString("depth")
+	}
+	if s.depth != "shallow" && s.depth != "inf" {
+		fail(fmt.Errorf("--depth %q: must be shallow or inf", s.depth))
+	}
+
+	delay, notBefore, err := parseStart(fs, a.now())
+	if err != nil {
+		fail(err)
+	}
+	s.startDelay, s.notBefore = delay, notBefore
+
+	if err := s.settings.Validate(); err != nil {
+		fail(fmt.Errorf("job settings: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	return s, nil
+}
+
+// collectTargets validates the URL arguments and the -i file's lines;
+// every bad one is reported with where it came from.
+func collectTargets(a *app, inv *invocation) ([]target, error) {
+	var out []target
+	var errs []error
+	for i, raw := range inv.args {
+		out, errs = addTarget(out, errs, raw, fmt.Sprintf("argument %d", i+1))
+	}
+	if file, _ := inv.fs.GetString("input"); inv.fs.Changed("input") {
+		lines, err := readURLFile(a, file)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, l := range lines {
+			out, errs = addTarget(out, errs, l.text, fmt.Sprintf("%s line %d", file, l.n))
+		}
+	}
+	if len(out) == 0 && len(errs) == 0 {
+		errs = append(errs, errors.New("no URL given: pass URLs as arguments or in a file with -i FILE"))
+	}
+	return out, errors.Join(errs...)
+}
+
+func addTarget(out []target, errs []error, raw, source string) ([]target, []error) {
+	id, norm, err := ident.FromURL(raw)
+	if err != nil {
+		return out, append(errs, fmt.Errorf("%s: %w", source, err))
+	}
+	for _, t := range out {
+		if t.Ident == id {
+			return out, append(errs, fmt.Errorf("%s: url %q: is the same job as %s (%s, ident %s): give each URL once", source, raw, t.Source, t.URL, id))
+		}
+	}
+	return append(out, target{Ident: id, URL: norm, Source: source}), errs
+}
+
+type urlLine struct {
+	n    int
+	text string
+}
+
+// readURLFile reads FILE (or stdin for "-"): one URL per line, blank
+// lines and lines starting with # skipped.
+func readURLFile(a *app, file string) ([]urlLine, error) {
+	var r io.Reader
+	if file == "-" {
+		r = a.stdin
+	} else {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("-i %s: cannot read the URL file: %w", file, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	var out []urlLine
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		out = append(out, urlLine{n: n, text: line})
+	}
+	if err := sc.Err(); err != nil {
+		return out, fmt.Errorf("-i %s: read line %d: %w", file, n+1, err)
+	}
+	return out, nil
+}
+
+// poolFor resolves --queue (a task queue or a pool name) to a configured
+// pool; "" means job.task_queue.
+func poolFor(cfg *config.Config, queue string) (config.Pool, error) {
+	want := queue
+	if want == "" {
+		want = cfg.Job.TaskQueue
+	}
+	for _, p := range cfg.Pools {
+		if p.TaskQueue == want {
+			return p, nil
+		}
+	}
+	for _, p := range cfg.Pools {
+		if p.Name == want {
+			return p, nil
+		}
+	}
+	known := make([]string, 0, len(cfg.Pools))
+	for _, p := range cfg.Pools {
+		known = append(known, fmt.Sprintf("%s (pool %s)", p.TaskQueue, p.Name))
+	}
+	what := "--queue"
+	if queue == "" {
+		what = "job.task_queue"
+	}
+	return config.Pool{}, fmt.Errorf("%s %q: must be the task queue or name of a configured pool (configured: %s)", what, want, strings.Join(known, ", "))
+}
+
+// Nice range and the Temporal priority keys it maps to.
+const (
+	minNice = -20
+	maxNice = 19
+)
+
+// priorityKey maps nice (-20..19, lower runs first) to Temporal's
+// PriorityKey 1..5 (1 = highest; 3 = Temporal's default).
+func priorityKey(nice int) (int, error) {
+	switch {
+	case nice < minNice || nice > maxNice:
+		return 0, fmt.Errorf("--nice %d: must be between %d and %d (lower runs first)", nice, minNice, maxNice)
+	case nice <= -10:
+		return 1, nil
+	case nice < 0:
+		return 2, nil
+	case nice == 0:
+		return 3, nil
+	case nice < 10:
+		return 4, nil
+	default:
+		return 5, nil
+	}
+}
+
+func validateUserAgent(ua string) error {
+	if strings.TrimSpace(ua) == "" {
+		return fmt.Errorf("--user-agent %q: must not be empty", ua)
+	}
+	for _, r := range ua {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("--user-agent %q: must not contain control characters (it becomes an HTTP header)", ua)
+		}
+	}
+	return nil
+}
+
+// atLayouts are the accepted --at formats besides RFC 3339.
+var atLayouts = []string{"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04"}
+
+// parseStart reads --delay and --at into a start delay and the time the
+// job may start (zero when it starts now).
+func parseStart(fs *pflag.FlagSet, now time.Time) (time.Duration, time.Time, error) {
+	delaySet, atSet := fs.Changed("delay"), fs.Changed("at")
+	switch {
+	case delaySet && atSet:
+		return 0, time.Time{}, errors.New("--delay and --at: give one or the other, not both")
+	case delaySet:
+		d, _ := fs.GetDuration("delay")
+		if d <= 0 {
+			return 0, time.Time{}, fmt.Errorf("--delay %s: must be > 0", d)
+		}
+		return d, now.Add(d), nil
+	case atSet:
+		raw, _ := fs.GetString("at")
+		at, err := parseAt(raw)
+		if err != nil {
+			return 0, time.Time{}, err
+		}
+		if !at.After(now) {
+			return 0, time.Time{}, fmt.Errorf("--at %s: is in the past (now is %s): must be in the future", raw, now.Format(time.RFC3339))
+		}
+		return at.Sub(now), at, nil
+	}
+	return 0, time.Time{}, nil
+}
+
+func parseAt(raw string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, raw); err == nil {
+		return t, nil
+	}
+	for _, l := range atLayouts {
+		if t, err := time.ParseInLocation(l, raw, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("--at %q: must be RFC 3339 (2030-01-02T15:04:05Z) or local \"2030-01-02 15:04[:05]\"", raw)
+}
+
+// startedBy is ArchiveBot's started_by for CLI submissions.
+func startedBy() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if v := os.Getenv("USER"); v != "" {
+		return v
+	}
+	return "uid:" + strconv.Itoa(os.Getuid())
+}
+
+func runSubmit(ctx context.Context, a *app, inv *invocation) error {
+	s, err := parseSubmission(a, inv)
+	if err != nil {
+		return err
+	}
+	b, err := a.connect(ctx, inv)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	sub := &submitter{app: a, inv: inv, b: b, s: s}
+	done, err := sub.submitAll(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.printSubmitted(inv, s, done); err != nil {
+		return err
+	}
+	if !s.wait {
+		return nil
+	}
+	return a.waitJobs(ctx, inv, b, done)
+}

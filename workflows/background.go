@@ -1,0 +1,53 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// BackgroundInput starts one BackgroundHookWorkflow.
+type BackgroundInput struct {
+	Run activities.RunHookInput `json:"run"`
+	// HostQueue is the claimed host's task queue the hook runs on.
+	HostQueue  string `json:"host_queue"`
+	ActivityID string `json:"activity_id"`
+	Retry      Retry  `json:"retry"`
+	Timing     Timing `json:"timing"`
+}
+
+// BackgroundHookWorkflow runs one background hook until it exits by itself
+// or the parent cancels it at the seal (or on abort). Cancellation reaches
+// the hook through RunHook's heartbeat: the runner sends SIGTERM, waits the
+// grace, sends SIGKILL, and RunHook reports the final result, which this
+// workflow returns. The only error it returns is a lost host, so the parent
+// can re-claim the snapshot; every other outcome is a result.
+func BackgroundHookWorkflow(ctx workflow.Context, in BackgroundInput) (model.ArchiveResult, error) {
+	h := in.Run.Hook
+	if in.HostQueue == "" {
+		return model.ArchiveResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("background hook %s: host_queue must not be empty", h.Key()), "InvalidBackgroundInput", nil)
+	}
+	t := in.Timing.withDefaults()
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s · background hook %s", in.Run.Job.URL, h.Name))
+	actx := workflow.WithActivityOptions(ctx, hookActivityOptions(h, in.ActivityID, in.HostQueue, in.Retry, t))
+	var res model.ArchiveResult
+	// Get waits for the activity even after cancellation
+	// (WaitForCancellation), so the hook is stopped before this returns.
+	err := workflow.ExecuteActivity(actx, acts.RunHook, in.Run).Get(ctx, &res)
+	if err == nil {
+		return res, nil
+	}
+	if isHostLost(err) {
+		return model.ArchiveResult{}, fmt.Errorf("background hook %s: %w", h.Key(), err)
+	}
+	res = resultFromError(h, in.Retry, err, workflow.Now(ctx))
+	if temporal.IsCanceledError(err) {
+		res.Error = "stopped at seal before the hook reported a result"
+	}
+	return res, nil
+}

@@ -1,0 +1,199 @@
+package workflows
+
+import (
+	"fmt"
+	"regexp"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// Names of SnapshotWorkflow's query, signals and update.
+const (
+	// QueryStatus returns Status.
+	QueryStatus = "status"
+	// SignalAbort stops the job: SIGTERM to running hooks, background
+	// children cancelled, final state aborted. Payload: AbortRequest.
+	SignalAbort = "abort"
+	// UpdateSetSettings replaces the job's settings and returns the new
+	// settings version once Redis has them. Payload: model.Settings.
+	UpdateSetSettings = "set_settings"
+	// SignalSetSettings is the fire-and-forget form of UpdateSetSettings;
+	// invalid settings are logged and ignored.
+	SignalSetSettings = "set_settings"
+)
+
+// AbortRequest is the payload of SignalAbort.
+type AbortRequest struct {
+	Reason string `json:"reason,omitempty"`
+	By     string `json:"by,omitempty"`
+}
+
+// HookPhase is where a hook of the plan is.
+type HookPhase string
+
+// Hook phases.
+const (
+	PhasePending HookPhase = "pending"
+	PhaseRunning HookPhase = "running"
+	PhaseDone    HookPhase = "done"
+)
+
+// HookStatus is one hook of the plan in the status query.
+type HookStatus struct {
+	Plugin     string               `json:"plugin"`
+	Hook       string               `json:"hook"`
+	Step       int                  `json:"step"`
+	Background bool                 `json:"background,omitempty"`
+	Phase      HookPhase            `json:"phase"`
+	Result     *model.ArchiveResult `json:"result,omitempty"`
+}
+
+// Status is the answer of QueryStatus and the workflow's result.
+type Status struct {
+	Ident           string              `json:"ident"`
+	URL             string              `json:"url"`
+	State           model.JobState      `json:"state"`
+	CurrentStep     int                 `json:"current_step"`
+	Settings        model.Settings      `json:"settings"`
+	SettingsVersion int                 `json:"settings_version"`
+	HostQueue       string              `json:"host_queue,omitempty"`
+	Claims          int                 `json:"claims"`
+	Error           string              `json:"error,omitempty"`
+	Counters        activities.Counters `json:"counters"`
+	Hooks           []HookStatus        `json:"hooks"`
+}
+
+// status builds the Status in plan order.
+func (s *snapshot) status() Status {
+	st := Status{
+		Ident:           s.in.Job.Ident,
+		URL:             s.in.Job.URL,
+		State:           s.state,
+		CurrentStep:     s.step,
+		Settings:        s.settings,
+		SettingsVersion: s.settingsVersion,
+		HostQueue:       s.hostQueue,
+		Claims:          s.claim,
+		Error:           s.failure,
+		Counters:        s.counters,
+		Hooks:           make([]HookStatus, 0, len(s.plan.Hooks)),
+	}
+	if st.Error == "" && s.stopReason != "" {
+		st.Error = s.stopReason
+	}
+	for _, h := range s.plan.Hooks {
+		hs := HookStatus{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background, Phase: PhasePending}
+		if res, ok := s.results[h.Key()]; ok {
+			r := res
+			hs.Phase, hs.Result = PhaseDone, &r
+		} else if s.running[h.Key()] {
+			hs.Phase = PhaseRunning
+		}
+		st.Hooks = append(st.Hooks, hs)
+	}
+	return st
+}
+
+// registerHandlers installs the query, the signals and the update.
+func (s *snapshot) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return s.status(), nil }); err != nil {
+		return fmt.Errorf("query %s: %w", QueryStatus, err)
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetSettings, s.updateSettings,
+		workflow.UpdateHandlerOptions{Validator: s.validateSettings})
+	if err != nil {
+		return fmt.Errorf("update %s: %w", UpdateSetSettings, err)
+	}
+	abortCh := workflow.GetSignalChannel(ctx, SignalAbort)
+	settingsCh := workflow.GetSignalChannel(ctx, SignalSetSettings)
+	workflow.Go(s.dctx, func(c workflow.Context) {
+		for {
+			sel := workflow.NewSelector(c)
+			sel.AddReceive(abortCh, func(ch workflow.ReceiveChannel, _ bool) {
+				var req AbortRequest
+				ch.Receive(c, &req)
+				s.abort(req)
+			})
+			sel.AddReceive(settingsCh, func(ch workflow.ReceiveChannel, _ bool) {
+				var set model.Settings
+				ch.Receive(c, &set)
+				if err := s.validateSettings(set); err != nil {
+					s.log().Warn("ignored set_settings signal", "error", err)
+					return
+				}
+				s.applySettings(set)
+			})
+			sel.Select(c)
+		}
+	})
+	return nil
+}
+
+// abort handles SignalAbort. An abort cannot be undone.
+func (s *snapshot) abort(req AbortRequest) {
+	reason := "aborted"
+	if req.Reason != "" {
+		reason = "aborted: " + req.Reason
+	}
+	if req.By != "" {
+		reason += " (by " + req.By + ")"
+	}
+	s.stop(reason, true)
+}
+
+// validateSettings rejects settings out of range, ignore patterns that do
+// not compile, and any change once the job is stopping or final.
+func (s *snapshot) validateSettings(set model.Settings) error {
+	if s.state.Final() || s.stopReason != "" {
+		return fmt.Errorf("set_settings on %s: job is %s; settings can no longer change", s.in.Job.Ident, s.stateWord())
+	}
+	if err := set.Validate(); err != nil {
+		return fmt.Errorf("set_settings on %s: %w", s.in.Job.Ident, err)
+	}
+	for _, re := range set.Ignores {
+		if _, err := regexp.Compile(re); err != nil {
+			return fmt.Errorf("set_settings on %s: ignore pattern %q: must be an RE2 expression: %w", s.in.Job.Ident, re, err)
+		}
+	}
+	return nil
+}
+
+func (s *snapshot) stateWord() string {
+	if s.stopReason != "" && !s.state.Final() {
+		return "stopping"
+	}
+	return string(s.state)
+}
+
+// updateSettings handles UpdateSetSettings: new settings take effect for
+// every hook launched from now on (a raised concurrency launches more hooks
+// at once, 0 pauses); it returns the settings version once Redis has it.
+func (s *snapshot) updateSettings(ctx workflow.Context, set model.Settings) (int, error) {
+	seq, version := s.applySettings(set)
+	if err := s.writes.await(ctx, seq); err != nil {
+		return 0, fmt.Errorf("set_settings on %s: await redis write: %w", s.in.Job.Ident, err)
+	}
+	return version, nil
+}
+
+// applySettings installs set and queues its Redis write (settings fields,
+// settings_age bump, publish). It returns the write's sequence number and
+// the new settings version.
+func (s *snapshot) applySettings(set model.Settings) (seq, version int) {
+	s.settings = set
+	s.settingsVersion++
+	workflow.SetCurrentDetails(s.dctx, s.details())
+	in := activities.SettingsInput{
+		Ident:    s.in.Job.Ident,
+		Settings: set,
+		Version:  s.settingsVersion,
+		Key:      fmt.Sprintf("%s/settings/%d", s.runID, s.settingsVersion),
+	}
+	seq = s.writes.enqueue("apply settings", func(c workflow.Context) error {
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.ApplySettings, in).Get(c, nil)
+	})
+	return seq, s.settingsVersion
+}

@@ -1,0 +1,368 @@
+//go:build dev
+
+package devtest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/devserver"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+const (
+	queue    = "devtest"
+	deadline = 3 * time.Minute
+)
+
+// nopStore accepts every write.
+type nopStore struct {
+	mu       sync.Mutex
+	finishes []activities.FinishInput
+}
+
+func (s *nopStore) SetJobState(context.Context, activities.JobStateInput) error   { return nil }
+func (s *nopStore) SetStep(context.Context, activities.StepInput) error           { return nil }
+func (s *nopStore) Heartbeat(context.Context, string) error                       { return nil }
+func (s *nopStore) RecordResult(context.Context, activities.ResultInput) error    { return nil }
+func (s *nopStore) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
+func (s *nopStore) AppendLog(context.Context, string, string, int, []activities.LogEntry) error {
+	return nil
+}
+func (s *nopStore) FinishJob(_ context.Context, in activities.FinishInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finishes = append(s.finishes, in)
+	return nil
+}
+
+type env struct {
+	t       testing.TB
+	c       client.Client
+	plugins string
+	archive string
+	events  string
+	queue   string
+	store   *nopStore
+	hosts   map[string]func() // host name → stop
+}
+
+var (
+	serverOnce sync.Once
+	server     *devserver.Server
+	serverErr  error
+)
+
+func start(t testing.TB) *env {
+	t.Helper()
+	serverOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), devserver.DefaultStartTimeout)
+		defer cancel()
+		server, serverErr = devserver.Start(ctx, devserver.Options{UIPort: -1})
+	})
+	require.NoError(t, serverErr)
+	c, err := client.Dial(client.Options{HostPort: server.HostPort(), Namespace: server.Namespace(),
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+
+	root := t.TempDir()
+	e := &env{t: t, c: c, plugins: filepath.Join(root, "plugins"), archive: filepath.Join(root, "archive"),
+		events: filepath.Join(root, "events.log"), store: &nopStore{}, queue: queue + "-" + strings.ReplaceAll(t.Name(), "/", "-"), hosts: map[string]func(){}}
+	e.addHost("host-1")
+	return e
+}
+
+// addHost starts one simulated worker host: a worker on the pool's queue
+// (workflows, ClaimHost, Redis writes) and one on its own host queue. The
+// returned function stops both, as a host that goes away.
+func (e *env) addHost(name string) (stop func()) {
+	e.t.Helper()
+	engine := &activities.Engine{PluginDirs: []string{e.plugins}, ArchiveDir: e.archive,
+		Env: []string{"PATH=" + os.Getenv("PATH"), "EVENTS=" + e.events, "HOST_NAME=" + name}, Grace: 2 * time.Second, Log: zap.NewNop()}
+	hq := e.queue + "@" + name
+	acts, err := activities.New(engine, engine, e.store, zap.NewNop(), activities.Options{HostQueue: hq, HeartbeatInterval: 200 * time.Millisecond})
+	require.NoError(e.t, err)
+	opts := worker.Options{MaxHeartbeatThrottleInterval: time.Second}
+	shared := worker.New(e.c, e.queue, opts)
+	workflows.Register(shared)
+	shared.RegisterActivity(acts)
+	host := worker.New(e.c, hq, opts)
+	host.RegisterActivity(acts)
+	require.NoError(e.t, shared.Start())
+	require.NoError(e.t, host.Start())
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			host.Stop()
+			shared.Stop()
+		})
+	}
+	e.t.Cleanup(stop)
+	e.hosts[name] = stop
+	return stop
+}
+
+// hook writes an executable hook that logs start/end to $EVENTS around body.
+func (e *env) hook(plugin, name, body string) {
+	e.t.Helper()
+	dir := filepath.Join(e.plugins, plugin)
+	require.NoError(e.t, os.MkdirAll(dir, 0o755))
+	script := "#!/bin/sh\necho \"start " + name + "\" >> \"$EVENTS\"\n" + body + "\nrc=$?\necho \"end " + name + "\" >> \"$EVENTS\"\nexit $rc\n"
+	require.NoError(e.t, os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755))
+}
+
+func (e *env) lines() []string {
+	data, err := os.ReadFile(e.events)
+	require.NoError(e.t, err)
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
+}
+
+func pos(lines []string, line string) int {
+	for i, l := range lines {
+		if l == line {
+			return i
+		}
+	}
+	return -1
+}
+
+func (e *env) input(ident string, concurrency int) workflows.SnapshotInput {
+	return workflows.SnapshotInput{
+		Job:       activities.Job{Ident: ident, URL: "https://example.com/" + ident},
+		Pool:      "devtest",
+		TaskQueue: e.queue,
+		Settings:  model.Settings{Concurrency: concurrency},
+		Retry: workflows.RetryPolicies{Default: workflows.Retry{
+			InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumInterval: 100 * time.Millisecond, MaximumAttempts: 3,
+		}},
+		Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, HostScheduleToStart: 30 * time.Second},
+	}
+}
+
+func (e *env) execute(in workflows.SnapshotInput, during func(client.WorkflowRun)) workflows.Status {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: in.Job.Ident, TaskQueue: e.queue, StaticSummary: in.Job.URL}, workflows.SnapshotWorkflow, in)
+	require.NoError(e.t, err)
+	if during != nil {
+		during(run)
+	}
+	var st workflows.Status
+	require.NoError(e.t, run.Get(ctx, &st))
+	e.record(ctx, run)
+	return st
+}
+
+// record replays the run's history and, when asked, stores it as testdata.
+func (e *env) record(ctx context.Context, run client.WorkflowRun) {
+	e.t.Helper()
+	it := e.c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, 0)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(e.t, err)
+		h.Events = append(h.Events, ev)
+	}
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.SnapshotWorkflow)
+	r.RegisterWorkflow(workflows.BackgroundHookWorkflow)
+	require.NoError(e.t, r.ReplayWorkflowHistory(nil, h), "replay of the run just recorded")
+	if os.Getenv("ARCHIVEFLOW_RECORD_HISTORIES") != "1" || !strings.HasPrefix(e.t.Name(), "Test") {
+		return
+	}
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
+	require.NoError(e.t, err)
+	name := strings.ReplaceAll(e.t.Name(), "/", "_") + ".json"
+	require.NoError(e.t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestSnapshotOnDevServer(t *testing.T) {
+	e := start(t)
+	e.hook("a", "on_Snapshot__00_a.sh", `true`)
+	e.hook("b", "on_Snapshot__10_b.sh", `sleep 0.3`)
+	e.hook("c", "on_Snapshot__11_c.sh", `sleep 0.3`)
+	e.hook("watch", "on_Snapshot__20_watch.bg.sh", `echo $$ > pid; trap 'echo TERM >> "$EVENTS"; exit 0' TERM; while :; do sleep 0.05; done`)
+	e.hook("flaky", "on_Snapshot__30_flaky.sh", `n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; [ $n -ge 3 ] || exit 1; echo '{"type":"ArchiveResult","status":"succeeded"}'`)
+	e.hook("always", "on_Snapshot__31_always.sh", `exit 1`)
+	e.hook("soft", "on_Snapshot__32_soft.sh", `echo '{"type":"ArchiveResult","status":"failed","error":"no title"}'`)
+	e.hook("d", "on_Snapshot__60_d.sh", `true`)
+	e.hook("z", "on_Snapshot__90_z.sh", `true`)
+
+	st := e.execute(e.input("devtestsnapshot", 4), nil)
+
+	assert.Equal(t, model.StateFinished, st.State)
+	res := map[string]model.ArchiveResult{}
+	for _, h := range st.Hooks {
+		require.NotNil(t, h.Result, h.Hook)
+		res[h.Plugin] = *h.Result
+	}
+	assert.Equal(t, model.StatusSucceeded, res["flaky"].Status)
+	assert.Equal(t, 3, res["flaky"].Attempts)
+	assert.Equal(t, model.StatusFailed, res["always"].Status)
+	assert.Equal(t, 3, res["always"].Attempts)
+	assert.Equal(t, model.StatusFailed, res["soft"].Status)
+	assert.Equal(t, 1, res["soft"].Attempts)
+	assert.Equal(t, model.StatusSucceeded, res["watch"].Status, "stopped by the seal's SIGTERM, exit 0: %s", res["watch"].Error)
+
+	l := e.lines()
+	assert.Less(t, pos(l, "start on_Snapshot__10_b.sh"), pos(l, "end on_Snapshot__11_c.sh"), "b and c overlap")
+	assert.Less(t, pos(l, "start on_Snapshot__11_c.sh"), pos(l, "end on_Snapshot__10_b.sh"), "b and c overlap")
+	assert.Less(t, pos(l, "end on_Snapshot__11_c.sh"), pos(l, "start on_Snapshot__30_flaky.sh"))
+	assert.Less(t, pos(l, "start on_Snapshot__20_watch.bg.sh"), pos(l, "start on_Snapshot__60_d.sh"))
+	assert.Less(t, pos(l, "end on_Snapshot__90_z.sh"), pos(l, "TERM"), "background hook is stopped at the seal")
+	pid, err := os.ReadFile(filepath.Join(e.archive, "snapshots", "devtestsnapshot", "watch", "pid"))
+	require.NoError(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(string(pid)))
+	require.NoError(t, err)
+	assert.False(t, alive(n), "no hook process survives the snapshot")
+}
+
+func TestAbortOnDevServer(t *testing.T) {
+	e := start(t)
+	e.hook("slow", "on_Snapshot__10_slow.sh", `echo $$ > pid; trap 'echo TERM >> "$EVENTS"; exit 143' TERM; while :; do sleep 0.05; done`)
+	e.hook("next", "on_Snapshot__20_next.sh", `true`)
+
+	st := e.execute(e.input("devtestabort", 2), func(run client.WorkflowRun) {
+		require.Eventually(t, func() bool {
+			_, err := os.Stat(filepath.Join(e.archive, "snapshots", "devtestabort", "slow", "pid"))
+			return err == nil
+		}, deadline, 20*time.Millisecond)
+		require.NoError(t, e.c.SignalWorkflow(context.Background(), run.GetID(), run.GetRunID(), workflows.SignalAbort, workflows.AbortRequest{Reason: "test"}))
+	})
+
+	assert.Equal(t, model.StateAborted, st.State)
+	assert.Contains(t, e.lines(), "TERM", "the running hook got SIGTERM")
+	assert.NotContains(t, e.lines(), "start on_Snapshot__20_next.sh")
+	e.store.mu.Lock()
+	defer e.store.mu.Unlock()
+	require.Len(t, e.store.finishes, 1)
+	assert.Equal(t, model.StateAborted, e.store.finishes[0].State)
+}
+
+func TestPauseAndSettingsOnDevServer(t *testing.T) {
+	e := start(t)
+	e.hook("a", "on_Snapshot__10_a.sh", `true`)
+
+	st := e.execute(e.input("devtestpause", 0), func(run client.WorkflowRun) {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		require.Eventually(t, func() bool {
+			v, err := e.c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.QueryStatus)
+			if err != nil {
+				return false
+			}
+			var st workflows.Status
+			return v.Get(&st) == nil && len(st.Hooks) == 1
+		}, deadline, 50*time.Millisecond)
+		h, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(),
+			UpdateName: workflows.UpdateSetSettings, Args: []any{model.Settings{Concurrency: 1}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		require.NoError(t, err)
+		var version int
+		require.NoError(t, h.Get(ctx, &version))
+		assert.Equal(t, 1, version)
+	})
+
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, 1, st.Settings.Concurrency)
+}
+
+// BenchmarkSnapshot20NoopHooks measures a snapshot of 20 no-op hooks over 10
+// steps (two per step, concurrency 1 so it is comparable with a shell loop)
+// against running the same executables one after another directly: the
+// design target is a ratio <= 1.2 (DESIGN.md §7).
+func BenchmarkSnapshot20NoopHooks(b *testing.B) {
+	e := start(b)
+	var paths []string
+	for step := range 10 {
+		for i := range 2 {
+			name := "on_Snapshot__" + strconv.Itoa(step) + strconv.Itoa(i) + "_noop.sh"
+			plugin := "p" + strconv.Itoa(step) + strconv.Itoa(i)
+			dir := filepath.Join(e.plugins, plugin)
+			require.NoError(b, os.MkdirAll(dir, 0o755))
+			path := filepath.Join(dir, name)
+			require.NoError(b, os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o755))
+			paths = append(paths, path)
+		}
+	}
+	// Warm up: the first run pays for worker pollers and caches.
+	e.execute(e.input("benchwarm", 1), nil)
+
+	b.ResetTimer()
+	var workflowTime time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		st := e.execute(e.input("bench"+strconv.Itoa(i), 1), nil)
+		workflowTime += time.Since(t0)
+		require.Equal(b, model.StateFinished, st.State)
+	}
+	b.StopTimer()
+	var direct time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		for _, p := range paths {
+			require.NoError(b, exec.Command(p, "--url=https://example.com/").Run())
+		}
+		direct += time.Since(t0)
+	}
+	perSnapshot := workflowTime / time.Duration(b.N)
+	perDirect := direct / time.Duration(b.N)
+	b.ReportMetric(float64(perSnapshot.Milliseconds()), "ms/snapshot")
+	b.ReportMetric(float64(perDirect.Milliseconds()), "ms/direct")
+	b.ReportMetric(float64(perSnapshot-perDirect)/float64(time.Millisecond)/20, "ms-overhead/hook")
+	b.ReportMetric(float64(perSnapshot)/float64(perDirect), "ratio")
+}
+
+func TestHostLossOnDevServer(t *testing.T) {
+	e := start(t)
+	release := filepath.Join(e.archive, "release")
+	e.hook("a", "on_Snapshot__00_a.sh", `echo "ran on $HOST_NAME" >> "$EVENTS"`)
+	e.hook("slow", "on_Snapshot__10_slow.sh", `echo "slow on $HOST_NAME" >> "$EVENTS"; while [ ! -f "`+release+`" ]; do sleep 0.05; done`)
+	in := e.input("devtesthostloss", 1)
+	in.Timing.HostScheduleToStart = 3 * time.Second
+	// Only host-1 runs until the slow hook started there; then host-1 goes
+	// away and host-2 comes up: the snapshot must be re-claimed by host-2.
+	st := e.execute(in, func(client.WorkflowRun) {
+		require.Eventually(t, func() bool {
+			data, err := os.ReadFile(e.events)
+			return err == nil && strings.Contains(string(data), "slow on host-1")
+		}, deadline, 20*time.Millisecond)
+		e.hosts["host-1"]()
+		require.NoError(t, os.WriteFile(release, nil, 0o644))
+		e.addHost("host-2")
+	})
+
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, 2, st.Claims)
+	assert.Equal(t, in.TaskQueue+"@host-2", st.HostQueue)
+	l := e.lines()
+	assert.Contains(t, l, "ran on host-2", "step 0 runs again on the new host")
+	assert.Contains(t, l, "slow on host-2")
+	for _, h := range st.Hooks {
+		require.NotNil(t, h.Result, h.Hook)
+		assert.NotEqual(t, model.StatusFailed, h.Result.Status, "%s: %s", h.Hook, h.Result.Error)
+	}
+}

@@ -1,0 +1,9 @@
+// Package devtest runs the snapshot workflows on a real in-process Temporal
+// dev server with real hooks (shell scripts) and the real process runner,
+// and records the histories the replay tests in package workflows replay.
+// Its tests link the whole Temporal server, so they only build with
+// `-tags dev`:
+//
+//	go test -race -tags dev ./workflows/devtest/
+//	ARCHIVEFLOW_RECORD_HISTORIES=1 go test -tags dev ./workflows/devtest/  # rewrite ../testdata
+package devtest

@@ -1,0 +1,101 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// isHostLost reports an activity that waited on the claimed host's queue
+// past HostScheduleToStart: no worker polls it any more, the host is gone.
+func isHostLost(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+}
+
+// baseResult is the identity part of a hook's result.
+func baseResult(h activities.HookSpec) model.ArchiveResult {
+	return model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background}
+}
+
+// skippedResult records a disabled hook without running it.
+func skippedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
+	r := baseResult(h)
+	r.Status, r.OutputStr, r.StartedAt, r.EndedAt = model.StatusSkipped, "disabled by configuration", now, now
+	return r
+}
+
+// configFailedResult records a hook whose plugin configuration is invalid.
+func configFailedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
+	r := baseResult(h)
+	r.Status, r.Error, r.StartedAt, r.EndedAt = model.StatusFailed, "configuration error: "+h.ConfigError, now, now
+	return r
+}
+
+// resultFromError turns the error of a hook's activity (after the retry
+// policy gave up) into the hook's final failed result: the last attempt's
+// record when the activity reported one, else what the error says.
+func resultFromError(h activities.HookSpec, r Retry, err error, now time.Time) model.ArchiveResult {
+	res := baseResult(h)
+	var appErr *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	var timeout *temporal.TimeoutError
+	switch {
+	case errors.As(err, &appErr) && appErr.HasDetails():
+		var last model.ArchiveResult
+		if derr := appErr.Details(&last); derr == nil {
+			res = last
+		}
+		res.Error = appErr.Message()
+		if res.Error == "" {
+			res.Error = appErr.Error()
+		}
+	case errors.As(err, &canceled):
+		var last model.ArchiveResult
+		if canceled.HasDetails() && canceled.Details(&last) == nil {
+			res = last
+		}
+		res.Error = "cancelled before the hook reported a result"
+	case errors.As(err, &timeout):
+		res.Attempts = int(r.MaximumAttempts)
+		res.Error = fmt.Sprintf("activity %s timeout after %d attempts", timeoutName(timeout.TimeoutType()), r.MaximumAttempts)
+	case errors.As(err, &appErr):
+		res.Attempts = 1
+		if !appErr.NonRetryable() {
+			res.Attempts = int(r.MaximumAttempts)
+		}
+		res.Error = appErr.Error()
+	default:
+		res.Error = err.Error()
+	}
+	res.Plugin, res.Hook, res.Step, res.Background = h.Plugin, h.Name, h.Step, h.Background
+	res.Status = model.StatusFailed
+	if res.StartedAt.IsZero() {
+		res.StartedAt = now
+	}
+	if res.EndedAt.IsZero() {
+		res.EndedAt = now
+	}
+	return res
+}
+
+func timeoutName(t enumspb.TimeoutType) string {
+	switch t {
+	case enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
+		return "start-to-close"
+	case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+		return "schedule-to-start"
+	case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
+		return "schedule-to-close"
+	case enumspb.TIMEOUT_TYPE_HEARTBEAT:
+		return "heartbeat"
+	default:
+		return "unspecified"
+	}
+}

@@ -1,0 +1,528 @@
+// Package workflows owns archiveflow's deterministic Temporal workflow code:
+// SnapshotWorkflow, which runs one snapshot's hooks in steps 0..9 and seals
+// it, and BackgroundHookWorkflow, the child that runs one background hook
+// across steps. Every side effect happens in activities (package
+// activities); this package does no I/O, reads no clock but the workflow's,
+// starts no goroutine but workflow.Go and iterates no map for order.
+//
+// Job states: pending (written by the starter) → active (the workflow
+// started) → draining (every foreground hook is final, background hooks are
+// being stopped at the seal) → finished | aborted | failed. A job is
+// failed when it could not run its plan: invalid discovery, no hooks at all,
+// every hook failed, the host was lost more than Timing.MaxClaims times, or
+// Timing.MaxDuration ran out. It is finished otherwise, even if single hooks
+// failed, and aborted after an abort signal or a Temporal cancel request.
+//
+// Host affinity: the snapshot claims a worker's own task queue (ClaimHost
+// on the pool's queue) and sends every hook there. Archives are not on
+// shared storage, so when the host is lost (an activity waits on its queue
+// past Timing.HostScheduleToStart) the snapshot is re-claimed by another
+// worker and restarts from step 0.
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/searchattr"
+)
+
+// errHostLost ends a claim whose host stopped polling its queue.
+var errHostLost = errors.New("snapshot host lost")
+
+// Stop reasons besides an operator's abort.
+const (
+	reasonCancelled = "workflow cancelled"
+	reasonDeadline  = "job exceeded its maximum duration"
+)
+
+// snapshot is the state of one SnapshotWorkflow run.
+type snapshot struct {
+	in    SnapshotInput
+	runID string
+
+	// dctx is disconnected from workflow cancellation: the workflow always
+	// seals and writes its final state. runCtx is cancelled on stop.
+	dctx      workflow.Context
+	runCtx    workflow.Context
+	cancelRun workflow.CancelFunc
+
+	state           model.JobState
+	step            int
+	settings        model.Settings
+	settingsVersion int
+
+	claim     int
+	hostQueue string
+	hostLost  bool
+	plan      activities.Plan
+	names     map[string]int // hook file name → count in plan
+	results   map[string]model.ArchiveResult
+	running   map[string]bool
+	counters  activities.Counters
+	fgActive  int
+	bgLive    int
+	bgCancels []workflow.CancelFunc
+
+	stopReason string // abort reason, reasonCancelled or reasonDeadline
+	aborted    bool   // stopped by an operator (abort signal or cancel)
+	failure    string // why the job failed, if it did
+
+	writes writer
+}
+
+// SnapshotWorkflow runs one snapshot: it claims a worker host, discovers
+// the hooks, runs steps 0..9 (foreground hooks of a step in parallel,
+// bounded by the job's concurrency, in filename order; background hooks as
+// BackgroundHookWorkflow children), seals (cancels and awaits background
+// children) and writes the final job state. It answers the `status` query,
+// the `abort` signal and the `set_settings` update and signal. It returns
+// the final Status; a failed or aborted job is a completed workflow whose
+// Status says so.
+func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
+	in = in.withDefaults()
+	if err := in.Validate(); err != nil {
+		return Status{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("snapshot input: %v", err), "InvalidSnapshotInput", err)
+	}
+	s := newSnapshot(ctx, in)
+	if err := s.registerHandlers(ctx); err != nil {
+		return Status{}, fmt.Errorf("register handlers of %s: %w", in.Job.Ident, err)
+	}
+	s.watchCancellation(ctx)
+	stopDeadline := s.startDeadline()
+	workflow.Go(s.dctx, s.writes.run)
+
+	s.setState(model.StateActive)
+	s.execute()
+	stopDeadline()
+	s.finish()
+
+	if err := workflow.Await(s.dctx, func() bool { return workflow.AllHandlersFinished(s.dctx) && s.writes.idle() }); err != nil {
+		return s.status(), fmt.Errorf("await handlers of %s: %w", in.Job.Ident, err)
+	}
+	return s.status(), nil
+}
+
+func newSnapshot(ctx workflow.Context, in SnapshotInput) *snapshot {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	s := &snapshot{
+		in:       in,
+		runID:    workflow.GetInfo(ctx).WorkflowExecution.RunID,
+		dctx:     dctx,
+		state:    model.StatePending,
+		settings: in.Settings,
+		results:  map[string]model.ArchiveResult{},
+		running:  map[string]bool{},
+	}
+	s.writes = writer{ctx: dctx}
+	return s
+}
+
+// log is the workflow's replay-safe logger.
+func (s *snapshot) log() interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+	Error(string, ...any)
+} {
+	return workflow.GetLogger(s.dctx)
+}
+
+// watchCancellation turns a Temporal cancel request into an abort.
+func (s *snapshot) watchCancellation(ctx workflow.Context) {
+	workflow.Go(ctx, func(c workflow.Context) {
+		c.Done().Receive(c, nil)
+		s.stop(reasonCancelled, true)
+	})
+}
+
+// startDeadline bounds the job with a timer (never a run timeout, which
+// would terminate without cleanup). It returns the timer's cancel.
+func (s *snapshot) startDeadline() func() {
+	if s.in.Timing.MaxDuration <= 0 {
+		return func() {}
+	}
+	tctx, cancel := workflow.WithCancel(s.dctx)
+	workflow.Go(tctx, func(c workflow.Context) {
+		t := workflow.NewTimerWithOptions(c, s.in.Timing.MaxDuration, workflow.TimerOptions{Summary: "job max duration"})
+		if err := t.Get(c, nil); err == nil {
+			s.stop(reasonDeadline, false)
+		}
+	})
+	return cancel
+}
+
+// stop cancels every running hook and background child; the step loop and
+// the seal then wind down. The first reason wins.
+func (s *snapshot) stop(reason string, operator bool) {
+	if s.stopReason != "" || s.state.Final() {
+		return
+	}
+	s.stopReason, s.aborted = reason, operator
+	s.log().Info("stopping snapshot", "reason", reason)
+	if s.cancelRun != nil {
+		s.cancelRun()
+	}
+}
+
+func (s *snapshot) stopping() bool { return s.stopReason != "" || s.hostLost }
+
+// execute claims a host and runs the plan, re-claiming when the host is lost.
+func (s *snapshot) execute() {
+	for s.claim = 1; ; s.claim++ {
+		err := s.runClaim()
+		switch {
+		case err == nil || s.stopReason != "":
+			return
+		case !errors.Is(err, errHostLost):
+			s.failure = err.Error()
+			return
+		case s.claim >= s.in.Timing.MaxClaims:
+			s.failure = fmt.Sprintf("snapshot host lost %d times (max_claims %d)", s.claim, s.in.Timing.MaxClaims)
+			return
+		}
+		s.log().Warn("snapshot host lost; re-claiming from step 0", "host_queue", s.hostQueue, "claim", s.claim)
+	}
+}
+
+// runClaim is one claim of the snapshot: host, discovery, steps, seal.
+func (s *snapshot) runClaim() error {
+	s.runCtx, s.cancelRun = workflow.WithCancel(s.dctx)
+	defer s.cancelRun()
+	s.resetClaim()
+	if s.stopping() {
+		return nil
+	}
+	if err := s.claimHost(); err != nil {
+		return err
+	}
+	if err := s.discover(); err != nil {
+		return err
+	}
+	for step := 0; step <= 9 && !s.stopping(); step++ {
+		s.enterStep(step)
+		s.runStep(step)
+	}
+	s.seal()
+	if s.hostLost && s.stopReason == "" {
+		return errHostLost
+	}
+	return nil
+}
+
+// resetClaim forgets the results of a lost claim: the new host starts from
+// step 0 and Redis counters are rewritten as absolute values.
+func (s *snapshot) resetClaim() {
+	s.hostLost = false
+	s.results = map[string]model.ArchiveResult{}
+	s.running = map[string]bool{}
+	s.counters = activities.Counters{Total: len(s.plan.Hooks)}
+	s.bgCancels = nil
+	s.step = 0
+}
+
+func (s *snapshot) claimHost() error {
+	actx := workflow.WithActivityOptions(s.runCtx, claimOptions(s.in.TaskQueue, s.in.Job.Ident+"/claim"+claimSuffix(s.claim)))
+	var queue string
+	if err := workflow.ExecuteActivity(actx, acts.ClaimHost, s.in.Job.Ident).Get(s.dctx, &queue); err != nil {
+		if s.stopping() {
+			return nil
+		}
+		return fmt.Errorf("claim host for %s: %w", s.in.Job.Ident, err)
+	}
+	s.hostQueue = queue
+	s.enqueueState(model.StateActive)
+	return nil
+}
+
+func (s *snapshot) discover() error {
+	actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.hostQueue, s.in.Job.Ident+"/discover"+claimSuffix(s.claim), s.in.Timing))
+	var plan activities.Plan
+	err := workflow.ExecuteActivity(actx, acts.DiscoverHooks, activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}).Get(s.dctx, &plan)
+	switch {
+	case err != nil && isHostLost(err):
+		s.hostLost = true
+		return errHostLost
+	case err != nil && s.stopping():
+		return nil
+	case err != nil:
+		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
+	}
+	if err := plan.Validate(); err != nil {
+		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
+	}
+	s.plan = plan
+	s.names = map[string]int{}
+	for _, h := range plan.Hooks {
+		s.names[h.Name]++
+	}
+	s.counters = activities.Counters{Total: len(plan.Hooks)}
+	return nil
+}
+
+// enterStep publishes the new current step.
+func (s *snapshot) enterStep(step int) {
+	s.step = step
+	s.upsertSearchAttributes()
+	workflow.SetCurrentDetails(s.dctx, s.details())
+	in := activities.StepInput{Ident: s.in.Job.Ident, Step: step, HooksTotal: len(s.plan.Hooks)}
+	s.writes.enqueue("set step", func(c workflow.Context) error {
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.SetStep, in).Get(c, nil)
+	})
+}
+
+// limit is how many foreground hooks of step may run at once.
+func (s *snapshot) limit(step int) int {
+	n := s.settings.Concurrency
+	if n > 1 && slices.Contains(s.in.SequentialSteps, step) {
+		n = 1
+	}
+	return n
+}
+
+// canLaunch reports whether h may start now. Concurrency 0 pauses every
+// launch; background, disabled and misconfigured hooks take no slot.
+func (s *snapshot) canLaunch(h activities.HookSpec) bool {
+	n := s.limit(h.Step)
+	if n <= 0 {
+		return false
+	}
+	if h.Background || !h.Enabled || h.ConfigError != "" {
+		return true
+	}
+	return s.fgActive < n
+}
+
+// runStep launches the hooks of step in plan order as slots free up and
+// returns when every foreground hook of it is final (or the run stopped).
+func (s *snapshot) runStep(step int) {
+	queue := s.plan.Step(step)
+	for len(queue) > 0 {
+		// A paused job (concurrency 0) waits here; its details say so and
+		// applySettings refreshes them when the concurrency changes.
+		_ = workflow.Await(s.dctx, func() bool { return s.stopping() || s.canLaunch(queue[0]) })
+		if s.stopping() {
+			break
+		}
+		s.launch(queue[0])
+		queue = queue[1:]
+	}
+	_ = workflow.Await(s.dctx, func() bool { return s.fgActive == 0 })
+}
+
+func (s *snapshot) launch(h activities.HookSpec) {
+	now := workflow.Now(s.dctx)
+	switch {
+	case !h.Enabled:
+		s.complete(h, skippedResult(h, now))
+	case h.ConfigError != "":
+		s.complete(h, configFailedResult(h, now))
+	case h.Background:
+		s.startBackground(h)
+	default:
+		s.startForeground(h)
+	}
+}
+
+func (s *snapshot) startForeground(h activities.HookSpec) {
+	s.fgActive++
+	s.running[h.Key()] = true
+	opts := hookActivityOptions(h, s.activityID(h), s.hostQueue, s.in.Retry.For(h.Plugin), s.in.Timing)
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), acts.RunHook, s.runInput(h))
+	workflow.Go(s.dctx, func(c workflow.Context) {
+		defer func() { s.fgActive-- }()
+		var res model.ArchiveResult
+		if err := fut.Get(c, &res); err != nil {
+			res = s.failedResult(h, err)
+		}
+		s.complete(h, res)
+	})
+}
+
+func (s *snapshot) startBackground(h activities.HookSpec) {
+	cctx, cancel := workflow.WithCancel(s.runCtx)
+	s.bgCancels = append(s.bgCancels, cancel)
+	s.bgLive++
+	s.running[h.Key()] = true
+	cctx = workflow.WithChildOptions(cctx, backgroundChildOptions(s.childID(h), s.in.TaskQueue, h.Name))
+	fut := workflow.ExecuteChildWorkflow(cctx, BackgroundHookWorkflow, BackgroundInput{
+		Run:        s.runInput(h),
+		HostQueue:  s.hostQueue,
+		ActivityID: s.activityID(h),
+		Retry:      s.in.Retry.For(h.Plugin),
+		Timing:     s.in.Timing,
+	})
+	workflow.Go(s.dctx, func(c workflow.Context) {
+		defer func() { s.bgLive-- }()
+		var res model.ArchiveResult
+		if err := fut.Get(c, &res); err != nil {
+			res = s.failedResult(h, err)
+		}
+		s.complete(h, res)
+	})
+}
+
+// failedResult maps a hook's final error, noting a lost host or a stop.
+func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveResult {
+	if isHostLost(err) && s.stopReason == "" {
+		if !s.hostLost {
+			s.hostLost = true
+			s.log().Warn("hook's host queue is not polled; host lost", "hook", h.Key(), "host_queue", s.hostQueue)
+			s.cancelRun()
+		}
+	}
+	res := resultFromError(h, s.in.Retry.For(h.Plugin), err, workflow.Now(s.dctx))
+	if s.stopReason != "" && temporal.IsCanceledError(err) {
+		res.Error = "stopped: " + s.stopReason
+	}
+	return res
+}
+
+// complete records a hook's final result, unless its claim was lost (the
+// next claim runs the hook again).
+func (s *snapshot) complete(h activities.HookSpec, res model.ArchiveResult) {
+	delete(s.running, h.Key())
+	if s.hostLost && s.stopReason == "" {
+		return
+	}
+	s.results[h.Key()] = res
+	s.counters.Add(res)
+	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res, Counters: s.counters, Key: s.runKey(h)}
+	s.writes.enqueue("record result", func(c workflow.Context) error {
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.RecordResult, in).Get(c, nil)
+	})
+}
+
+// seal cancels the background children still running and waits for their
+// results (their hooks get SIGTERM, then SIGKILL after the grace).
+func (s *snapshot) seal() {
+	if s.bgLive > 0 && s.stopReason == "" && !s.hostLost {
+		s.setState(model.StateDraining)
+	}
+	for _, cancel := range s.bgCancels {
+		cancel()
+	}
+	_ = workflow.Await(s.dctx, func() bool { return s.bgLive == 0 && s.fgActive == 0 })
+}
+
+// finalState decides the job's final state and error.
+func (s *snapshot) finalState() (model.JobState, string) {
+	switch {
+	case s.aborted:
+		return model.StateAborted, s.stopReason
+	case s.stopReason != "":
+		return model.StateFailed, s.stopReason
+	case s.failure != "":
+		return model.StateFailed, s.failure
+	case len(s.plan.Hooks) == 0:
+		return model.StateFailed, "no hooks discovered"
+	case s.counters.Failed == s.counters.Total:
+		return model.StateFailed, "every hook failed"
+	}
+	return model.StateFinished, ""
+}
+
+// finish writes the final state once.
+func (s *snapshot) finish() {
+	state, reason := s.finalState()
+	s.failure = reason
+	s.state = state
+	s.upsertSearchAttributes()
+	workflow.SetCurrentDetails(s.dctx, s.details())
+	in := activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: s.counters, Key: s.runID + "/finish"}
+	s.writes.enqueue("finish job", func(c workflow.Context) error {
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.FinishJob, in).Get(c, nil)
+	})
+	s.log().Info("snapshot done", "state", string(state), "reason", reason,
+		"succeeded", s.counters.Succeeded, "failed", s.counters.Failed, "total", s.counters.Total)
+}
+
+// setState moves the job to a non-final state.
+func (s *snapshot) setState(state model.JobState) {
+	s.state = state
+	s.upsertSearchAttributes()
+	workflow.SetCurrentDetails(s.dctx, s.details())
+	s.enqueueState(state)
+}
+
+func (s *snapshot) enqueueState(state model.JobState) {
+	in := activities.JobStateInput{
+		Ident:      s.in.Job.Ident,
+		State:      state,
+		WorkflowID: workflow.GetInfo(s.dctx).WorkflowExecution.ID,
+		RunID:      s.runID,
+		TaskQueue:  s.hostQueue,
+		Key:        fmt.Sprintf("%s/claim-%d/state/%s", s.runID, s.claim, state),
+	}
+	s.writes.enqueue("set job state", func(c workflow.Context) error {
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.SetJobState, in).Get(c, nil)
+	})
+}
+
+func (s *snapshot) upsertSearchAttributes() {
+	err := workflow.UpsertTypedSearchAttributes(s.dctx,
+		searchattr.Ident.ValueSet(s.in.Job.Ident),
+		searchattr.URL.ValueSet(s.in.Job.URL),
+		searchattr.Pool.ValueSet(s.in.Pool),
+		searchattr.State.ValueSet(string(s.state)),
+		searchattr.Step.ValueSet(int64(s.step)),
+	)
+	if err != nil {
+		s.log().Warn("upsert search attributes", "error", err)
+	}
+}
+
+// details is the workflow's current details line in the Web UI.
+func (s *snapshot) details() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s · %s · step %d/9", s.in.Job.URL, s.state, s.step)
+	if !s.state.Final() && s.limit(s.step) == 0 {
+		b.WriteString(" · paused (concurrency 0)")
+	}
+	if s.failure != "" {
+		b.WriteString(" · " + s.failure)
+	}
+	return b.String()
+}
+
+// redisCtx runs Redis writes as local activities: they take milliseconds,
+// and a local activity costs no task-queue round trip and no extra workflow
+// task, which keeps the orchestration overhead per hook low.
+func (s *snapshot) redisCtx(c workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(c, redisOptions())
+}
+
+func (s *snapshot) runInput(h activities.HookSpec) activities.RunHookInput {
+	return activities.RunHookInput{Job: s.in.Job, Hook: h, Settings: s.settings, Key: s.runKey(h)}
+}
+
+// hookRef is the hook's name in IDs: its file name, or PLUGIN/NAME when two
+// plugins ship a hook of the same file name.
+func (s *snapshot) hookRef(h activities.HookSpec) string {
+	if s.names[h.Name] > 1 {
+		return h.Key()
+	}
+	return h.Name
+}
+
+// activityID is IDENT/step-N/HOOK (plus a claim suffix after a re-claim).
+func (s *snapshot) activityID(h activities.HookSpec) string {
+	return fmt.Sprintf("%s/step-%d/%s%s", s.in.Job.Ident, h.Step, s.hookRef(h), claimSuffix(s.claim))
+}
+
+// childID is IDENT/bg/HOOK (plus a claim suffix after a re-claim).
+func (s *snapshot) childID(h activities.HookSpec) string {
+	return fmt.Sprintf("%s/bg/%s%s", s.in.Job.Ident, s.hookRef(h), claimSuffix(s.claim))
+}
+
+// runKey is the idempotency key of a hook's result: one per hook and
+// workflow run, so a hook run again after a re-claim is counted once.
+func (s *snapshot) runKey(h activities.HookSpec) string {
+	return fmt.Sprintf("%s/step-%d/%s", s.runID, h.Step, h.Key())
+}
