@@ -34,17 +34,20 @@ func sequentialNoops(ctx workflow.Context, n int) error {
 // workflow that runs b.N no-op activities sequentially, on the same host
 // as the embedded server. Reported as ms/activity.
 //
-// "tuned" is the dev server as shipped; "stock-poll-rps" puts the history
+// "tuned" is the dev server as shipped (in-memory), "tuned-sqlite-file"
+// the same on a SQLite file (WAL), and "stock-poll-rps" puts the history
 // queue poll rates and task queue partitions back to Temporal's defaults
 // to show what the tuning buys.
 func BenchmarkActivityRoundTrip(b *testing.B) {
 	configs := []struct {
-		name string
-		dyn  map[string]any
+		name       string
+		persistent bool
+		dyn        map[string]any
 	}{
-		{"tuned", nil},
+		{"tuned", false, nil},
+		{"tuned-sqlite-file", true, nil},
 
-		{"stock-poll-rps", map[string]any{
+		{"stock-poll-rps", false, map[string]any{
 			"history.transferProcessorMaxPollRPS":  20,
 			"history.timerProcessorMaxPollRPS":     20,
 			"matching.numTaskqueueReadPartitions":  4,
@@ -53,7 +56,11 @@ func BenchmarkActivityRoundTrip(b *testing.B) {
 	}
 	for _, cfg := range configs {
 		b.Run(cfg.name, func(b *testing.B) {
-			s, err := Start(context.Background(), Options{UIPort: NoUI, Log: zap.NewNop(), DynamicConfig: cfg.dyn})
+			opts := Options{UIPort: NoUI, Log: zap.NewNop(), DynamicConfig: cfg.dyn}
+			if cfg.persistent {
+				opts.DataDir = b.TempDir()
+			}
+			s, err := Start(context.Background(), opts)
 			require.NoError(b, err)
 			defer func() { require.NoError(b, s.Stop()) }()
 			c, err := client.Dial(client.Options{
