@@ -4,53 +4,70 @@
 //	go test -run "^$" -bench . -benchtime 3000x ./bench/redis/
 //
 // Round trips are counted with a go-redis hook (one per command, pipeline
-// or transaction sent).
+// or transaction sent); bytes are the server's total_net_input_bytes and
+// total_net_output_bytes (INFO) over the timed loop, so they include the
+// RESP framing and the replies.
 
 package redisbench
 
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/archiveflow/archiveflow/bench/benchkit"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
-// rttCounter counts network round trips.
-type rttCounter struct{ n atomic.Int64 }
-
-func (c *rttCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *rttCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
+// counters measure one timed loop: round trips on the client, bytes on the
+// server.
+type counters struct {
+	rt     *benchkit.RoundTrips
+	rdb    *redis.Client
+	rt0    int64
+	stats0 benchkit.RedisStats
 }
 
-func (c *rttCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
+// start marks the beginning of the timed loop.
+func (c *counters) start(b *testing.B) {
+	b.Helper()
+	st, err := benchkit.ReadRedisStats(context.Background(), c.rdb)
+	if err != nil {
+		b.Fatal(err)
 	}
+	c.stats0, c.rt0 = st, c.rt.Load()
 }
 
-func setup(b *testing.B, opts rkeys.Options) (*rkeys.Store, *rttCounter, string) {
+// report reports round trips and bytes (in, out) per unit.
+func (c *counters) report(b *testing.B, units int, unit string) {
+	b.Helper()
+	rt := c.rt.Load() - c.rt0
+	st, err := benchkit.ReadRedisStats(context.Background(), c.rdb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := st.Sub(c.stats0)
+	b.ReportMetric(float64(rt)/float64(units), "roundtrips/"+unit)
+	b.ReportMetric(float64(d.NetIn)/float64(units), "bytes-in/"+unit)
+	b.ReportMetric(float64(d.NetOut)/float64(units), "bytes-out/"+unit)
+	b.ReportMetric(float64(d.Commands)/float64(units), "server-cmds/"+unit)
+}
+
+func setup(b *testing.B, opts rkeys.Options) (*rkeys.Store, *counters, string) {
 	b.Helper()
 	srv := testredis.Start(b)
 	if !srv.Real() {
 		b.Log("measuring against miniredis: numbers are not representative")
 	}
 	rdb := srv.Client()
-	cnt := &rttCounter{}
-	rdb.AddHook(cnt)
+	cnt := &counters{rt: &benchkit.RoundTrips{}, rdb: rdb}
+	rdb.AddHook(cnt.rt)
 	st, err := rkeys.NewStore(rdb, opts, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -76,7 +93,7 @@ func BenchmarkRecordResult(b *testing.B) {
 	if _, err := st.RecordResult(ctx, id, "warm", res, resp); err != nil {
 		b.Fatal(err)
 	}
-	cnt.n.Store(0)
+	cnt.start(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := st.RecordResult(ctx, id, fmt.Sprintf("op-%d", i), res, resp); err != nil {
@@ -84,7 +101,7 @@ func BenchmarkRecordResult(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(cnt.n.Load())/float64(b.N), "roundtrips/result")
+	cnt.report(b, b.N, "result")
 }
 
 func BenchmarkAppendLog(b *testing.B) {
@@ -99,7 +116,7 @@ func BenchmarkAppendLog(b *testing.B) {
 			if _, err := st.AppendLog(ctx, id, "warm", packets); err != nil {
 				b.Fatal(err)
 			}
-			cnt.n.Store(0)
+			cnt.start(b)
 			b.ResetTimer()
 			lines := 0
 			for lines < b.N {
@@ -109,7 +126,7 @@ func BenchmarkAppendLog(b *testing.B) {
 				lines += batch
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(cnt.n.Load())/float64(lines), "roundtrips/line")
+			cnt.report(b, lines, "line")
 		})
 	}
 }
