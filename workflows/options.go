@@ -23,6 +23,11 @@ const (
 	discoverStartToClose = 2 * time.Minute
 	redisStartToClose    = 30 * time.Second
 	discoverAttempts     = 3
+	// redisScheduleToClose bounds all attempts of a Redis write together.
+	// The SDK defaults a local activity's ScheduleToClose to its
+	// StartToClose, which would make "retry without limit" give up after
+	// 30 s of Redis outage and drop the write (fault drill 3).
+	redisScheduleToClose = 10 * 365 * 24 * time.Hour
 )
 
 // acts is used only for its method values, which name the activities.
@@ -89,8 +94,9 @@ func hookActivityOptions(h activities.HookSpec, id, hostQueue string, r Retry, t
 // worker of the pool has Redis.
 func redisOptions() workflow.LocalActivityOptions {
 	return workflow.LocalActivityOptions{
-		StartToCloseTimeout: redisStartToClose,
-		RetryPolicy:         redisRetry,
+		ScheduleToCloseTimeout: redisScheduleToClose,
+		StartToCloseTimeout:    redisStartToClose,
+		RetryPolicy:            redisRetry,
 	}
 }
 

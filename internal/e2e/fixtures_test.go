@@ -72,7 +72,8 @@ func has(evs []event, hook, what string) bool {
 	return false
 }
 
-// processesWithEnv lists live (non-zombie) pids whose environment holds kv.
+// processesWithEnv lists live (non-zombie) hook processes (they carry the
+// runner's ARCHIVEFLOW_ATTEMPT_ID marker) whose environment holds kv.
 func processesWithEnv(kv string) []int {
 	entries, _ := os.ReadDir("/proc")
 	var out []int
@@ -92,11 +93,13 @@ func processesWithEnv(kv string) []int {
 		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
 			continue
 		}
+		var match, hook bool
 		for _, v := range strings.Split(string(env), "\x00") {
-			if v == kv {
-				out = append(out, pid)
-				break
-			}
+			match = match || v == kv
+			hook = hook || strings.HasPrefix(v, "ARCHIVEFLOW_ATTEMPT_ID=")
+		}
+		if match && hook {
+			out = append(out, pid)
 		}
 	}
 	return out

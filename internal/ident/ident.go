@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/idna"
@@ -188,7 +189,7 @@ func checkPort(raw, port string) error {
 			return fmt.Errorf("url %q: port %q must be decimal digits", raw, port)
 		}
 	}
-	if len(port) > 5 {
+	if n, err := strconv.Atoi(port); len(port) > 5 || err == nil && n > 65535 {
 		return fmt.Errorf("url %q: port %q must be at most 65535", raw, port)
 	}
 	return nil

@@ -145,6 +145,15 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	log.Info("shutting down: no new work; running hooks get the drain timeout",
 		zap.Duration("drain_timeout", d.Config.Worker.DrainTimeout))
 	stopAll()
+	// Stop returns once the drain timeout has passed and the remaining hook
+	// activities were cancelled; their runners are still sending SIGTERM,
+	// waiting the grace and sending SIGKILL. Exit only when they are done,
+	// so no hook outlives its worker.
+	wctx, cancel := context.WithTimeout(context.Background(), d.Config.Hooks.Grace+30*time.Second)
+	if n := procs.Wait(wctx); n > 0 {
+		log.Warn("hooks still running after their grace; the next worker start sweeps them", zap.Int("hooks", n))
+	}
+	cancel()
 	stopStats()
 	sweep(archiveDir, d.Config.Hooks.Grace, log)
 	log.Info("worker pools stopped")

@@ -25,6 +25,53 @@ const maxWarnings = 10
 // never touches a live attempt of its own process.
 var active sync.Map
 
+// inflight counts the Run calls under way in this process, so a worker that
+// shuts down can wait until every hook it cancelled is really gone.
+var inflight struct {
+	sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func beginRun() {
+	inflight.Lock()
+	defer inflight.Unlock()
+	if inflight.n == 0 {
+		inflight.idle = make(chan struct{})
+	}
+	inflight.n++
+}
+
+func endRun() {
+	inflight.Lock()
+	defer inflight.Unlock()
+	inflight.n--
+	if inflight.n == 0 {
+		close(inflight.idle)
+	}
+}
+
+// Wait blocks until no Run is under way in this process (every hook it
+// started has ended and been cleaned up) or ctx ends; it returns the number
+// of runs still under way (0 when idle).
+func Wait(ctx context.Context) int {
+	inflight.Lock()
+	if inflight.n == 0 {
+		inflight.Unlock()
+		return 0
+	}
+	idle := inflight.idle
+	inflight.Unlock()
+	select {
+	case <-idle:
+		return 0
+	case <-ctx.Done():
+		inflight.Lock()
+		defer inflight.Unlock()
+		return inflight.n
+	}
+}
+
 // Run runs one hook attempt to its end and returns its outcome.
 //
 // An error means the hook could not be started (invalid spec, missing
@@ -43,6 +90,8 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return Result{}, fmt.Errorf("%w: attempt ID %s: already running in this process", ErrInvalidSpec, s.AttemptID)
 	}
 	defer active.Delete(s.AttemptID)
+	beginRun()
+	defer endRun()
 
 	if err := context.Cause(ctx); err != nil {
 		return Result{}, fmt.Errorf("run hook %s: not started: %w", s.Stem, err)

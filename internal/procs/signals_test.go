@@ -181,3 +181,29 @@ func TestBackgroundExitingByItselfUsesNormalMapping(t *testing.T) {
 	res := runSpec(t, s)
 	assert.True(t, res.Transient)
 }
+
+// TestWaitReturnsWhenRunsEnd is not parallel: Wait counts every run of the
+// process, and parallel tests only start after the sequential ones.
+func TestWaitReturnsWhenRunsEnd(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.Equal(t, 0, Wait(ctx), "idle: nothing under way")
+
+	spec := specFor(t, writeHook(t, "slow.sh", "sleep 0.5"))
+	started := make(chan struct{})
+	spec.OnStderr = func(string) {}
+	done := make(chan Result, 1)
+	go func() {
+		close(started)
+		done <- runSpec(t, spec)
+	}()
+	<-started
+	require.Eventually(t, func() bool {
+		short, cancelShort := context.WithTimeout(context.Background(), time.Millisecond)
+		defer cancelShort()
+		return Wait(short) == 1
+	}, testDeadline, time.Millisecond, "the run is counted while under way")
+	assert.Equal(t, 0, Wait(context.Background()), "Wait returns once the run ended")
+	res := <-done
+	assert.Equal(t, model.StatusNoResults, res.Status)
+}

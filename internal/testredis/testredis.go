@@ -45,6 +45,21 @@ type Server struct {
 
 	mu      sync.Mutex
 	clients []*redis.Client
+
+	// proc is the running redis-server (nil while stopped or on
+	// miniredis); bin, dir and port relaunch it on the same address.
+	procMu sync.Mutex
+	proc   *process
+	bin    string
+	dir    string
+	port   int
+}
+
+// process is one launched redis-server and the channel closed when it exits.
+type process struct {
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
 }
 
 // Start starts a Redis server for tb and stops it in tb.Cleanup.
@@ -142,11 +157,33 @@ func startReal(tb testing.TB, bin string) *Server {
 
 func launch(tb testing.TB, bin, dir string, port int) (*Server, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	logPath := filepath.Join(dir, fmt.Sprintf("redis-%d.log", port))
-	cmd := exec.Command(bin,
-		"--port", strconv.Itoa(port),
+	s := &Server{Addr: addr, URL: "redis://" + addr + "/0", real: true, bin: bin, dir: dir, port: port}
+	p, err := s.spawn()
+	if err != nil {
+		return nil, err
+	}
+	s.proc = p
+	tb.Cleanup(func() {
+		s.closeClients()
+		s.procMu.Lock()
+		defer s.procMu.Unlock()
+		if s.proc != nil {
+			s.proc.kill()
+			s.proc = nil
+		}
+	})
+	return s, nil
+}
+
+// spawn starts redis-server on s's port and dir and waits for PING. The
+// database is persisted only by Stop (SHUTDOWN SAVE) into dir/dump.rdb,
+// which the next spawn loads.
+func (s *Server) spawn() (*process, error) {
+	logPath := filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port))
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
-		"--dir", dir,
+		"--dir", s.dir,
 		"--save", "",
 		"--appendonly", "no",
 		"--logfile", logPath,
@@ -155,26 +192,75 @@ func launch(tb testing.TB, bin, dir string, port int) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	exited := make(chan struct{})
-	var waitErr error
+	p := &process{cmd: cmd, exited: make(chan struct{})}
 	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
+		p.waitErr = cmd.Wait()
+		close(p.exited)
 	}()
-
-	s := &Server{Addr: addr, URL: "redis://" + addr + "/0", real: true}
-	stop := func() {
-		s.closeClients()
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	if err := waitReady(addr, exited, &waitErr); err != nil {
-		stop()
+	if err := waitReady(s.Addr, p.exited, &p.waitErr); err != nil {
+		p.kill()
 		log, _ := os.ReadFile(logPath)
 		return nil, fmt.Errorf("%w; server log: %s", err, strings.TrimSpace(string(log)))
 	}
-	tb.Cleanup(stop)
-	return s, nil
+	return p, nil
+}
+
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// Stop takes the server down as an outage would, keeping its data: the
+// real server saves its dataset (SHUTDOWN SAVE) and exits, so its port
+// refuses connections until Restart. Clients made by Client stay open and
+// reconnect after Restart. Stopping a stopped server is an error.
+func (s *Server) Stop() error {
+	if s.mini != nil {
+		s.mini.Close()
+		return nil
+	}
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	if s.proc == nil {
+		return fmt.Errorf("testredis: stop %s: server is not running", s.Addr)
+	}
+	p := s.proc
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, DialTimeout: 5 * time.Second, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	// SHUTDOWN never replies on success: the connection just closes.
+	err := c.ShutdownSave(ctx).Err()
+	select {
+	case <-p.exited:
+	case <-ctx.Done():
+		p.kill()
+		return fmt.Errorf("testredis: stop %s: redis-server did not exit after SHUTDOWN SAVE (%v)", s.Addr, err)
+	}
+	s.proc = nil
+	return nil
+}
+
+// Restart starts a stopped server again on the same address with the data
+// Stop saved, and returns once it answers PING.
+func (s *Server) Restart() error {
+	if s.mini != nil {
+		if err := s.mini.Restart(); err != nil {
+			return fmt.Errorf("testredis: restart miniredis on %s: %w", s.Addr, err)
+		}
+		return nil
+	}
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	if s.proc != nil {
+		return fmt.Errorf("testredis: restart %s: server is already running", s.Addr)
+	}
+	p, err := s.spawn()
+	if err != nil {
+		return fmt.Errorf("testredis: restart %s: %w", s.Addr, err)
+	}
+	s.proc = p
+	return nil
 }
 
 // waitReady polls PING until it answers, the process exits or the deadline passes.
