@@ -174,13 +174,15 @@ type Activities struct {
 	discoverer Discoverer
 	runner     Runner
 	store      Store
+	hosts      HostRegistry // nil when store is no HostRegistry
 	opts       Options
 	log        *zap.Logger
 }
 
 // New builds Activities. discoverer and runner may be nil on a worker that
 // only serves Redis activities; the activities that need them then fail with
-// a clear error.
+// a clear error. When store also implements HostRegistry (RedisStore does),
+// HostAlive answers from it.
 func New(discoverer Discoverer, runner Runner, store Store, log *zap.Logger, opts Options) (*Activities, error) {
 	if store == nil {
 		return nil, errors.New("activities: store must not be nil")
@@ -188,7 +190,9 @@ func New(discoverer Discoverer, runner Runner, store Store, log *zap.Logger, opt
 	if log == nil {
 		log = zap.NewNop()
 	}
+	hosts, _ := store.(HostRegistry)
 	return &Activities{
+		hosts:      hosts,
 		discoverer: discoverer,
 		runner:     runner,
 		store:      store,

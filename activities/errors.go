@@ -12,6 +12,11 @@ func invalidInput(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalidInput, nil)
 }
 
+// nonRetryable is a non-retryable error of the given type.
+func nonRetryable(errType, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errType, nil)
+}
+
 // configError is a non-retryable plugin configuration error.
 func configError(err error, details ...any) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil, details...)

@@ -46,7 +46,7 @@ func (a *Activities) RunHook(ctx context.Context, in RunHookInput) (model.Archiv
 	if a.runner == nil {
 		return model.ArchiveResult{}, invalidInput("run hook %s: this worker has no hook runner", in.Hook.Key())
 	}
-	attempt := int(activity.GetInfo(ctx).Attempt)
+	attempt := in.AttemptsBefore + int(activity.GetInfo(ctx).Attempt)
 	log := a.log.With(zap.String("ident", in.Job.Ident), zap.String("hook", in.Hook.Key()),
 		zap.Int("step", in.Hook.Step), zap.Int("attempt", attempt))
 
@@ -147,6 +147,9 @@ func validateRunHook(in RunHookInput) error {
 	if in.Hook.Path == "" {
 		return invalidInput("run hook %s for %s: path must not be empty", in.Hook.Key(), in.Job.Ident)
 	}
+	if in.AttemptsBefore < 0 {
+		return invalidInput("run hook %s for %s: attempts_before %d: must be >= 0", in.Hook.Key(), in.Job.Ident, in.AttemptsBefore)
+	}
 	return nil
 }
 
@@ -227,7 +230,9 @@ func (a *Activities) superviseAttempt(ctx context.Context, in RunHookInput, atte
 			case <-loopCtx.Done():
 				return
 			case <-hb.C:
-				activity.RecordHeartbeat(ctx, sink.progress())
+				p := sink.progress()
+				p.Attempt = attempt
+				activity.RecordHeartbeat(ctx, p)
 				if time.Since(lastPulse) >= a.opts.JobHeartbeatInterval {
 					lastPulse = time.Now()
 					if err := a.store.Heartbeat(loopCtx, in.Job.Ident); err != nil {

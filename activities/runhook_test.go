@@ -311,7 +311,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"index.html"}'`)
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, beats)
-	assert.Contains(t, beats, Progress{StderrLines: 1, Records: 2, Responses: 2}, "a heartbeat reported what the hook had printed")
+	assert.Contains(t, beats, Progress{Attempt: 1, StderrLines: 1, Records: 2, Responses: 2}, "a heartbeat reported what the hook had printed and its attempt")
 	require.Len(t, f.store.results, 1, "the final result is recorded with its responses")
 	rec := f.store.results[0]
 	assert.Equal(t, runInput(h).Key, rec.Key)
@@ -444,6 +444,7 @@ func TestRunHookRejectsInvalidInput(t *testing.T) {
 		{"no url", func(in *RunHookInput) { in.Job.URL = "" }, "job url must not be empty"},
 		{"bad step", func(in *RunHookInput) { in.Hook.Step = 12 }, "step 12: must be 0..9"},
 		{"no path", func(in *RunHookInput) { in.Hook.Path = "" }, "path must not be empty"},
+		{"negative attempts before", func(in *RunHookInput) { in.AttemptsBefore = -1 }, "attempts_before -1: must be >= 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -526,4 +527,25 @@ func BenchmarkEngineRunNoop(b *testing.B) {
 		require.NoError(b, err)
 		require.Equal(b, model.StatusNoResults, out.Result.Status)
 	}
+}
+
+// A hook scheduled again after waiting on a busy host continues its attempt
+// count: the result and the hook's EXTRA_CONTEXT say attempt 3, not 1.
+func TestRunHookContinuesAttemptsAfterRequeue(t *testing.T) {
+	f := newFixture(t)
+	h := f.hook("probe", "on_Snapshot__10_probe.sh", `
+printf '%s' "$EXTRA_CONTEXT" > extra.json
+echo '{"type":"ArchiveResult","status":"succeeded"}'`)
+	in := runInput(h)
+	in.AttemptsBefore = 2
+
+	res, err := f.run(f.env(), in)
+
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Attempts)
+	raw, err := os.ReadFile(filepath.Join(f.archive, "snapshots", "abc123", "probe", "extra.json"))
+	require.NoError(t, err)
+	var extra map[string]any
+	require.NoError(t, json.Unmarshal(raw, &extra))
+	assert.EqualValues(t, 3, extra["attempt"])
 }

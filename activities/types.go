@@ -136,11 +136,20 @@ type RunHookInput struct {
 	// Key is the idempotency key of the hook's result:
 	// RUNID/step-S/PLUGIN/NAME (see ResultInput.Key).
 	Key string `json:"key"`
+	// AttemptsBefore counts the attempts of this hook that earlier
+	// schedulings of it already ran: the workflow schedules a hook again
+	// when it waited on a busy (alive) host past its ScheduleToStart
+	// timeout. The reported attempt is AttemptsBefore + the activity's own.
+	AttemptsBefore int `json:"attempts_before,omitempty"`
 }
 
 // Progress is what a running hook has produced so far; it is the heartbeat
 // detail of RunHook, visible in the Web UI's pending activity.
 type Progress struct {
+	// Attempt is the hook's attempt (RunHookInput.AttemptsBefore included):
+	// the workflow reads it from a timeout's last heartbeat to count the
+	// attempts a hook already ran.
+	Attempt     int   `json:"attempt,omitempty"`
 	StderrLines int64 `json:"stderr_lines"`
 	Records     int64 `json:"records"`
 	Responses   int64 `json:"responses"`

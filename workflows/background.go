@@ -35,14 +35,16 @@ func BackgroundHookWorkflow(ctx workflow.Context, in BackgroundInput) (model.Arc
 	t := in.Timing.withDefaults()
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s · background hook %s", in.Run.Job.URL, h.Name))
 	actx := workflow.WithActivityOptions(ctx, hookActivityOptions(h, in.ActivityID, in.HostQueue, in.Retry, t))
-	var res model.ArchiveResult
+	fut := workflow.ExecuteActivity(actx, acts.RunHook, in.Run)
+	// The child runs on the pool's shared queue: its host checks go there.
+	check := hostCheck{poolQueue: workflow.GetInfo(ctx).TaskQueueName, hostQueue: in.HostQueue, timing: t}
 	// Get waits for the activity even after cancellation
 	// (WaitForCancellation), so the hook is stopped before this returns.
-	err := workflow.ExecuteActivity(actx, acts.RunHook, in.Run).Get(ctx, &res)
+	res, err := hookOnHost(ctx, fut, in.Run, in.ActivityID, in.Retry, check)
 	if err == nil {
 		return res, nil
 	}
-	if isHostLost(err) {
+	if isScheduleToStart(err) {
 		return model.ArchiveResult{}, fmt.Errorf("background hook %s: %w", h.Key(), err)
 	}
 	res = resultFromError(h, in.Retry, err, workflow.Now(ctx))

@@ -12,13 +12,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
-// isHostLost reports an activity that waited on the claimed host's queue
-// past HostScheduleToStart: no worker polls it any more, the host is gone.
-func isHostLost(err error) bool {
-	var te *temporal.TimeoutError
-	return errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
-}
-
 // baseResult is the identity part of a hook's result.
 func baseResult(h activities.HookSpec) model.ArchiveResult {
 	return model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background}

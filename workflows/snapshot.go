@@ -16,8 +16,9 @@
 // Host affinity: the snapshot claims a worker's own task queue (ClaimHost
 // on the pool's queue) and sends every hook there. Archives are not on
 // shared storage, so when the host is lost (an activity waits on its queue
-// past Timing.HostScheduleToStart) the snapshot is re-claimed by another
-// worker and restarts from step 0.
+// past Timing.HostScheduleToStart and no live pipeline:ID record lists the
+// queue) the snapshot is re-claimed by another worker and restarts from
+// step 0. A host that is alive but busy is waited for (hostwait.go).
 package workflows
 
 import (
@@ -241,12 +242,30 @@ func (s *snapshot) claimHost() error {
 	return nil
 }
 
+// hostCheck tells a busy claimed host from a lost one (see hostwait.go).
+func (s *snapshot) hostCheck() hostCheck {
+	return hostCheck{poolQueue: s.in.TaskQueue, hostQueue: s.hostQueue, timing: s.in.Timing}
+}
+
+// discover runs DiscoverHooks on the claimed host. While it times out
+// before start on a host that is alive (busy), it is scheduled again.
 func (s *snapshot) discover() error {
-	actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.hostQueue, s.in.Job.Ident+"/discover"+claimSuffix(s.claim), s.in.Timing))
+	id := s.in.Job.Ident + "/discover" + claimSuffix(s.claim)
+	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
+	check := s.hostCheck()
 	var plan activities.Plan
-	err := workflow.ExecuteActivity(actx, acts.DiscoverHooks, activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}).Get(s.dctx, &plan)
+	var err error
+	for round := 1; ; round++ {
+		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.hostQueue, id+requeueSuffix(round), s.in.Timing))
+		err = workflow.ExecuteActivity(actx, acts.DiscoverHooks, in).Get(s.dctx, &plan)
+		if err == nil || !isScheduleToStart(err) || s.stopping() || check.lost(s.runCtx, checkID(id, round)) || s.stopping() {
+			break
+		}
+	}
 	switch {
-	case err != nil && isHostLost(err):
+	case err != nil && isScheduleToStart(err) && s.stopping():
+		return nil
+	case err != nil && isScheduleToStart(err):
 		s.hostLost = true
 		return errHostLost
 	case err != nil && s.stopping():
@@ -333,12 +352,16 @@ func (s *snapshot) launch(h activities.HookSpec) {
 func (s *snapshot) startForeground(h activities.HookSpec) {
 	s.fgActive++
 	s.running[h.Key()] = true
-	opts := hookActivityOptions(h, s.activityID(h), s.hostQueue, s.in.Retry.For(h.Plugin), s.in.Timing)
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), acts.RunHook, s.runInput(h))
-	workflow.Go(s.dctx, func(c workflow.Context) {
+	id, in, r := s.activityID(h), s.runInput(h), s.in.Retry.For(h.Plugin)
+	opts := hookActivityOptions(h, id, s.hostQueue, r, s.in.Timing)
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), acts.RunHook, in)
+	check := s.hostCheck()
+	// The goroutine's context is a child of runCtx, so a stop or a lost
+	// host also cancels a hook scheduled again on a busy host.
+	workflow.Go(s.runCtx, func(c workflow.Context) {
 		defer func() { s.fgActive-- }()
-		var res model.ArchiveResult
-		if err := fut.Get(c, &res); err != nil {
+		res, err := hookOnHost(c, fut, in, id, r, check)
+		if err != nil {
 			res = s.failedResult(h, err)
 		}
 		s.complete(h, res)
@@ -370,7 +393,7 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 
 // failedResult maps a hook's final error, noting a lost host or a stop.
 func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveResult {
-	if isHostLost(err) && s.stopReason == "" {
+	if isScheduleToStart(err) && s.stopReason == "" {
 		if !s.hostLost {
 			s.hostLost = true
 			s.log().Warn("hook's host queue is not polled; host lost", "hook", h.Key(), "host_queue", s.hostQueue)
