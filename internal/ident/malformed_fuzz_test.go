@@ -27,17 +27,13 @@ func malformedURLs() []string {
 	for _, port := range []string{"65536", "99999", "100000", "-1", "abc", "1e3", "0x50", "80a", "+80", "١٢٣", "8 0", "8080808080808080"} {
 		out = append(out, fmt.Sprintf("http://example.com:%s/", port), fmt.Sprintf("https://[::1]:%s/", port))
 	}
-	for _, noHost := range []string{"", "example.com", "/path", "//", "http://", "https://", "http:///path", "http://:80/", "http://@/", "http://user@/", "http:example.com", "http:/example.com", "?q", "#f", " "} {
-		out = append(out, noHost)
-	}
+	out = append(out, []string{"", "example.com", "/path", "//", "http://", "https://", "http:///path", "http://:80/", "http://@/", "http://user@/", "http:example.com", "http:/example.com", "?q", "#f", " "}...)
 	// RFC 3986 allows sub-delims (!$&'()*+,;=) in a host name; these are
 	// the characters it does not allow.
 	for _, c := range []string{" ", "<", ">", "\"", "{", "}", "|", "\\", "^", "`", "%", "%zz", "%4"} {
 		out = append(out, "http://exa"+c+"mple.com/")
 	}
-	for _, v6 := range []string{"http://[::1/", "http://[zz::1]/", "http://[::1]x/", "http://[1:2:3:4:5:6:7:8:9]/", "http://[]/", "http://[::1]]/", "http://[127.0.0.1]/"} {
-		out = append(out, v6)
-	}
+	out = append(out, []string{"http://[::1/", "http://[zz::1]/", "http://[::1]x/", "http://[1:2:3:4:5:6:7:8:9]/", "http://[]/", "http://[::1]]/", "http://[127.0.0.1]/"}...)
 	return out
 }
 

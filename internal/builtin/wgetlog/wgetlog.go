@@ -44,9 +44,8 @@ var (
 
 // Parser accumulates log lines and reports each completed Fetch.
 type Parser struct {
-	emit    func(Fetch)
-	cur     *Fetch
-	started bool // cur has an HTTP status or a terminal failure
+	emit func(Fetch)
+	cur  *Fetch
 }
 
 // NewParser returns a Parser that calls emit once per completed fetch.
