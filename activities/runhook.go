@@ -119,7 +119,10 @@ func workerStopping(ctx context.Context) bool {
 func (a *Activities) recordFinal(ctx context.Context, in RunHookInput, res model.ArchiveResult, sink *runSink, log *zap.Logger) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 	defer cancel()
-	err := a.store.RecordResult(wctx, ResultInput{Ident: in.Job.Ident, Result: res, Key: in.Key, Responses: sink.responses()})
+	var err error
+	a.heartbeatWhile(ctx, res.Attempts, sink, func() {
+		err = a.store.RecordResult(wctx, ResultInput{Ident: in.Job.Ident, Result: res, Key: in.Key, Responses: sink.responses()})
+	})
 	if err != nil {
 		log.Warn("record result with responses", zap.Error(err))
 	}
@@ -251,8 +254,37 @@ func (a *Activities) superviseAttempt(ctx context.Context, in RunHookInput, atte
 		<-done
 		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 		defer fcancel()
-		flusher.flush(fctx, sink)
+		a.heartbeatWhile(ctx, attempt, sink, func() { flusher.flush(fctx, sink) })
 	}
+}
+
+// heartbeatWhile keeps heartbeating the attempt's progress while fn runs.
+// The final Redis writes of an attempt may wait on a slow or absent Redis
+// for up to finalFlushTimeout each; without heartbeats that wait could
+// outlast the heartbeat timeout, and Temporal would run the finished hook
+// again.
+func (a *Activities) heartbeatWhile(ctx context.Context, attempt int, sink *runSink, fn func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(a.opts.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				p := sink.progress()
+				p.Attempt = attempt
+				activity.RecordHeartbeat(ctx, p)
+			}
+		}
+	}()
+	fn()
+	close(stop)
+	wg.Wait()
 }
 
 // logFlusher writes buffered log entries of one attempt in numbered batches.
