@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -116,10 +117,18 @@ func Run(ctx context.Context, d Deps, names []string) error {
 
 	var started []worker.Worker
 	stopAll := func() {
-		// Stop in reverse: host queues (hooks) last started, first stopped.
-		for i := len(started) - 1; i >= 0; i-- {
-			started[i].Stop()
+		// Stop every worker at once: each Stop waits up to the drain
+		// timeout for its running activities, so stopping them one by one
+		// would multiply the drain by the number of workers.
+		var wg sync.WaitGroup
+		for _, w := range started {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.Stop()
+			}()
 		}
+		wg.Wait()
 	}
 	var queues []string
 	for _, p := range selected {
