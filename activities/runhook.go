@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
 // finalFlushTimeout bounds the last job-log write of an attempt, which runs
@@ -64,6 +65,10 @@ func (a *Activities) RunHook(ctx context.Context, in RunHookInput) (model.Archiv
 		outcome = Outcome{Transient: true, Error: runErr.Error()}
 	}
 	res := a.attemptResult(in, attempt, started, outcome)
+	if rs := sink.responses(); len(rs) > 0 {
+		c := rkeys.CountResponses(rs)
+		res.Responses = &c
+	}
 	cancelled := ctx.Err() != nil
 	if cancelled && workerStopping(ctx) {
 		// The worker is shutting down, not the job: the retry policy runs

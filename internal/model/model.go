@@ -51,6 +51,23 @@ type Response struct {
 	WgetCode string `json:"wget_code,omitempty"`
 }
 
+// ResponseCounts summarises the Response records of one hook run: how many,
+// by status class (anything outside 100..599 is Runk) and how many were
+// errors, as ArchiveBot's counters r1xx..r5xx, runk and error_count count
+// them. It travels in the ArchiveResult so the workflow can write the
+// counters itself, with retries, whatever happens to the hook's worker.
+type ResponseCounts struct {
+	Count int64 `json:"count"`
+	R1xx  int64 `json:"r1xx,omitempty"`
+	R2xx  int64 `json:"r2xx,omitempty"`
+	R3xx  int64 `json:"r3xx,omitempty"`
+	R4xx  int64 `json:"r4xx,omitempty"`
+	R5xx  int64 `json:"r5xx,omitempty"`
+	Runk  int64 `json:"runk,omitempty"`
+	// Errors counts responses that ArchiveBot marks is_error.
+	Errors int64 `json:"errors,omitempty"`
+}
+
 // ArchiveResult is the record of one hook's run, final after retries.
 type ArchiveResult struct {
 	Plugin     string          `json:"plugin"`
@@ -68,6 +85,8 @@ type ArchiveResult struct {
 	Outputs    []OutputFile    `json:"outputs,omitempty"`
 	// OutputBytes is the sum of Outputs' sizes; it feeds bytes_downloaded.
 	OutputBytes int64 `json:"output_bytes"`
+	// Responses summarises the hook's Response records (nil: none).
+	Responses *ResponseCounts `json:"responses,omitempty"`
 }
 
 // JobState is the lifecycle state of a job (DESIGN.md §4, kickq-style indexes).

@@ -10,16 +10,13 @@ import (
 )
 
 // ResponseCounts are ArchiveBot's response buckets for a set of fetches.
-type ResponseCounts struct {
-	R1xx, R2xx, R3xx, R4xx, R5xx, Runk int64
-	Errors                             int64 // error_count
-}
+type ResponseCounts = model.ResponseCounts
 
 // CountResponses buckets responses the way ArchiveBot's log analyzer does
 // (by response_code; anything outside 100..599 is runk) and counts errors
 // with the same rule as the download packets' is_error.
 func CountResponses(rs []model.Response) ResponseCounts {
-	var c ResponseCounts
+	c := ResponseCounts{Count: int64(len(rs))}
 	for _, r := range rs {
 		switch {
 		case r.Status >= 100 && r.Status < 200:
@@ -121,12 +118,17 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 	if r.OutputBytes < 0 {
 		return false, fmt.Errorf("record result of job %s hook %s: output bytes %d: must be >= 0", ident, r.Hook, r.OutputBytes)
 	}
-	ev := s.event(ident, opID, r, len(responses))
+	// The responses themselves (the hook's activity holds them) or, when
+	// the workflow records the result, the summary the result carries.
+	c := CountResponses(responses)
+	if len(responses) == 0 && r.Responses != nil {
+		c = *r.Responses
+	}
+	ev := s.event(ident, opID, r, int(c.Count))
 	evJSON, err := json.Marshal(ev)
 	if err != nil {
 		return false, fmt.Errorf("record result of job %s hook %s: encode event: %w", ident, r.Hook, err)
 	}
-	c := CountResponses(responses)
 	own := "0"
 	if *s.opts.OwnResponseCounters {
 		own = "1"
@@ -140,7 +142,7 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 		s.keys.EventCounters(), s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID),
 	}
 	code, err := recordResultScript.Run(ctx, s.rdb, keys,
-		"result:"+opID, string(r.Status), r.OutputBytes, len(responses), own,
+		"result:"+opID, string(r.Status), r.OutputBytes, c.Count, own,
 		c.R1xx, c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.Runk, c.Errors,
 		string(evJSON), seconds(s.opts.EventsTTL), unixInt(s.now())).Int()
 	if err != nil {

@@ -528,3 +528,39 @@ func TestDeleteJobRemovesEverything(t *testing.T) {
 	assert.Equal(t, before, dump(t, e.rdb), "only the other job's state is left")
 	require.NoError(t, e.store.DeleteJob(ctx, j.Ident), "deleting twice is harmless")
 }
+
+// TestRecordResultFromSummary: the workflow records results without the
+// responses (only the hook's activity holds them) but with their summary;
+// the counters come out the same as from the responses themselves.
+func TestRecordResultFromSummary(t *testing.T) {
+	resp := []model.Response{
+		{URL: "http://example.com/", Status: 200, Bytes: 100},
+		{URL: "http://example.com/a", Status: 301},
+		{URL: "http://example.com/b", Status: 404},
+		{URL: "http://example.com/d", Status: 0},
+	}
+	dumps := map[string]map[string]string{}
+	for _, mode := range []string{"responses", "summary"} {
+		e := newEnv(t, Options{EventsTTL: time.Hour})
+		ctx := ctxT(t)
+		j := testJob(t, "http://example.com/")
+		require.NoError(t, e.store.CreateJob(ctx, j))
+		res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__60_wget.sh", Step: 6, Status: model.StatusSucceeded,
+			Attempts: 1, StartedAt: t0, EndedAt: t0.Add(time.Second)}
+		var err error
+		if mode == "responses" {
+			_, err = e.store.RecordResult(ctx, j.Ident, "op-1", res, resp)
+		} else {
+			c := CountResponses(resp)
+			res.Responses = &c
+			_, err = e.store.RecordResult(ctx, j.Ident, "op-1", res, nil)
+		}
+		require.NoError(t, err)
+		dumps[mode] = e.rdb.HGetAll(ctx, j.Ident).Val()
+	}
+	for _, k := range []string{"items_downloaded", "items_queued", "r2xx", "r3xx", "r4xx", "runk", "error_count"} {
+		assert.Equal(t, dumps["responses"][k], dumps["summary"][k], k)
+	}
+	assert.Equal(t, "4", dumps["summary"]["items_downloaded"])
+	assert.Equal(t, "1", dumps["summary"]["r4xx"])
+}
