@@ -2,74 +2,10 @@ package benchkit
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
-	"syscall"
-	"testing"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/archiveflow/archiveflow/config"
 )
-
-// BuildWorkers builds the workers binary into a temporary directory of tb
-// and returns its path.
-func BuildWorkers(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "workers")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/archiveflow/archiveflow/workers").CombinedOutput()
-	if err != nil {
-		tb.Fatalf("go build workers: %v: %s", err, out)
-	}
-	return bin
-}
-
-// StartWorker runs one workers process for cfg's pools, configured through
-// ARCHIVEFLOW_* env vars, with its own archive dir, logging warnings only,
-// and stops it (SIGTERM, wait) when tb ends.
-func StartWorker(tb testing.TB, bin string, cfg *config.Config, name string) *exec.Cmd {
-	tb.Helper()
-	pools, err := json.Marshal(cfg.Pools)
-	if err != nil {
-		tb.Fatalf("encode pools: %v", err)
-	}
-	logFile, err := os.Create(filepath.Join(tb.TempDir(), name+".log"))
-	if err != nil {
-		tb.Fatalf("create worker log: %v", err)
-	}
-	cmd := exec.Command(bin, "--log-format", "json", "--log-level", "warn")
-	cmd.Env = append(os.Environ(),
-		"ARCHIVEFLOW_TEMPORAL_HOST_PORT="+cfg.Temporal.HostPort,
-		"ARCHIVEFLOW_TEMPORAL_NAMESPACE="+cfg.Temporal.Namespace,
-		"ARCHIVEFLOW_REDIS_URL="+cfg.Redis.URL,
-		"ARCHIVEFLOW_POOLS="+string(pools),
-		"ARCHIVEFLOW_JOB_TASK_QUEUE="+cfg.Job.TaskQueue,
-		"ARCHIVEFLOW_PLUGINS_DIRS="+strings.Join(cfg.Plugins.Dirs, ","),
-		"ARCHIVEFLOW_ARCHIVE_DIR="+filepath.Join(tb.TempDir(), name),
-		"ARCHIVEFLOW_HOOKS_TIMEOUT="+cfg.Hooks.Timeout.String(),
-		"ARCHIVEFLOW_HOOKS_GRACE="+cfg.Hooks.Grace.String(),
-		"ARCHIVEFLOW_WORKER_DRAIN_TIMEOUT=1s",
-		"ARCHIVEFLOW_WORKER_NICKNAME="+name,
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start worker %s: %v", name, err)
-	}
-	tb.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		_ = logFile.Close()
-		if tb.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			tb.Logf("%s log:\n%s", name, b)
-		}
-	})
-	return cmd
-}
 
 // RoundTrips is a go-redis hook counting network round trips: one per
 // command, pipeline or transaction sent.

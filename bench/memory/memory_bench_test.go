@@ -50,7 +50,7 @@ func startServer(b *testing.B) *devserver.Server {
 // BenchmarkMemory measures a worker process's RSS before and during a job
 // (sampled every 10 ms, and its kernel-recorded peak VmHWM).
 func BenchmarkMemory(b *testing.B) {
-	bin := benchkit.BuildWorkers(b)
+	bin := e2e.BuildWorkers(b)
 	flood := fmt.Sprintf("yes '%s' | head -c %d", floodLine, gib)
 	b.Run("stdout-1GiB", func(b *testing.B) {
 		benchMemory(b, bin, func(root string) {
@@ -94,7 +94,7 @@ func benchMemory(b *testing.B, bin string, hooks func(root string), printed int6
 		cfg.Worker.StatsInterval = 5 * time.Second
 		cfg.Worker.PipelineTTL = time.Minute
 	})
-	w := benchkit.StartWorker(b, bin, st.Config, "w1")
+	w := e2e.StartWorker(b, bin, st.Config, "w1", "ARCHIVEFLOW_LOG_LEVEL=warn")
 	pid := w.Process.Pid
 	// Idle: the worker registered its pipeline and polls its queues.
 	require.Eventually(b, func() bool {

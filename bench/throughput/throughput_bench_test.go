@@ -49,7 +49,7 @@ func startServer(b *testing.B) *devserver.Server {
 
 // BenchmarkThroughput runs the batch with 1, 2 and 4 worker processes.
 func BenchmarkThroughput(b *testing.B) {
-	bin := benchkit.BuildWorkers(b)
+	bin := e2e.BuildWorkers(b)
 	for _, n := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) { benchThroughput(b, bin, n) })
 	}
@@ -76,7 +76,7 @@ func benchThroughput(b *testing.B, bin string, workers int) {
 	})
 	var procs []*exec.Cmd
 	for i := range workers {
-		procs = append(procs, benchkit.StartWorker(b, bin, st.Config, fmt.Sprintf("w%d", i+1)))
+		procs = append(procs, e2e.StartWorker(b, bin, st.Config, fmt.Sprintf("w%d", i+1), "ARCHIVEFLOW_LOG_LEVEL=warn"))
 	}
 	// Warm up every worker's pollers with one snapshot each.
 	batch(b, st, "warm", workers)

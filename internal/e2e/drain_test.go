@@ -27,7 +27,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the workers binary")
 	}
-	bin := buildWorkers(t)
+	bin := BuildWorkers(t)
 	for _, tc := range []struct {
 		name      string
 		nap       string // how long the hook runs
@@ -52,13 +52,13 @@ echo '{"type":"ArchiveResult","status":"succeeded"}'
 `)
 			s := NewStack(t, server, root, nil)
 			env := []string{"E2E_EVENTS=" + events, "NAP=" + tc.nap, "ARCHIVEFLOW_WORKER_DRAIN_TIMEOUT=" + tc.drain}
-			w1 := startWorker(t, bin, s.Config, "w1", env...)
+			w1 := StartWorker(t, bin, s.Config, "w1", env...)
 			job := s.Submit(t, "http://127.0.0.1:1/drain-"+strings.ReplaceAll(tc.name, " ", "-"), nil)
 			require.Eventually(t, func() bool {
 				b, err := os.ReadFile(events + ".owner")
 				return err == nil && strings.HasSuffix(string(b), "\n")
 			}, 90*time.Second, 50*time.Millisecond, "hook never started")
-			w2 := startWorker(t, bin, s.Config, "w2", env...)
+			w2 := StartWorker(t, bin, s.Config, "w2", env...)
 			_ = w2
 
 			require.NoError(t, w1.Process.Signal(syscall.SIGTERM))

@@ -5,9 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,58 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
 )
-
-// buildWorkers builds the workers binary once per test binary.
-func buildWorkers(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "workers")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/archiveflow/archiveflow/workers")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build workers: %s", out)
-	return bin
-}
-
-// startWorker runs a worker process configured through ARCHIVEFLOW_* env
-// vars, with its own archive dir (archives are per host).
-func startWorker(t *testing.T, bin string, cfg *config.Config, name string, extraEnv ...string) *exec.Cmd {
-	t.Helper()
-	pools, err := json.Marshal(cfg.Pools)
-	require.NoError(t, err)
-	logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-	require.NoError(t, err)
-	cmd := exec.Command(bin, "--log-format", "json")
-	cmd.Env = append(os.Environ(),
-		"ARCHIVEFLOW_TEMPORAL_HOST_PORT="+cfg.Temporal.HostPort,
-		"ARCHIVEFLOW_TEMPORAL_NAMESPACE="+cfg.Temporal.Namespace,
-		"ARCHIVEFLOW_REDIS_URL="+cfg.Redis.URL,
-		"ARCHIVEFLOW_POOLS="+string(pools),
-		"ARCHIVEFLOW_JOB_TASK_QUEUE="+cfg.Job.TaskQueue,
-		"ARCHIVEFLOW_PLUGINS_DIRS="+strings.Join(cfg.Plugins.Dirs, ","),
-		"ARCHIVEFLOW_ARCHIVE_DIR="+filepath.Join(t.TempDir(), name),
-		"ARCHIVEFLOW_HOOKS_HEARTBEAT_INTERVAL="+cfg.Hooks.HeartbeatInterval.String(),
-		"ARCHIVEFLOW_HOOKS_HEARTBEAT_TIMEOUT="+cfg.Hooks.HeartbeatTimeout.String(),
-		"ARCHIVEFLOW_HOOKS_GRACE="+cfg.Hooks.Grace.String(),
-		"ARCHIVEFLOW_WORKER_DRAIN_TIMEOUT=1s",
-		"ARCHIVEFLOW_WORKER_NICKNAME="+name,
-	)
-	cmd.Env = append(cmd.Env, extraEnv...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		_ = logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			t.Logf("%s log:\n%s", name, b)
-		}
-	})
-	return cmd
-}
 
 // TestWorkerKilledMidHook kills the worker running a hook with SIGKILL: the
 // job is re-claimed by the other worker and completes, with exact counters.
@@ -77,7 +26,7 @@ func TestWorkerKilledMidHook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the workers binary")
 	}
-	bin := buildWorkers(t)
+	bin := BuildWorkers(t)
 	root := t.TempDir()
 	events := filepath.Join(t.TempDir(), "events")
 	ok := `echo '{"type":"ArchiveResult","status":"succeeded"}'` + "\n"
@@ -88,8 +37,8 @@ rec start; sleep 3; rec end
 	writeHook(t, root, "after", "on_Snapshot__50_after.sh", "HOOK=after\n"+recordFn+"rec done\n"+ok)
 
 	s := NewStack(t, server, root, nil)
-	w1 := startWorker(t, bin, s.Config, "w1", "E2E_EVENTS="+events)
-	w2 := startWorker(t, bin, s.Config, "w2", "E2E_EVENTS="+events)
+	w1 := StartWorker(t, bin, s.Config, "w1", "E2E_EVENTS="+events)
+	w2 := StartWorker(t, bin, s.Config, "w2", "E2E_EVENTS="+events)
 	job := s.Submit(t, "http://127.0.0.1:1/killed", nil)
 
 	// Wait until a worker runs the slow hook, then SIGKILL that worker.
