@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 
 	"github.com/archiveflow/archiveflow/bench/benchkit"
 	"github.com/archiveflow/archiveflow/config"
-	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/e2e"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -29,23 +27,6 @@ const (
 	// floodLine is 64 bytes with its newline: a log-like non-JSON line.
 	floodLine = "archiveflow flood line 0123456789abcdef0123456789abcdef012345678"
 )
-
-var (
-	serverOnce sync.Once
-	server     *devserver.Server
-	serverErr  error
-)
-
-func startServer(b *testing.B) *devserver.Server {
-	b.Helper()
-	serverOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), devserver.DefaultStartTimeout)
-		defer cancel()
-		server, serverErr = e2e.StartServer(ctx)
-	})
-	require.NoError(b, serverErr)
-	return server
-}
 
 // BenchmarkMemory measures a worker process's RSS before and during a job
 // (sampled every 10 ms, and its kernel-recorded peak VmHWM).
@@ -85,7 +66,7 @@ func write(b *testing.B, root, plugin, name, body string) {
 }
 
 func benchMemory(b *testing.B, bin string, hooks func(root string), printed int64) {
-	srv := startServer(b)
+	srv := e2e.SharedServer(b)
 	root := b.TempDir()
 	hooks(root)
 	st := e2e.NewStack(b, srv, root, func(cfg *config.Config) {

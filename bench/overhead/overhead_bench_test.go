@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 
 	"github.com/archiveflow/archiveflow/bench/benchkit"
 	"github.com/archiveflow/archiveflow/config"
-	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/e2e"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -28,23 +26,6 @@ const (
 	hooks        = steps * hooksPerStep
 	jobTimeout   = 2 * time.Minute
 )
-
-var (
-	serverOnce sync.Once
-	server     *devserver.Server
-	serverErr  error
-)
-
-func startServer(b *testing.B) *devserver.Server {
-	b.Helper()
-	serverOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), devserver.DefaultStartTimeout)
-		defer cancel()
-		server, serverErr = e2e.StartServer(ctx)
-	})
-	require.NoError(b, serverErr)
-	return server
-}
 
 // writeHooks writes 2 hooks per step for steps 0..9 with body and returns
 // their paths by step.
@@ -82,7 +63,7 @@ type sample struct {
 }
 
 func benchOverhead(b *testing.B, body string) {
-	srv := startServer(b)
+	srv := e2e.SharedServer(b)
 	root := b.TempDir()
 	paths := writeHooks(b, root, body)
 	st := e2e.NewStack(b, srv, root, func(cfg *config.Config) {

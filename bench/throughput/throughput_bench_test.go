@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 
 	"github.com/archiveflow/archiveflow/bench/benchkit"
 	"github.com/archiveflow/archiveflow/config"
-	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/e2e"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -30,23 +28,6 @@ const (
 	hooks        = steps * hooksPerStep
 )
 
-var (
-	serverOnce sync.Once
-	server     *devserver.Server
-	serverErr  error
-)
-
-func startServer(b *testing.B) *devserver.Server {
-	b.Helper()
-	serverOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), devserver.DefaultStartTimeout)
-		defer cancel()
-		server, serverErr = e2e.StartServer(ctx)
-	})
-	require.NoError(b, serverErr)
-	return server
-}
-
 // BenchmarkThroughput runs the batch with 1, 2 and 4 worker processes.
 func BenchmarkThroughput(b *testing.B) {
 	bin := e2e.BuildWorkers(b)
@@ -56,7 +37,7 @@ func BenchmarkThroughput(b *testing.B) {
 }
 
 func benchThroughput(b *testing.B, bin string, workers int) {
-	srv := startServer(b)
+	srv := e2e.SharedServer(b)
 	root := b.TempDir()
 	for step := range steps {
 		for i := range hooksPerStep {

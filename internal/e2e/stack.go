@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +36,25 @@ import (
 // StartServer starts an in-memory Temporal dev server for a test binary.
 func StartServer(ctx context.Context) (*devserver.Server, error) {
 	return devserver.Start(ctx, devserver.Options{UIPort: -1, Log: zap.NewNop()})
+}
+
+var shared struct {
+	once sync.Once
+	srv  *devserver.Server
+	err  error
+}
+
+// SharedServer starts one in-memory Temporal dev server per test binary on
+// first use and returns it; benchmarks share it across runs.
+func SharedServer(tb testing.TB) *devserver.Server {
+	tb.Helper()
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), devserver.DefaultStartTimeout)
+		defer cancel()
+		shared.srv, shared.err = StartServer(ctx)
+	})
+	require.NoError(tb, shared.err)
+	return shared.srv
 }
 
 // Stack is one test's archiveflow: its own Redis and task queue on a shared
