@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/outbox"
 )
 
 // ErrConfig marks a hook configuration error: wrap it (fmt.Errorf("...: %w",
@@ -138,6 +139,11 @@ type Options struct {
 	// JobHeartbeatInterval is how often a running hook pulses the job's
 	// Redis heartbeat.
 	JobHeartbeatInterval time.Duration
+	// LogOutbox takes the log batches an attempt could not write to Redis
+	// before it ended, and delivers them once Redis is back (deliver with
+	// LogDelivery). Without one those entries are dropped with an error
+	// log (the hook's stderr stays in its .stderr.log file).
+	LogOutbox *outbox.Outbox
 }
 
 func (o Options) withDefaults() Options {

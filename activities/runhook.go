@@ -259,7 +259,18 @@ func (a *Activities) superviseAttempt(ctx context.Context, in RunHookInput, atte
 		<-done
 		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 		defer fcancel()
-		a.heartbeatWhile(ctx, attempt, sink, func() { flusher.flush(fctx, sink) })
+		var undelivered []LogBatch
+		a.heartbeatWhile(ctx, attempt, sink, func() { undelivered = flusher.final(fctx, sink, a.opts.LogBatch) })
+		if len(undelivered) == 0 {
+			return
+		}
+		if lost, err := spoolLog(a.opts.LogOutbox, undelivered); err != nil {
+			log.Error("job log entries lost (the hook's stderr stays in its .stderr.log)",
+				zap.Int("entries", lost), zap.Error(err))
+			return
+		}
+		log.Warn("job log not written before the attempt ended; spooled to the log outbox for delivery",
+			zap.Int("batches", len(undelivered)))
 	}
 }
 
@@ -294,7 +305,8 @@ func (a *Activities) heartbeatWhile(ctx context.Context, attempt int, sink *runS
 
 // logFlusher writes buffered log entries of one attempt in numbered batches.
 // A failed write keeps the batch for the next flush (Redis being down delays
-// the log, it does not fail the hook).
+// the log, it does not fail the hook); what is still undelivered when the
+// attempt ends goes to the log outbox.
 type logFlusher struct {
 	store   Store
 	ident   string
@@ -304,19 +316,45 @@ type logFlusher struct {
 	log     *zap.Logger
 }
 
-func (f *logFlusher) flush(ctx context.Context, sink *runSink) {
+// flush writes the pending batch, or a new one from sink. It reports false
+// when a write failed.
+func (f *logFlusher) flush(ctx context.Context, sink *runSink) bool {
 	if len(f.pending) == 0 {
 		f.pending = sink.take()
 	}
 	if len(f.pending) == 0 {
-		return
+		return true
 	}
 	if err := f.store.AppendLog(ctx, f.ident, f.key, f.seq, f.pending); err != nil {
 		f.log.Warn("append job log", zap.Int("entries", len(f.pending)), zap.Int("batch", f.seq), zap.Error(err))
-		return
+		return false
 	}
 	f.seq++
 	f.pending = nil
+	return true
+}
+
+// final writes everything left once the attempt is over and returns what
+// could not be written: the pending batch and the rest of the sink in
+// batches of at most size entries, numbered on from the pending one.
+func (f *logFlusher) final(ctx context.Context, sink *runSink, size int) []LogBatch {
+	for {
+		if !f.flush(ctx, sink) {
+			break
+		}
+		if len(f.pending) == 0 && sink.buffered() == 0 {
+			return nil
+		}
+	}
+	out := []LogBatch{{Ident: f.ident, Key: f.key, Seq: f.seq, Entries: f.pending}}
+	rest := sink.take()
+	for seq := f.seq + 1; len(rest) > 0; seq++ {
+		n := min(size, len(rest))
+		out = append(out, LogBatch{Ident: f.ident, Key: f.key, Seq: seq, Entries: rest[:n]})
+		rest = rest[n:]
+	}
+	f.pending = nil
+	return out
 }
 
 // runSink implements Sink for one attempt: it counts progress and buffers
@@ -389,6 +427,12 @@ func (s *runSink) take() []LogEntry {
 	out := s.buf
 	s.buf = nil
 	return out
+}
+
+func (s *runSink) buffered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.buf)
 }
 
 func (s *runSink) responses() []model.Response {

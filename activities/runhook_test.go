@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,12 +35,16 @@ const eventually = 30 * time.Second
 
 // memStore is a Store that keeps everything in memory.
 type memStore struct {
+	// down makes AppendLog and RecordResult fail as with Redis unreachable.
+	down    atomic.Bool
 	mu      sync.Mutex
 	logs    []LogEntry
 	results []ResultInput
 	batches map[string]bool
 	line    chan string
 }
+
+var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
 func newMemStore() *memStore {
 	return &memStore{batches: map[string]bool{}, line: make(chan string, 1024)}
@@ -49,6 +54,9 @@ func (s *memStore) SetJobState(context.Context, JobStateInput) error { return ni
 func (s *memStore) SetStep(context.Context, StepInput) error         { return nil }
 func (s *memStore) Heartbeat(context.Context, string) error          { return nil }
 func (s *memStore) RecordResult(_ context.Context, in ResultInput) error {
+	if s.down.Load() {
+		return errRedisDown
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.results = append(s.results, in)
@@ -57,6 +65,9 @@ func (s *memStore) RecordResult(_ context.Context, in ResultInput) error {
 func (s *memStore) FinishJob(context.Context, FinishInput) error       { return nil }
 func (s *memStore) ApplySettings(context.Context, SettingsInput) error { return nil }
 func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, entries []LogEntry) error {
+	if s.down.Load() {
+		return errRedisDown
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := key + "#" + strconv.Itoa(seq)

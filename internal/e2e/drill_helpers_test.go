@@ -72,6 +72,7 @@ func running(t *testing.T, c client.Client, j Job) bool {
 // per-test task queue.
 var volatileJobFields = map[string]bool{
 	"queued_at": true, "started_at": true, "finished_at": true, "heartbeat": true,
+	"heartbeat_at": true, "state_changed_at": true,
 	"ts": true, "run_id": true, "pipeline_id": true, "task_queue": true,
 }
 

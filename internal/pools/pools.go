@@ -24,6 +24,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -114,6 +115,11 @@ func Run(ctx context.Context, d Deps, names []string) error {
 		return fmt.Errorf("create archive dir: %w", err)
 	}
 	sweep(archiveDir, d.Config.Hooks.Grace, log)
+	logOutbox, stopOutbox, err := startLogOutbox(archiveDir, d.Store, log)
+	if err != nil {
+		return err
+	}
+	defer stopOutbox()
 
 	var started []worker.Worker
 	stopAll := func() {
@@ -132,7 +138,7 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	}
 	var queues []string
 	for _, p := range selected {
-		ws, err := newPoolWorkers(d, p, instance, archiveDir, log)
+		ws, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, log)
 		if err != nil {
 			stopAll()
 			return err
@@ -170,7 +176,7 @@ func Run(ctx context.Context, d Deps, names []string) error {
 }
 
 // newPoolWorkers builds the shared-queue worker and the host-queue worker.
-func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, log *zap.Logger) ([]worker.Worker, error) {
+func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, log *zap.Logger) ([]worker.Worker, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
 	engine := &activities.Engine{
@@ -185,6 +191,7 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, log *zap
 	acts, err := activities.New(engine, engine, d.Store, plog, activities.Options{
 		HostQueue:         HostQueue(p, instance),
 		HeartbeatInterval: cfg.Hooks.HeartbeatInterval,
+		LogOutbox:         logOutbox,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
@@ -205,6 +212,34 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, log *zap
 	host := worker.New(d.Client, HostQueue(p, instance), opts)
 	host.RegisterActivity(acts)
 	return []worker.Worker{shared, host}, nil
+}
+
+// startLogOutbox opens the process's job-log outbox in ARCHIVE_DIR/outbox
+// and delivers from it, including batches an earlier process left there,
+// until the returned stop is called. Undelivered batches stay on disk for
+// the next start.
+func startLogOutbox(archiveDir string, store activities.Store, log *zap.Logger) (*outbox.Outbox, func(), error) {
+	ob, err := outbox.Open(filepath.Join(archiveDir, "outbox"), activities.LogDelivery(store), log, outbox.Options{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("job log outbox: %w", err)
+	}
+	if pending, err := ob.Pending(); err == nil && len(pending) > 0 {
+		log.Info("delivering job log batches left by an earlier run", zap.Int("batches", len(pending)), zap.String("outbox", ob.Dir()))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ob.Run(ctx)
+	}()
+	return ob, func() {
+		cancel()
+		<-done
+		if pending, err := ob.Pending(); err == nil && len(pending) > 0 {
+			log.Warn("job log batches not yet delivered; the next worker start delivers them",
+				zap.Int("batches", len(pending)), zap.String("outbox", ob.Dir()))
+		}
+	}, nil
 }
 
 func absDirs(dirs []string) []string {
