@@ -118,6 +118,9 @@ func TestLoadErrors(t *testing.T) {
 			wantErr: []string{`pools[1].name = "a": must be unique`, "pools[1].slots = 0: must be >= 1"}},
 		{name: "job queue without pool", file: "job:\n  task_queue: nowhere\n", wantErr: []string{"job.task_queue = nowhere: must be the task_queue of a configured pool"}},
 		{name: "worker pool unknown", env: map[string]string{"ARCHIVEFLOW_WORKER_POOLS": "ghost"}, wantErr: []string{`worker.pools[0] = "ghost": must name a configured pool`}},
+		{name: "fraction for an integer", file: "pools:\n- {name: a, task_queue: archiveflow, slots: 2.5}\n", wantErr: []string{"pools[0].slots", "2.5 is not an integer"}},
+		{name: "fraction for an integer key", file: "redis:\n  log_cap: 10.5\n", wantErr: []string{"log_cap", "10.5 is not an integer"}},
+		{name: "bare number for a duration", file: "hooks:\n  timeout: 30\n", wantErr: []string{"timeout", "30 is a bare number, not a duration", "30s"}},
 		{name: "tls pair", file: "redis:\n  tls:\n    cert_file: /c.pem\n", wantErr: []string{"redis.tls.cert_file", "set together"}},
 	}
 	for _, tc := range cases {

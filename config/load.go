@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"strconv"
@@ -94,6 +95,7 @@ func Load(opts Options) (*Config, error) {
 		jsonStringHook,
 		mapstructure.StringToWeakSliceHookFunc(","),
 		scalarStringHook,
+		numberHook,
 	)), func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true })
 	if err != nil {
 		where := "environment or flags"
@@ -190,6 +192,40 @@ func scalarStringHook(from, to reflect.Type, data any) (any, error) {
 			return nil, fmt.Errorf("%q is not a boolean (use true or false)", s)
 		}
 		return b, nil
+	}
+	return data, nil
+}
+
+// numberHook refuses YAML numbers that would otherwise be converted
+// silently: a fraction for an integer key (mapstructure truncates 2.5 to 2)
+// and a bare non-zero number for a duration (30 would mean 30ns).
+func numberHook(from, to reflect.Type, data any) (any, error) {
+	if from == reflect.TypeOf(time.Duration(0)) {
+		return data, nil // a default, already typed
+	}
+	var f float64
+	switch v := reflect.ValueOf(data); from.Kind() {
+	case reflect.Float32, reflect.Float64:
+		f = v.Float()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		f = float64(v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		f = float64(v.Uint())
+	default:
+		return data, nil
+	}
+	if to == reflect.TypeOf(time.Duration(0)) {
+		if f != 0 {
+			return nil, fmt.Errorf("%v is a bare number, not a duration (write the unit, e.g. %vs or %vms)", data, data, data)
+		}
+		return time.Duration(0), nil
+	}
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if f != math.Trunc(f) || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, fmt.Errorf("%v is not an integer", data)
+		}
 	}
 	return data, nil
 }

@@ -74,8 +74,8 @@ func ParseLine(line []byte) (Record, error) {
 		return Record{}, ErrNotJSON
 	}
 	// One decoding pass into raw fields; each type then checks its own.
-	var w wire
-	if err := json.Unmarshal(line, &w); err != nil {
+	w, err := decodeWire(line)
+	if err != nil {
 		return Record{}, ErrNotJSON
 	}
 	var typ string
@@ -98,16 +98,38 @@ func ParseLine(line []byte) (Record, error) {
 
 // wire holds every field any record type uses, undecoded.
 type wire struct {
-	Type       json.RawMessage `json:"type"`
-	Status     json.RawMessage `json:"status"`
-	OutputStr  json.RawMessage `json:"output_str"`
-	OutputJSON json.RawMessage `json:"output_json"`
-	Error      json.RawMessage `json:"error"`
-	URL        json.RawMessage `json:"url"`
-	Depth      json.RawMessage `json:"depth"`
-	Name       json.RawMessage `json:"name"`
-	Bytes      json.RawMessage `json:"bytes"`
-	WgetCode   json.RawMessage `json:"wget_code"`
+	Type       json.RawMessage
+	Status     json.RawMessage
+	OutputStr  json.RawMessage
+	OutputJSON json.RawMessage
+	Error      json.RawMessage
+	URL        json.RawMessage
+	Depth      json.RawMessage
+	Name       json.RawMessage
+	Bytes      json.RawMessage
+	WgetCode   json.RawMessage
+}
+
+// decodeWire picks the fields by their exact names. encoding/json would
+// also take "Type" or "STATUS"; ArchiveBox's Python reader does not, and a
+// record must mean the same to both.
+func decodeWire(line []byte) (wire, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return wire{}, err
+	}
+	return wire{
+		Type:       m["type"],
+		Status:     m["status"],
+		OutputStr:  m["output_str"],
+		OutputJSON: m["output_json"],
+		Error:      m["error"],
+		URL:        m["url"],
+		Depth:      m["depth"],
+		Name:       m["name"],
+		Bytes:      m["bytes"],
+		WgetCode:   m["wget_code"],
+	}, nil
 }
 
 func (w *wire) archiveResult() (Record, error) {

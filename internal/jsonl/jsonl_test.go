@@ -60,6 +60,8 @@ func TestParseLineRejects(t *testing.T) {
 		{"numeric type", `{"type":3}`, ErrNoType, ""},
 		{"empty type", `{"type":""}`, ErrNoType, ""},
 		{"unknown type", `{"type":"Crawl"}`, ErrUnknownType, `"Crawl"`},
+		{"field names are case-sensitive: Type", `{"Type":"ArchiveResult","status":"succeeded"}`, ErrNoType, ""},
+		{"field names are case-sensitive: Status", `{"type":"ArchiveResult","Status":"succeeded"}`, ErrInvalid, "status"},
 		{"unknown status", `{"type":"ArchiveResult","status":"done"}`, ErrInvalid, `"done"`},
 		{"missing status", `{"type":"ArchiveResult","output_str":"x"}`, ErrInvalid, "status"},
 		{"numeric status", `{"type":"ArchiveResult","status":1}`, ErrInvalid, "must be a string"},
