@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -105,4 +107,25 @@ func TestIsTempFile(t *testing.T) {
 	assert.True(t, isTempFile("wget/.wget.json.tmp12345"))
 	assert.False(t, isTempFile("wget/wget.json"))
 	assert.False(t, isTempFile("wget/host/.well-known"))
+}
+
+// wget terminated by a SIGTERM this process has not seen (the runner
+// signals the whole process group) was stopped, not a failed fetch.
+func TestWgetEndedBySIGTERMIsStopped(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	fake := filepath.Join(dir, "fake-wget")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\nkill -TERM $$\n"), 0o755))
+	var out, errb bytes.Buffer
+
+	code := Run(context.Background(), []string{"wget", "--url=http://127.0.0.1:1/"}, env(map[string]string{"WGET_BINARY": fake}), &out, &errb)
+
+	assert.Equal(t, ExitOK, code, errb.String())
+	var rec struct {
+		Status     string         `json:"status"`
+		OutputJSON map[string]any `json:"output_json"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rec), out.String())
+	assert.Equal(t, "noresults", rec.Status)
+	assert.Equal(t, true, rec.OutputJSON["stopped"])
 }

@@ -97,7 +97,10 @@ func runWget(ctx context.Context, h *Hook) (hookio.Result, error) {
 	parser := wgetlog.NewParser(t.fetched)
 	scanErr := parser.Scan(io.TeeReader(stderr, logFile))
 	waitErr := cmd.Wait()
-	wasStopped := stopped()
+	// The runner signals the whole process group, so wget may get SIGTERM
+	// and exit before this process has seen its own SIGTERM (ctx still
+	// live): a wget ended by SIGTERM was stopped whoever sent it.
+	wasStopped := stopped() || ctx.Err() != nil || endedBy(cmd.ProcessState, syscall.SIGTERM)
 	if scanErr != nil {
 		h.Log.Warn("reading wget log", zap.Error(scanErr))
 	}
@@ -195,6 +198,15 @@ func stopOnCancel(ctx context.Context, p *os.Process, grace time.Duration) func(
 		wg.Wait()
 		return signalled
 	}
+}
+
+// endedBy reports whether the process was terminated by sig.
+func endedBy(ps *os.ProcessState, sig syscall.Signal) bool {
+	if ps == nil {
+		return false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 func exitCode(err error) int {
