@@ -104,7 +104,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
 	}
-	startErr := cmd.Start()
+	cmd, startErr := start(ctx, cmd)
 	// The child holds its own copies of the output descriptors.
 	closeFiles(cmd)
 	if startErr != nil {
