@@ -2,6 +2,7 @@ package procs
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -92,9 +93,9 @@ func (r *reaper) cleanup() int {
 	if len(left) == 0 {
 		return 0
 	}
-	found := map[int]bool{}
+	found := map[int]procRef{}
 	for _, p := range left {
-		found[p.PID] = true
+		found[p.PID] = p
 	}
 	r.log.Info("terminating processes left by hook", zap.Int("count", len(left)), zap.Ints("pids", pids(left)))
 	r.signalAll(left, unix.SIGTERM)
@@ -122,20 +123,41 @@ func (r *reaper) signalAll(ps []procRef, sig unix.Signal) {
 }
 
 // waitGone polls until no leftover is alive or the deadline passes, and
-// returns the survivors. Newly found processes are added to found.
-func (r *reaper) waitGone(deadline time.Time, found map[int]bool) []procRef {
+// returns the survivors. Newly found processes are added to found. A process
+// found earlier counts until its own /proc entry says it is gone: one that is
+// still exiting can already have lost its environment (so the marker scan
+// misses it) and its group membership is not yet a zombie's.
+func (r *reaper) waitGone(deadline time.Time, found map[int]procRef) []procRef {
 	wait := reapPollMin
 	for {
-		left := r.leftovers()
-		for _, p := range left {
-			found[p.PID] = true
-		}
+		left := r.survivors(found)
 		if len(left) == 0 || !time.Now().Before(deadline) {
 			return left
 		}
 		time.Sleep(min(wait, time.Until(deadline)))
 		wait = min(2*wait, reapPollMax)
 	}
+}
+
+// survivors rescans for leftovers, adds new ones to found, and returns them
+// together with every earlier found process that is still alive, in pid
+// order.
+func (r *reaper) survivors(found map[int]procRef) []procRef {
+	left := r.leftovers()
+	seen := map[int]bool{}
+	for _, p := range left {
+		seen[p.PID] = true
+		if _, ok := found[p.PID]; !ok {
+			found[p.PID] = p
+		}
+	}
+	for pid, p := range found {
+		if !seen[pid] && p.alive() {
+			left = append(left, p)
+		}
+	}
+	slices.SortFunc(left, func(a, b procRef) int { return a.PID - b.PID })
+	return left
 }
 
 func pids(ps []procRef) []int {
