@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +130,15 @@ func (e *stackEnv) open(t *testing.T, id string) {
 	require.NoError(t, os.WriteFile(filepath.Join(e.gates, id), nil, 0o644))
 }
 
+// jobSeq makes every job URL unique within the process, so the tests pass
+// again under -count=N: the shared stack's Redis keeps finished jobs.
+var jobSeq atomic.Int64
+
+// jobURL returns a fresh URL for a test's job.
+func jobURL(name string) string {
+	return fmt.Sprintf("http://example.invalid/%s-%d", name, jobSeq.Add(1))
+}
+
 func identOf(t *testing.T, url string) string {
 	id, _, err := ident.FromURL(url)
 	require.NoError(t, err)
@@ -152,7 +162,7 @@ func (e *stackEnv) waitState(t *testing.T, id, state string) {
 
 func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 	e := startSharedStack(t)
-	url := "http://example.invalid/wait"
+	url := jobURL("wait")
 	id := identOf(t, url)
 	e.open(t, id)
 
@@ -201,7 +211,7 @@ func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 
 func TestRunningJobCanBeSteeredAndAborted(t *testing.T) {
 	e := startSharedStack(t)
-	url := "http://example.invalid/steer"
+	url := jobURL("steer")
 	id := identOf(t, url)
 
 	res := e.run(t, "submit", url, "--concurrency", "1")
@@ -248,7 +258,7 @@ func TestRunningJobCanBeSteeredAndAborted(t *testing.T) {
 
 func TestWaitExitsOneWhenTheJobIsAborted(t *testing.T) {
 	e := startSharedStack(t)
-	url := "http://example.invalid/aborted-while-waiting"
+	url := jobURL("aborted-while-waiting")
 	id := identOf(t, url)
 	done := make(chan cliResult, 1)
 	go func() { done <- e.run(t, "submit", url, "--wait") }()
@@ -265,7 +275,7 @@ func TestWaitExitsOneWhenTheJobIsAborted(t *testing.T) {
 
 func TestLogsFollowStreamsUntilTheJobEnds(t *testing.T) {
 	e := startSharedStack(t)
-	url := "http://example.invalid/follow"
+	url := jobURL("follow")
 	id := identOf(t, url)
 	require.Equal(t, exitOK, e.run(t, "submit", url).code)
 	e.waitState(t, id, "active")
@@ -286,7 +296,7 @@ func TestLogsFollowStreamsUntilTheJobEnds(t *testing.T) {
 
 func TestDelayedSubmissionIsScheduledWithPriority(t *testing.T) {
 	e := startSharedStack(t)
-	url := "http://example.invalid/later"
+	url := jobURL("later")
 	id := identOf(t, url)
 	res := e.run(t, "submit", url, "--delay", "1h", "--nice", "10", "--json")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -310,7 +320,7 @@ func TestDelayedSubmissionIsScheduledWithPriority(t *testing.T) {
 
 func TestFailedStartLeavesNothingBehind(t *testing.T) {
 	e := startSharedStack(t)
-	url := "http://example.invalid/clash"
+	url := jobURL("clash")
 	id := identOf(t, url)
 	// A workflow with the job's ident already runs in Temporal but Redis
 	// has no job: the Redis job created by submit must be withdrawn.
@@ -319,11 +329,12 @@ func TestFailedStartLeavesNothingBehind(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.st.b.Temporal.TerminateWorkflow(context.Background(), id, "", "test cleanup") })
 
-	res := e.run(t, "submit", "http://example.invalid/first-of-two", url)
+	first := jobURL("first-of-two")
+	res := e.run(t, "submit", first, url)
 	assert.Equal(t, exitConflict, res.code, res.stderr)
 	assert.Contains(t, res.stderr, "already running in Temporal")
 	assert.Contains(t, res.stderr, "withdrawn")
-	for _, u := range []string{url, "http://example.invalid/first-of-two"} {
+	for _, u := range []string{url, first} {
 		r := e.run(t, "status", u)
 		assert.Equal(t, exitNotFound, r.code, "job of %s must be withdrawn: %s", u, r.stdout)
 	}
@@ -343,7 +354,7 @@ func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
 		t.Skip("no chromium on PATH")
 	}
 	e := startSharedStack(t)
-	url := "http://example.invalid/ui"
+	url := jobURL("ui")
 	id := identOf(t, url)
 	e.open(t, id)
 	require.Equal(t, exitOK, e.run(t, "submit", url, "--wait").code)
