@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -30,7 +31,50 @@ type pipelineJSON struct {
 	Status     string            `json:"status,omitempty"`
 	TaskQueues []string          `json:"task_queues"`
 	LastSeen   time.Time         `json:"last_seen"`
+	LogOutbox  *logBacklogJSON   `json:"log_outbox,omitempty"`
 	Fields     map[string]string `json:"fields"`
+}
+
+// logBacklogJSON is a host's job-log outbox: batches waiting for Redis and
+// batches refused for good (kept in ARCHIVE_DIR/outbox/rejected/).
+type logBacklogJSON struct {
+	Pending  int `json:"pending"`
+	Rejected int `json:"rejected"`
+}
+
+// parseLogBacklog reads the log_outbox_* fields; nil when the worker does
+// not report them.
+func parseLogBacklog(id string, f map[string]string, log func(string)) *logBacklogJSON {
+	if f["log_outbox_pending"] == "" && f["log_outbox_rejected"] == "" {
+		return nil
+	}
+	var b logBacklogJSON
+	for _, c := range []struct {
+		field string
+		dst   *int
+	}{{"log_outbox_pending", &b.Pending}, {"log_outbox_rejected", &b.Rejected}} {
+		n, err := strconv.Atoi(f[c.field])
+		if err != nil || n < 0 {
+			log(fmt.Sprintf("pipeline %s: %s %q: must be a count (non-negative integer)", id, c.field, f[c.field]))
+			return nil
+		}
+		*c.dst = n
+	}
+	return &b
+}
+
+// String is the backlog as the table shows it.
+func (b *logBacklogJSON) String() string {
+	switch {
+	case b == nil:
+		return "-"
+	case b.Rejected > 0:
+		return fmt.Sprintf("%d waiting, %d rejected", b.Pending, b.Rejected)
+	case b.Pending > 0:
+		return fmt.Sprintf("%d waiting", b.Pending)
+	default:
+		return "0"
+	}
 }
 
 func runPipelines(ctx context.Context, a *app, inv *invocation) error {
@@ -57,6 +101,7 @@ func runPipelines(ctx context.Context, a *app, inv *invocation) error {
 				inv.log.Warn(fmt.Sprintf("pipeline %s: task_queues %q: not a JSON list", v.ID, q))
 			}
 		}
+		p.LogOutbox = parseLogBacklog(v.ID, v.Fields, func(m string) { inv.log.Warn(m) })
 		out = append(out, p)
 	}
 	if inv.json {
@@ -66,14 +111,15 @@ func runPipelines(ctx context.Context, a *app, inv *invocation) error {
 		fmt.Fprintln(a.stdout, "no pipelines registered (no worker is running against this Redis)")
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "%-32s  %-20s  %7s  %-9s  %-8s  %s\n", "ID", "HOST", "PID", "STATUS", "SEEN", "TASK QUEUES")
+	const row = "%-32s  %-20s  %7s  %-9s  %-8s  %-11s  %s\n"
+	fmt.Fprintf(a.stdout, row, "ID", "HOST", "PID", "STATUS", "SEEN", "LOG BACKLOG", "TASK QUEUES")
 	for _, p := range out {
 		host := p.Hostname
 		if p.Nickname != "" {
 			host = p.Nickname
 		}
-		fmt.Fprintf(a.stdout, "%-32s  %-20s  %7s  %-9s  %-8s  %s\n", p.ID, host, p.PID, p.Status,
-			a.now().Sub(p.LastSeen).Round(time.Second).String()+" ago", strings.Join(p.TaskQueues, ","))
+		fmt.Fprintf(a.stdout, row, p.ID, host, p.PID, p.Status,
+			a.now().Sub(p.LastSeen).Round(time.Second).String()+" ago", p.LogOutbox, strings.Join(p.TaskQueues, ","))
 	}
 	return nil
 }

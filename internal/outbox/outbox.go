@@ -179,6 +179,32 @@ func (o *Outbox) Pending() ([]string, error) {
 	return names, nil
 }
 
+// Backlog counts what an outbox holds: items waiting for delivery and items
+// refused for good and set aside in rejected/.
+type Backlog struct {
+	Pending, Rejected int
+}
+
+// Backlog counts the items waiting and the items set aside. The directory
+// may be shared with other processes: the counts cover all of them.
+func (o *Outbox) Backlog() (Backlog, error) {
+	pending, err := o.Pending()
+	if err != nil {
+		return Backlog{}, err
+	}
+	b := Backlog{Pending: len(pending)}
+	ents, err := os.ReadDir(filepath.Join(o.dir, rejectedDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return b, fmt.Errorf("outbox %s: %w", o.dir, err)
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), itemExt) {
+			b.Rejected++
+		}
+	}
+	return b, nil
+}
+
 // Run delivers items until ctx is done. Items not yet delivered then stay
 // in the directory for the next Run. Only one Run per Outbox runs at a
 // time; a second call waits for the first to return.

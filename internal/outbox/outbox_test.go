@@ -149,6 +149,26 @@ func TestPermanentIsSetAside(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dir, rejectedDir, rej[0].Name()))
 	require.NoError(t, err)
 	assert.Equal(t, "bad", string(data), "a refused item is kept, not deleted")
+	b, err := o.Backlog()
+	require.NoError(t, err)
+	assert.Equal(t, Backlog{Pending: 0, Rejected: 1}, b)
+}
+
+func TestBacklogCountsWaitingAndRejected(t *testing.T) {
+	dir := t.TempDir()
+	o, err := Open(dir, func(context.Context, []byte) error { return errors.New("down") }, zaptest.NewLogger(t), fastOpts())
+	require.NoError(t, err)
+	b, err := o.Backlog()
+	require.NoError(t, err)
+	assert.Equal(t, Backlog{}, b, "a fresh outbox has no rejected/ yet")
+
+	for _, item := range []string{"one", "two", "three"} {
+		require.NoError(t, o.Put([]byte(item)))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, tmpPrefix+"half"), []byte("x"), 0o644))
+	b, err = o.Backlog()
+	require.NoError(t, err)
+	assert.Equal(t, Backlog{Pending: 3}, b, "temporary files are not items")
 }
 
 func TestItemsSurviveTheProcess(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
@@ -24,8 +25,9 @@ type RedisPipeline struct {
 	store      *rkeys.Store
 	archiveDir string
 
-	mu sync.Mutex
-	p  rkeys.Pipeline
+	mu        sync.Mutex
+	p         rkeys.Pipeline
+	logOutbox *outbox.Outbox
 }
 
 // NewRedisPipeline describes this process; nickname may be empty.
@@ -64,7 +66,20 @@ func (r *RedisPipeline) snapshot() rkeys.Pipeline {
 	if st, err := rkeys.CollectHostStats(r.archiveDir); err == nil {
 		p.Stats = st
 	}
+	if r.logOutbox != nil {
+		if b, err := r.logOutbox.Backlog(); err == nil {
+			p.LogOutbox = &rkeys.OutboxBacklog{Pending: b.Pending, Rejected: b.Rejected}
+		}
+	}
 	return p
+}
+
+// WatchLogOutbox makes every report include the backlog of the job-log
+// outbox, so operators see undelivered and refused log batches.
+func (r *RedisPipeline) WatchLogOutbox(o *outbox.Outbox) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.logOutbox = o
 }
 
 // Register writes the record with the served task queues.

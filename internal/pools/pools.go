@@ -36,6 +36,8 @@ type Pipelines interface {
 	Register(ctx context.Context, queues []string) error
 	Refresh(ctx context.Context) error
 	Unregister(ctx context.Context) error
+	// WatchLogOutbox adds the job-log outbox's backlog to every report.
+	WatchLogOutbox(o *outbox.Outbox)
 }
 
 // Deps are what the pools of one process share.
@@ -155,6 +157,9 @@ func Run(ctx context.Context, d Deps, names []string) error {
 			zap.String("host_queue", HostQueue(p, instance)), zap.Int("slots", p.Slots))
 	}
 
+	if d.Pipelines != nil {
+		d.Pipelines.WatchLogOutbox(logOutbox)
+	}
 	stopStats := startPipeline(ctx, d, queues, log)
 	<-ctx.Done()
 	log.Info("shutting down: no new work; running hooks get the drain timeout",

@@ -27,6 +27,15 @@ type Pipeline struct {
 	Status     string // e.g. "running", "draining"
 	StartedAt  time.Time
 	Stats      HostStats
+	// LogOutbox, when set, is the backlog of the host's job-log outbox
+	// (ARCHIVE_DIR/outbox): log batches spooled while Redis was unreachable
+	// and not yet delivered, and batches refused for good and set aside.
+	LogOutbox *OutboxBacklog
+}
+
+// OutboxBacklog is what a job-log outbox holds.
+type OutboxBacklog struct {
+	Pending, Rejected int
 }
 
 // PipelineID derives the hex id the way ArchiveBot's pipelines do:
@@ -63,7 +72,7 @@ func (p Pipeline) fields(now time.Time) (map[string]any, error) {
 		queues = []byte("[]")
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	return map[string]any{
+	fields := map[string]any{
 		"id":               PipelineMember(p.ID),
 		"hostname":         p.Hostname,
 		"fqdn":             p.FQDN,
@@ -82,7 +91,12 @@ func (p Pipeline) fields(now time.Time) (map[string]any, error) {
 		"task_queues":      string(queues),
 		"started_at":       p.StartedAt.Unix(),
 		"go":               runtime.Version(),
-	}, nil
+	}
+	if p.LogOutbox != nil {
+		fields["log_outbox_pending"] = p.LogOutbox.Pending
+		fields["log_outbox_rejected"] = p.LogOutbox.Rejected
+	}
+	return fields, nil
 }
 
 // RegisterPipeline writes a fresh pipeline:ID record (replacing any old

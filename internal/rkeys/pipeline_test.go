@@ -68,7 +68,14 @@ func TestPipelineLifecycle(t *testing.T) {
 	var queues []string
 	require.NoError(t, json.Unmarshal([]byte(h["task_queues"]), &queues))
 	assert.Equal(t, p.TaskQueues, queues)
+	assert.NotContains(t, h, "log_outbox_pending", "no outbox, no backlog fields")
 	assert.Equal(t, []string{key}, e.rdb.SMembers(ctx, "pipelines").Val())
+
+	p.LogOutbox = &OutboxBacklog{Pending: 7, Rejected: 1}
+	require.NoError(t, e.store.RefreshPipeline(ctx, p))
+	h = e.rdb.HGetAll(ctx, key).Val()
+	assert.Equal(t, "7", h["log_outbox_pending"])
+	assert.Equal(t, "1", h["log_outbox_rejected"])
 	ttl := e.rdb.TTL(ctx, key).Val()
 	assert.True(t, ttl > 25*time.Second && ttl <= 30*time.Second, "ttl %s", ttl)
 	inst := "executive_instance:worker1:4242"
