@@ -124,9 +124,9 @@ func (r *reaper) signalAll(ps []procRef, sig unix.Signal) {
 
 // waitGone polls until no leftover is alive or the deadline passes, and
 // returns the survivors. Newly found processes are added to found. A process
-// found earlier counts until its own /proc entry says it is gone: one that is
-// still exiting can already have lost its environment (so the marker scan
-// misses it) and its group membership is not yet a zombie's.
+// found earlier counts until its own /proc entry says it is gone or a
+// zombie: one that is still exiting can already have lost its environment,
+// so the marker scan misses it, while it is not a zombie yet.
 func (r *reaper) waitGone(deadline time.Time, found map[int]procRef) []procRef {
 	wait := reapPollMin
 	for {
