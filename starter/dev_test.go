@@ -195,6 +195,7 @@ func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &p))
 	require.NotEmpty(t, p.Pipelines)
 	assert.Contains(t, p.Pipelines[0].TaskQueues, "archiveflow")
+	assert.Equal(t, &logBacklogJSON{}, p.Pipelines[0].LogOutbox, "the workers report their (empty) job-log outbox")
 
 	// The same URL again: refused while retained, allowed with --force.
 	res = e.run(t, "submit", url)
