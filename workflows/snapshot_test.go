@@ -116,13 +116,29 @@ func TestSequentialSteps(t *testing.T) {
 func TestBackgroundHookRunsAcrossStepsAndIsCancelledAtSeal(t *testing.T) {
 	const bg = "on_Snapshot__20_watch.bg.sh"
 	h := newHarness(t, plan(bg, "on_Snapshot__21_a.sh", "on_Snapshot__30_b.sh", "on_Snapshot__60_c.sh", "on_Snapshot__90_d.sh"))
-	h.runner.on(bg, untilCancelled)
+	// The child's activity starts asynchronously: nothing in the workflow
+	// waits for it, so on a loaded machine the foreground steps may get
+	// ahead of it. Step 6's hook waits until it runs, which makes "still
+	// running during step 6" a fact the test can check.
+	bgStarted := make(chan struct{})
+	h.runner.on(bg, func(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
+		close(bgStarted)
+		return untilCancelled(ctx, req, sink)
+	})
+	h.runner.on("on_Snapshot__60_c.sh", func(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
+		select {
+		case <-bgStarted:
+			return succeed(ctx, req, sink)
+		case <-time.After(time.Minute):
+			return activities.Outcome{}, fmt.Errorf("background hook %s was not running during step 6", bg)
+		}
+	})
 
 	st := h.run(input(2))
 
 	assert.Equal(t, model.StateFinished, st.State)
 	ev := h.runner.snapshot()
-	assert.Less(t, index(ev, bg, "start"), index(ev, "on_Snapshot__60_c.sh", "start"), "background hook started in step 2, before step 6")
+	assert.Less(t, index(ev, bg, "start"), index(ev, "on_Snapshot__60_c.sh", "end"), "background hook running during step 6")
 	assert.Equal(t, -1, index(ev, bg, "end"), "background hook never ended on its own")
 	for _, n := range []string{"on_Snapshot__21_a.sh", "on_Snapshot__30_b.sh", "on_Snapshot__60_c.sh", "on_Snapshot__90_d.sh"} {
 		assert.Equal(t, model.StatusSucceeded, result(t, st, n).Status)
