@@ -134,6 +134,11 @@ type Job struct {
 	// snapshot is re-claimed by another worker (from step 0: archives are
 	// per host). It bounds the recovery time after a worker dies.
 	HostTimeout time.Duration `mapstructure:"host_timeout"`
+	// StepAttributeDelay is how long a step must last before the
+	// ArchiveflowStep search attribute shows it; 0 upserts it at every
+	// step. Each upsert rewrites the workflow's visibility record, which on
+	// the embedded SQLite server costs more than a short step itself.
+	StepAttributeDelay time.Duration `mapstructure:"step_attribute_delay"`
 }
 
 // Worker configures a worker process.
@@ -202,6 +207,9 @@ func Default() Config {
 			MaxDuration:     24 * time.Hour,
 			TaskQueue:       "archiveflow",
 			HostTimeout:     2 * time.Minute,
+			// Long enough to skip the steps of a fast snapshot, short
+			// enough that a step an operator can watch is shown.
+			StepAttributeDelay: time.Second,
 		},
 		Worker: Worker{
 			DrainTimeout:  30 * time.Second,

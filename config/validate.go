@@ -78,6 +78,7 @@ func (c *Config) Validate() error {
 	v.check(c.Job.DelayMax >= c.Job.DelayMin, "job.delay_max", c.Job.DelayMax, "must be >= job.delay_min")
 	v.oneOf("job.fetch_depth", c.Job.FetchDepth, "shallow", "inf")
 	v.positiveDur("job.max_duration", c.Job.MaxDuration)
+	v.check(c.Job.StepAttributeDelay >= 0, "job.step_attribute_delay", c.Job.StepAttributeDelay, "must be >= 0 (0 = show every step at once)")
 	v.nonEmpty("job.task_queue", c.Job.TaskQueue)
 	v.check(c.Job.HostTimeout >= c.Hooks.HeartbeatTimeout, "job.host_timeout", c.Job.HostTimeout, "must be >= hooks.heartbeat_timeout")
 

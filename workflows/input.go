@@ -76,6 +76,10 @@ type Timing struct {
 	// MaxClaims is how many times the snapshot may be claimed by a host
 	// (first claim included) before the job fails.
 	MaxClaims int `json:"max_claims"`
+	// StepAttributeDelay is how long a step must last before the
+	// ArchiveflowStep search attribute is upserted for it. Zero (also what
+	// inputs from before this field read as) upserts at every step.
+	StepAttributeDelay time.Duration `json:"step_attribute_delay,omitempty"`
 }
 
 // DefaultTiming is used for every Timing field left zero.
@@ -140,6 +144,9 @@ func (in SnapshotInput) Validate() error {
 		if s < 0 || s > 9 {
 			return fmt.Errorf("job %s: sequential step %d: must be 0..9", in.Job.Ident, s)
 		}
+	}
+	if in.Timing.StepAttributeDelay < 0 {
+		return fmt.Errorf("job %s: timing step_attribute_delay %s: must be >= 0", in.Job.Ident, in.Timing.StepAttributeDelay)
 	}
 	if err := in.Retry.Default.Validate(); err != nil {
 		return fmt.Errorf("job %s default retry: %w", in.Job.Ident, err)

@@ -55,8 +55,12 @@ type snapshot struct {
 	runCtx    workflow.Context
 	cancelRun workflow.CancelFunc
 
-	state           model.JobState
-	step            int
+	state model.JobState
+	step  int
+	// attrStep is the step the search attributes last showed; stepTimer
+	// says a delayed step upsert is pending (see publishStep).
+	attrStep        int
+	stepTimer       bool
 	settings        model.Settings
 	settingsVersion int
 
@@ -288,7 +292,7 @@ func (s *snapshot) discover() error {
 // enterStep publishes the new current step.
 func (s *snapshot) enterStep(step int) {
 	s.step = step
-	s.upsertSearchAttributes()
+	s.publishStep()
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	in := activities.StepInput{Ident: s.in.Job.Ident, Step: step, HooksTotal: len(s.plan.Hooks)}
 	s.writes.enqueue("set step", func(c workflow.Context) error {
@@ -488,7 +492,35 @@ func (s *snapshot) enqueueState(state model.JobState) {
 	})
 }
 
+// publishStep shows the current step in the search attributes. With a
+// StepAttributeDelay, a step is upserted only once it has lasted that long:
+// a timer started at a step change upserts whatever step is current when
+// it fires, so the attribute trails the real step by at most the delay,
+// and a snapshot of short steps rewrites its visibility record once per
+// delay instead of once per step. State changes upsert at once (with the
+// step) either way. Without the delay every step is upserted at once,
+// which is also how every history recorded before the field existed runs.
+func (s *snapshot) publishStep() {
+	d := s.in.Timing.StepAttributeDelay
+	if d <= 0 {
+		s.upsertSearchAttributes()
+		return
+	}
+	if s.stepTimer {
+		return
+	}
+	s.stepTimer = true
+	workflow.Go(s.dctx, func(c workflow.Context) {
+		err := workflow.Sleep(c, d)
+		s.stepTimer = false
+		if err == nil && s.step != s.attrStep {
+			s.upsertSearchAttributes()
+		}
+	})
+}
+
 func (s *snapshot) upsertSearchAttributes() {
+	s.attrStep = s.step
 	err := workflow.UpsertTypedSearchAttributes(s.dctx,
 		searchattr.Ident.ValueSet(s.in.Job.Ident),
 		searchattr.URL.ValueSet(s.in.Job.URL),

@@ -434,6 +434,7 @@ func TestInvalidInputFailsTheWorkflow(t *testing.T) {
 		{"no task queue", func(in *SnapshotInput) { in.TaskQueue = "" }, "task_queue must not be empty"},
 		{"negative concurrency", func(in *SnapshotInput) { in.Settings.Concurrency = -1 }, "concurrency -1: must be >= 0"},
 		{"bad sequential step", func(in *SnapshotInput) { in.SequentialSteps = []int{10} }, "sequential step 10: must be 0..9"},
+		{"negative step attribute delay", func(in *SnapshotInput) { in.Timing.StepAttributeDelay = -time.Second }, "timing step_attribute_delay -1s: must be >= 0"},
 		{"bad plugin retry", func(in *SnapshotInput) {
 			in.Retry.PerPlugin = map[string]Retry{"wget": {InitialInterval: time.Second, BackoffCoefficient: 0.5, MaximumInterval: time.Second, MaximumAttempts: 1}}
 		}, "retry of plugin wget: backoff_coefficient 0.5: must be >= 1"},

@@ -60,6 +60,7 @@ func Input(cfg *config.Config, r Request) workflows.SnapshotInput {
 			HeartbeatTimeout:    cfg.Hooks.HeartbeatTimeout,
 			HostScheduleToStart: cfg.Job.HostTimeout,
 			MaxDuration:         cfg.Job.MaxDuration,
+			StepAttributeDelay:  cfg.Job.StepAttributeDelay,
 		},
 	}
 }
