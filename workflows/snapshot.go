@@ -496,7 +496,7 @@ func (s *snapshot) enqueueState(state model.JobState) {
 // StepAttributeDelay, a step is upserted only once it has lasted that long:
 // a timer started at a step change upserts whatever step is current when
 // it fires, so the attribute trails the real step by at most the delay,
-// and a snapshot of short steps rewrites its visibility record once per
+// and a snapshot of short steps rewrites its visibility record at most once per
 // delay instead of once per step. State changes upsert at once (with the
 // step) either way. Without the delay every step is upserted at once,
 // which is also how every history recorded before the field existed runs.
