@@ -23,8 +23,9 @@ const (
 // its environment (daemons that left the group with setsid).
 type reaper struct {
 	pgid     int
-	marker   []byte // "ARCHIVEFLOW_ATTEMPT_ID=<id>"
-	minStart uint64 // hook start time in clock ticks; marked processes start later
+	marker   []byte       // "ARCHIVEFLOW_ATTEMPT_ID=<id>"
+	minStart uint64       // hook start time in clock ticks; marked processes start later
+	born     *birthWindow // pids of processes created since the hook started; nil = any
 	grace    time.Duration
 	log      *zap.Logger
 	// markerOnly skips the process group: used when the group's number may
@@ -71,7 +72,7 @@ func (r *reaper) leftovers() []procRef {
 			out = append(out, p)
 		}
 	}
-	marked, err := markedProcesses(r.marker, r.minStart)
+	marked, err := markedProcesses(r.marker, r.minStart, r.born)
 	if err != nil {
 		r.log.Warn("scan for marked processes", zap.Error(err))
 	}

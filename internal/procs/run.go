@@ -96,7 +96,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := context.Cause(ctx); err != nil {
 		return Result{}, fmt.Errorf("run hook %s: not started: %w", s.Stem, err)
 	}
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+	if err := makeDir(s.Dir); err != nil {
 		return Result{}, fmt.Errorf("run hook %s: create dir: %w", s.Stem, err)
 	}
 	files := runnerFiles(s.Dir, s.Stem, s.AttemptID)
@@ -104,6 +104,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
 	}
+	born := openBirthWindow()
 	cmd, startErr := start(ctx, cmd)
 	// The child holds its own copies of the output descriptors.
 	closeFiles(cmd)
@@ -115,43 +116,49 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	go func() { waitCh <- cmd.Wait() }()
 
 	pid := cmd.Process.Pid
+	if born != nil {
+		born.first = pid
+	}
 	leader := procRef{PID: pid}
 	if st, err := readStat(pid); err == nil {
 		leader.StartTime = st.StartTime
 	}
 	log = log.With(zap.Int("pid", pid))
 	log.Info("hook started", zap.String("path", s.Path), zap.Strings("args", s.Args), zap.String("dir", s.Dir))
-	writeAttemptPIDFile(files.PID, leader, argv, res.StartedAt, log)
 
 	out := &stdoutSink{onRecord: s.OnRecord, log: log, lineCap: s.LineCap}
 	errs := &stderrSink{onLine: s.OnStderr}
+	stdout := &tailer{path: files.Stdout, w: &jsonl.Splitter{Cap: s.LineCap, Emit: out.line}}
+	stderr := &tailer{path: files.Stderr, w: &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}}
 	stopTail := make(chan struct{})
 	var tails sync.WaitGroup
-	tails.Go(func() {
-		sp := &jsonl.Splitter{Cap: s.LineCap, Emit: out.line}
-		if err := tail(files.Stdout, stopTail, sp); err != nil {
-			log.Warn("read hook stdout", zap.Error(err))
-		}
-		sp.Flush()
-	})
-	tails.Go(func() {
-		sp := &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}
-		if err := tail(files.Stderr, stopTail, sp); err != nil {
-			log.Warn("read hook stderr", zap.Error(err))
-		}
-		sp.Flush()
-	})
+	for _, t := range []*tailer{stdout, stderr} {
+		tails.Go(func() {
+			if err := t.follow(stopTail); err != nil {
+				log.Warn("read hook output", zap.Error(err))
+			}
+		})
+	}
+	// The runner's own files are written while the hook runs, not before.
+	writeAttemptPIDFile(files.PID, leader, argv, res.StartedAt, log)
+	if err := writeShFile(files.Sh, s.Dir, s.AttemptID, argv); err != nil {
+		log.Warn("write command file", zap.String("path", files.Sh), zap.Error(err))
+	}
 
-	rp := &reaper{pgid: pid, marker: []byte(MarkerEnv + "=" + s.AttemptID), minStart: leader.StartTime, grace: s.Grace, log: log}
+	rp := &reaper{pgid: pid, marker: []byte(MarkerEnv + "=" + s.AttemptID), minStart: leader.StartTime, born: born, grace: s.Grace, log: log}
 	if err := supervise(ctx, s.Timeout, rp, waitCh, &res); err != nil {
 		log.Debug("hook wait", zap.Error(err))
 	}
 	res.EndedAt = time.Now()
 	res.ExitCode, res.Signal = exitStatus(cmd.ProcessState)
+	close(stopTail) // the tails catch up while the leftovers are cleaned up
 	res.Leftovers = rp.cleanup()
-
-	close(stopTail)
 	tails.Wait()
+	for _, t := range []*tailer{stdout, stderr} {
+		if err := t.finish(); err != nil {
+			log.Warn("read hook output", zap.Error(err))
+		}
+	}
 	if err := os.Remove(files.PID); err != nil && !errors.Is(err, os.ErrNotExist) {
 		log.Warn("remove pid file", zap.Error(err))
 	}
@@ -169,7 +176,17 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	return res, nil
 }
 
-// prepare creates the output files and the .sh file and builds the command.
+// makeDir creates dir like os.MkdirAll, with one system call when only the
+// last element is missing (the common case: SNAP_DIR exists, PLUGIN not).
+func makeDir(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if err == nil {
+		return nil
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+// prepare creates the output files and builds the command.
 func prepare(s Spec, files Files) (*exec.Cmd, []string, error) {
 	stdout, err := createOutput(files.Stdout)
 	if err != nil {
@@ -181,11 +198,6 @@ func prepare(s Spec, files Files) (*exec.Cmd, []string, error) {
 		return nil, nil, err
 	}
 	argv := append([]string{s.Path}, s.Args...)
-	if err := writeShFile(files.Sh, s.Dir, s.AttemptID, argv); err != nil {
-		stdout.Close()
-		stderr.Close()
-		return nil, nil, err
-	}
 	cmd := &exec.Cmd{
 		Path:        s.Path,
 		Args:        argv,

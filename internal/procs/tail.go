@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -16,52 +17,87 @@ const (
 	tailBufSize = 64 << 10
 )
 
-// tail follows the file at path from its start, writing everything read to
-// w, until stop is closed; then it reads to EOF one last time and returns.
-// Memory is one fixed buffer: the file may grow without bound.
-func tail(path string, stop <-chan struct{}, w io.Writer) error {
-	f, err := os.Open(path)
+// tailBufs recycles the read buffers: a fresh 64 KiB per output file and
+// hook would be zeroed and collected after every hook.
+var tailBufs = sync.Pool{New: func() any { return new([tailBufSize]byte) }}
+
+// flushWriter receives a file's bytes and, at the end, a Flush for a last
+// line without a newline (a *jsonl.Splitter).
+type flushWriter interface {
+	io.Writer
+	Flush()
+}
+
+// tailer follows one output file from its start with one fixed buffer: the
+// file may grow without bound. follow runs in its own goroutine while the
+// hook runs; finish runs after follow returned and every writer is gone.
+type tailer struct {
+	path string
+	w    flushWriter
+	f    *os.File
+	buf  *[tailBufSize]byte
+}
+
+// follow opens the file and copies what is written to it until stop is
+// closed, then reads to the current EOF and returns. The caller closes stop
+// as soon as the hook leader exits, so this catch-up overlaps the leftover
+// cleanup and finish has little left to read.
+func (t *tailer) follow(stop <-chan struct{}) error {
+	f, err := os.Open(t.path)
 	if err != nil {
-		return fmt.Errorf("tail %s: %w", path, err)
+		return fmt.Errorf("tail %s: %w", t.path, err)
 	}
-	defer f.Close()
-	buf := make([]byte, tailBufSize)
+	t.f, t.buf = f, tailBufs.Get().(*[tailBufSize]byte)
 	wait := pollMin
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	for {
-		n, err := f.Read(buf)
+		n, err := t.f.Read(t.buf[:])
 		if n > 0 {
-			_, _ = w.Write(buf[:n])
+			_, _ = t.w.Write(t.buf[:n])
 			wait = pollMin
 			continue
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("tail %s: %w", path, err)
+			return fmt.Errorf("tail %s: %w", t.path, err)
 		}
 		timer.Reset(wait)
 		select {
 		case <-stop:
-			return drain(f, buf, w, path)
+			return t.drain()
 		case <-timer.C:
 			wait = min(2*wait, pollMax)
 		}
 	}
 }
 
-// drain copies f to w until EOF.
-func drain(f *os.File, buf []byte, w io.Writer, path string) error {
+// finish reads what was written after follow returned (by processes
+// stopped since) to EOF, flushes the writer and closes the file.
+func (t *tailer) finish() error {
+	var err error
+	if t.f != nil {
+		err = t.drain()
+		t.f.Close()
+		tailBufs.Put(t.buf)
+		t.f, t.buf = nil, nil
+	}
+	t.w.Flush()
+	return err
+}
+
+// drain copies the file to w until EOF.
+func (t *tailer) drain() error {
 	for {
-		n, err := f.Read(buf)
+		n, err := t.f.Read(t.buf[:])
 		if n > 0 {
-			_, _ = w.Write(buf[:n])
+			_, _ = t.w.Write(t.buf[:n])
 		}
 		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("tail %s: %w", path, err)
+			return fmt.Errorf("tail %s: %w", t.path, err)
 		}
 	}
 }
