@@ -31,6 +31,9 @@ type reaper struct {
 	// markerOnly skips the process group: used when the group's number may
 	// have been reused (the sweeper found the leader gone).
 	markerOnly bool
+	// members, when set, lists the pids in the hook's cgroup: all of its
+	// processes, whatever their group or environment.
+	members func() []int
 }
 
 // signalGroup sends sig to the whole process group.
@@ -80,6 +83,14 @@ func (r *reaper) leftovers() []procRef {
 		if !seen[p.PID] {
 			seen[p.PID] = true
 			out = append(out, p)
+		}
+	}
+	if r.members != nil {
+		for _, pid := range r.members() {
+			if st, err := readStat(pid); err == nil && !seen[pid] && st.State != 'Z' && st.State != 'X' {
+				seen[pid] = true
+				out = append(out, procRef{PID: pid, StartTime: st.StartTime})
+			}
 		}
 	}
 	return out

@@ -115,6 +115,11 @@ type Result struct {
 	// Leftovers counts processes found alive after the leader exited (group
 	// members and marked daemons); all were terminated.
 	Leftovers int
+	// Limit names the resource limit the hook ran into (LimitMemory,
+	// LimitProcesses, LimitCPUTime), "" if none; LimitError says how.
+	Limit      string
+	LimitError string
+
 	StartedAt time.Time
 	EndedAt   time.Time // when the leader exited
 	Files     Files
@@ -143,6 +148,7 @@ func (r Result) ArchiveResult() model.ArchiveResult {
 		EndedAt:     r.EndedAt,
 		Outputs:     r.Outputs,
 		OutputBytes: r.OutputBytes,
+		Limit:       r.Limit,
 	}
 	if r.Last != nil {
 		ar.OutputStr = r.Last.OutputStr
@@ -151,6 +157,9 @@ func (r Result) ArchiveResult() model.ArchiveResult {
 	}
 	if r.Transient {
 		ar.Error = r.Err().Error()
+	}
+	if r.Limit != "" && ar.Status == model.StatusFailed && ar.Error == "" {
+		ar.Error = r.LimitError
 	}
 	return ar
 }
@@ -165,6 +174,8 @@ func hookFromRunnerFile(path string) string {
 
 // decide applies the status mapping of DESIGN.md §3, in order:
 //  1. the last ArchiveResult record's status wins (whatever the exit);
+//     1b. else a resource limit the hook ran into makes it failed: final,
+//     as the same hook would run into it again;
 //  2. a background hook stopped by its context (the seal) with no record
 //     and exit 0 or 143 (SIGTERM) succeeded;
 //  3. timeout or cancellation without a record: transient;
@@ -176,6 +187,9 @@ func decide(r *Result, background bool, timeout time.Duration) {
 		r.Status = r.Last.Status
 		r.Reason = fmt.Sprintf("ArchiveResult record status %s (exit %d)", r.Status, r.ExitCode)
 		r.SoftFailed = r.Status == model.StatusFailed && r.ExitCode == 0
+	case r.Limit != "":
+		r.Status = model.StatusFailed
+		r.Reason = r.LimitError
 	case background && r.Canceled && (r.ExitCode == 0 || r.ExitCode == 128+int(syscall.SIGTERM)):
 		r.Status = model.StatusSucceeded
 		r.Reason = fmt.Sprintf("background hook stopped by the seal, no record, exit %d", r.ExitCode)

@@ -104,12 +104,25 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
 	}
+	cg, err := newHookCgroup(s.Limits, s.AttemptID, log)
+	if err != nil {
+		if s.Limits.Cgroup != "" {
+			closeFiles(cmd)
+			// %v: a missing cgroup file is not a missing executable (IsPermanent).
+			return Result{}, fmt.Errorf("run hook %s: limits: %v", s.Stem, err)
+		}
+		log.Debug("hook limits without a cgroup: rlimits only", zap.Error(err))
+	}
 	born := openBirthWindow()
-	cmd, startErr := start(ctx, cmd)
+	cmd, startErr := cg.start(ctx, cmd)
 	// The child holds its own copies of the output descriptors.
 	closeFiles(cmd)
 	if startErr != nil {
+		cg.remove(log)
 		return Result{}, fmt.Errorf("run hook %s: start %s: %w", s.Stem, s.Path, startErr)
+	}
+	if s.Limits.active() {
+		applyRlimits(cmd.Process.Pid, s.Limits, cg != nil, log)
 	}
 	res := Result{AttemptID: s.AttemptID, Files: files, StartedAt: time.Now(), ExitCode: -1}
 	waitCh := make(chan error, 1)
@@ -146,6 +159,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 
 	rp := &reaper{pgid: pid, marker: []byte(MarkerEnv + "=" + s.AttemptID), minStart: leader.StartTime, born: born, grace: s.Grace, log: log}
+	if cg != nil {
+		rp.members = cg.members
+	}
 	if err := supervise(ctx, s.Timeout, rp, waitCh, &res); err != nil {
 		log.Debug("hook wait", zap.Error(err))
 	}
@@ -153,6 +169,11 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	res.ExitCode, res.Signal = exitStatus(cmd.ProcessState)
 	close(stopTail) // the tails catch up while the leftovers are cleaned up
 	res.Leftovers = rp.cleanup()
+	res.Limit, res.LimitError = cg.hit()
+	if res.Limit == "" {
+		res.Limit, res.LimitError = rlimitHit(s.Limits, cg != nil, &res, usage(cmd.ProcessState))
+	}
+	cg.remove(log)
 	tails.Wait()
 	for _, t := range []*tailer{stdout, stderr} {
 		if err := t.finish(); err != nil {

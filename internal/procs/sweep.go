@@ -19,6 +19,7 @@ type SweepReport struct {
 	Killed   []int    // hook pids whose process tree was terminated
 	Removed  []string // stale pid files removed
 	Errors   []string // per-file problems (unreadable or unparsable files are removed too)
+	Cgroups  []string // stale per-hook cgroups removed
 }
 
 // Sweep terminates hooks left running by a crashed or killed runner under
@@ -54,6 +55,7 @@ func SweepGrace(root string, grace time.Duration, log *zap.Logger) (SweepReport,
 		sweepOne(path, m[2], grace, log.With(zap.String("pid_file", path), zap.String("attempt", m[2])), &rep)
 		return nil
 	})
+	rep.Cgroups = sweepCgroups(grace, log)
 	if err != nil {
 		return rep, fmt.Errorf("sweep %s: %w", root, err)
 	}

@@ -1,0 +1,353 @@
+package procs
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// Fixtures. Each is bounded, so that a test on a host where a limit does
+// not apply cannot hurt the host: the hog holds at most 512 MiB, the bomb
+// starts at most 300 sleeping processes, the busy loop ends at the
+// hook's timeout.
+const (
+	// tail keeps every byte of a line in memory, and /dev/zero has no
+	// newline.
+	hogBody  = `head -c 536870912 /dev/zero | tail > /dev/null`
+	bombBody = `i=0
+while [ $i -lt 300 ]; do
+	sleep 60 &
+	i=$((i+1))
+done`
+	busyBody = `while :; do :; done`
+)
+
+const testMemoryLimit = 64 << 20
+
+// requireCgroups skips the test unless this host lets the runner create a
+// hook cgroup with the controllers l needs.
+func requireCgroups(t *testing.T, l Limits) {
+	t.Helper()
+	id, err := NewAttemptID()
+	require.NoError(t, err)
+	cg, err := newHookCgroup(l, id, zaptest.NewLogger(t))
+	if err != nil || cg == nil {
+		t.Skipf("no writable cgroup for hook limits on this host (%v): the rlimit fallback is covered by TestRlimitsWithoutCgroup and TestMemoryHogWithoutCgroup", err)
+	}
+	cg.remove(nil)
+}
+
+// A hook that allocates without bound and one that forks without bound,
+// with limits set, both end failed naming the limit; a hook running at the
+// same time and this test process (the worker) carry on normally.
+func TestLimitsEndRunawayHooksOnly(t *testing.T) {
+	limits := Limits{Memory: testMemoryLimit, Processes: 20}
+	requireCgroups(t, limits)
+
+	hog := specFor(t, writeHook(t, "hog.sh", hogBody))
+	hog.Limits = limits
+	bomb := specFor(t, writeHook(t, "bomb.sh", bombBody))
+	bomb.Limits = limits
+	bomb.Grace = 300 * time.Millisecond
+	normal := specFor(t, writeHook(t, "normal.sh", `sleep 1
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"fine"}'`))
+	normal.Limits = limits
+
+	var wg sync.WaitGroup
+	results := make([]Result, 3)
+	for i, s := range []Spec{hog, bomb, normal} {
+		wg.Go(func() { results[i] = runSpec(t, s) })
+	}
+	wg.Wait()
+	hogRes, bombRes, normalRes := results[0], results[1], results[2]
+
+	assert.Equal(t, model.StatusFailed, hogRes.Status, hogRes.Reason)
+	assert.False(t, hogRes.Transient, "a limit is final: the same hook would run into it again")
+	assert.Equal(t, LimitMemory, hogRes.Limit)
+	assert.Contains(t, hogRes.Reason, "memory limit 64 MiB exceeded")
+	assert.Contains(t, hogRes.Reason, "killed by the OOM killer")
+	ar := hogRes.ArchiveResult()
+	assert.Equal(t, LimitMemory, ar.Limit)
+	assert.Equal(t, model.StatusFailed, ar.Status)
+	assert.Contains(t, ar.Error, "memory limit 64 MiB exceeded")
+
+	assert.Equal(t, model.StatusFailed, bombRes.Status, bombRes.Reason)
+	assert.Equal(t, LimitProcesses, bombRes.Limit)
+	assert.Contains(t, bombRes.Reason, "process limit 20 reached")
+	assert.Contains(t, bombRes.ArchiveResult().Error, "process limit 20 reached")
+	assert.Positive(t, bombRes.Leftovers, "the bomb's sleeping children were found and ended")
+
+	assert.Equal(t, model.StatusSucceeded, normalRes.Status, normalRes.Reason)
+	assert.Empty(t, normalRes.Limit)
+	assert.Equal(t, "fine", normalRes.Last.OutputStr)
+
+	for _, s := range []Spec{hog, bomb, normal} {
+		assert.Empty(t, hookCgroupsOf(t, s), "the hook's cgroup is removed when it ends")
+	}
+}
+
+// hookCgroupsOf lists the cgroups left for the attempts run in s.Dir.
+func hookCgroupsOf(t *testing.T, s Spec) []string {
+	t.Helper()
+	lay, err := cgroupLayoutOnce()
+	require.NoError(t, err)
+	var left []string
+	for _, parent := range lay.dirs() {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if _, id, ok := parseCgroupName(e.Name()); ok {
+				if _, err := os.Stat(runnerFiles(s.Dir, s.Stem, id).Stdout); err == nil {
+					left = append(left, filepath.Join(parent, e.Name()))
+				}
+			}
+		}
+	}
+	return left
+}
+
+// The CPU time limit ends a busy hook, whether the leader itself spins
+// (SIGXCPU) or a child does (a shell reports its death as exit 152).
+func TestCPUTimeLimit(t *testing.T) {
+	for name, body := range map[string]string{
+		"leader": busyBody,
+		"child":  "sh -c '" + busyBody + "'",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := specFor(t, writeHook(t, "busy.sh", body))
+			s.Limits = Limits{CPUTime: time.Second}
+			s.Timeout = time.Minute // ends the fixture if the limit does not
+			res := runSpec(t, s)
+			require.Equal(t, model.StatusFailed, res.Status, res.Reason)
+			assert.Equal(t, LimitCPUTime, res.Limit)
+			assert.Contains(t, res.Reason, "CPU time limit 1 s exceeded")
+			assert.False(t, res.TimedOut)
+			if name == "leader" {
+				assert.Equal(t, syscall.SIGXCPU, res.Signal)
+			} else {
+				assert.Equal(t, 128+int(syscall.SIGXCPU), res.ExitCode)
+			}
+		})
+	}
+}
+
+// Without a cgroup every limit is a per-process rlimit of the hook, which
+// its children inherit.
+func TestRlimitsWithoutCgroup(t *testing.T) {
+	t.Parallel()
+	// The hook waits until prlimit has reached it, then shows its own
+	// limits and those of a child.
+	s := specFor(t, writeHook(t, "limits.sh", `until grep -q '^Max open files *64 ' /proc/$$/limits; do sleep 0.01; done
+cat /proc/$$/limits
+sh -c 'cat /proc/$$/limits' > child.limits`))
+	s.Limits = Limits{Memory: testMemoryLimit, CPUTime: 1500 * time.Millisecond, OpenFiles: 64, Processes: 5000, Cgroup: CgroupNone}
+	s.Timeout = time.Minute
+	res := runSpec(t, s)
+	require.Equal(t, model.StatusNoResults, res.Status, res.Reason)
+	assert.Empty(t, res.Limit)
+
+	want := map[string][2]string{
+		"Max cpu time":   {"2", "3"}, // rounded up to whole seconds; SIGKILL a second later
+		"Max data size":  {strconv.Itoa(testMemoryLimit), strconv.Itoa(testMemoryLimit)},
+		"Max open files": {"64", "64"},
+		"Max processes":  {"5000", "5000"},
+	}
+	for _, file := range []string{res.Files.Stdout, filepath.Join(s.Dir, "child.limits")} {
+		got := readLimits(t, file)
+		for name, w := range want {
+			assert.Equal(t, w, got[name], "%s in %s", name, file)
+		}
+	}
+}
+
+// readLimits parses a copy of /proc/PID/limits: name → soft, hard.
+func readLimits(t *testing.T, path string) map[string][2]string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	out := map[string][2]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) < 26 || !strings.HasPrefix(line, "Max ") {
+			continue
+		}
+		v := strings.Fields(line[26:])
+		if len(v) >= 2 {
+			out[strings.TrimSpace(line[:26])] = [2]string{v[0], v[1]}
+		}
+	}
+	return out
+}
+
+// Without a cgroup the memory limit is RLIMIT_DATA: the hog's allocation
+// fails, and the runner names the limit from the hook's peak RSS.
+func TestMemoryHogWithoutCgroup(t *testing.T) {
+	t.Parallel()
+	s := specFor(t, writeHook(t, "hog.sh", hogBody))
+	s.Limits = Limits{Memory: testMemoryLimit, Cgroup: CgroupNone}
+	res := runSpec(t, s)
+	require.Equal(t, model.StatusFailed, res.Status, res.Reason)
+	assert.Equal(t, LimitMemory, res.Limit)
+	assert.Contains(t, res.Reason, "memory limit 64 MiB reached (RLIMIT_DATA; peak RSS")
+	assert.Contains(t, strings.Join(res.StderrTail, "\n"), "memory exhausted", "tail reports the failed allocation")
+}
+
+// A record still decides the status when a limit was hit; the limit is
+// reported with it.
+func TestRecordWinsOverLimit(t *testing.T) {
+	t.Parallel()
+	s := specFor(t, writeHook(t, "recovers.sh", `sh -c '`+busyBody+`'
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"recovered"}'`))
+	s.Limits = Limits{CPUTime: time.Second}
+	s.Timeout = time.Minute
+	res := runSpec(t, s)
+	assert.Equal(t, model.StatusSucceeded, res.Status, res.Reason)
+	assert.Empty(t, res.Limit, "the leader exited 0: no limit ended the hook")
+}
+
+func TestLimitsValidation(t *testing.T) {
+	for _, l := range []Limits{
+		{Memory: -1}, {CPUTime: -time.Second}, {OpenFiles: -1}, {Processes: -1}, {Cgroup: "relative/dir"},
+	} {
+		s := specFor(t, "/bin/true")
+		s.Limits = l
+		_, err := Run(t.Context(), s)
+		require.ErrorIs(t, err, ErrInvalidSpec, "%+v", l)
+		assert.True(t, IsPermanent(err))
+	}
+}
+
+// A named cgroup directory that cannot be used fails the start instead of
+// running the hook with weaker limits.
+func TestNamedCgroupMustWork(t *testing.T) {
+	s := specFor(t, writeHook(t, "x.sh", `exit 0`))
+	s.Limits = Limits{Memory: testMemoryLimit, Cgroup: t.TempDir()} // not a cgroup
+	_, err := Run(t.Context(), s)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "limits")
+	assert.False(t, IsPermanent(err))
+}
+
+// cgroup v2: the hook is created inside its cgroup (clone3 with
+// CLONE_INTO_CGROUP), its processes are listed there, and the directory is
+// removed afterwards. The unified hierarchy of a hybrid host has no
+// controllers, which this placement does not need.
+func TestCgroupV2Placement(t *testing.T) {
+	lay, err := cgroupLayoutOnce()
+	require.NoError(t, err)
+	if lay.v2 == "" {
+		t.Skip("no cgroup v2 hierarchy mounted")
+	}
+	parent := filepath.Join(lay.v2, "archiveflow-test-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Skipf("cgroup v2 not writable here: %v", err)
+	}
+	t.Cleanup(func() { _ = os.Remove(parent) })
+	id, err := NewAttemptID()
+	require.NoError(t, err)
+	dir := filepath.Join(parent, cgroupName(selfRef(), id))
+	cg, err := createV2(dir, Limits{})
+	require.NoError(t, err)
+
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd, err = cg.start(t.Context(), cmd)
+	require.NoError(t, err)
+	assert.Equal(t, []int{cmd.Process.Pid}, cg.members())
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cgroup")
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "0::"+strings.TrimPrefix(dir, lay.v2))
+
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	cg.remove(zaptest.NewLogger(t))
+	assert.NoDirExists(t, dir)
+}
+
+// The sweep removes hook cgroups whose runner is gone, ending what still
+// runs in them, and leaves those of live runners alone.
+func TestSweepRemovesCgroupsOfDeadRunners(t *testing.T) {
+	limits := Limits{Processes: 10}
+	requireCgroups(t, limits)
+	lay, err := cgroupLayoutOnce()
+	require.NoError(t, err)
+	parents, ok := lay.v1Dirs(limits.needed())
+	var parent string
+	if ok {
+		parent = parents[ctrlPids]
+	} else {
+		parent = lay.v2
+	}
+
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	deadOwner := procRef{PID: dead.Process.Pid, StartTime: 1}
+	live, _ := leftover(t) // a live process stands for another runner
+	st, err := readStat(live.Process.Pid)
+	require.NoError(t, err)
+	liveOwner := procRef{PID: live.Process.Pid, StartTime: st.StartTime}
+
+	mk := func(owner procRef) string {
+		id, err := NewAttemptID()
+		require.NoError(t, err)
+		dir := filepath.Join(parent, cgroupName(owner, id))
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		t.Cleanup(func() { _ = os.Remove(dir) })
+		return dir
+	}
+	stale, kept := mk(deadOwner), mk(liveOwner)
+	orphan := exec.Command("sleep", "60")
+	require.NoError(t, orphan.Start())
+	t.Cleanup(func() { _ = orphan.Process.Kill(); _ = orphan.Wait() })
+	require.NoError(t, writeCgroupFile(stale, "cgroup.procs", strconv.Itoa(orphan.Process.Pid)))
+
+	rep, err := SweepGrace(t.TempDir(), 200*time.Millisecond, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	assert.Contains(t, rep.Cgroups, stale)
+	assert.NoDirExists(t, stale)
+	assert.DirExists(t, kept)
+	_ = orphan.Wait()
+	assert.True(t, gone(orphan.Process.Pid), "what ran in the stale cgroup was ended")
+}
+
+func TestParseCgroupLayout(t *testing.T) {
+	hybrid := `25 30 0:23 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755
+26 25 0:24 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw
+30 25 0:28 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory
+31 25 0:29 / /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids
+32 25 0:30 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct
+`
+	own := "9:pids:/\n4:memory:/process_api/abc\n2:cpu,cpuacct:/\n0::/\n"
+	lay := parseCgroupLayout([]byte(hybrid), []byte(own))
+	assert.Equal(t, "/sys/fs/cgroup/unified", lay.v2)
+	assert.Equal(t, map[string]string{"memory": "/sys/fs/cgroup/memory/process_api/abc", "pids": "/sys/fs/cgroup/pids"}, lay.v1)
+
+	// A container: the hierarchy is mounted from the container's own
+	// directory, and a mount point holds an escaped space.
+	v2only := `40 35 0:33 /docker/c1 /sys/fs/cgroup\040x rw - cgroup2 cgroup2 rw
+`
+	lay = parseCgroupLayout([]byte(v2only), []byte("0::/docker/c1/worker\n"))
+	assert.Equal(t, "/sys/fs/cgroup x/worker", lay.v2)
+	assert.Empty(t, lay.v1)
+
+	lay = parseCgroupLayout([]byte(v2only), []byte("0::/docker/c10\n"))
+	assert.Empty(t, lay.v2, "a path outside the mounted part is not reachable")
+}
