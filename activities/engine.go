@@ -38,7 +38,10 @@ type Engine struct {
 	DefaultTimeout time.Duration
 	// Grace is the SIGTERM → SIGKILL delay of foreground hooks (15 s).
 	Grace time.Duration
-	Log   *zap.Logger
+	// Limits are every hook's resource limits unless its plugin's limit
+	// keys say otherwise (hooks.limits; none by default).
+	Limits procs.Limits
+	Log    *zap.Logger
 }
 
 var (
@@ -195,6 +198,7 @@ func (e *Engine) spec(req RunRequest, sink Sink) (procs.Spec, error) {
 		Timeout:    timeout,
 		Grace:      h.Grace,
 		Background: h.Background,
+		Limits:     limits(e.Limits, resolved.Limits()),
 		OnStderr:   sink.StderrLine,
 		OnRecord: func(r jsonl.Record) {
 			sink.Record()
@@ -208,6 +212,24 @@ func (e *Engine) spec(req RunRequest, sink Sink) (procs.Spec, error) {
 		spec.Timeout = 0
 	}
 	return spec, nil
+}
+
+// limits applies a plugin's limit keys over the worker's defaults.
+func limits(def procs.Limits, p hooks.Limits) procs.Limits {
+	l := def
+	if p.Memory != nil {
+		l.Memory = *p.Memory
+	}
+	if p.CPUTime != nil {
+		l.CPUTime = *p.CPUTime
+	}
+	if p.OpenFiles != nil {
+		l.OpenFiles = *p.OpenFiles
+	}
+	if p.Processes != nil {
+		l.Processes = *p.Processes
+	}
+	return l
 }
 
 // env is the hook's environment: the worker's, the resolved plugin config,

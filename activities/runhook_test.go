@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
 // These tests run real hooks (shell scripts written into t.TempDir()) through
@@ -232,6 +233,24 @@ func TestRunHookStatusMapping(t *testing.T) {
 			assert.Equal(t, 1, res.Attempts)
 		})
 	}
+}
+
+// A plugin's limit key (here from the worker's environment) overrides the
+// worker's default limits; a hook that runs into its limit fails for good,
+// with the limit named, and is not retried.
+func TestRunHookResourceLimit(t *testing.T) {
+	f := newFixture(t)
+	f.engine.Limits = procs.Limits{Memory: 1 << 30}
+	f.engine.Env = append(f.engine.Env, "HOG_MAX_MEMORY=64MiB")
+	h := f.hook("hog", "on_Snapshot__10_hog.sh", `head -c 536870912 /dev/zero | tail > /dev/null`)
+
+	res, err := f.run(f.env(), runInput(h))
+
+	require.NoError(t, err, "a limit is a final failure, not a retryable error")
+	assert.Equal(t, model.StatusFailed, res.Status)
+	assert.Equal(t, procs.LimitMemory, res.Limit)
+	assert.Contains(t, res.Error, "memory limit 64 MiB")
+	assert.Equal(t, 1, res.Attempts)
 }
 
 func TestRunHookInvocationContract(t *testing.T) {

@@ -184,6 +184,10 @@ func Run(ctx context.Context, d Deps, names []string) error {
 func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, log *zap.Logger) ([]worker.Worker, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
+	mem, err := cfg.Hooks.Limits.MaxMemoryBytes()
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: hooks.limits.max_memory: %w", p.Name, err)
+	}
 	engine := &activities.Engine{
 		PluginDirs:     absDirs(cfg.Plugins.Dirs),
 		ArchiveDir:     archiveDir,
@@ -191,7 +195,14 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		Env:            d.Env,
 		DefaultTimeout: cfg.Hooks.Timeout,
 		Grace:          cfg.Hooks.Grace,
-		Log:            plog,
+		Limits: procs.Limits{
+			Memory:    mem,
+			CPUTime:   time.Duration(cfg.Hooks.Limits.MaxCPUSeconds * float64(time.Second)),
+			OpenFiles: int64(cfg.Hooks.Limits.MaxOpenFiles),
+			Processes: int64(cfg.Hooks.Limits.MaxProcesses),
+			Cgroup:    cfg.Hooks.Limits.Cgroup,
+		},
+		Log: plog,
 	}
 	acts, err := activities.New(engine, engine, d.Store, plog, activities.Options{
 		HostQueue:         HostQueue(p, instance),
