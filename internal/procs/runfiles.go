@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // MarkerEnv is the environment variable set to the attempt ID in every hook
@@ -159,17 +158,15 @@ func parsePIDFile(b []byte) (pidFile, error) {
 	return p, nil
 }
 
-// writePIDFile writes the .pid file and sets its mtime to the start time.
-func writePIDFile(path string, p pidFile, started time.Time) error {
+// writePIDFile writes the .pid file. It is written right after the start,
+// so its mtime is the start time to within the write.
+func writePIDFile(path string, p pidFile) error {
 	b, err := p.encode()
 	if err != nil {
 		return fmt.Errorf("write pid file %s: %w", path, err)
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("write pid file: %w", err)
-	}
-	if err := os.Chtimes(path, started, started); err != nil {
-		return fmt.Errorf("set pid file mtime: %w", err)
 	}
 	return nil
 }
