@@ -21,6 +21,9 @@ import (
 // the rest are only counted.
 const maxWarnings = 10
 
+// noCgroupOnce warns once per process that limits fall back to rlimits.
+var noCgroupOnce sync.Once
+
 // active holds the attempt IDs being run by this process, so that Sweep
 // never touches a live attempt of its own process.
 var active sync.Map
@@ -111,7 +114,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			// %v: a missing cgroup file is not a missing executable (IsPermanent).
 			return Result{}, fmt.Errorf("run hook %s: limits: %v", s.Stem, err)
 		}
-		log.Debug("hook limits without a cgroup: rlimits only", zap.Error(err))
+		noCgroupOnce.Do(func() {
+			log.Warn("hook limits without a cgroup: memory is limited per process (RLIMIT_DATA), processes per user (RLIMIT_NPROC, not for root); set hooks.limits.cgroup", zap.Error(err))
+		})
 	}
 	born := openBirthWindow()
 	cmd, startErr := cg.start(ctx, cmd)
@@ -145,12 +150,14 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	stderr := &tailer{path: files.Stderr, w: &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}}
 	stopTail := make(chan struct{})
 	var tails sync.WaitGroup
-	for _, t := range []*tailer{stdout, stderr} {
-		tails.Go(func() {
-			if err := t.follow(stopTail); err != nil {
-				log.Warn("read hook output", zap.Error(err))
-			}
-		})
+	follow := func() {
+		for _, t := range []*tailer{stdout, stderr} {
+			tails.Go(func() {
+				if err := t.follow(stopTail); err != nil {
+					log.Warn("read hook output", zap.Error(err))
+				}
+			})
+		}
 	}
 	// The runner's own files are written while the hook runs, not before.
 	writeAttemptPIDFile(files.PID, leader, argv, log)
@@ -162,12 +169,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if cg != nil {
 		rp.members = cg.members
 	}
-	if err := supervise(ctx, s.Timeout, rp, waitCh, &res); err != nil {
+	if err := supervise(ctx, s.Timeout, rp, waitCh, follow, &res); err != nil {
 		log.Debug("hook wait", zap.Error(err))
 	}
 	res.EndedAt = time.Now()
 	res.ExitCode, res.Signal = exitStatus(cmd.ProcessState)
-	close(stopTail) // the tails catch up while the leftovers are cleaned up
+	close(stopTail) // tails that follow catch up while the leftovers are cleaned up
 	res.Leftovers = rp.cleanup()
 	res.Limit, res.LimitError = cg.hit()
 	if res.Limit == "" {
@@ -260,24 +267,47 @@ func writeAttemptPIDFile(path string, leader procRef, argv []string, log *zap.Lo
 	}
 }
 
+// followDelay is how long a hook runs before its output is followed live.
+// A hook that ends sooner (a no-op hook, a skip) has its output read once,
+// at its end, without two goroutines and their files competing with it for
+// the CPU while it runs; records still reach OnRecord within about
+// followDelay + pollMax of their write.
+const followDelay = 5 * time.Millisecond
+
 // supervise waits for the leader, stopping the group on timeout or
-// cancellation, and returns the leader's wait error.
-func supervise(ctx context.Context, timeout time.Duration, rp *reaper, waitCh <-chan error, res *Result) error {
+// cancellation, and returns the leader's wait error. It calls follow once
+// the hook has run for followDelay, or when it starts stopping it.
+func supervise(ctx context.Context, timeout time.Duration, rp *reaper, waitCh <-chan error, follow func(), res *Result) error {
 	var timeoutC <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		timeoutC = t.C
 	}
-	select {
-	case err := <-waitCh:
-		return err
-	case <-timeoutC:
-		res.TimedOut = true
-		return rp.stopLeader(waitCh, "timeout "+timeout.String())
-	case <-ctx.Done():
-		res.Canceled = true
-		return rp.stopLeader(waitCh, "canceled: "+context.Cause(ctx).Error())
+	ft := time.NewTimer(followDelay)
+	defer ft.Stop()
+	followC := ft.C
+	startFollowing := func() {
+		if followC != nil {
+			followC = nil
+			follow()
+		}
+	}
+	for {
+		select {
+		case err := <-waitCh:
+			return err
+		case <-followC:
+			startFollowing()
+		case <-timeoutC:
+			res.TimedOut = true
+			startFollowing()
+			return rp.stopLeader(waitCh, "timeout "+timeout.String())
+		case <-ctx.Done():
+			res.Canceled = true
+			startFollowing()
+			return rp.stopLeader(waitCh, "canceled: "+context.Cause(ctx).Error())
+		}
 	}
 }
 

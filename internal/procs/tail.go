@@ -30,12 +30,24 @@ type flushWriter interface {
 
 // tailer follows one output file from its start with one fixed buffer: the
 // file may grow without bound. follow runs in its own goroutine while the
-// hook runs; finish runs after follow returned and every writer is gone.
+// hook runs (not at all for a hook that ends at once); finish runs after
+// follow returned and every writer is gone.
 type tailer struct {
-	path string
-	w    flushWriter
-	f    *os.File
-	buf  *[tailBufSize]byte
+	path   string
+	w      flushWriter
+	f      *os.File
+	buf    *[tailBufSize]byte
+	opened bool // open was tried
+}
+
+func (t *tailer) open() error {
+	t.opened = true
+	f, err := os.Open(t.path)
+	if err != nil {
+		return fmt.Errorf("tail %s: %w", t.path, err)
+	}
+	t.f, t.buf = f, tailBufs.Get().(*[tailBufSize]byte)
+	return nil
 }
 
 // follow opens the file and copies what is written to it until stop is
@@ -43,11 +55,9 @@ type tailer struct {
 // as soon as the hook leader exits, so this catch-up overlaps the leftover
 // cleanup and finish has little left to read.
 func (t *tailer) follow(stop <-chan struct{}) error {
-	f, err := os.Open(t.path)
-	if err != nil {
-		return fmt.Errorf("tail %s: %w", t.path, err)
+	if err := t.open(); err != nil {
+		return err
 	}
-	t.f, t.buf = f, tailBufs.Get().(*[tailBufSize]byte)
 	wait := pollMin
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -72,10 +82,13 @@ func (t *tailer) follow(stop <-chan struct{}) error {
 	}
 }
 
-// finish reads what was written after follow returned (by processes
-// stopped since) to EOF, flushes the writer and closes the file.
+// finish reads what follow did not (all of it when follow never ran) to
+// EOF, flushes the writer and closes the file.
 func (t *tailer) finish() error {
 	var err error
+	if !t.opened {
+		err = t.open()
+	}
 	if t.f != nil {
 		err = t.drain()
 		t.f.Close()
