@@ -3,14 +3,12 @@ package procs
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +37,6 @@ type hookCgroup struct {
 	v2     string            // the v2 directory, or ""
 	fd     int               // v2: the directory, open for CLONE_INTO_CGROUP
 	v1     map[string]string // v1: controller → directory
-	worker map[string]string // v1: controller → the worker's own directory
 	limits Limits
 }
 
@@ -148,7 +145,7 @@ func createV2(dir string, l Limits) (*hookCgroup, error) {
 }
 
 func createV1(workerDirs map[string]string, name string, l Limits) (*hookCgroup, error) {
-	cg := &hookCgroup{fd: -1, v1: map[string]string{}, worker: workerDirs, limits: l}
+	cg := &hookCgroup{fd: -1, v1: map[string]string{}, limits: l}
 	err := func() error {
 		for ctrl, parent := range workerDirs {
 			dir := filepath.Join(parent, name)
@@ -165,9 +162,7 @@ func createV1(workerDirs map[string]string, name string, l Limits) (*hookCgroup,
 			_ = writeCgroupFile(dir, "memory.memsw.limit_in_bytes", mem) // no swapping around it, where swap is accounted
 		}
 		if dir := cg.v1[ctrlPids]; dir != "" {
-			// One more while the worker's forking thread is inside; start
-			// sets the limit once that thread has left.
-			if err := writeCgroupFile(dir, "pids.max", strconv.FormatInt(l.Processes+1, 10)); err != nil {
+			if err := writeCgroupFile(dir, "pids.max", strconv.FormatInt(l.Processes, 10)); err != nil {
 				return err
 			}
 		}
@@ -195,77 +190,24 @@ func writeCgroupFile(dir, file, value string) error {
 	return nil
 }
 
-// start starts cmd inside the cgroup, so nothing the hook does runs outside
-// it. cgroup v2: clone3 places the child directly (CLONE_INTO_CGROUP).
-// cgroup v1 has no such call, but its membership is per thread: the fork
-// runs on a thread locked to this goroutine that is moved into the hook's
-// cgroups just for the fork and back right after; the thread is never
-// unlocked, so it ends with the goroutine and no other work of the worker
-// ever runs on it. The Go runtime creates new threads from a template
-// thread while one is locked, so none is cloned into the hook's cgroups.
-func (c *hookCgroup) start(ctx context.Context, cmd *exec.Cmd) (*exec.Cmd, error) {
-	switch {
-	case c == nil:
-		return start(ctx, cmd)
-	case c.v2 != "":
+// place prepares cmd to start inside a cgroup v2 directly: clone3 with
+// CLONE_INTO_CGROUP. A v1 cgroup has no such call: launch moves the hook
+// in (enter) while it is stopped before its first instruction.
+func (c *hookCgroup) place(cmd *exec.Cmd) {
+	if c != nil && c.v2 != "" {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = c.fd
-		return start(ctx, cmd)
 	}
-	type started struct {
-		cmd *exec.Cmd
-		err error
-	}
-	done := make(chan started, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		if unix.Gettid() != os.Getpid() {
-			cmd, err := c.forkInside(ctx, cmd)
-			done <- started{cmd, err}
-			return
-		}
-		// The main thread stands for the whole process when the OOM killer
-		// picks a victim in a cgroup: never move it. While it is locked
-		// here, the goroutine below runs on another thread.
-		inner := make(chan started, 1)
-		go func() {
-			runtime.LockOSThread() // never unlocked
-			cmd, err := c.forkInside(ctx, cmd)
-			inner <- started{cmd, err}
-		}()
-		r := <-inner
-		runtime.UnlockOSThread() // this thread was not moved
-		done <- r
-	}()
-	r := <-done
-	return r.cmd, r.err
 }
 
-// forkInside moves the calling (locked, not main) thread into the hook's
-// cgroups, starts cmd from it and moves the thread back.
-func (c *hookCgroup) forkInside(ctx context.Context, cmd *exec.Cmd) (*exec.Cmd, error) {
-	tid := strconv.Itoa(unix.Gettid())
+// enter moves process pid into the v1 cgroups.
+func (c *hookCgroup) enter(pid int) error {
 	for ctrl, dir := range c.v1 {
-		if err := writeCgroupFile(dir, "tasks", tid); err != nil {
-			c.leave(tid)
-			return cmd, fmt.Errorf("start in %s cgroup: %w", ctrl, err)
+		if err := writeCgroupFile(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("move hook into its %s cgroup: %w", ctrl, err)
 		}
 	}
-	cmd, err := start(ctx, cmd)
-	c.leave(tid)
-	if dir := c.v1[ctrlPids]; dir != "" {
-		// Should this fail, the limit stays one higher.
-		_ = writeCgroupFile(dir, "pids.max", strconv.FormatInt(c.limits.Processes, 10))
-	}
-	return cmd, err
-}
-
-// leave moves the forking thread back to the worker's own cgroups; if that
-// fails the thread still ends with its goroutine.
-func (c *hookCgroup) leave(tid string) {
-	for ctrl := range c.v1 {
-		_ = writeCgroupFile(c.worker[ctrl], "tasks", tid)
-	}
+	return nil
 }
 
 // dir is the directory whose member list holds every process of the hook.

@@ -1,9 +1,13 @@
 package procs
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,11 +57,6 @@ const (
 	LimitCPUTime   = "cpu_time"
 )
 
-// active reports whether a limit is set.
-func (l Limits) active() bool {
-	return l.Memory > 0 || l.CPUTime > 0 || l.OpenFiles > 0 || l.Processes > 0
-}
-
 // grouped reports whether a limit that a cgroup enforces is set.
 func (l Limits) grouped() bool { return l.Memory > 0 || l.Processes > 0 }
 
@@ -82,12 +81,102 @@ func (l Limits) cpuSeconds() uint64 {
 	return uint64((l.CPUTime + time.Second - 1) / time.Second)
 }
 
-// applyRlimits lowers the started hook's rlimits with prlimit(2). The hook
-// runs without them for the few microseconds between its exec and this
-// call; processes it forks in that window keep the worker's limits (a
-// cgroup has no such window). Limits are only ever lowered: a value above
-// the current hard limit keeps the hard limit. A hook already gone is not
-// an error.
+// launch starts cmd with the limits in force from the hook's first
+// instruction. A cgroup v2 takes the hook at its creation (clone3). For
+// rlimits and a cgroup v1 the hook starts traced (PTRACE_TRACEME), so the
+// kernel stops it right after its exec; the runner sets its rlimits with
+// prlimit(2), moves it into its v1 cgroups and detaches, which lets it run.
+// Where ptrace is refused (Yama ptrace_scope 3, a seccomp filter, a worker
+// that is itself traced), the hook starts untraced and gets them right
+// after the start instead: a window of microseconds in which a process it
+// forks keeps the worker's rlimits and cgroups (logged once).
+func launch(ctx context.Context, cmd *exec.Cmd, cg *hookCgroup, l Limits, log *zap.Logger) (*exec.Cmd, error) {
+	cg.place(cmd)
+	if !l.rlimited(cg != nil) && (cg == nil || cg.v1 == nil) {
+		return start(ctx, cmd)
+	}
+	type started struct {
+		cmd *exec.Cmd
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		// ptrace requests come from the thread that started the tracee.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		traced := *cmd.SysProcAttr
+		traced.Ptrace = true
+		c := fresh(cmd)
+		c.SysProcAttr = &traced
+		c, err := start(ctx, c)
+		if err == nil {
+			done <- started{c, setUp(c, true, cg, l, log)}
+			return
+		}
+		if !errors.Is(err, syscall.EPERM) {
+			done <- started{c, err}
+			return
+		}
+		untracedOnce.Do(func() {
+			log.Warn("hook limits: ptrace refused, limits are set right after the start (a process the hook forks at once keeps the worker's)", zap.Error(err))
+		})
+		c, err = start(ctx, cmd)
+		if err == nil {
+			err = setUp(c, false, cg, l, log)
+		}
+		done <- started{c, err}
+	}()
+	r := <-done
+	return r.cmd, r.err
+}
+
+// untracedOnce warns once per process that limits apply after the start.
+var untracedOnce sync.Once
+
+// setUp applies the rlimits and the v1 cgroup to the started hook and,
+// when traced, lets it run. A hook gone already is not an error; a hook
+// that cannot be put in its cgroup is killed and reaped, since it would
+// run without its limits.
+func setUp(cmd *exec.Cmd, traced bool, cg *hookCgroup, l Limits, log *zap.Logger) error {
+	pid := cmd.Process.Pid
+	if traced {
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+			return fmt.Errorf("wait for the hook's exec stop: %w", err)
+		}
+		if info.Code != cldTrapped {
+			return nil // ended (killed) before it ran; Wait reports it
+		}
+		// Let it go: the exec's SIGTRAP is not delivered.
+		defer func() {
+			if err := unix.PtraceDetach(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+				log.Error("detach the hook's tracer", zap.Int("pid", pid), zap.Error(err))
+			}
+		}()
+	}
+	applyRlimits(pid, l, cg != nil, log)
+	if cg != nil && cg.v1 != nil {
+		if err := cg.enter(pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return err
+		}
+	}
+	return nil
+}
+
+// cldTrapped is the si_code of a traced child's stop (CLD_TRAPPED).
+const cldTrapped = 4
+
+// rlimited reports whether the hook gets rlimits: always for CPU time and
+// open files, for memory and processes when it has no cgroup.
+func (l Limits) rlimited(cgrouped bool) bool {
+	return l.CPUTime > 0 || l.OpenFiles > 0 || (!cgrouped && (l.Memory > 0 || l.Processes > 0))
+}
+
+// applyRlimits lowers the hook's rlimits with prlimit(2). Limits are only
+// ever lowered: a value above the current hard limit keeps the hard limit.
+// A hook already gone is not an error.
 func applyRlimits(pid int, l Limits, cgrouped bool, log *zap.Logger) {
 	set := func(name string, res int, soft, hard uint64) {
 		var old unix.Rlimit

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
 
 	"github.com/archiveflow/archiveflow/internal/model"
 )
@@ -148,12 +150,14 @@ func TestCPUTimeLimit(t *testing.T) {
 }
 
 // Without a cgroup every limit is a per-process rlimit of the hook, which
-// its children inherit.
+// its children inherit, in force from the hook's first instruction.
 func TestRlimitsWithoutCgroup(t *testing.T) {
 	t.Parallel()
-	// The hook waits until prlimit has reached it, then shows its own
-	// limits and those of a child.
-	s := specFor(t, writeHook(t, "limits.sh", `until grep -q '^Max open files *64 ' /proc/$$/limits; do sleep 0.01; done
+	// The hook's first act is a child reporting the limits it got; the
+	// rest waits until the limits have reached the hook, in case ptrace
+	// is refused and they are set after the start.
+	s := specFor(t, writeHook(t, "limits.sh", `cat /proc/self/limits > first.limits
+until grep -q '^Max open files *64 ' /proc/$$/limits; do sleep 0.01; done
 cat /proc/$$/limits
 sh -c 'cat /proc/$$/limits' > child.limits`))
 	s.Limits = Limits{Memory: testMemoryLimit, CPUTime: 1500 * time.Millisecond, OpenFiles: 64, Processes: 5000, Cgroup: CgroupNone}
@@ -168,12 +172,33 @@ sh -c 'cat /proc/$$/limits' > child.limits`))
 		"Max open files": {"64", "64"},
 		"Max processes":  {"5000", "5000"},
 	}
-	for _, file := range []string{res.Files.Stdout, filepath.Join(s.Dir, "child.limits")} {
+	files := []string{res.Files.Stdout, filepath.Join(s.Dir, "child.limits")}
+	if ptraceAllowed(t) {
+		files = append(files, filepath.Join(s.Dir, "first.limits"))
+	}
+	for _, file := range files {
 		got := readLimits(t, file)
 		for name, w := range want {
 			assert.Equal(t, w, got[name], "%s in %s", name, file)
 		}
 	}
+}
+
+// ptraceAllowed reports whether this process may start a traced child, so
+// that launch sets limits before the hook runs.
+func ptraceAllowed(t *testing.T) bool {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	if err := cmd.Start(); err != nil {
+		t.Logf("ptrace refused here (%v): limits are set right after the start", err)
+		return false
+	}
+	_ = unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+	_ = cmd.Wait()
+	return true
 }
 
 // readLimits parses a copy of /proc/PID/limits: name → soft, hard.
@@ -269,7 +294,7 @@ func TestCgroupV2Placement(t *testing.T) {
 
 	cmd := exec.Command("sleep", "60")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd, err = cg.start(t.Context(), cmd)
+	cmd, err = launch(t.Context(), cmd, cg, Limits{}, zaptest.NewLogger(t))
 	require.NoError(t, err)
 	assert.Equal(t, []int{cmd.Process.Pid}, cg.members())
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cgroup")

@@ -119,15 +119,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		})
 	}
 	born := openBirthWindow()
-	cmd, startErr := cg.start(ctx, cmd)
+	cmd, startErr := launch(ctx, cmd, cg, s.Limits, log)
 	// The child holds its own copies of the output descriptors.
 	closeFiles(cmd)
 	if startErr != nil {
 		cg.remove(log)
 		return Result{}, fmt.Errorf("run hook %s: start %s: %w", s.Stem, s.Path, startErr)
-	}
-	if s.Limits.active() {
-		applyRlimits(cmd.Process.Pid, s.Limits, cg != nil, log)
 	}
 	res := Result{AttemptID: s.AttemptID, Files: files, StartedAt: time.Now(), ExitCode: -1}
 	waitCh := make(chan error, 1)
