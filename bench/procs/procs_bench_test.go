@@ -43,20 +43,26 @@ func hookEnv() []string {
 
 // BenchmarkRunOverhead runs, per iteration, the floor (os/exec with stdout
 // and stderr to files, then Wait) and procs.Run of the same hook with a
-// realistic Spec (fresh plugin dir, files, .pid/.sh, live JSONL parsing,
-// stderr tailing, ~60 env entries, timeout, callbacks), alternating which
-// goes first. It reports the medians of both, their difference (the
-// runner's overhead) and their ratio.
+// realistic Spec (fresh plugin dir, files, .pid/.sh, JSONL parsing, stderr
+// tailing, ~60 env entries, timeout, callbacks), alternating which goes
+// first. It reports the medians of both, their difference (the runner's
+// overhead) and their ratio. "sh-limits" adds every resource limit (a
+// cgroup where the host allows one, the ptrace stop for the rlimits).
 func BenchmarkRunOverhead(b *testing.B) {
-	for _, h := range []struct{ name, path string }{
-		{"true", "/bin/true"}, // an ELF that does nothing: the smallest floor
-		{"sh", writeHook(b, hookBody)},
+	sh := writeHook(b, hookBody)
+	for _, h := range []struct {
+		name, path string
+		limits     procs.Limits
+	}{
+		{"true", "/bin/true", procs.Limits{}}, // an ELF that does nothing: the smallest floor
+		{"sh", sh, procs.Limits{}},
+		{"sh-limits", sh, procs.Limits{Memory: 256 << 20, CPUTime: time.Minute, OpenFiles: 1024, Processes: 64}},
 	} {
-		b.Run(h.name, func(b *testing.B) { benchOverhead(b, h.path) })
+		b.Run(h.name, func(b *testing.B) { benchOverhead(b, h.path, h.limits) })
 	}
 }
 
-func benchOverhead(b *testing.B, hook string) {
+func benchOverhead(b *testing.B, hook string, limits procs.Limits) {
 	root := b.TempDir()
 	env := hookEnv()
 	args := []string{"--url=https://example.com/page", "--snapshot-id=s1"}
@@ -66,9 +72,9 @@ func benchOverhead(b *testing.B, hook string) {
 		var floor, run time.Duration
 		if i%2 == 0 {
 			floor = execFloor(b, hook, args, env, dir+"-floor")
-			run = runOnce(b, hook, args, env, dir)
+			run = runOnce(b, hook, args, env, dir, limits)
 		} else {
-			run = runOnce(b, hook, args, env, dir)
+			run = runOnce(b, hook, args, env, dir, limits)
 			floor = execFloor(b, hook, args, env, dir+"-floor")
 		}
 		floors = append(floors, benchkit.Millis(floor))
@@ -109,7 +115,7 @@ func execFloor(b *testing.B, hook string, args, env []string, dir string) time.D
 	return time.Since(t0)
 }
 
-func runOnce(b *testing.B, hook string, args, env []string, dir string) time.Duration {
+func runOnce(b *testing.B, hook string, args, env []string, dir string, limits procs.Limits) time.Duration {
 	var records, lines int
 	spec := procs.Spec{
 		Path:     hook,
@@ -121,6 +127,7 @@ func runOnce(b *testing.B, hook string, args, env []string, dir string) time.Dur
 		Grace:    15 * time.Second,
 		OnRecord: func(jsonl.Record) { records++ },
 		OnStderr: func(string) { lines++ },
+		Limits:   limits,
 		Log:      zap.NewNop(),
 	}
 	t0 := time.Now()
