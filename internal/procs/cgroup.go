@@ -250,13 +250,24 @@ func (c *hookCgroup) hit() (string, string) {
 		return "", ""
 	}
 	if c.limits.Memory > 0 {
+		// An OOM kill counts only when the hook reached its own limit: a
+		// kill for lack of memory on the host or in the worker's cgroup is
+		// counted here too.
+		// The kernel counts the limit in whole pages.
+		full := c.limits.Memory &^ int64(os.Getpagesize()-1)
 		var kills int64
+		var reached bool
 		if c.v2 != "" {
 			kills = cgroupCounter(c.v2, "memory.events", "oom_kill")
+			reached = cgroupCounter(c.v2, "memory.events", "max") > 0 || cgroupValue(c.v2, "memory.peak") >= full
 		} else {
-			kills = cgroupCounter(c.v1[ctrlMemory], "memory.oom_control", "oom_kill")
+			// failcnt stays 0 on some kernels when the memsw limit is
+			// set as well; the peak usage tells.
+			dir := c.v1[ctrlMemory]
+			kills = cgroupCounter(dir, "memory.oom_control", "oom_kill")
+			reached = cgroupValue(dir, "memory.failcnt") > 0 || cgroupValue(dir, "memory.max_usage_in_bytes") >= full
 		}
-		if kills > 0 {
+		if kills > 0 && reached {
 			return LimitMemory, fmt.Sprintf("memory limit %s exceeded (%s killed by the OOM killer)", bytesize.Format(c.limits.Memory), plural(kills, "process", "processes"))
 		}
 	}
@@ -294,6 +305,16 @@ func cgroupCounter(dir, file, key string) int64 {
 		}
 	}
 	return 0
+}
+
+// cgroupValue reads a cgroup file holding one number; 0 if absent.
+func cgroupValue(dir, file string) int64 {
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
 }
 
 // Removal of an emptied cgroup is retried while the kernel still counts a

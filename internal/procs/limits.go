@@ -57,9 +57,6 @@ const (
 	LimitCPUTime   = "cpu_time"
 )
 
-// grouped reports whether a limit that a cgroup enforces is set.
-func (l Limits) grouped() bool { return l.Memory > 0 || l.Processes > 0 }
-
 func (l Limits) validate() error {
 	switch {
 	case l.Memory < 0:
@@ -141,7 +138,13 @@ func setUp(cmd *exec.Cmd, traced bool, cg *hookCgroup, l Limits, log *zap.Logger
 	pid := cmd.Process.Pid
 	if traced {
 		var info unix.Siginfo
-		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		var err error = unix.EINTR
+		for errors.Is(err, unix.EINTR) {
+			err = unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
+		}
+		if err != nil {
+			_ = cmd.Process.Kill() // a traced, stopped hook must not be left behind
+			_ = cmd.Wait()
 			return fmt.Errorf("wait for the hook's exec stop: %w", err)
 		}
 		if info.Code != cldTrapped {

@@ -376,3 +376,45 @@ func TestParseCgroupLayout(t *testing.T) {
 	lay = parseCgroupLayout([]byte(v2only), []byte("0::/docker/c10\n"))
 	assert.Empty(t, lay.v2, "a path outside the mounted part is not reachable")
 }
+
+// The cgroup files say which limit a hook ran into. An OOM kill while the
+// hook stayed below its own limit (the host or the worker's cgroup ran out)
+// is not its limit.
+func TestCgroupHit(t *testing.T) {
+	files := func(kv map[string]string) string {
+		dir := t.TempDir()
+		for name, body := range kv {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+		}
+		return dir
+	}
+	const mem = 64 << 20
+	tests := []struct {
+		name      string
+		cg        *hookCgroup
+		wantLimit string
+		wantMsg   string
+	}{
+		{"v1 OOM at the limit", &hookCgroup{v1: map[string]string{ctrlMemory: files(map[string]string{
+			"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n", "memory.failcnt": "0\n", "memory.max_usage_in_bytes": "67108864\n"})}, limits: Limits{Memory: mem}},
+			LimitMemory, "memory limit 64 MiB exceeded (1 process killed by the OOM killer)"},
+		{"v1 OOM below the limit", &hookCgroup{v1: map[string]string{ctrlMemory: files(map[string]string{
+			"memory.oom_control": "oom_kill 2\n", "memory.failcnt": "0\n", "memory.max_usage_in_bytes": "1048576\n"})}, limits: Limits{Memory: mem}},
+			"", ""},
+		{"v1 refused forks", &hookCgroup{v1: map[string]string{ctrlPids: files(map[string]string{"pids.events": "max 3\n"})}, limits: Limits{Processes: 20}},
+			LimitProcesses, "process limit 20 reached (3 forks refused)"},
+		{"v2 OOM group kill", &hookCgroup{v2: files(map[string]string{
+			"memory.events": "low 0\nhigh 0\nmax 12\noom 1\noom_kill 4\noom_group_kill 1\n", "pids.events": "max 0\n"}), limits: Limits{Memory: mem, Processes: 20}},
+			LimitMemory, "memory limit 64 MiB exceeded (4 processes killed by the OOM killer)"},
+		{"v2 nothing", &hookCgroup{v2: files(map[string]string{"memory.events": "max 0\noom_kill 0\n", "pids.events": "max 0\n"}), limits: Limits{Memory: mem, Processes: 20}},
+			"", ""},
+		{"no cgroup", nil, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			limit, msg := tt.cg.hit()
+			assert.Equal(t, tt.wantLimit, limit)
+			assert.Equal(t, tt.wantMsg, msg)
+		})
+	}
+}
