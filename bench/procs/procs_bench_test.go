@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,7 +47,9 @@ func hookEnv() []string {
 // realistic Spec (fresh plugin dir, files, .pid/.sh, JSONL parsing, stderr
 // tailing, ~60 env entries, timeout, callbacks), alternating which goes
 // first. It reports the medians of both, their difference (the runner's
-// overhead) and their ratio. "sh-limits" adds every resource limit (a
+// overhead) and their ratio, and the CPU this process spent per half
+// (user + system, all its threads, not the hook's): unlike wall time, that
+// does not depend on what else runs on the machine. "sh-limits" adds every resource limit (a
 // cgroup where the host allows one, the ptrace stop for the rlimits).
 func BenchmarkRunOverhead(b *testing.B) {
 	sh := writeHook(b, hookBody)
@@ -66,20 +69,27 @@ func benchOverhead(b *testing.B, hook string, limits procs.Limits) {
 	root := b.TempDir()
 	env := hookEnv()
 	args := []string{"--url=https://example.com/page", "--snapshot-id=s1"}
-	var floors, runs, diffs []float64
+	var floors, runs, diffs, floorCPU, runCPU []float64
+	floorHalf := func(dir string) {
+		c0 := selfCPU(b)
+		floors = append(floors, benchkit.Millis(execFloor(b, hook, args, env, dir+"-floor")))
+		floorCPU = append(floorCPU, float64(selfCPU(b)-c0)/float64(time.Microsecond))
+	}
+	runHalf := func(dir string) {
+		c0 := selfCPU(b)
+		runs = append(runs, benchkit.Millis(runOnce(b, hook, args, env, dir, limits)))
+		runCPU = append(runCPU, float64(selfCPU(b)-c0)/float64(time.Microsecond))
+	}
 	for i := 0; b.Loop(); i++ {
 		dir := filepath.Join(root, strconv.Itoa(i))
-		var floor, run time.Duration
 		if i%2 == 0 {
-			floor = execFloor(b, hook, args, env, dir+"-floor")
-			run = runOnce(b, hook, args, env, dir, limits)
+			floorHalf(dir)
+			runHalf(dir)
 		} else {
-			run = runOnce(b, hook, args, env, dir, limits)
-			floor = execFloor(b, hook, args, env, dir+"-floor")
+			runHalf(dir)
+			floorHalf(dir)
 		}
-		floors = append(floors, benchkit.Millis(floor))
-		runs = append(runs, benchkit.Millis(run))
-		diffs = append(diffs, benchkit.Millis(run-floor))
+		diffs = append(diffs, runs[i]-floors[i])
 	}
 	f, r := benchkit.Quantile(floors, 0.5), benchkit.Quantile(runs, 0.5)
 	b.ReportMetric(f, "floor-ms")
@@ -87,6 +97,19 @@ func benchOverhead(b *testing.B, hook string, limits procs.Limits) {
 	b.ReportMetric(r-f, "overhead-ms")
 	b.ReportMetric(benchkit.Quantile(diffs, 0.5), "paired-overhead-ms")
 	b.ReportMetric(r/f, "ratio")
+	fc, rc := benchkit.Quantile(floorCPU, 0.5), benchkit.Quantile(runCPU, 0.5)
+	b.ReportMetric(fc, "floor-cpu-us")
+	b.ReportMetric(rc, "run-cpu-us")
+	b.ReportMetric(rc-fc, "overhead-cpu-us")
+}
+
+// selfCPU is the CPU time this process has used (all threads).
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // execFloor is a plain fork/exec+wait with stdout and stderr to files in a

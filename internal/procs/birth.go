@@ -175,6 +175,12 @@ func readSmall(path string, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
+// The two /proc files read twice per hook stay open.
+var (
+	procStatFile    = newProcFile(procRoot + "/stat")
+	procLoadavgFile = newProcFile(procRoot + "/loadavg")
+)
+
 // readForks returns the number of processes and threads created since boot
 // (the "processes" line of /proc/stat).
 func readForks() (uint64, error) {
@@ -184,7 +190,7 @@ func readForks() (uint64, error) {
 	var small [16 << 10]byte
 	buf := small[:]
 	for {
-		b, err := readSmall(procRoot+"/stat", buf)
+		b, err := procStatFile.read(buf)
 		if err != nil {
 			return 0, err
 		}
@@ -217,7 +223,7 @@ func forksLine(b []byte) (uint64, bool) {
 // handed out in this pid namespace (/proc/loadavg).
 func readLoadavg() (threads uint64, lastPID int, err error) {
 	var buf [128]byte
-	b, err := readSmall(procRoot+"/loadavg", buf[:])
+	b, err := procLoadavgFile.read(buf[:])
 	if err != nil {
 		return 0, 0, err
 	}

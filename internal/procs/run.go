@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 )
@@ -143,8 +144,8 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 
 	out := &stdoutSink{onRecord: s.OnRecord, log: log, lineCap: s.LineCap}
 	errs := &stderrSink{onLine: s.OnStderr}
-	stdout := &tailer{path: files.Stdout, w: &jsonl.Splitter{Cap: s.LineCap, Emit: out.line}}
-	stderr := &tailer{path: files.Stderr, w: &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}}
+	stdout := newTailer(files.Stdout, &jsonl.Splitter{Cap: s.LineCap, Emit: out.line})
+	stderr := newTailer(files.Stderr, &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line})
 	stopTail := make(chan struct{})
 	var tails sync.WaitGroup
 	follow := func() {
@@ -238,7 +239,7 @@ func prepare(s Spec, files Files) (*exec.Cmd, []string, error) {
 // createOutput creates a fresh append-only output file; an existing file
 // means the attempt ID was reused, which would mix two attempts' output.
 func createOutput(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	f, err := createFile(path, unix.O_EXCL|unix.O_APPEND)
 	if err != nil {
 		return nil, fmt.Errorf("create output file: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -165,7 +164,7 @@ func writePIDFile(path string, p pidFile) error {
 	if err != nil {
 		return fmt.Errorf("write pid file %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := writeNewFile(path, b); err != nil {
 		return fmt.Errorf("write pid file: %w", err)
 	}
 	return nil
@@ -196,7 +195,7 @@ func writeShFile(path, dir, id string, argv []string) error {
 		"# Not executed by the runner; the environment is not recorded here.\n" +
 		"cd " + shellQuote(dir) + " || exit 1\n" +
 		"exec " + shellCommand(argv) + "\n"
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+	if err := writeNewFile(path, []byte(content)); err != nil {
 		return fmt.Errorf("write command file: %w", err)
 	}
 	return nil

@@ -1,12 +1,12 @@
 package procs
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Tail polling: after EOF the reader sleeps pollMin, doubling up to pollMax
@@ -35,18 +35,22 @@ type flushWriter interface {
 type tailer struct {
 	path   string
 	w      flushWriter
-	f      *os.File
+	fd     int // -1 when not open
 	buf    *[tailBufSize]byte
 	opened bool // open was tried
 }
 
+func newTailer(path string, w flushWriter) *tailer {
+	return &tailer{path: path, w: w, fd: -1}
+}
+
 func (t *tailer) open() error {
 	t.opened = true
-	f, err := os.Open(t.path)
+	fd, err := openFile(t.path, unix.O_RDONLY, 0)
 	if err != nil {
-		return fmt.Errorf("tail %s: %w", t.path, err)
+		return fmt.Errorf("tail: %w", err)
 	}
-	t.f, t.buf = f, tailBufs.Get().(*[tailBufSize]byte)
+	t.fd, t.buf = fd, tailBufs.Get().(*[tailBufSize]byte)
 	return nil
 }
 
@@ -63,13 +67,13 @@ func (t *tailer) follow(stop <-chan struct{}) error {
 	timer.Stop()
 	defer timer.Stop()
 	for {
-		n, err := t.f.Read(t.buf[:])
+		n, err := readFD(t.fd, t.buf[:])
 		if n > 0 {
 			_, _ = t.w.Write(t.buf[:n])
 			wait = pollMin
 			continue
 		}
-		if err != nil && !errors.Is(err, io.EOF) {
+		if err != nil {
 			return fmt.Errorf("tail %s: %w", t.path, err)
 		}
 		timer.Reset(wait)
@@ -89,11 +93,11 @@ func (t *tailer) finish() error {
 	if !t.opened {
 		err = t.open()
 	}
-	if t.f != nil {
+	if t.fd >= 0 {
 		err = t.drain()
-		t.f.Close()
+		unix.Close(t.fd)
 		tailBufs.Put(t.buf)
-		t.f, t.buf = nil, nil
+		t.fd, t.buf = -1, nil
 	}
 	t.w.Flush()
 	return err
@@ -102,15 +106,15 @@ func (t *tailer) finish() error {
 // drain copies the file to w until EOF.
 func (t *tailer) drain() error {
 	for {
-		n, err := t.f.Read(t.buf[:])
+		n, err := readFD(t.fd, t.buf[:])
 		if n > 0 {
 			_, _ = t.w.Write(t.buf[:n])
 		}
-		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
-			return nil
-		}
 		if err != nil {
 			return fmt.Errorf("tail %s: %w", t.path, err)
+		}
+		if n == 0 {
+			return nil
 		}
 	}
 }
