@@ -418,3 +418,37 @@ func TestCgroupHit(t *testing.T) {
 		})
 	}
 }
+
+// A limit the hook ran into makes a transient outcome of its own a final
+// failure; it leaves a final status, and a cancellation, as they are.
+func TestLimitInStatusMapping(t *testing.T) {
+	const msg = "process limit 20 reached (3 forks refused)"
+	tests := []struct {
+		name       string
+		r          Result
+		background bool
+		status     model.Status // "" = transient
+	}{
+		{"exit 2", Result{ExitCode: 2}, false, model.StatusFailed},
+		{"killed", Result{ExitCode: 137, Signal: syscall.SIGKILL}, false, model.StatusFailed},
+		{"timed out", Result{ExitCode: 143, TimedOut: true}, false, model.StatusFailed},
+		{"canceled: retried", Result{ExitCode: 143, Canceled: true}, false, ""},
+		{"exit 0: noresults", Result{}, false, model.StatusNoResults},
+		{"background sealed", Result{ExitCode: 143, Canceled: true}, true, model.StatusSucceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.r
+			r.Limit, r.LimitError = LimitProcesses, msg
+			decide(&r, tt.background, time.Minute)
+			assert.Equal(t, tt.status, r.Status, r.Reason)
+			assert.Equal(t, tt.status == "", r.Transient)
+			ar := r.ArchiveResult()
+			assert.Equal(t, LimitProcesses, ar.Limit, "the limit is reported whatever the status")
+			if tt.status == model.StatusFailed {
+				assert.Equal(t, msg, ar.Error)
+				assert.Contains(t, r.Reason, msg)
+			}
+		})
+	}
+}

@@ -174,22 +174,21 @@ func hookFromRunnerFile(path string) string {
 
 // decide applies the status mapping of DESIGN.md §3, in order:
 //  1. the last ArchiveResult record's status wins (whatever the exit);
-//     1b. else a resource limit the hook ran into makes it failed: final,
-//     as the same hook would run into it again;
 //  2. a background hook stopped by its context (the seal) with no record
 //     and exit 0 or 143 (SIGTERM) succeeded;
 //  3. timeout or cancellation without a record: transient;
 //  4. no record: exit 0 → noresults, exit 10 → skipped;
 //  5. anything else (other exit, death by signal): transient.
+//
+// A resource limit the hook ran into turns a transient outcome of its own
+// (a timeout, 5; not a cancellation) into a final failed: the same hook
+// would run into it again.
 func decide(r *Result, background bool, timeout time.Duration) {
 	switch {
 	case r.Last != nil:
 		r.Status = r.Last.Status
 		r.Reason = fmt.Sprintf("ArchiveResult record status %s (exit %d)", r.Status, r.ExitCode)
 		r.SoftFailed = r.Status == model.StatusFailed && r.ExitCode == 0
-	case r.Limit != "":
-		r.Status = model.StatusFailed
-		r.Reason = r.LimitError
 	case background && r.Canceled && (r.ExitCode == 0 || r.ExitCode == 128+int(syscall.SIGTERM)):
 		r.Status = model.StatusSucceeded
 		r.Reason = fmt.Sprintf("background hook stopped by the seal, no record, exit %d", r.ExitCode)
@@ -211,5 +210,10 @@ func decide(r *Result, background bool, timeout time.Duration) {
 	default:
 		r.Transient = true
 		r.Reason = fmt.Sprintf("exit %d without ArchiveResult record", r.ExitCode)
+	}
+	if r.Transient && r.Limit != "" && !r.Canceled {
+		r.Transient = false
+		r.Status = model.StatusFailed
+		r.Reason = r.LimitError + "; " + r.Reason
 	}
 }
