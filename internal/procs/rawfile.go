@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,8 +41,9 @@ func createFile(path string, flags int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// writeNewFile writes data to path, creating or truncating it.
-func writeNewFile(path string, data []byte) error {
+// writeNewFile writes data to path, creating or truncating it, and sets
+// its mtime unless mtime is zero.
+func writeNewFile(path string, data []byte, mtime time.Time) error {
 	fd, err := openFile(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -53,6 +55,10 @@ func writeNewFile(path string, data []byte) error {
 			err = nil
 		}
 		data = data[max(n, 0):]
+	}
+	if err == nil && !mtime.IsZero() {
+		ts := unix.NsecToTimespec(mtime.UnixNano())
+		err = unix.UtimesNanoAt(fd, "", []unix.Timespec{ts, ts}, unix.AT_EMPTY_PATH)
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr

@@ -158,7 +158,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		}
 	}
 	// The runner's own files are written while the hook runs, not before.
-	writeAttemptPIDFile(files.PID, leader, argv, log)
+	writeAttemptPIDFile(files.PID, leader, argv, res.StartedAt, log)
 	if err := writeShFile(files.Sh, s.Dir, s.AttemptID, argv); err != nil {
 		log.Warn("write command file", zap.String("path", files.Sh), zap.Error(err))
 	}
@@ -259,8 +259,8 @@ func closeFiles(cmd *exec.Cmd) {
 // execve that read can still return a transitional value. For a script the
 // kernel puts the interpreter before it; Sweep matches on that suffix. A
 // failure is logged, not fatal: the hook is running and Run cleans up.
-func writeAttemptPIDFile(path string, leader procRef, argv []string, log *zap.Logger) {
-	if err := writePIDFile(path, pidFile{Proc: leader, Cmdline: argv, Owner: selfRef()}); err != nil {
+func writeAttemptPIDFile(path string, leader procRef, argv []string, started time.Time, log *zap.Logger) {
+	if err := writePIDFile(path, pidFile{Proc: leader, Cmdline: argv, Owner: selfRef()}, started); err != nil {
 		log.Warn("write pid file", zap.String("path", path), zap.Error(err))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MarkerEnv is the environment variable set to the attempt ID in every hook
@@ -157,14 +158,13 @@ func parsePIDFile(b []byte) (pidFile, error) {
 	return p, nil
 }
 
-// writePIDFile writes the .pid file. It is written right after the start,
-// so its mtime is the start time to within the write.
-func writePIDFile(path string, p pidFile) error {
+// writePIDFile writes the .pid file and sets its mtime to the start time.
+func writePIDFile(path string, p pidFile, started time.Time) error {
 	b, err := p.encode()
 	if err != nil {
 		return fmt.Errorf("write pid file %s: %w", path, err)
 	}
-	if err := writeNewFile(path, b); err != nil {
+	if err := writeNewFile(path, b, started); err != nil {
 		return fmt.Errorf("write pid file: %w", err)
 	}
 	return nil
@@ -195,7 +195,7 @@ func writeShFile(path, dir, id string, argv []string) error {
 		"# Not executed by the runner; the environment is not recorded here.\n" +
 		"cd " + shellQuote(dir) + " || exit 1\n" +
 		"exec " + shellCommand(argv) + "\n"
-	if err := writeNewFile(path, []byte(content)); err != nil {
+	if err := writeNewFile(path, []byte(content), time.Time{}); err != nil {
 		return fmt.Errorf("write command file: %w", err)
 	}
 	return nil
