@@ -113,8 +113,8 @@ type walked struct {
 func (s *Site) walk(sc Scope, skipped func(key) bool) (*walked, error) {
 	w := &walked{pages: map[key]int{}, skipped: map[key]int{}, reqs: map[int32]int{}}
 	dist := map[key]int{s.home: 0}
-	// A deque as two stacks would reorder equal depths; a slice with a head
-	// index and a front buffer keeps it simple: zero-cost edges go to front.
+	// The deque: front holds pages reached by a redirect at the depth being
+	// walked (taken first), queue the others in breadth-first order.
 	var front []key
 	queue := []key{s.home}
 	head := 0
