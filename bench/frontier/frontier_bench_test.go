@@ -352,9 +352,85 @@ func runMemory(b *testing.B) {
 	for _, k := range []string{"_frontier", "_frontier_urls", "_frontier_pages", "_frontier_links", "_frontier_fp", "_frontier_ready", "_frontier_readyz", "_frontier_claims", "_frontier_notes", "_frontier_prop", "_frontier_fpx"} {
 		b.Logf("  %-18s %10d bytes  %6.1f bytes/URL", k, kinds[k], float64(kinds[k])/n)
 	}
-	for _, line := range strings.Split(cmdstats, "\n") {
-		if strings.HasPrefix(line, "cmdstat_evalsha") {
-			b.Logf("server: %s", strings.TrimSpace(line))
+	calls, usec := scriptStats(cmdstats)
+	b.Logf("Redis: %d script calls, %.0f µs per call", calls, float64(usec)/float64(calls))
+}
+
+// BenchmarkDiscoverLongLine delivers one batch of 1,000,000 new links (a
+// 70 MB line of links) to a claimed page, then repeats it (a retried
+// activity): the batch is split into script calls of at most
+// frontier.MaxChunk links, so Redis is never blocked for the whole batch.
+//
+//	go test -run '^$' -bench DiscoverLongLine -benchtime 1x -v -timeout 30m ./bench/frontier/
+func BenchmarkDiscoverLongLine(b *testing.B) {
+	for range b.N {
+		runLongLine(b)
+	}
+}
+
+func runLongLine(b *testing.B) {
+	const n = 1000000
+	ctx := context.Background()
+	srv := testredis.Start(b)
+	rdb := srv.Client()
+	keys, err := rkeys.NewKeys("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := frontier.New(rdb, keys, frontier.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const ident = "benchline"
+	if _, err := f.Seed(ctx, ident, "https://www.example-daily.com/", frontier.Config{MaxDepth: -1, MaxAttempts: 3}); err != nil {
+		b.Fatal(err)
+	}
+	pages, _, err := f.Claim(ctx, ident, 1, "line", 0)
+	if err != nil || len(pages) != 1 {
+		b.Fatalf("claim the seed: %v %v", pages, err)
+	}
+	links := make([]frontier.Link, n)
+	for i := range links {
+		links[i] = frontier.Link{URL: fmt.Sprintf("https://www.example-daily.com/archive/very/long/line/item-%07d.html", i)}
+	}
+	for _, pass := range []string{"first", "repeat"} {
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		res, err := f.Discover(ctx, ident, pages[0].ID, pages[0].Attempts, 0, links)
+		if err != nil {
+			b.Fatal(err)
+		}
+		elapsed := time.Since(start)
+		stats, _ := rdb.Info(ctx, "commandstats").Result()
+		calls, usec := scriptStats(stats)
+		b.Logf("%s: %s for %d links (added %d, repeated chunks %d): %d script calls, %.1f ms of Redis per call, %.2f s of Redis in all",
+			pass, elapsed.Round(time.Millisecond), n, res.Added, res.Repeated, calls, float64(usec)/float64(calls)/1000, float64(usec)/1e6)
+		if pass == "first" {
+			b.ReportMetric(float64(usec)/float64(calls)/1000, "redis-ms/call")
+			b.ReportMetric(float64(elapsed.Microseconds())/n, "us/link")
 		}
 	}
+}
+
+// scriptStats sums calls and microseconds of EVAL/EVALSHA from INFO commandstats.
+func scriptStats(info string) (calls, usec int64) {
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_eval") {
+			continue
+		}
+		_, fields, _ := strings.Cut(strings.TrimSpace(line), ":")
+		for _, kv := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			x, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls += x
+			case "usec":
+				usec += x
+			}
+		}
+	}
+	return calls, usec
 }
