@@ -147,21 +147,13 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	return 0, fmt.Errorf("INFO memory: no used_memory")
 }
 
-func BenchmarkFrontierMemory(b *testing.B) {
-	for range b.N {
-		runMemory(b)
-	}
-}
-
-func runMemory(b *testing.B) {
-	ctx := context.Background()
+// start starts a real redis-server and a Frontier on it (no namespace).
+func start(b *testing.B) (*redis.Client, *frontier.Frontier) {
 	srv := testredis.Start(b)
 	if !srv.Real() {
-		b.Skip("needs a real redis-server: miniredis has no MEMORY USAGE")
+		b.Skip("needs a real redis-server (MEMORY USAGE, INFO commandstats)")
 	}
 	rdb := srv.Client()
-	rt := &benchkit.RoundTrips{}
-	rdb.AddHook(rt)
 	keys, err := rkeys.NewKeys("")
 	if err != nil {
 		b.Fatal(err)
@@ -170,6 +162,20 @@ func runMemory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return rdb, f
+}
+
+func BenchmarkFrontierMemory(b *testing.B) {
+	for range b.N {
+		runMemory(b)
+	}
+}
+
+func runMemory(b *testing.B) {
+	ctx := context.Background()
+	rdb, f := start(b)
+	rt := &benchkit.RoundTrips{}
+	rdb.AddHook(rt)
 	s := genSite(sitePages, 12)
 	var urlBytes int64
 	for _, u := range s.urls {
@@ -371,16 +377,7 @@ func BenchmarkDiscoverLongLine(b *testing.B) {
 func runLongLine(b *testing.B) {
 	const n = 1000000
 	ctx := context.Background()
-	srv := testredis.Start(b)
-	rdb := srv.Client()
-	keys, err := rkeys.NewKeys("")
-	if err != nil {
-		b.Fatal(err)
-	}
-	f, err := frontier.New(rdb, keys, frontier.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	rdb, f := start(b)
 	const ident = "benchline"
 	if _, err := f.Seed(ctx, ident, "https://www.example-daily.com/", frontier.Config{MaxDepth: -1, MaxAttempts: 3}); err != nil {
 		b.Fatal(err)
