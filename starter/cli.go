@@ -158,7 +158,7 @@ func cliLogger(cfg *config.Config, fs *pflag.FlagSet) (*zap.Logger, error) {
 	if !fs.Changed("log-level") && lc.Level == config.Default().Log.Level {
 		lc.Level = "warn"
 	}
-	return logging.New(lc)
+	return logging.New(lc.Level, lc.Format)
 }
 
 // usage prints the command list.

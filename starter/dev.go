@@ -147,7 +147,7 @@ func runDev(ctx context.Context, a *app, inv *invocation) error {
 // devLogger logs at info unless told otherwise: the stack's own lines
 // (which Redis runs, the server address) are what the user reads.
 func devLogger(cfg *config.Config) (*zap.Logger, error) {
-	return logging.New(cfg.Log)
+	return logging.New(cfg.Log.Level, cfg.Log.Format)
 }
 
 // startStack starts Redis, Temporal and the worker pools, pointing the

@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "workers: %v\n", err)
 		return 2
 	}
-	log, err := logging.New(cfg.Log)
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		fmt.Fprintf(stderr, "workers: %v\n", err)
 		return 2
