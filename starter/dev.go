@@ -114,7 +114,7 @@ func runDev(ctx context.Context, a *app, inv *invocation) error {
 	inv.log = log
 
 	st, err := startStack(ctx, inv, devredis.Options{
-		Mode: devredis.Mode(mode), ServerPath: redisServer, Port: redisPort, DataDir: filepath.Join(absData, "redis"), Log: log,
+		Mode: devredis.Mode(mode), ServerPath: redisServer, Port: redisPort, DataDir: filepath.Join(absData, "redis"), Persist: true, Log: log,
 	}, devserver.Options{
 		DataDir: filepath.Join(absData, "temporal"), FrontendPort: port, UIPort: uiPort, Log: log,
 		Namespace: inv.cfg.Temporal.Namespace,
