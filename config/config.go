@@ -76,6 +76,9 @@ type Redis struct {
 	RetainFailed    time.Duration `mapstructure:"retain_failed"`
 	// EventsTTL is how long an hourly events_archive list lives after its last event.
 	EventsTTL time.Duration `mapstructure:"events_ttl"`
+	// LogBatchWindow is how many recent job log batch ids are remembered per
+	// job, so a repeated log write is not appended twice.
+	LogBatchWindow int `mapstructure:"log_batch_window"`
 	// ResponseCounters: true = archiveflow writes r1xx..r5xx, runk and
 	// error_count; false = ArchiveBot's log analyzer owns them.
 	ResponseCounters bool `mapstructure:"response_counters"`
@@ -102,6 +105,29 @@ type Hooks struct {
 	// HeartbeatTimeout is how long Temporal waits for a heartbeat before it
 	// declares the worker dead and retries the hook elsewhere.
 	HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout"`
+	// JobHeartbeatInterval is how often a running hook pulses the job's
+	// ArchiveBot heartbeat field in Redis.
+	JobHeartbeatInterval time.Duration `mapstructure:"job_heartbeat_interval"`
+	// StartMargin is added to a foreground hook's timeout and grace to give
+	// its activity attempt a StartToClose timeout.
+	StartMargin time.Duration `mapstructure:"start_margin"`
+	// BackgroundMaxRun bounds how long a background hook may run before the
+	// seal stops it.
+	BackgroundMaxRun time.Duration `mapstructure:"background_max_run"`
+	// LogFlushInterval and LogBatch bound how long and how many of a hook's
+	// stderr lines and responses are buffered before a job log write.
+	LogFlushInterval time.Duration `mapstructure:"log_flush_interval"`
+	LogBatch         int           `mapstructure:"log_batch"`
+	// LogLinesPerAttempt caps the job log entries of one hook attempt;
+	// LogLineBytes caps one entry.
+	LogLinesPerAttempt int `mapstructure:"log_lines_per_attempt"`
+	LogLineBytes       int `mapstructure:"log_line_bytes"`
+	// ResultFieldBytes caps a result's output_str and output_json: results
+	// live in workflow history.
+	ResultFieldBytes int `mapstructure:"result_field_bytes"`
+	// ResponsesPerAttempt caps the Response records one attempt keeps in
+	// memory for the response counters.
+	ResponsesPerAttempt int `mapstructure:"responses_per_attempt"`
 }
 
 // RetryPolicy is an activity retry policy.
@@ -139,6 +165,9 @@ type Job struct {
 	// step. Each upsert rewrites the workflow's visibility record, which on
 	// the embedded SQLite server costs more than a short step itself.
 	StepAttributeDelay time.Duration `mapstructure:"step_attribute_delay"`
+	// MaxClaims is how many times a snapshot may be claimed by a host (the
+	// first claim included) before the job fails as lost.
+	MaxClaims int `mapstructure:"max_claims"`
 }
 
 // Worker configures a worker process.
@@ -184,15 +213,25 @@ func Default() Config {
 			RetainAborted:    5 * time.Second,
 			RetainFailed:     48 * time.Hour,
 			EventsTTL:        3 * time.Hour,
+			LogBatchWindow:   4096,
 			ResponseCounters: true,
 		},
 		Plugins: Plugins{Dirs: []string{"./plugins"}},
 		Hooks: Hooks{
-			Timeout:           60 * time.Second,
-			Grace:             15 * time.Second,
-			LineCap:           1 << 20,
-			HeartbeatInterval: 2 * time.Second,
-			HeartbeatTimeout:  15 * time.Second,
+			Timeout:              60 * time.Second,
+			Grace:                15 * time.Second,
+			LineCap:              1 << 20,
+			HeartbeatInterval:    2 * time.Second,
+			HeartbeatTimeout:     15 * time.Second,
+			JobHeartbeatInterval: 5 * time.Second,
+			StartMargin:          30 * time.Second,
+			BackgroundMaxRun:     24 * time.Hour,
+			LogFlushInterval:     time.Second,
+			LogBatch:             200,
+			LogLinesPerAttempt:   20000,
+			LogLineBytes:         4096,
+			ResultFieldBytes:     8 << 10,
+			ResponsesPerAttempt:  1 << 20,
 		},
 		Retry: Retry{RetryPolicy: RetryPolicy{
 			InitialInterval:    time.Second,
@@ -210,6 +249,7 @@ func Default() Config {
 			// Long enough to skip the steps of a fast snapshot, short
 			// enough that a step an operator can watch is shown.
 			StepAttributeDelay: time.Second,
+			MaxClaims:          3,
 		},
 		Worker: Worker{
 			DrainTimeout:  30 * time.Second,

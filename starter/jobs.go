@@ -126,6 +126,7 @@ type jobJSON struct {
 	FinishedAt     time.Time      `json:"finished_at,omitzero"`
 	ExpiresIn      string         `json:"expires_in,omitempty"`
 	UI             string         `json:"ui,omitempty"`
+	hooksDone      int64          // rkeys.JobView.HooksDone
 }
 
 func toJSON(v rkeys.JobView, ui string) jobJSON {
@@ -135,7 +136,7 @@ func toJSON(v rkeys.JobView, ui string) jobJSON {
 		HooksSkipped: v.HooksSkipped, HooksNoResults: v.HooksNoResults, Bytes: v.BytesDownloaded,
 		Settings: v.Settings, FetchDepth: v.FetchDepth, TaskQueue: v.TaskQueue, WorkflowID: v.WorkflowID,
 		RunID: v.RunID, PipelineID: v.PipelineID, QueuedAt: v.QueuedAt, StartedAt: v.StartedAt,
-		FinishedAt: v.FinishedAt, UI: ui,
+		FinishedAt: v.FinishedAt, UI: ui, hooksDone: v.HooksDone(),
 	}
 	if v.TTL > 0 {
 		j.ExpiresIn = v.TTL.Round(time.Second).String()
@@ -165,7 +166,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	fmt.Fprintf(w, "%s  %s\n", j.Ident, j.URL)
 	fmt.Fprintf(w, "  state:    %s (step %d/9)\n", j.State, j.CurrentStep)
 	fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
-		j.HooksSucceeded+j.HooksFailed+j.HooksSkipped+j.HooksNoResults, j.HooksTotal,
+		j.hooksDone, j.HooksTotal,
 		j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
 	fmt.Fprintf(w, "  bytes:    %s\n", humanBytes(j.Bytes))
 	fmt.Fprintf(w, "  settings: concurrency %d, delay %d-%d ms, depth %s", j.Settings.Concurrency, j.Settings.DelayMinMS, j.Settings.DelayMaxMS, j.FetchDepth)
@@ -207,7 +208,7 @@ func listCommand() *command {
 			"starter list --state failed --json",
 		},
 		flags: func(fs *pflag.FlagSet) {
-			fs.String("state", "", "only jobs in this state: pending, active, draining, finished, aborted, failed")
+			fs.String("state", "", "only jobs in this state: "+model.JobStateNames())
 		},
 		run: runList,
 	}
@@ -259,9 +260,8 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 	}
 	fmt.Fprintf(a.stdout, "%-25s  %-8s  %4s  %7s  %10s  %s\n", "IDENT", "STATE", "STEP", "HOOKS", "BYTES", "URL")
 	for _, j := range jobs {
-		done := j.HooksSucceeded + j.HooksFailed + j.HooksSkipped + j.HooksNoResults
 		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %7s  %10s  %s\n", j.Ident, j.State, j.CurrentStep,
-			fmt.Sprintf("%d/%d", done, j.HooksTotal), humanBytes(j.Bytes), j.URL)
+			fmt.Sprintf("%d/%d", j.hooksDone, j.HooksTotal), humanBytes(j.Bytes), j.URL)
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/ident"
-	"github.com/archiveflow/archiveflow/internal/ignores"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -129,8 +128,9 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 
 	patterns, _ := fs.GetStringArray("ignore")
 	for _, p := range patterns {
-		if err := ignores.Validate(p); err != nil {
+		if err := model.ValidateIgnore(p); err != nil {
 			fail(fmt.Errorf("--ignore: %w", err))
+			patterns = nil // reported once, not again by the settings check
 		}
 	}
 	s.settings.Ignores = patterns
@@ -147,8 +147,8 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 	if fs.Changed("depth") {
 		s.depth, _ = fs.GetString("depth")
 	}
-	if s.depth != "shallow" && s.depth != "inf" {
-		fail(fmt.Errorf("--depth %q: must be shallow or inf", s.depth))
+	if err := model.ValidateFetchDepth(s.depth); err != nil {
+		fail(fmt.Errorf("--depth: %w", err))
 	}
 
 	delay, notBefore, err := parseStart(fs, a.now())

@@ -28,7 +28,7 @@ type progress struct {
 func progressOf(v rkeys.JobView) progress {
 	return progress{
 		State: v.State, Step: v.CurrentStep, Hooks: v.HooksTotal, Bytes: v.BytesDownloaded,
-		HooksDone: v.HooksSucceeded + v.HooksFailed + v.HooksSkipped + v.HooksNoResults,
+		HooksDone: v.HooksDone(),
 	}
 }
 

@@ -28,14 +28,14 @@ type BackgroundInput struct {
 // can re-claim the snapshot; every other outcome is a result.
 func BackgroundHookWorkflow(ctx workflow.Context, in BackgroundInput) (model.ArchiveResult, error) {
 	h := in.Run.Hook
-	if in.HostQueue == "" {
+	if err := in.validate(); err != nil {
 		return model.ArchiveResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("background hook %s: host_queue must not be empty", h.Key()), "InvalidBackgroundInput", nil)
+			fmt.Sprintf("background hook %s: %v", h.Key(), err), "InvalidBackgroundInput", nil)
 	}
-	t := in.Timing.withDefaults()
+	t := in.Timing
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s · background hook %s", in.Run.Job.URL, h.Name))
 	actx := workflow.WithActivityOptions(ctx, hookActivityOptions(h, in.ActivityID, in.HostQueue, in.Retry, t))
-	fut := workflow.ExecuteActivity(actx, acts.RunHook, in.Run)
+	fut := workflow.ExecuteActivity(actx, hostActs.RunHook, in.Run)
 	// The child runs on the pool's shared queue: its host checks go there.
 	check := hostCheck{poolQueue: workflow.GetInfo(ctx).TaskQueueName, hostQueue: in.HostQueue, timing: t}
 	// Get waits for the activity even after cancellation
@@ -49,7 +49,20 @@ func BackgroundHookWorkflow(ctx workflow.Context, in BackgroundInput) (model.Arc
 	}
 	res = resultFromError(h, in.Retry, err, workflow.Now(ctx))
 	if temporal.IsCanceledError(err) {
+		if res.Attempts == 0 {
+			// The seal came before any attempt of the hook ran.
+			return notStartedResult(h, workflow.Now(ctx)), nil
+		}
 		res.Error = "stopped at seal before the hook reported a result"
 	}
 	return res, nil
+}
+
+// validate checks what the child cannot run without; every value comes
+// from the parent's validated input.
+func (in BackgroundInput) validate() error {
+	if in.HostQueue == "" {
+		return fmt.Errorf("host_queue must not be empty")
+	}
+	return in.Timing.Validate()
 }

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"regexp"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -71,25 +70,25 @@ func (s *snapshot) status() Status {
 	st := Status{
 		Ident:           s.in.Job.Ident,
 		URL:             s.in.Job.URL,
-		State:           s.state,
-		CurrentStep:     s.step,
-		Settings:        s.settings,
-		SettingsVersion: s.settingsVersion,
-		HostQueue:       s.hostQueue,
-		Claims:          s.claim,
-		Error:           s.failure,
-		Counters:        s.counters,
+		State:           s.job.state,
+		CurrentStep:     s.claim.step,
+		Settings:        s.settings.current,
+		SettingsVersion: s.settings.version,
+		HostQueue:       s.claim.hostQueue,
+		Claims:          s.claim.n,
+		Error:           s.job.failure,
+		Counters:        s.claim.counters,
 		Hooks:           make([]HookStatus, 0, len(s.plan.Hooks)),
 	}
-	if st.Error == "" && s.stopReason != "" {
-		st.Error = s.stopReason
+	if st.Error == "" && s.job.stopReason != "" {
+		st.Error = s.job.stopReason
 	}
 	for _, h := range s.plan.Hooks {
 		hs := HookStatus{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background, Phase: PhasePending}
-		if res, ok := s.results[h.Key()]; ok {
+		if res, ok := s.claim.results[h.Key()]; ok {
 			r := res
 			hs.Phase, hs.Result = PhaseDone, &r
-		} else if s.running[h.Key()] {
+		} else if s.claim.running[h.Key()] {
 			hs.Phase = PhaseRunning
 		}
 		st.Hooks = append(st.Hooks, hs)
@@ -144,28 +143,24 @@ func (s *snapshot) abort(req AbortRequest) {
 	s.stop(reason, true)
 }
 
-// validateSettings rejects settings out of range, ignore patterns that do
-// not compile, and any change once the job is stopping or final.
+// validateSettings rejects settings model.Settings.Validate refuses (ranges,
+// ignore patterns), so the Redis store is never asked to write what it
+// cannot, and any change once the job is stopping or final.
 func (s *snapshot) validateSettings(set model.Settings) error {
-	if s.state.Final() || s.stopReason != "" {
+	if s.job.state.Final() || s.job.stopReason != "" {
 		return fmt.Errorf("set_settings on %s: job is %s; settings can no longer change", s.in.Job.Ident, s.stateWord())
 	}
 	if err := set.Validate(); err != nil {
 		return fmt.Errorf("set_settings on %s: %w", s.in.Job.Ident, err)
 	}
-	for _, re := range set.Ignores {
-		if _, err := regexp.Compile(re); err != nil {
-			return fmt.Errorf("set_settings on %s: ignore pattern %q: must be an RE2 expression: %w", s.in.Job.Ident, re, err)
-		}
-	}
 	return nil
 }
 
 func (s *snapshot) stateWord() string {
-	if s.stopReason != "" && !s.state.Final() {
+	if s.job.stopReason != "" && !s.job.state.Final() {
 		return "stopping"
 	}
-	return string(s.state)
+	return string(s.job.state)
 }
 
 // updateSettings handles UpdateSetSettings: new settings take effect for
@@ -183,17 +178,16 @@ func (s *snapshot) updateSettings(ctx workflow.Context, set model.Settings) (int
 // settings_age bump, publish). It returns the write's sequence number and
 // the new settings version.
 func (s *snapshot) applySettings(set model.Settings) (seq, version int) {
-	s.settings = set
-	s.settingsVersion++
+	s.settings = settingsState{current: set, version: s.settings.version + 1}
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	in := activities.SettingsInput{
 		Ident:    s.in.Job.Ident,
 		Settings: set,
-		Version:  s.settingsVersion,
-		Key:      fmt.Sprintf("%s/settings/%d", s.runID, s.settingsVersion),
+		Version:  s.settings.version,
+		Key:      fmt.Sprintf("%s/settings/%d", s.runID, s.settings.version),
 	}
 	seq = s.writes.enqueue("apply settings", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.ApplySettings, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.ApplySettings, in).Get(c, nil)
 	})
-	return seq, s.settingsVersion
+	return seq, s.settings.version
 }

@@ -133,10 +133,14 @@ func softFail(context.Context, activities.RunRequest, activities.Sink) (activiti
 	return activities.Outcome{Result: model.ArchiveResult{Status: model.StatusFailed, Error: "no title found"}}, nil
 }
 
-// untilCancelled blocks until the attempt is cancelled, then reports the
-// exit of a hook stopped by SIGTERM.
-func untilCancelled(ctx context.Context, _ activities.RunRequest, _ activities.Sink) (activities.Outcome, error) {
+// untilCancelled blocks until the attempt is cancelled, then reports what
+// the runner reports for a hook stopped by SIGTERM: a foreground hook's
+// stop is transient, a background hook's (the seal) succeeded.
+func untilCancelled(ctx context.Context, req activities.RunRequest, _ activities.Sink) (activities.Outcome, error) {
 	<-ctx.Done()
+	if req.Hook.Background {
+		return activities.Outcome{Result: model.ArchiveResult{Status: model.StatusSucceeded, ExitCode: 143}}, nil
+	}
 	return activities.Outcome{Transient: true, Error: "terminated", Result: model.ArchiveResult{ExitCode: 143}}, nil
 }
 
@@ -268,7 +272,8 @@ type harness struct {
 	env    *testsuite.TestWorkflowEnvironment
 	runner *fakeRunner
 	store  *fakeStore
-	acts   *activities.Activities
+	pool   *activities.PoolActivities
+	host   *activities.HostActivities
 }
 
 func newHarness(t *testing.T, p activities.Plan) *harness {
@@ -280,25 +285,37 @@ func newHarness(t *testing.T, p activities.Plan) *harness {
 	// As the workers do: heartbeats (and so cancellations) are not held
 	// back for 80% of the heartbeat timeout.
 	h.env.SetWorkerOptions(worker.Options{MaxHeartbeatThrottleInterval: 50 * time.Millisecond})
-	a, err := activities.New(fakeDiscoverer{plan: p}, h.runner, h.store, zap.NewNop(),
-		activities.Options{HostQueue: testHostQueue, HeartbeatInterval: 20 * time.Millisecond, LogFlushInterval: 50 * time.Millisecond})
+	var err error
+	h.pool, err = activities.NewPool(h.store, nil, testHostQueue, zap.NewNop())
 	require.NoError(t, err)
-	h.acts = a
+	h.host, err = activities.NewHost(fakeDiscoverer{plan: p}, h.runner, h.store, zap.NewNop(), activities.Options{
+		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,
+		LogFlushInterval: 50 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
+		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
+	})
+	require.NoError(t, err)
 	h.env.RegisterWorkflow(SnapshotWorkflow)
 	h.env.RegisterWorkflow(BackgroundHookWorkflow)
-	h.env.RegisterActivity(a)
+	h.env.RegisterActivity(h.pool)
+	h.env.RegisterActivity(h.host)
 	return h
 }
 
+// input is a complete input as internal/submit builds one, with the
+// timings of these tests.
 func input(concurrency int) SnapshotInput {
 	return SnapshotInput{
-		Job:       activities.Job{Ident: testIdent, URL: testURL},
-		Pool:      testPool,
-		TaskQueue: testQueue,
-		Settings:  model.Settings{Concurrency: concurrency, UserAgent: "ua/1"},
+		Version:         InputComplete,
+		Job:             activities.Job{Ident: testIdent, URL: testURL, SnapshotID: testIdent},
+		Pool:            testPool,
+		TaskQueue:       testQueue,
+		Settings:        model.Settings{Concurrency: concurrency, UserAgent: "ua/1"},
+		SequentialSteps: []int{5},
 		Retry: RetryPolicies{Default: Retry{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3,
 		}},
+		Timing: Timing{HeartbeatTimeout: 10 * time.Second, StartMargin: 30 * time.Second, HostScheduleToStart: 2 * time.Minute,
+			BackgroundMaxRun: 24 * time.Hour, MaxClaims: 3},
 	}
 }
 

@@ -51,7 +51,7 @@ func scheduleToStartTimeout(cause error) error {
 func waitsOnce(h *harness, name string) *[]string {
 	var mu sync.Mutex
 	ids := &[]string{}
-	h.env.OnActivity(h.acts.RunHook, mock.Anything, mock.Anything).Return(
+	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.RunHookInput) (model.ArchiveResult, error) {
 			info := activity.GetInfo(ctx)
 			if in.Hook.Name == name {
@@ -62,7 +62,7 @@ func waitsOnce(h *harness, name string) *[]string {
 					return model.ArchiveResult{}, scheduleToStartTimeout(nil)
 				}
 			}
-			return h.acts.RunHook(ctx, in)
+			return h.host.RunHook(ctx, in)
 		})
 	return ids
 }
@@ -72,7 +72,7 @@ func TestBusyHostIsWaitedForNotReclaimed(t *testing.T) {
 	h := newHarness(t, plan(a, busy, c))
 	ids := waitsOnce(h, busy)
 	checks := &hostChecks{answer: func(int) (bool, error) { return true, nil }}
-	h.env.OnActivity(h.acts.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
 
 	st := h.run(input(2))
 
@@ -95,15 +95,15 @@ func TestBusyHostIsWaitedForNotReclaimed(t *testing.T) {
 func TestDeadHostIsReclaimed(t *testing.T) {
 	const a, lost = "on_Snapshot__00_a.sh", "on_Snapshot__30_b.sh"
 	h := newHarness(t, plan(a, lost))
-	h.env.OnActivity(h.acts.RunHook, mock.Anything, mock.Anything).Return(
+	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.RunHookInput) (model.ArchiveResult, error) {
 			if in.Hook.Name == lost && !strings.Contains(activity.GetInfo(ctx).ActivityID, "#claim-") {
 				return model.ArchiveResult{}, scheduleToStartTimeout(nil)
 			}
-			return h.acts.RunHook(ctx, in)
+			return h.host.RunHook(ctx, in)
 		})
 	checks := &hostChecks{answer: func(int) (bool, error) { return false, nil }}
-	h.env.OnActivity(h.acts.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
 
 	st := h.run(input(2))
 
@@ -125,7 +125,7 @@ func TestHostCheckRetriesWhileRedisIsDown(t *testing.T) {
 		}
 		return true, nil
 	}}
-	h.env.OnActivity(h.acts.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
 
 	st := h.run(input(2))
 
@@ -141,7 +141,7 @@ func TestHostCheckGivingUpKeepsWaiting(t *testing.T) {
 	h := newHarness(t, plan(busy))
 	waitsOnce(h, busy)
 	checks := &hostChecks{answer: func(int) (bool, error) { return false, errors.New("redis: connection refused") }}
-	h.env.OnActivity(h.acts.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
 
 	st := h.run(input(1))
 
@@ -156,7 +156,7 @@ func TestRequeuedHookKeepsItsAttemptCount(t *testing.T) {
 	const busy = "on_Snapshot__30_b.sh"
 	h := newHarness(t, plan(busy))
 	h.runner.on(busy, transient)
-	h.env.OnActivity(h.acts.RunHook, mock.Anything, mock.Anything).Return(
+	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.RunHookInput) (model.ArchiveResult, error) {
 			info := activity.GetInfo(ctx)
 			if !strings.Contains(info.ActivityID, "#requeue-") && info.Attempt == 2 {
@@ -166,9 +166,9 @@ func TestRequeuedHookKeepsItsAttemptCount(t *testing.T) {
 					temporal.ApplicationErrorOptions{Details: []any{model.ArchiveResult{Attempts: 1, Status: model.StatusFailed}}})
 				return model.ArchiveResult{}, scheduleToStartTimeout(last)
 			}
-			return h.acts.RunHook(ctx, in)
+			return h.host.RunHook(ctx, in)
 		})
-	h.env.OnActivity(h.acts.HostAlive, mock.Anything, mock.Anything).Return(true, nil)
+	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(true, nil)
 
 	st := h.run(input(1))
 
@@ -207,7 +207,7 @@ func TestBusyHostBackgroundHookIsWaitedFor(t *testing.T) {
 	})
 	ids := waitsOnce(h, bg)
 	checks := &hostChecks{answer: func(int) (bool, error) { return true, nil }}
-	h.env.OnActivity(h.acts.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
 
 	st := h.run(input(1))
 
@@ -220,9 +220,10 @@ func TestBusyHostBackgroundHookIsWaitedFor(t *testing.T) {
 	assert.Equal(t, testIdent+"/step-1/"+bg+"#requeue-2", (*ids)[1])
 	assert.Equal(t, 1, count(h.runner.snapshot(), bg, "start"))
 	// As in TestBackgroundHookRunsAcrossStepsAndIsCancelledAtSeal, the test
-	// environment resolves the cancelled activity at once, so the workflow
-	// records its fallback for a hook stopped at the seal.
-	assert.Equal(t, "stopped at seal before the hook reported a result", result(t, st, bg).Error)
+	// environment resolves the cancelled activity at once, without a
+	// result: to the workflow a hook the seal reached before it started.
+	assert.Equal(t, model.StatusSkipped, result(t, st, bg).Status)
+	assert.Equal(t, activities.NotStartedBeforeSeal, result(t, st, bg).OutputStr)
 	assert.Equal(t, model.StatusSucceeded, result(t, st, fg).Status)
 }
 
@@ -231,7 +232,7 @@ func TestBusyHostDiscoveryIsWaitedFor(t *testing.T) {
 	h := newHarness(t, plan(a))
 	var mu sync.Mutex
 	var ids []string
-	h.env.OnActivity(h.acts.DiscoverHooks, mock.Anything, mock.Anything).Return(
+	h.env.OnActivity(h.host.DiscoverHooks, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.DiscoverInput) (activities.Plan, error) {
 			id := activity.GetInfo(ctx).ActivityID
 			mu.Lock()
@@ -240,9 +241,9 @@ func TestBusyHostDiscoveryIsWaitedFor(t *testing.T) {
 			if !strings.Contains(id, "#requeue-") {
 				return activities.Plan{}, scheduleToStartTimeout(nil)
 			}
-			return h.acts.DiscoverHooks(ctx, in)
+			return h.host.DiscoverHooks(ctx, in)
 		})
-	h.env.OnActivity(h.acts.HostAlive, mock.Anything, mock.Anything).Return(true, nil)
+	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(true, nil)
 
 	st := h.run(input(1))
 
@@ -254,12 +255,12 @@ func TestBusyHostDiscoveryIsWaitedFor(t *testing.T) {
 func TestAbortWhileWaitingOnBusyHost(t *testing.T) {
 	const busy = "on_Snapshot__30_b.sh"
 	h := newHarness(t, plan(busy))
-	h.env.OnActivity(h.acts.RunHook, mock.Anything, mock.Anything).Return(
+	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.RunHookInput) (model.ArchiveResult, error) {
 			return model.ArchiveResult{}, scheduleToStartTimeout(nil)
 		})
 	checks := &hostChecks{answer: func(int) (bool, error) { return false, errors.New("redis: connection refused") }}
-	h.env.OnActivity(h.acts.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
 	// Fires during the check's first retry backoff.
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(SignalAbort, AbortRequest{Reason: "operator"})

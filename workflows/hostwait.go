@@ -79,7 +79,7 @@ func (c hostCheck) lost(ctx workflow.Context, id string) bool {
 	}
 	actx := workflow.WithActivityOptions(ctx, hostAliveOptions(c.poolQueue, id, c.timing))
 	var alive bool
-	err := workflow.ExecuteActivity(actx, acts.HostAlive, c.hostQueue).Get(ctx, &alive)
+	err := workflow.ExecuteActivity(actx, poolActs.HostAlive, c.hostQueue).Get(ctx, &alive)
 	var appErr *temporal.ApplicationError
 	log := workflow.GetLogger(ctx)
 	switch {
@@ -143,38 +143,55 @@ func (r Retry) remaining(spent int) Retry {
 	return r
 }
 
-// hookOnHost waits for one hook's RunHook on the claimed host. first is
-// the hook's already scheduled activity (ID id, retry policy r). While the
-// activity times out before start on a host that is alive (busy), it is
-// scheduled again on the same queue with the attempts already spent taken
-// off its policy and carried on in AttemptsBefore. It returns the last
-// activity's result and error: a ScheduleToStart timeout only when the host
-// is lost, a CanceledError when ctx was cancelled while the hook waited.
-// ctx must belong to the calling coroutine.
-func hookOnHost(ctx workflow.Context, first workflow.Future, in activities.RunHookInput, id string, r Retry, check hostCheck) (model.ArchiveResult, error) {
-	fut := first
+// untilStarted runs one activity on the claimed host's queue and, while it
+// times out before start on a host that is alive (busy), schedules it again
+// on the same queue. schedule(round, timedOut) schedules round 1, 2, … of
+// it and returns its future (timedOut is the ScheduleToStart timeout that
+// ended the round before, nil for round 1); the result goes to valuePtr.
+// It returns the last round's error: a ScheduleToStart timeout only when
+// the host is lost, errStoppedWaiting when ctx was cancelled while the
+// activity waited. Scheduling and host checks use ctx, the waits getCtx.
+// This is the one busy-host requeue loop: discovery and every hook use it.
+func (c hostCheck) untilStarted(ctx, getCtx workflow.Context, id string, valuePtr any, schedule func(round int, timedOut error) workflow.Future) error {
+	var timedOut error
 	for round := 1; ; round++ {
-		var res model.ArchiveResult
-		err := fut.Get(ctx, &res)
+		err := schedule(round, timedOut).Get(getCtx, valuePtr)
 		if err == nil || !isScheduleToStart(err) {
-			return res, err
+			return err
 		}
 		if ctx.Err() != nil {
-			return res, errStoppedWaiting
+			return errStoppedWaiting
 		}
-		lost := check.lost(ctx, checkID(id, round))
+		lost := c.lost(ctx, checkID(id, round))
 		switch {
 		case ctx.Err() != nil:
-			return res, errStoppedWaiting
+			return errStoppedWaiting
 		case lost:
-			return res, err
+			return err
 		}
-		in.AttemptsBefore = attemptsSpent(err, in.AttemptsBefore)
-		opts := hookActivityOptions(in.Hook, id+requeueSuffix(round+1), check.hostQueue, r.remaining(in.AttemptsBefore), check.timing)
-		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), acts.RunHook, in)
+		timedOut = err
 	}
 }
 
-// errStoppedWaiting ends a hook that was stopped (abort, seal, lost host
-// noticed by another hook) while it waited for a busy host.
+// hookOnHost waits for one hook's RunHook on the claimed host. first is
+// the hook's already scheduled activity (ID id, retry policy r). While it
+// waits on a busy host (untilStarted), the hook is scheduled again with
+// the attempts already spent taken off its policy and carried on in
+// AttemptsBefore. It returns the last activity's result and error.
+// ctx must belong to the calling coroutine.
+func hookOnHost(ctx workflow.Context, first workflow.Future, in activities.RunHookInput, id string, r Retry, check hostCheck) (model.ArchiveResult, error) {
+	var res model.ArchiveResult
+	err := check.untilStarted(ctx, ctx, id, &res, func(round int, timedOut error) workflow.Future {
+		if round == 1 {
+			return first
+		}
+		in.AttemptsBefore = attemptsSpent(timedOut, in.AttemptsBefore)
+		opts := hookActivityOptions(in.Hook, id+requeueSuffix(round), check.hostQueue, r.remaining(in.AttemptsBefore), check.timing)
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), hostActs.RunHook, in)
+	})
+	return res, err
+}
+
+// errStoppedWaiting ends an activity that was stopped (abort, seal, lost
+// host noticed by another hook) while it waited for a busy host.
 var errStoppedWaiting = temporal.NewCanceledError()

@@ -11,12 +11,6 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 )
 
-// Hook timing defaults for hooks whose plan carries none (DESIGN.md §3).
-const (
-	DefaultHookTimeout = 60 * time.Second
-	DefaultHookGrace   = 15 * time.Second
-)
-
 // Timeouts of the small activities (host claim, discovery, Redis writes).
 const (
 	claimStartToClose    = 30 * time.Second
@@ -30,8 +24,12 @@ const (
 	redisScheduleToClose = 10 * 365 * 24 * time.Hour
 )
 
-// acts is used only for its method values, which name the activities.
-var acts *activities.Activities
+// poolActs and hostActs are used only for their method values, which name
+// the activities (the method name is the activity type).
+var (
+	poolActs *activities.PoolActivities
+	hostActs *activities.HostActivities
+)
 
 // retryPolicy converts a Retry into Temporal's policy.
 func retryPolicy(r Retry) *temporal.RetryPolicy {
@@ -54,18 +52,6 @@ var redisRetry = &temporal.RetryPolicy{
 	NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
 }
 
-// hookTimeouts returns the hook's timeout and grace with defaults applied.
-func hookTimeouts(h activities.HookSpec) (timeout, grace time.Duration) {
-	timeout, grace = h.Timeout, h.Grace
-	if timeout <= 0 {
-		timeout = DefaultHookTimeout
-	}
-	if grace <= 0 {
-		grace = DefaultHookGrace
-	}
-	return timeout, grace
-}
-
 // hookActivityOptions are the options of one hook's RunHook activity on the
 // claimed host's queue. A foreground hook may run for its timeout plus the
 // grace before SIGKILL plus a margin; a background hook runs until the seal
@@ -73,10 +59,9 @@ func hookTimeouts(h activities.HookSpec) (timeout, grace time.Duration) {
 // within HeartbeatTimeout, and both bound their wait on the host queue by
 // HostScheduleToStart, so a vanished host is noticed too.
 func hookActivityOptions(h activities.HookSpec, id, hostQueue string, r Retry, t Timing) workflow.ActivityOptions {
-	timeout, grace := hookTimeouts(h)
-	startToClose := timeout + grace + t.StartMargin
+	startToClose := h.Timeout + h.Grace + t.StartMargin
 	if h.Background {
-		startToClose = t.BackgroundMaxRun + grace + t.StartMargin
+		startToClose = t.BackgroundMaxRun + h.Grace + t.StartMargin
 	}
 	return workflow.ActivityOptions{
 		TaskQueue:              hostQueue,

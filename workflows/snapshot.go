@@ -44,7 +44,8 @@ const (
 	reasonDeadline  = "job exceeded its maximum duration"
 )
 
-// snapshot is the state of one SnapshotWorkflow run.
+// snapshot is the state of one SnapshotWorkflow run, in parts that change
+// together.
 type snapshot struct {
 	in    SnapshotInput
 	runID string
@@ -55,32 +56,68 @@ type snapshot struct {
 	runCtx    workflow.Context
 	cancelRun workflow.CancelFunc
 
-	state model.JobState
-	step  int
-	// attrStep is the step the search attributes last showed; stepTimer
-	// says a delayed step upsert is pending (see publishStep).
-	attrStep        int
-	stepTimer       bool
-	settings        model.Settings
-	settingsVersion int
+	job      jobStatus
+	settings settingsState
+	plan     hookPlan
+	claim    claim
+	attr     stepAttribute
+	writes   writer
+}
 
-	claim     int
+// jobStatus is where the job stands as a whole.
+type jobStatus struct {
+	state      model.JobState
+	stopReason string // abort reason, reasonCancelled or reasonDeadline
+	aborted    bool   // stopped by an operator (abort signal or cancel)
+	failure    string // why the job failed, if it did
+}
+
+// settingsState are the job's current settings and their generation (the
+// set_settings handlers change them).
+type settingsState struct {
+	current model.Settings
+	version int
+}
+
+// hookPlan is the discovered plan and how often each hook file name occurs
+// in it.
+type hookPlan struct {
+	activities.Plan
+	names map[string]int // hook file name → count in plan
+}
+
+// claim is one claim of the snapshot by a host: everything a lost host
+// takes with it. A re-claim starts from a fresh claim (newClaim).
+type claim struct {
+	n         int // 1 for the first claim
 	hostQueue string
 	hostLost  bool
-	plan      activities.Plan
-	names     map[string]int // hook file name → count in plan
+	step      int
 	results   map[string]model.ArchiveResult
 	running   map[string]bool
 	counters  activities.Counters
 	fgActive  int
 	bgLive    int
 	bgCancels []workflow.CancelFunc
+}
 
-	stopReason string // abort reason, reasonCancelled or reasonDeadline
-	aborted    bool   // stopped by an operator (abort signal or cancel)
-	failure    string // why the job failed, if it did
+// newClaim is claim n, from step 0, with Redis counters to be rewritten
+// as absolute values for a plan of total hooks.
+func newClaim(n, total int) claim {
+	return claim{
+		n:        n,
+		results:  map[string]model.ArchiveResult{},
+		running:  map[string]bool{},
+		counters: activities.Counters{Total: total},
+	}
+}
 
-	writes writer
+// stepAttribute is what the ArchiveflowStep search attribute shows: the
+// step it last showed, and whether a delayed upsert is pending (see
+// publishStep).
+type stepAttribute struct {
+	shown   int
+	pending bool
 }
 
 // SnapshotWorkflow runs one snapshot: it claims a worker host, discovers
@@ -92,7 +129,7 @@ type snapshot struct {
 // the final Status; a failed or aborted job is a completed workflow whose
 // Status says so.
 func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
-	in = in.withDefaults()
+	in = in.recorded()
 	if err := in.Validate(); err != nil {
 		return Status{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("snapshot input: %v", err), "InvalidSnapshotInput", err)
 	}
@@ -117,17 +154,15 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 
 func newSnapshot(ctx workflow.Context, in SnapshotInput) *snapshot {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	s := &snapshot{
+	return &snapshot{
 		in:       in,
 		runID:    workflow.GetInfo(ctx).WorkflowExecution.RunID,
 		dctx:     dctx,
-		state:    model.StatePending,
-		settings: in.Settings,
-		results:  map[string]model.ArchiveResult{},
-		running:  map[string]bool{},
+		job:      jobStatus{state: model.StatePending},
+		settings: settingsState{current: in.Settings},
+		claim:    newClaim(0, 0),
+		writes:   writer{ctx: dctx},
 	}
-	s.writes = writer{ctx: dctx}
-	return s
 }
 
 // log is the workflow's replay-safe logger.
@@ -166,41 +201,43 @@ func (s *snapshot) startDeadline() func() {
 // stop cancels every running hook and background child; the step loop and
 // the seal then wind down. The first reason wins.
 func (s *snapshot) stop(reason string, operator bool) {
-	if s.stopReason != "" || s.state.Final() {
+	if s.job.stopReason != "" || s.job.state.Final() {
 		return
 	}
-	s.stopReason, s.aborted = reason, operator
+	s.job.stopReason, s.job.aborted = reason, operator
 	s.log().Info("stopping snapshot", "reason", reason)
 	if s.cancelRun != nil {
 		s.cancelRun()
 	}
 }
 
-func (s *snapshot) stopping() bool { return s.stopReason != "" || s.hostLost }
+func (s *snapshot) stopping() bool { return s.job.stopReason != "" || s.claim.hostLost }
 
 // execute claims a host and runs the plan, re-claiming when the host is lost.
 func (s *snapshot) execute() {
-	for s.claim = 1; ; s.claim++ {
-		err := s.runClaim()
+	for n := 1; ; n++ {
+		err := s.runClaim(n)
 		switch {
-		case err == nil || s.stopReason != "":
+		case err == nil || s.job.stopReason != "":
 			return
 		case !errors.Is(err, errHostLost):
-			s.failure = err.Error()
+			s.job.failure = err.Error()
 			return
-		case s.claim >= s.in.Timing.MaxClaims:
-			s.failure = fmt.Sprintf("snapshot host lost %d times (max_claims %d)", s.claim, s.in.Timing.MaxClaims)
+		case n >= s.in.Timing.MaxClaims:
+			s.job.failure = fmt.Sprintf("snapshot host lost %d times (max_claims %d)", n, s.in.Timing.MaxClaims)
 			return
 		}
-		s.log().Warn("snapshot host lost; re-claiming from step 0", "host_queue", s.hostQueue, "claim", s.claim)
+		s.log().Warn("snapshot host lost; re-claiming from step 0", "host_queue", s.claim.hostQueue, "claim", n)
 	}
 }
 
-// runClaim is one claim of the snapshot: host, discovery, steps, seal.
-func (s *snapshot) runClaim() error {
+// runClaim is claim n of the snapshot: host, discovery, steps, seal. It
+// forgets the results of a lost claim: the new host starts from step 0 and
+// Redis counters are rewritten as absolute values.
+func (s *snapshot) runClaim(n int) error {
 	s.runCtx, s.cancelRun = workflow.WithCancel(s.dctx)
 	defer s.cancelRun()
-	s.resetClaim()
+	s.claim = newClaim(n, len(s.plan.Hooks))
 	if s.stopping() {
 		return nil
 	}
@@ -215,94 +252,75 @@ func (s *snapshot) runClaim() error {
 		s.runStep(step)
 	}
 	s.seal()
-	if s.hostLost && s.stopReason == "" {
+	if s.claim.hostLost && s.job.stopReason == "" {
 		return errHostLost
 	}
 	return nil
 }
 
-// resetClaim forgets the results of a lost claim: the new host starts from
-// step 0 and Redis counters are rewritten as absolute values.
-func (s *snapshot) resetClaim() {
-	s.hostLost = false
-	s.results = map[string]model.ArchiveResult{}
-	s.running = map[string]bool{}
-	s.counters = activities.Counters{Total: len(s.plan.Hooks)}
-	s.bgCancels = nil
-	s.step = 0
-}
-
 func (s *snapshot) claimHost() error {
-	actx := workflow.WithActivityOptions(s.runCtx, claimOptions(s.in.TaskQueue, s.in.Job.Ident+"/claim"+claimSuffix(s.claim)))
+	actx := workflow.WithActivityOptions(s.runCtx, claimOptions(s.in.TaskQueue, s.in.Job.Ident+"/claim"+claimSuffix(s.claim.n)))
 	var queue string
-	if err := workflow.ExecuteActivity(actx, acts.ClaimHost, s.in.Job.Ident).Get(s.dctx, &queue); err != nil {
+	if err := workflow.ExecuteActivity(actx, poolActs.ClaimHost, s.in.Job.Ident).Get(s.dctx, &queue); err != nil {
 		if s.stopping() {
 			return nil
 		}
 		return fmt.Errorf("claim host for %s: %w", s.in.Job.Ident, err)
 	}
-	s.hostQueue = queue
+	s.claim.hostQueue = queue
 	s.enqueueState(model.StateActive)
 	return nil
 }
 
 // hostCheck tells a busy claimed host from a lost one (see hostwait.go).
 func (s *snapshot) hostCheck() hostCheck {
-	return hostCheck{poolQueue: s.in.TaskQueue, hostQueue: s.hostQueue, timing: s.in.Timing}
+	return hostCheck{poolQueue: s.in.TaskQueue, hostQueue: s.claim.hostQueue, timing: s.in.Timing}
 }
 
 // discover runs DiscoverHooks on the claimed host. While it times out
 // before start on a host that is alive (busy), it is scheduled again.
 func (s *snapshot) discover() error {
-	id := s.in.Job.Ident + "/discover" + claimSuffix(s.claim)
+	id := s.in.Job.Ident + "/discover" + claimSuffix(s.claim.n)
 	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
-	check := s.hostCheck()
 	var plan activities.Plan
-	var err error
-	for round := 1; ; round++ {
-		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.hostQueue, id+requeueSuffix(round), s.in.Timing))
-		err = workflow.ExecuteActivity(actx, acts.DiscoverHooks, in).Get(s.dctx, &plan)
-		if err == nil || !isScheduleToStart(err) || s.stopping() || check.lost(s.runCtx, checkID(id, round)) || s.stopping() {
-			break
-		}
-	}
+	err := s.hostCheck().untilStarted(s.runCtx, s.dctx, id, &plan, func(round int, _ error) workflow.Future {
+		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.claim.hostQueue, id+requeueSuffix(round), s.in.Timing))
+		return workflow.ExecuteActivity(actx, hostActs.DiscoverHooks, in)
+	})
 	switch {
-	case err != nil && isScheduleToStart(err) && s.stopping():
-		return nil
-	case err != nil && isScheduleToStart(err):
-		s.hostLost = true
-		return errHostLost
 	case err != nil && s.stopping():
 		return nil
+	case err != nil && isScheduleToStart(err):
+		s.claim.hostLost = true
+		return errHostLost
 	case err != nil:
 		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
 	}
 	if err := plan.Validate(); err != nil {
 		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
 	}
-	s.plan = plan
-	s.names = map[string]int{}
+	s.plan = hookPlan{Plan: plan, names: map[string]int{}}
 	for _, h := range plan.Hooks {
-		s.names[h.Name]++
+		s.plan.names[h.Name]++
 	}
-	s.counters = activities.Counters{Total: len(plan.Hooks)}
+	s.claim.counters = activities.Counters{Total: len(plan.Hooks)}
 	return nil
 }
 
 // enterStep publishes the new current step.
 func (s *snapshot) enterStep(step int) {
-	s.step = step
+	s.claim.step = step
 	s.publishStep()
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	in := activities.StepInput{Ident: s.in.Job.Ident, Step: step, HooksTotal: len(s.plan.Hooks)}
 	s.writes.enqueue("set step", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.SetStep, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetStep, in).Get(c, nil)
 	})
 }
 
 // limit is how many foreground hooks of step may run at once.
 func (s *snapshot) limit(step int) int {
-	n := s.settings.Concurrency
+	n := s.settings.current.Concurrency
 	if n > 1 && slices.Contains(s.in.SequentialSteps, step) {
 		n = 1
 	}
@@ -319,7 +337,7 @@ func (s *snapshot) canLaunch(h activities.HookSpec) bool {
 	if h.Background || !h.Enabled || h.ConfigError != "" {
 		return true
 	}
-	return s.fgActive < n
+	return s.claim.fgActive < n
 }
 
 // runStep launches the hooks of step in plan order as slots free up and
@@ -336,7 +354,7 @@ func (s *snapshot) runStep(step int) {
 		s.launch(queue[0])
 		queue = queue[1:]
 	}
-	_ = workflow.Await(s.dctx, func() bool { return s.fgActive == 0 })
+	_ = workflow.Await(s.dctx, func() bool { return s.claim.fgActive == 0 })
 }
 
 func (s *snapshot) launch(h activities.HookSpec) {
@@ -354,16 +372,16 @@ func (s *snapshot) launch(h activities.HookSpec) {
 }
 
 func (s *snapshot) startForeground(h activities.HookSpec) {
-	s.fgActive++
-	s.running[h.Key()] = true
+	s.claim.fgActive++
+	s.claim.running[h.Key()] = true
 	id, in, r := s.activityID(h), s.runInput(h), s.in.Retry.For(h.Plugin)
-	opts := hookActivityOptions(h, id, s.hostQueue, r, s.in.Timing)
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), acts.RunHook, in)
+	opts := hookActivityOptions(h, id, s.claim.hostQueue, r, s.in.Timing)
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), hostActs.RunHook, in)
 	check := s.hostCheck()
 	// The goroutine's context is a child of runCtx, so a stop or a lost
 	// host also cancels a hook scheduled again on a busy host.
 	workflow.Go(s.runCtx, func(c workflow.Context) {
-		defer func() { s.fgActive-- }()
+		defer func() { s.claim.fgActive-- }()
 		res, err := hookOnHost(c, fut, in, id, r, check)
 		if err != nil {
 			res = s.failedResult(h, err)
@@ -374,21 +392,27 @@ func (s *snapshot) startForeground(h activities.HookSpec) {
 
 func (s *snapshot) startBackground(h activities.HookSpec) {
 	cctx, cancel := workflow.WithCancel(s.runCtx)
-	s.bgCancels = append(s.bgCancels, cancel)
-	s.bgLive++
-	s.running[h.Key()] = true
+	s.claim.bgCancels = append(s.claim.bgCancels, cancel)
+	s.claim.bgLive++
+	s.claim.running[h.Key()] = true
 	cctx = workflow.WithChildOptions(cctx, backgroundChildOptions(s.childID(h), s.in.TaskQueue, h.Name))
 	fut := workflow.ExecuteChildWorkflow(cctx, BackgroundHookWorkflow, BackgroundInput{
 		Run:        s.runInput(h),
-		HostQueue:  s.hostQueue,
+		HostQueue:  s.claim.hostQueue,
 		ActivityID: s.activityID(h),
 		Retry:      s.in.Retry.For(h.Plugin),
 		Timing:     s.in.Timing,
 	})
 	workflow.Go(s.dctx, func(c workflow.Context) {
-		defer func() { s.bgLive-- }()
+		defer func() { s.claim.bgLive-- }()
 		var res model.ArchiveResult
-		if err := fut.Get(c, &res); err != nil {
+		err := fut.Get(c, &res)
+		switch {
+		case err == nil:
+		case temporal.IsCanceledError(err):
+			// Cancelled before the child ran: its hook never started.
+			res = notStartedResult(h, workflow.Now(s.dctx))
+		default:
 			res = s.failedResult(h, err)
 		}
 		s.complete(h, res)
@@ -397,16 +421,16 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 
 // failedResult maps a hook's final error, noting a lost host or a stop.
 func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveResult {
-	if isScheduleToStart(err) && s.stopReason == "" {
-		if !s.hostLost {
-			s.hostLost = true
-			s.log().Warn("hook's host queue is not polled; host lost", "hook", h.Key(), "host_queue", s.hostQueue)
+	if isScheduleToStart(err) && s.job.stopReason == "" {
+		if !s.claim.hostLost {
+			s.claim.hostLost = true
+			s.log().Warn("hook's host queue is not polled; host lost", "hook", h.Key(), "host_queue", s.claim.hostQueue)
 			s.cancelRun()
 		}
 	}
 	res := resultFromError(h, s.in.Retry.For(h.Plugin), err, workflow.Now(s.dctx))
-	if s.stopReason != "" && temporal.IsCanceledError(err) {
-		res.Error = "stopped: " + s.stopReason
+	if s.job.stopReason != "" && temporal.IsCanceledError(err) {
+		res.Error = "stopped: " + s.job.stopReason
 	}
 	return res
 }
@@ -414,42 +438,42 @@ func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveR
 // complete records a hook's final result, unless its claim was lost (the
 // next claim runs the hook again).
 func (s *snapshot) complete(h activities.HookSpec, res model.ArchiveResult) {
-	delete(s.running, h.Key())
-	if s.hostLost && s.stopReason == "" {
+	delete(s.claim.running, h.Key())
+	if s.claim.hostLost && s.job.stopReason == "" {
 		return
 	}
-	s.results[h.Key()] = res
-	s.counters.Add(res)
-	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res, Counters: s.counters, Key: s.runKey(h)}
+	s.claim.results[h.Key()] = res
+	s.claim.counters.Add(res)
+	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res, Counters: s.claim.counters, Key: s.runKey(h)}
 	s.writes.enqueue("record result", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.RecordResult, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.RecordResult, in).Get(c, nil)
 	})
 }
 
 // seal cancels the background children still running and waits for their
 // results (their hooks get SIGTERM, then SIGKILL after the grace).
 func (s *snapshot) seal() {
-	if s.bgLive > 0 && s.stopReason == "" && !s.hostLost {
+	if s.claim.bgLive > 0 && s.job.stopReason == "" && !s.claim.hostLost {
 		s.setState(model.StateDraining)
 	}
-	for _, cancel := range s.bgCancels {
+	for _, cancel := range s.claim.bgCancels {
 		cancel()
 	}
-	_ = workflow.Await(s.dctx, func() bool { return s.bgLive == 0 && s.fgActive == 0 })
+	_ = workflow.Await(s.dctx, func() bool { return s.claim.bgLive == 0 && s.claim.fgActive == 0 })
 }
 
 // finalState decides the job's final state and error.
 func (s *snapshot) finalState() (model.JobState, string) {
 	switch {
-	case s.aborted:
-		return model.StateAborted, s.stopReason
-	case s.stopReason != "":
-		return model.StateFailed, s.stopReason
-	case s.failure != "":
-		return model.StateFailed, s.failure
+	case s.job.aborted:
+		return model.StateAborted, s.job.stopReason
+	case s.job.stopReason != "":
+		return model.StateFailed, s.job.stopReason
+	case s.job.failure != "":
+		return model.StateFailed, s.job.failure
 	case len(s.plan.Hooks) == 0:
 		return model.StateFailed, "no hooks discovered"
-	case s.counters.Failed == s.counters.Total:
+	case s.claim.counters.Failed == s.claim.counters.Total:
 		return model.StateFailed, "every hook failed"
 	}
 	return model.StateFinished, ""
@@ -458,21 +482,22 @@ func (s *snapshot) finalState() (model.JobState, string) {
 // finish writes the final state once.
 func (s *snapshot) finish() {
 	state, reason := s.finalState()
-	s.failure = reason
-	s.state = state
+	s.job.failure = reason
+	s.job.state = state
 	s.upsertSearchAttributes()
 	workflow.SetCurrentDetails(s.dctx, s.details())
-	in := activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: s.counters, Key: s.runID + "/finish"}
+	c := s.claim.counters
+	in := activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: c, Key: s.runID + "/finish"}
 	s.writes.enqueue("finish job", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.FinishJob, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.FinishJob, in).Get(c, nil)
 	})
 	s.log().Info("snapshot done", "state", string(state), "reason", reason,
-		"succeeded", s.counters.Succeeded, "failed", s.counters.Failed, "total", s.counters.Total)
+		"succeeded", c.Succeeded, "failed", c.Failed, "total", c.Total)
 }
 
 // setState moves the job to a non-final state.
 func (s *snapshot) setState(state model.JobState) {
-	s.state = state
+	s.job.state = state
 	s.upsertSearchAttributes()
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	s.enqueueState(state)
@@ -484,11 +509,11 @@ func (s *snapshot) enqueueState(state model.JobState) {
 		State:      state,
 		WorkflowID: workflow.GetInfo(s.dctx).WorkflowExecution.ID,
 		RunID:      s.runID,
-		TaskQueue:  s.hostQueue,
-		Key:        fmt.Sprintf("%s/claim-%d/state/%s", s.runID, s.claim, state),
+		TaskQueue:  s.claim.hostQueue,
+		Key:        fmt.Sprintf("%s/claim-%d/state/%s", s.runID, s.claim.n, state),
 	}
 	s.writes.enqueue("set job state", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.SetJobState, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetJobState, in).Get(c, nil)
 	})
 }
 
@@ -506,27 +531,27 @@ func (s *snapshot) publishStep() {
 		s.upsertSearchAttributes()
 		return
 	}
-	if s.stepTimer {
+	if s.attr.pending {
 		return
 	}
-	s.stepTimer = true
+	s.attr.pending = true
 	workflow.Go(s.dctx, func(c workflow.Context) {
 		err := workflow.Sleep(c, d)
-		s.stepTimer = false
-		if err == nil && s.step != s.attrStep {
+		s.attr.pending = false
+		if err == nil && s.claim.step != s.attr.shown {
 			s.upsertSearchAttributes()
 		}
 	})
 }
 
 func (s *snapshot) upsertSearchAttributes() {
-	s.attrStep = s.step
+	s.attr.shown = s.claim.step
 	err := workflow.UpsertTypedSearchAttributes(s.dctx,
 		searchattr.Ident.ValueSet(s.in.Job.Ident),
 		searchattr.URL.ValueSet(s.in.Job.URL),
 		searchattr.Pool.ValueSet(s.in.Pool),
-		searchattr.State.ValueSet(string(s.state)),
-		searchattr.Step.ValueSet(int64(s.step)),
+		searchattr.State.ValueSet(string(s.job.state)),
+		searchattr.Step.ValueSet(int64(s.claim.step)),
 	)
 	if err != nil {
 		s.log().Warn("upsert search attributes", "error", err)
@@ -536,12 +561,12 @@ func (s *snapshot) upsertSearchAttributes() {
 // details is the workflow's current details line in the Web UI.
 func (s *snapshot) details() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s · %s · step %d/9", s.in.Job.URL, s.state, s.step)
-	if !s.state.Final() && s.limit(s.step) == 0 {
+	fmt.Fprintf(&b, "%s · %s · step %d/9", s.in.Job.URL, s.job.state, s.claim.step)
+	if !s.job.state.Final() && s.limit(s.claim.step) == 0 {
 		b.WriteString(" · paused (concurrency 0)")
 	}
-	if s.failure != "" {
-		b.WriteString(" · " + s.failure)
+	if s.job.failure != "" {
+		b.WriteString(" · " + s.job.failure)
 	}
 	return b.String()
 }
@@ -554,13 +579,13 @@ func (s *snapshot) redisCtx(c workflow.Context) workflow.Context {
 }
 
 func (s *snapshot) runInput(h activities.HookSpec) activities.RunHookInput {
-	return activities.RunHookInput{Job: s.in.Job, Hook: h, Settings: s.settings, Key: s.runKey(h)}
+	return activities.RunHookInput{Job: s.in.Job, Hook: h, Settings: s.settings.current, Key: s.runKey(h)}
 }
 
 // hookRef is the hook's name in IDs: its file name, or PLUGIN/NAME when two
 // plugins ship a hook of the same file name.
 func (s *snapshot) hookRef(h activities.HookSpec) string {
-	if s.names[h.Name] > 1 {
+	if s.plan.names[h.Name] > 1 {
 		return h.Key()
 	}
 	return h.Name
@@ -568,12 +593,12 @@ func (s *snapshot) hookRef(h activities.HookSpec) string {
 
 // activityID is IDENT/step-N/HOOK (plus a claim suffix after a re-claim).
 func (s *snapshot) activityID(h activities.HookSpec) string {
-	return fmt.Sprintf("%s/step-%d/%s%s", s.in.Job.Ident, h.Step, s.hookRef(h), claimSuffix(s.claim))
+	return fmt.Sprintf("%s/step-%d/%s%s", s.in.Job.Ident, h.Step, s.hookRef(h), claimSuffix(s.claim.n))
 }
 
 // childID is IDENT/bg/HOOK (plus a claim suffix after a re-claim).
 func (s *snapshot) childID(h activities.HookSpec) string {
-	return fmt.Sprintf("%s/bg/%s%s", s.in.Job.Ident, s.hookRef(h), claimSuffix(s.claim))
+	return fmt.Sprintf("%s/bg/%s%s", s.in.Job.Ident, s.hookRef(h), claimSuffix(s.claim.n))
 }
 
 // runKey is the idempotency key of a hook's result: one per hook and

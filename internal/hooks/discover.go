@@ -15,9 +15,6 @@ import (
 // ConfigFile is the name of a plugin's config schema inside its directory.
 const ConfigFile = "config.json"
 
-// Steps is the number of steps of a snapshot (0..9).
-const Steps = 10
-
 // Hook is one discovered, executable on_Snapshot hook.
 type Hook struct {
 	Plugin     string `json:"plugin"`     // plugin directory base name, e.g. wget
@@ -42,15 +39,6 @@ func (h Hook) ID() string { return h.Plugin + "/" + h.Name }
 type Plan struct {
 	Hooks   []Hook             `json:"hooks"`
 	Schemas map[string]*Schema `json:"schemas"`
-}
-
-// ByStep groups the hooks by step, each group in execution order.
-func (p Plan) ByStep() [Steps][]Hook {
-	var steps [Steps][]Hook
-	for _, h := range p.Hooks {
-		steps[h.Step] = append(steps[h.Step], h)
-	}
-	return steps
 }
 
 // Schema returns plugin's schema, or an empty schema for an unknown plugin.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -44,7 +45,8 @@ type Pipelines interface {
 type Deps struct {
 	Config *config.Config
 	Client client.Client
-	// Store writes job state, results and logs to Redis.
+	// Store writes job state, results and logs to Redis; when it also is an
+	// activities.HostRegistry (internal/jobstore's is), HostAlive asks it.
 	Store activities.Store
 	// Pipelines may be nil (no pipeline registration).
 	Pipelines Pipelines
@@ -180,24 +182,33 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	return nil
 }
 
-// newPoolWorkers builds the shared-queue worker and the host-queue worker.
+// newPoolWorkers builds the pool's two workers, each registering only what
+// runs on its queue: the shared queue's worker runs the workflows, the host
+// claim and liveness check and, as local activities, the Redis writes
+// (PoolActivities); the host queue's worker runs discovery and the hooks
+// (HostActivities).
 func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, log *zap.Logger) ([]worker.Worker, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
-	engine := &activities.Engine{
-		PluginDirs:     absDirs(cfg.Plugins.Dirs),
-		ArchiveDir:     archiveDir,
-		File:           cfg.Plugins.Values,
-		Env:            d.Env,
-		DefaultTimeout: cfg.Hooks.Timeout,
-		Grace:          cfg.Hooks.Grace,
-		Log:            plog,
-	}
-	acts, err := activities.New(engine, engine, d.Store, plog, activities.Options{
-		HostQueue:         HostQueue(p, instance),
-		HeartbeatInterval: cfg.Hooks.HeartbeatInterval,
-		LogOutbox:         logOutbox,
+	eng, err := engine.New(engine.Config{
+		PluginDirs: absDirs(cfg.Plugins.Dirs),
+		ArchiveDir: archiveDir,
+		File:       cfg.Plugins.Values,
+		Env:        d.Env,
+		Timeout:    cfg.Hooks.Timeout,
+		Grace:      cfg.Hooks.Grace,
+		LineCap:    cfg.Hooks.LineCap,
+		Log:        plog,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	hosts, _ := d.Store.(activities.HostRegistry)
+	poolActs, err := activities.NewPool(d.Store, hosts, HostQueue(p, instance), plog)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	hostActs, err := activities.NewHost(eng, eng, d.Store, plog, ActivityOptions(cfg, logOutbox))
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
@@ -212,11 +223,28 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 	}
 	shared := worker.New(d.Client, p.TaskQueue, opts)
 	workflows.Register(shared)
-	shared.RegisterActivity(acts)
+	shared.RegisterActivity(poolActs)
 
 	host := worker.New(d.Client, HostQueue(p, instance), opts)
-	host.RegisterActivity(acts)
+	host.RegisterActivity(hostActs)
 	return []worker.Worker{shared, host}, nil
+}
+
+// ActivityOptions are the hook activities' options from the configuration
+// (config hooks.*); logOutbox may be nil.
+func ActivityOptions(cfg *config.Config, logOutbox *outbox.Outbox) activities.Options {
+	h := cfg.Hooks
+	return activities.Options{
+		HeartbeatInterval:    h.HeartbeatInterval,
+		JobHeartbeatInterval: h.JobHeartbeatInterval,
+		LogFlushInterval:     h.LogFlushInterval,
+		LogBatch:             h.LogBatch,
+		LogLinesPerRun:       h.LogLinesPerAttempt,
+		LogLineBytes:         h.LogLineBytes,
+		ResultFieldBytes:     h.ResultFieldBytes,
+		ResponsesPerRun:      h.ResponsesPerAttempt,
+		LogOutbox:            logOutbox,
+	}
 }
 
 // startLogOutbox opens the process's job-log outbox in ARCHIVE_DIR/outbox

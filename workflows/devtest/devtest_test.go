@@ -26,6 +26,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/devserver"
+	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -98,17 +99,25 @@ func start(t testing.TB) *env {
 // returned function stops both, as a host that goes away.
 func (e *env) addHost(name string) (stop func()) {
 	e.t.Helper()
-	engine := &activities.Engine{PluginDirs: []string{e.plugins}, ArchiveDir: e.archive,
-		Env: []string{"PATH=" + os.Getenv("PATH"), "EVENTS=" + e.events, "HOST_NAME=" + name}, Grace: 2 * time.Second, Log: zap.NewNop()}
+	eng, err := engine.New(engine.Config{PluginDirs: []string{e.plugins}, ArchiveDir: e.archive,
+		Env:     []string{"PATH=" + os.Getenv("PATH"), "EVENTS=" + e.events, "HOST_NAME=" + name},
+		Timeout: time.Minute, Grace: 2 * time.Second, LineCap: 1 << 20, Log: zap.NewNop()})
+	require.NoError(e.t, err)
 	hq := e.queue + "@" + name
-	acts, err := activities.New(engine, engine, e.store, zap.NewNop(), activities.Options{HostQueue: hq, HeartbeatInterval: 200 * time.Millisecond})
+	poolActs, err := activities.NewPool(e.store, nil, hq, zap.NewNop())
+	require.NoError(e.t, err)
+	hostActs, err := activities.NewHost(eng, eng, e.store, zap.NewNop(), activities.Options{
+		HeartbeatInterval: 200 * time.Millisecond, JobHeartbeatInterval: 5 * time.Second,
+		LogFlushInterval: time.Second, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
+		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
+	})
 	require.NoError(e.t, err)
 	opts := worker.Options{MaxHeartbeatThrottleInterval: time.Second}
 	shared := worker.New(e.c, e.queue, opts)
 	workflows.Register(shared)
-	shared.RegisterActivity(acts)
+	shared.RegisterActivity(poolActs)
 	host := worker.New(e.c, hq, opts)
-	host.RegisterActivity(acts)
+	host.RegisterActivity(hostActs)
 	require.NoError(e.t, shared.Start())
 	require.NoError(e.t, host.Start())
 	var once sync.Once
@@ -149,14 +158,17 @@ func pos(lines []string, line string) int {
 
 func (e *env) input(ident string, concurrency int) workflows.SnapshotInput {
 	return workflows.SnapshotInput{
-		Job:       activities.Job{Ident: ident, URL: "https://example.com/" + ident},
-		Pool:      "devtest",
-		TaskQueue: e.queue,
-		Settings:  model.Settings{Concurrency: concurrency},
+		Version:         workflows.InputComplete,
+		Job:             activities.Job{Ident: ident, URL: "https://example.com/" + ident, SnapshotID: ident},
+		Pool:            "devtest",
+		TaskQueue:       e.queue,
+		Settings:        model.Settings{Concurrency: concurrency},
+		SequentialSteps: []int{5},
 		Retry: workflows.RetryPolicies{Default: workflows.Retry{
 			InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumInterval: 100 * time.Millisecond, MaximumAttempts: 3,
 		}},
-		Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, HostScheduleToStart: 30 * time.Second},
+		Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartMargin: 30 * time.Second, HostScheduleToStart: 30 * time.Second,
+			BackgroundMaxRun: 24 * time.Hour, MaxClaims: 3},
 	}
 }
 

@@ -1,0 +1,292 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// These tests run the activities with fakes for every dependency; hooks run
+// by the real runner are tested in internal/engine, the Redis store in
+// internal/jobstore.
+
+// memStore is a Store that keeps everything in memory.
+type memStore struct {
+	// down makes AppendLog and RecordResult fail as with Redis unreachable.
+	down     atomic.Bool
+	mu       sync.Mutex
+	logs     []LogEntry
+	results  []ResultInput
+	settings []SettingsInput
+	batches  map[string]bool
+}
+
+var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+
+func newMemStore() *memStore { return &memStore{batches: map[string]bool{}} }
+
+func (s *memStore) SetJobState(context.Context, JobStateInput) error { return nil }
+func (s *memStore) SetStep(context.Context, StepInput) error         { return nil }
+func (s *memStore) Heartbeat(context.Context, string) error          { return nil }
+func (s *memStore) FinishJob(context.Context, FinishInput) error     { return nil }
+
+func (s *memStore) ApplySettings(_ context.Context, in SettingsInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settings = append(s.settings, in)
+	return nil
+}
+
+func (s *memStore) RecordResult(_ context.Context, in ResultInput) error {
+	if s.down.Load() {
+		return errRedisDown
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.results = append(s.results, in)
+	return nil
+}
+
+func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, entries []LogEntry) error {
+	if s.down.Load() {
+		return errRedisDown
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := key + "#" + strconv.Itoa(seq)
+	if s.batches[id] {
+		return errors.New("batch appended twice: " + id)
+	}
+	s.batches[id] = true
+	s.logs = append(s.logs, entries...)
+	return nil
+}
+
+// testOptions are complete hook activity options with short intervals.
+func testOptions() Options {
+	return Options{
+		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,
+		LogFlushInterval: 20 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
+		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
+	}
+}
+
+// runnerFunc is a Runner (and a Discoverer that finds nothing).
+type runnerFunc func(ctx context.Context, req RunRequest, sink Sink) (Outcome, error)
+
+func (f runnerFunc) Run(ctx context.Context, req RunRequest, sink Sink) (Outcome, error) {
+	return f(ctx, req, sink)
+}
+
+func (runnerFunc) Discover(context.Context, DiscoverInput) (Plan, error) { return Plan{}, nil }
+
+// activityEnv returns an activity environment whose activity contexts
+// derive from parent: cancelling it is how the tests cancel a hook.
+func activityEnv(t *testing.T, parent context.Context, acts ...any) *testsuite.TestActivityEnvironment {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestActivityEnvironment()
+	for _, a := range acts {
+		env.RegisterActivity(a)
+	}
+	env.SetTestTimeout(time.Minute)
+	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: parent})
+	return env
+}
+
+func backgroundInput() RunHookInput {
+	return RunHookInput{
+		Job:      Job{Ident: "abc123", URL: "https://example.com/", SnapshotID: "abc123"},
+		Hook:     HookSpec{Plugin: "wget", Name: "on_Snapshot__20_wget.bg.sh", Path: "/plugins/wget/on_Snapshot__20_wget.bg.sh", Step: 2, Background: true, Timeout: time.Minute, Grace: time.Second, Enabled: true},
+		Settings: model.Settings{Concurrency: 1},
+		Key:      "run-1/step-2/wget/on_Snapshot__20_wget.bg.sh",
+	}
+}
+
+// A background hook the seal reaches before it started is recorded
+// skipped with its reason, never succeeded: the runner returns an error
+// (it could not start the hook under cancellation), so there is no exit
+// code to read, and the zero value must not read as "exited 0".
+func TestRunHookBackgroundNotStartedBeforeTheSealIsSkipped(t *testing.T) {
+	store := newMemStore()
+	runner := runnerFunc(func(ctx context.Context, _ RunRequest, _ Sink) (Outcome, error) {
+		<-ctx.Done()
+		return Outcome{}, errors.New("start hook: " + ctx.Err().Error())
+	})
+	acts, err := NewHost(runner, runner, store, zap.NewNop(), testOptions())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	env := activityEnv(t, ctx, acts)
+	time.AfterFunc(50*time.Millisecond, cancel)
+
+	v, err := env.ExecuteActivity(acts.RunHook, backgroundInput())
+
+	require.NoError(t, err)
+	var res model.ArchiveResult
+	require.NoError(t, v.Get(&res))
+	assert.Equal(t, model.StatusSkipped, res.Status)
+	assert.Equal(t, NotStartedBeforeSeal, res.OutputStr)
+	assert.Empty(t, res.Error)
+	require.Len(t, store.results, 1, "the final result is recorded")
+	assert.Equal(t, model.StatusSkipped, store.results[0].Result.Status)
+}
+
+// A runner that reports a background hook's stop at the seal as transient
+// (it cannot be retried after the seal) makes it failed, whatever its exit
+// code: exit codes are the runner's to map.
+func TestRunHookBackgroundTransientAtTheSealFails(t *testing.T) {
+	store := newMemStore()
+	runner := runnerFunc(func(ctx context.Context, _ RunRequest, _ Sink) (Outcome, error) {
+		<-ctx.Done()
+		return Outcome{Transient: true, Error: "terminated", Result: model.ArchiveResult{ExitCode: 143}}, nil
+	})
+	acts, err := NewHost(runner, runner, store, zap.NewNop(), testOptions())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	env := activityEnv(t, ctx, acts)
+	time.AfterFunc(50*time.Millisecond, cancel)
+
+	v, err := env.ExecuteActivity(acts.RunHook, backgroundInput())
+
+	require.NoError(t, err)
+	var res model.ArchiveResult
+	require.NoError(t, v.Get(&res))
+	assert.Equal(t, model.StatusFailed, res.Status)
+	assert.Equal(t, "stopped at seal: terminated", res.Error)
+}
+
+func TestNewHostRequiresEveryOption(t *testing.T) {
+	runner := runnerFunc(nil)
+	_, err := NewHost(runner, runner, newMemStore(), nil, Options{HeartbeatInterval: time.Second})
+	require.ErrorContains(t, err, "job heartbeat interval 0s: must be > 0")
+	opts := testOptions()
+	opts.ResponsesPerRun = 0
+	_, err = NewHost(runner, runner, newMemStore(), nil, opts)
+	require.ErrorContains(t, err, "responses per attempt 0: must be > 0")
+	_, err = NewHost(nil, runner, newMemStore(), nil, testOptions())
+	require.ErrorContains(t, err, "discoverer must not be nil")
+}
+
+// registry is a HostRegistry answering from a set of live queues, or
+// failing as with Redis down.
+type registry struct {
+	live map[string]bool
+	err  error
+}
+
+func (r registry) QueueAlive(_ context.Context, q string) (bool, error) { return r.live[q], r.err }
+
+func TestHostAlive(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore()
+	a, err := NewPool(store, registry{live: map[string]bool{"q@h1": true}}, "q@self", zap.NewNop())
+	require.NoError(t, err)
+	alive, err := a.HostAlive(ctx, "q@h1")
+	require.NoError(t, err)
+	assert.True(t, alive)
+	alive, err = a.HostAlive(ctx, "q@h2")
+	require.NoError(t, err)
+	assert.False(t, alive)
+
+	tests := []struct {
+		name         string
+		hosts        HostRegistry
+		queue        string
+		want         string
+		nonRetryable bool
+		errType      string
+	}{
+		{"redis down is retryable", registry{err: errRedisDown}, "q@h", "host alive q@h: dial tcp", false, ""},
+		{"no registry", nil, "q@h", "cannot tell which hosts are alive", true, ErrTypeNoHostRegistry},
+		{"empty queue", registry{}, "", "host queue must not be empty", true, ErrTypeInvalidInput},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := NewPool(store, tt.hosts, "q@self", zap.NewNop())
+			require.NoError(t, err)
+			alive, err := a.HostAlive(ctx, tt.queue)
+			require.Error(t, err)
+			assert.False(t, alive)
+			assert.Contains(t, err.Error(), tt.want)
+			var appErr *temporal.ApplicationError
+			if tt.nonRetryable {
+				require.ErrorAs(t, err, &appErr)
+				assert.True(t, appErr.NonRetryable())
+				assert.Equal(t, tt.errType, appErr.Type())
+			} else {
+				assert.False(t, errors.As(err, &appErr) && appErr.NonRetryable(), "must be retried")
+			}
+		})
+	}
+}
+
+func TestClaimHostHandsOutThisWorkersQueue(t *testing.T) {
+	a, err := NewPool(newMemStore(), nil, "q@self", nil)
+	require.NoError(t, err)
+	q, err := a.ClaimHost(context.Background(), "abc")
+	require.NoError(t, err)
+	assert.Equal(t, "q@self", q)
+	_, err = NewPool(newMemStore(), nil, "", nil)
+	require.ErrorContains(t, err, "host queue must not be empty")
+}
+
+// Settings the store could never write (here an empty ignore pattern) are
+// refused without a retry, and the store is not asked.
+func TestApplySettingsRefusesInvalidSettingsForGood(t *testing.T) {
+	store := newMemStore()
+	a, err := NewPool(store, nil, "q@self", nil)
+	require.NoError(t, err)
+	err = a.ApplySettings(context.Background(), SettingsInput{Ident: "abc", Settings: model.Settings{Concurrency: 1, Ignores: []string{""}}, Version: 1, Key: "k"})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable())
+	assert.Equal(t, ErrTypeInvalidInput, appErr.Type())
+	assert.Contains(t, appErr.Error(), `ignore pattern "": must not be empty`)
+	assert.Empty(t, store.settings)
+}
+
+// A store error marked ErrNotWritable is reported non-retryable; any other
+// store error is retried.
+func TestStoreErrorsRetryOnlyWhatCanSucceed(t *testing.T) {
+	err := storeError(errRedisDown, "set step of %s", "abc")
+	var appErr *temporal.ApplicationError
+	assert.False(t, errors.As(err, &appErr), "a plain error: retried")
+	err = storeError(errors.Join(ErrNotWritable, errors.New("gone")), "set step of %s", "abc")
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable())
+	assert.Equal(t, ErrTypeNotWritable, appErr.Type())
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{strings.Repeat("a", 20), 15, "a…[truncated]"},
+		{"ééééééééé", 16, "é…[truncated]"},
+	}
+	for _, tt := range tests {
+		got := truncate(tt.in, tt.n)
+		assert.Equal(t, tt.want, got)
+		assert.LessOrEqual(t, len(got), max(tt.n, len(tt.want)))
+	}
+}
