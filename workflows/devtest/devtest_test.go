@@ -4,6 +4,7 @@ package devtest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -206,7 +207,10 @@ func (e *env) record(ctx context.Context, run client.WorkflowRun) {
 	}
 	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
 	require.NoError(e.t, err)
-	name := strings.ReplaceAll(e.t.Name(), "/", "_") + ".json"
+	// Histories are named after the input version that recorded them, so
+	// re-recording never replaces those of earlier versions: they keep
+	// proving that old runs replay.
+	name := fmt.Sprintf("%s.v%d.json", strings.ReplaceAll(e.t.Name(), "/", "_"), workflows.InputComplete)
 	require.NoError(e.t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
 }
 
