@@ -120,27 +120,33 @@ func backgroundInput() RunHookInput {
 	}
 }
 
-// A background hook the seal reaches before it started is recorded
-// skipped with its reason, never succeeded: the runner returns an error
-// (it could not start the hook under cancellation), so there is no exit
-// code to read, and the zero value must not read as "exited 0".
-func TestRunHookBackgroundNotStartedBeforeTheSealIsSkipped(t *testing.T) {
+// sealedRun runs RunHook for a background hook with runner, cancelling
+// the attempt (the seal) 50 ms in, and returns the result and the store.
+func sealedRun(t *testing.T, runner runnerFunc) (model.ArchiveResult, *memStore) {
+	t.Helper()
 	store := newMemStore()
-	runner := runnerFunc(func(ctx context.Context, _ RunRequest, _ Sink) (Outcome, error) {
-		<-ctx.Done()
-		return Outcome{}, errors.New("start hook: " + ctx.Err().Error())
-	})
 	acts, err := NewHost(runner, runner, store, zap.NewNop(), testOptions())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	env := activityEnv(t, ctx, acts)
 	time.AfterFunc(50*time.Millisecond, cancel)
-
 	v, err := env.ExecuteActivity(acts.RunHook, backgroundInput())
-
-	require.NoError(t, err)
+	require.NoError(t, err, "a background hook stopped by the seal ends with a result")
 	var res model.ArchiveResult
 	require.NoError(t, v.Get(&res))
+	return res, store
+}
+
+// A background hook the seal reaches before it started is recorded
+// skipped with its reason, never succeeded: the runner returns an error
+// (it could not start the hook under cancellation), so there is no exit
+// code to read, and the zero value must not read as "exited 0".
+func TestRunHookBackgroundNotStartedBeforeTheSealIsSkipped(t *testing.T) {
+	res, store := sealedRun(t, func(ctx context.Context, _ RunRequest, _ Sink) (Outcome, error) {
+		<-ctx.Done()
+		return Outcome{}, errors.New("start hook: " + ctx.Err().Error())
+	})
+
 	assert.Equal(t, model.StatusSkipped, res.Status)
 	assert.Equal(t, NotStartedBeforeSeal, res.OutputStr)
 	assert.Empty(t, res.Error)
@@ -152,22 +158,11 @@ func TestRunHookBackgroundNotStartedBeforeTheSealIsSkipped(t *testing.T) {
 // (it cannot be retried after the seal) makes it failed, whatever its exit
 // code: exit codes are the runner's to map.
 func TestRunHookBackgroundTransientAtTheSealFails(t *testing.T) {
-	store := newMemStore()
-	runner := runnerFunc(func(ctx context.Context, _ RunRequest, _ Sink) (Outcome, error) {
+	res, _ := sealedRun(t, func(ctx context.Context, _ RunRequest, _ Sink) (Outcome, error) {
 		<-ctx.Done()
 		return Outcome{Transient: true, Error: "terminated", Result: model.ArchiveResult{ExitCode: 143}}, nil
 	})
-	acts, err := NewHost(runner, runner, store, zap.NewNop(), testOptions())
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	env := activityEnv(t, ctx, acts)
-	time.AfterFunc(50*time.Millisecond, cancel)
 
-	v, err := env.ExecuteActivity(acts.RunHook, backgroundInput())
-
-	require.NoError(t, err)
-	var res model.ArchiveResult
-	require.NoError(t, v.Get(&res))
 	assert.Equal(t, model.StatusFailed, res.Status)
 	assert.Equal(t, "stopped at seal: terminated", res.Error)
 }

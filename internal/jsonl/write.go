@@ -3,8 +3,6 @@ package jsonl
 import (
 	"encoding/json"
 	"fmt"
-
-	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // MarshalJSON encodes r as the object a hook prints on stdout: "type",
@@ -12,30 +10,40 @@ import (
 // the writer of the format (internal/builtin/hookio prints through it), so
 // the writer and the reader share one set of record types.
 func (r Record) MarshalJSON() ([]byte, error) {
-	var v any
-	switch {
-	case r.Type == TypeArchiveResult && r.ArchiveResult != nil:
-		v = struct {
-			Type Type `json:"type"`
-			*ArchiveResult
-		}{r.Type, r.ArchiveResult}
-	case r.Type == TypeSnapshot && r.Snapshot != nil:
-		v = struct {
-			Type Type `json:"type"`
-			*Snapshot
-		}{r.Type, r.Snapshot}
-	case r.Type == TypeTag && r.Tag != nil:
-		v = struct {
-			Type Type `json:"type"`
-			*Tag
-		}{r.Type, r.Tag}
-	case r.Type == TypeResponse && r.Response != nil:
-		v = struct {
-			Type Type `json:"type"`
-			*model.Response
-		}{r.Type, r.Response}
-	default:
+	var fields any // the record type's fields, a non-nil pointer
+	switch r.Type {
+	case TypeArchiveResult:
+		fields = nonNil(r.ArchiveResult)
+	case TypeSnapshot:
+		fields = nonNil(r.Snapshot)
+	case TypeTag:
+		fields = nonNil(r.Tag)
+	case TypeResponse:
+		fields = nonNil(r.Response)
+	}
+	if fields == nil {
 		return nil, fmt.Errorf("encode %s record: %w: its %s fields are missing", r.Type, ErrInvalid, r.Type)
 	}
-	return json.Marshal(v)
+	// The fields' JSON object with "type" in front: records are flat.
+	body, err := json.Marshal(fields)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s record: %w", r.Type, err)
+	}
+	typ, err := json.Marshal(r.Type)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s record: %w", r.Type, err)
+	}
+	out := append([]byte(`{"type":`), typ...)
+	if len(body) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, body[1:]...), nil
+}
+
+// nonNil returns p as an interface, or nil when p is a nil pointer.
+func nonNil[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return p
 }
