@@ -185,14 +185,23 @@ func (f *fixture) env() *testsuite.TestActivityEnvironment {
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(f.acts)
 	env.SetTestTimeout(time.Minute)
+	env.SetWorkerOptions(workerOptions)
 	return env
 }
+
+// workerOptions deliver every heartbeat, as the workers do (internal/pools),
+// instead of holding them back for the SDK's default 30 s: tests that wait
+// for a heartbeat to report progress must not depend on the first one
+// coming late enough.
+var workerOptions = worker.Options{MaxHeartbeatThrottleInterval: 10 * time.Millisecond}
 
 // envWithParent returns an activity environment whose activity contexts
 // derive from parent: cancelling it is how the tests cancel a hook.
 func (f *fixture) envWithParent(parent context.Context) *testsuite.TestActivityEnvironment {
 	env := f.env()
-	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: parent})
+	opts := workerOptions
+	opts.BackgroundActivityContext = parent
+	env.SetWorkerOptions(opts)
 	return env
 }
 
