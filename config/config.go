@@ -86,8 +86,13 @@ type Redis struct {
 
 // Plugins configures hook discovery and plugin config values.
 type Plugins struct {
-	// Dirs are plugin roots, searched in order; a later root's plugin of the
-	// same name overrides an earlier one.
+	// Builtin puts the built-in plugin set, embedded in the binary and
+	// written to ARCHIVE_DIR/plugins/builtin-HASH/ at worker start, first
+	// among the plugin roots; false leaves it out.
+	Builtin bool `mapstructure:"builtin"`
+	// Dirs are further plugin roots, searched in order after the built-in
+	// set; a later root's plugin of the same name overrides an earlier one
+	// (a built-in one included). Each must exist when a worker starts.
 	Dirs []string `mapstructure:"dirs"`
 	// Values are plugin config keys (e.g. WGET_TIMEOUT) set in the config
 	// file; they rank below job overrides and the process environment.
@@ -216,7 +221,7 @@ func Default() Config {
 			LogBatchWindow:   4096,
 			ResponseCounters: true,
 		},
-		Plugins: Plugins{Dirs: []string{"./plugins"}},
+		Plugins: Plugins{Builtin: true, Dirs: []string{}},
 		Hooks: Hooks{
 			Timeout:              60 * time.Second,
 			Grace:                15 * time.Second,

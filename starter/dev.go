@@ -161,6 +161,12 @@ func startStack(ctx context.Context, inv *invocation, ro devredis.Options, to de
 		}
 	}()
 	begin := time.Now()
+	// A configured plugins root that is missing is refused before anything
+	// starts; the built-in set is written into the archive dir.
+	roots, err := pools.PluginRoots(inv.cfg)
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
 	rs, err := devredis.Start(ctx, ro)
 	if err != nil {
 		return nil, withCode(exitUnavailable, err)
@@ -193,6 +199,7 @@ func startStack(ctx context.Context, inv *invocation, ro devredis.Options, to de
 	if err != nil {
 		return nil, err
 	}
+	deps.PluginDirs = roots
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
 	go func() { st.poolsErr <- pools.Run(pctx, deps, nil) }()

@@ -90,6 +90,7 @@ func startSharedStack(t *testing.T) *stackEnv {
 		c := config.Default()
 		c.ArchiveDir = filepath.Join(root, "archive")
 		c.Plugins.Dirs = []string{plugins}
+		c.Plugins.Builtin = false // the fixture hooks only
 		c.Retry.InitialInterval, c.Retry.MaximumInterval = 100*time.Millisecond, 100*time.Millisecond
 		c.Redis.RetainAborted = time.Hour // keep aborted jobs readable by the test
 		inv := &invocation{cfg: &c, log: zap.NewNop()}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,6 +49,7 @@ func StartWorker(tb testing.TB, bin string, cfg *config.Config, name string, ext
 		"ARCHIVEFLOW_POOLS="+string(pools),
 		"ARCHIVEFLOW_JOB_TASK_QUEUE="+cfg.Job.TaskQueue,
 		"ARCHIVEFLOW_PLUGINS_DIRS="+strings.Join(cfg.Plugins.Dirs, ","),
+		"ARCHIVEFLOW_PLUGINS_BUILTIN="+strconv.FormatBool(cfg.Plugins.Builtin),
 		"ARCHIVEFLOW_ARCHIVE_DIR="+filepath.Join(tb.TempDir(), name),
 		"ARCHIVEFLOW_HOOKS_TIMEOUT="+cfg.Hooks.Timeout.String(),
 		"ARCHIVEFLOW_HOOKS_GRACE="+cfg.Hooks.Grace.String(),

@@ -581,3 +581,19 @@ echo '{"type":"ArchiveResult","status":"succeeded"}'`)
 	require.NoError(t, json.Unmarshal(raw, &extra))
 	assert.EqualValues(t, 3, extra["attempt"])
 }
+
+// A plugins root that does not exist is a configuration error: discovery
+// reports it non-retryable, naming the root, so the job is not retried
+// three times for something only the operator can fix.
+func TestDiscoverHooksMissingRootIsNotRetried(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, os.RemoveAll(f.plugins))
+
+	_, err := f.env().ExecuteActivity(f.acts.DiscoverHooks, activities.DiscoverInput{Ident: "abc123", SnapshotID: "abc123"})
+
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable(), "a missing plugins root must not be retried")
+	assert.Equal(t, activities.ErrTypeConfig, appErr.Type())
+	assert.Contains(t, appErr.Error(), "plugins root "+f.plugins+" does not exist")
+}

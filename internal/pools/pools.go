@@ -4,6 +4,8 @@
 // polls (the hooks of the snapshots it claimed, so they run on the host that
 // holds their directories). It sweeps leftover hook processes at start,
 // registers the process as an ArchiveBot pipeline with periodic host stats,
+// decides the host's plugin roots (the embedded built-in set first, then
+// plugins.dirs),
 // and shuts down gracefully: stop polling, let running hooks finish within the
 // drain timeout, then cancel them.
 package pools
@@ -25,8 +27,10 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/engine"
+	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/procs"
+	"github.com/archiveflow/archiveflow/plugins"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -57,6 +61,54 @@ type Deps struct {
 	// Instance distinguishes host queues of several processes on one host;
 	// default HOSTNAME-PID.
 	Instance string
+	// PluginDirs are the plugin roots in discovery order, from PluginRoots;
+	// nil means Run calls PluginRoots itself.
+	PluginDirs []string
+}
+
+// BuiltinDir is where a worker host materialises the built-in plugin set,
+// inside the archive dir that holds the host's other state (snapshots,
+// outbox): ARCHIVE_DIR/plugins/builtin-HASH/.
+func BuiltinDir(archiveDir string) string {
+	return filepath.Join(archiveDir, "plugins")
+}
+
+// PluginRoots returns this worker host's plugin roots in discovery order:
+// the built-in set (config plugins.builtin; materialised under
+// BuiltinDir) first, then plugins.dirs in their order, so a later root's
+// plugin overrides an earlier one of the same name, a built-in one
+// included. A configured root that is missing or not a directory is a
+// *config.FieldError naming it: the worker must not start.
+func PluginRoots(cfg *config.Config) ([]string, error) {
+	var roots []string
+	var errs []error
+	for i, d := range cfg.Plugins.Dirs {
+		abs, err := filepath.Abs(d)
+		if err == nil {
+			err = hooks.CheckRoot(abs)
+		}
+		if err != nil {
+			errs = append(errs, &config.FieldError{Key: fmt.Sprintf("plugins.dirs[%d]", i), Value: d,
+				Rule: "must be an existing plugin root directory (" + err.Error() + ")"})
+			continue
+		}
+		roots = append(roots, abs)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if !cfg.Plugins.Builtin {
+		return roots, nil
+	}
+	archiveDir, err := filepath.Abs(cfg.ArchiveDir)
+	if err != nil {
+		return nil, fmt.Errorf("archive dir %s: %w", cfg.ArchiveDir, err)
+	}
+	builtin, err := plugins.Materialise(BuiltinDir(archiveDir))
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{builtin}, roots...), nil
 }
 
 // Select returns the configured pools named by names (all when empty).
@@ -118,6 +170,12 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	if err := os.MkdirAll(filepath.Join(archiveDir, "snapshots"), 0o755); err != nil {
 		return fmt.Errorf("create archive dir: %w", err)
 	}
+	if d.PluginDirs == nil {
+		if d.PluginDirs, err = PluginRoots(d.Config); err != nil {
+			return err
+		}
+	}
+	log.Info("plugin roots (a later root's plugin overrides an earlier one)", zap.Strings("dirs", d.PluginDirs))
 	sweep(archiveDir, d.Config.Hooks.Grace, log)
 	logOutbox, stopOutbox, err := startLogOutbox(archiveDir, d.Store, log)
 	if err != nil {
@@ -191,7 +249,7 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
 	eng, err := engine.New(engine.Config{
-		PluginDirs: absDirs(cfg.Plugins.Dirs),
+		PluginDirs: d.PluginDirs,
 		ArchiveDir: archiveDir,
 		File:       cfg.Plugins.Values,
 		Env:        d.Env,
@@ -273,17 +331,6 @@ func startLogOutbox(archiveDir string, store activities.Store, log *zap.Logger) 
 				zap.Int("batches", len(pending)), zap.String("outbox", ob.Dir()))
 		}
 	}, nil
-}
-
-func absDirs(dirs []string) []string {
-	out := make([]string, 0, len(dirs))
-	for _, d := range dirs {
-		if a, err := filepath.Abs(d); err == nil {
-			d = a
-		}
-		out = append(out, d)
-	}
-	return out
 }
 
 // sweep kills hook processes left by a crashed worker on this host.
