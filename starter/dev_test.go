@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/devredis"
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/ident"
+	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // These tests run the CLI against the real embedded stack: an in-process
@@ -174,13 +176,45 @@ func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 	assert.Contains(t, res.stdout, id+"  FINISHED")
 	assert.Contains(t, res.stdout, "hooks: 2 total, 2 succeeded")
 	outputs := filepath.Join(e.cfg.ArchiveDir, "snapshots", id)
-	assert.Contains(t, res.stdout, "outputs: "+outputs)
+	assert.Contains(t, res.stdout, "files:   "+outputs)
 	assert.FileExists(t, filepath.Join(outputs, "fetch", "page.txt"))
+	assert.Regexp(t, `(?m)^  1     fetch\s+succeeded  1\s+\d+\.\ds\s+page\.txt$`, res.stdout, "the results table")
+	assert.Regexp(t, `(?m)^  2     slow\s+succeeded  1\s+\d+\.\ds\s+gate opened$`, res.stdout)
+	assert.NotContains(t, res.stdout, "\x1b[", "not a terminal: plain lines, nothing redrawn")
 
+	// status of the finished job: Redis' counts and the closed workflow's
+	// per-hook results.
 	j := e.status(t, id)
 	assert.Equal(t, "finished", string(j.State))
 	assert.EqualValues(t, 2, j.HooksSucceeded)
 	assert.Equal(t, url, j.URL)
+	assert.Equal(t, "temporal", j.HooksSource)
+	require.Len(t, j.Hooks, 2)
+	assert.Equal(t, "fetch", j.Hooks[0].Plugin)
+	assert.Equal(t, model.StatusSucceeded, j.Hooks[0].Status)
+	assert.Equal(t, 1, j.Hooks[0].Attempts)
+	assert.Equal(t, "page.txt", j.Hooks[0].Output)
+	res = e.run(t, "status", id)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Regexp(t, `(?m)^  STEP  HOOK\s+STATUS\s+TRIES  TIME  OUTPUT / ERROR$`, res.stdout)
+	assert.Regexp(t, `(?m)^  2     slow\s+succeeded  1\s+\d+\.\ds\s+gate opened$`, res.stdout)
+
+	// Temporal unreachable: status still answers from Redis and says so.
+	res = runCLI(t, "", "status", id, "--temporal-address", closedAddr(t), "--redis-url", e.cfg.Redis.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "state:    finished")
+	assert.Contains(t, res.stdout, "results:  per-hook results unavailable: Temporal is unreachable")
+
+	// One hook's own files, where the worker keeps them.
+	res = e.run(t, "logs", id, "--hook", "fetch")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Regexp(t, `(?m)^==> `+regexp.QuoteMeta(filepath.Join(outputs, "fetch", "on_Snapshot__10_fetch."))+`[0-9a-f]{32}\.stdout\.log <==$`, res.stdout)
+	assert.Contains(t, res.stdout, `{"type":"ArchiveResult","status":"succeeded","output_str":"page.txt"}`)
+	assert.Contains(t, res.stdout, "fetch hook says hello", "its stderr file too")
+	elsewhere := runCLI(t, "", "logs", id, "--hook", "fetch", "--archive-dir", t.TempDir(), "--redis-url", e.cfg.Redis.URL)
+	assert.Equal(t, exitNotFound, elsewhere.code)
+	assert.Contains(t, elsewhere.stderr, "hook logs stay on the worker host that ran the job")
+	assert.Contains(t, elsewhere.stderr, "pipeline ")
 
 	res = e.run(t, "list", "--state", "finished")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -209,6 +243,9 @@ func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out))
 	require.Len(t, out.Jobs, 1)
 	assert.Equal(t, "finished", string(out.Jobs[0].State))
+	require.Len(t, out.Jobs[0].Hooks, 2, "--json carries the results table")
+	assert.Equal(t, "slow", out.Jobs[0].Hooks[1].Plugin)
+	assert.Equal(t, "gate opened", out.Jobs[0].Hooks[1].Output)
 }
 
 func TestRunningJobCanBeSteeredAndAborted(t *testing.T) {
