@@ -47,11 +47,17 @@ its Web UI, Redis (a real redis-server when one is on PATH or named by
 DATA_DIR/redis; otherwise an embedded in-process Redis, said in the log),
 registers the search attributes and runs every configured worker pool.
 
-With URLs it submits them (all submit flags apply), shows live progress,
-prints where the outputs are and the Web UI link, then stops and exits
-with the jobs' result (0 finished, 1 failed or aborted); --keep keeps the
-stack running afterwards. Without URLs it runs until Ctrl-C; submit from
-another terminal with the printed command.`,
+The worker pools use the built-in plugins embedded in this binary
+(written to ARCHIVE_DIR/plugins/builtin-HASH/) and then plugins.dirs.
+Log records go to DATA_DIR/logs/dev.log (-v or --log-level: the console).
+
+With URLs it submits them (all submit flags apply) and follows them: a
+live view on a terminal, a line per step otherwise. Each job ends with a
+table of its hooks (step, status, attempts, duration, output, error or
+skip reason), where its files are and its Web UI link; then the stack
+stops and the command exits with the jobs' result (0 finished, 1 failed
+or aborted); --keep keeps the stack running afterwards. Without URLs it
+runs until Ctrl-C; submit from another terminal with the printed command.`,
 		examples: []string{
 			"go run -tags dev ./starter dev https://example.com/",
 			"go run -tags dev ./starter dev                      # stack only; Ctrl-C stops it",
