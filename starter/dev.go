@@ -134,15 +134,18 @@ func runDev(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	defer st.stop()
-	if sub == nil || keep || inv.json {
+	switch {
+	case sub != nil && inv.json:
+		// stdout carries the jobs' JSON result only.
+	case sub == nil || keep:
 		a.printStack(inv, st, logFile)
-	} else {
+	default:
 		a.printStackLine(inv, st, logFile)
 	}
 
 	if sub != nil {
 		err := a.devSubmit(ctx, inv, st.b, sub)
-		if !inv.json {
+		if !inv.json && ctx.Err() == nil && (err == nil || exitCode(err) == exitJobFailed) {
 			a.printNext(inv, keep)
 		}
 		if !keep || ctx.Err() != nil {

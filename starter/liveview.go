@@ -159,7 +159,7 @@ func (l *liveReporter) progress(ctx context.Context, elapsed time.Duration) {
 			continue
 		}
 		lj := runningJob{ident: j.Ident, url: j.URL, progress: pr, since: map[string]time.Duration{}}
-		if running <= maxDetailedJobs {
+		if running <= maxDetailedJobs && pr.Hooks > 0 { // no plan before discovery
 			if st, err := queryStatus(ctx, l.b.Temporal, j.WorkflowID, j.RunID, liveQueryTimeout); err == nil {
 				l.rows[i] = hookRows(st)
 			}

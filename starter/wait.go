@@ -134,7 +134,7 @@ func (a *app) outcomeOf(ctx context.Context, inv *invocation, b *backend.Backend
 		var ok bool
 		if st, ok = statusFromError(r.err); !ok {
 			var qerr error
-			st, qerr = queryStatus(ctx, b.Temporal, j.WorkflowID, j.RunID, liveQueryTimeout)
+			st, qerr = queryStatus(ctx, b.Temporal, j.WorkflowID, j.RunID, statusQueryTimeout)
 			ok = qerr == nil && st.State.Final()
 		}
 		if !ok {

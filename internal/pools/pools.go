@@ -2,12 +2,11 @@
 // pool it polls the pool's shared Temporal task queue (snapshot and background
 // workflows, host claims, Redis writes) and a task queue only this process
 // polls (the hooks of the snapshots it claimed, so they run on the host that
-// holds their directories). It sweeps leftover hook processes at start,
-// registers the process as an ArchiveBot pipeline with periodic host stats,
-// decides the host's plugin roots (the embedded built-in set first, then
-// plugins.dirs),
-// and shuts down gracefully: stop polling, let running hooks finish within the
-// drain timeout, then cancel them.
+// holds their directories). It decides the host's plugin roots (the
+// embedded built-in set first, then plugins.dirs), sweeps leftover hook
+// processes at start, registers the process as an ArchiveBot pipeline with
+// periodic host stats, and shuts down gracefully: stop polling, let running
+// hooks finish within the drain timeout, then cancel them.
 package pools
 
 import (
