@@ -56,21 +56,31 @@ func (a *PoolActivities) ClaimHost(ctx context.Context, ident string) (string, e
 // ScheduleToStart timeout: a busy host (every slot taken) keeps its
 // pipeline:ID record fresh and is waited for; a dead one is re-claimed.
 // A registry error (Redis down) is returned as a retryable error: the
-// workflow retries and never reads it as a dead host.
+// workflow retries and never reads it as a dead host. Histories recorded
+// before HostLiveness ask this; new ones ask HostLiveness.
 func (a *PoolActivities) HostAlive(ctx context.Context, hostQueue string) (bool, error) {
+	l, err := a.HostLiveness(ctx, hostQueue)
+	return l.Alive, err
+}
+
+// HostLiveness is HostAlive with how long the host counts as alive without
+// reporting again (Liveness.Lease): a host that just died is known lost
+// once that lease ran out, so the workflow asks again then.
+func (a *PoolActivities) HostLiveness(ctx context.Context, hostQueue string) (Liveness, error) {
 	if hostQueue == "" {
-		return false, invalidInput("host alive: host queue must not be empty")
+		return Liveness{}, invalidInput("host alive: host queue must not be empty")
 	}
 	if a.hosts == nil {
-		return false, nonRetryable(ErrTypeNoHostRegistry, "host alive %s: this worker cannot tell which hosts are alive", hostQueue)
+		return Liveness{}, nonRetryable(ErrTypeNoHostRegistry, "host alive %s: this worker cannot tell which hosts are alive", hostQueue)
 	}
-	alive, err := a.hosts.QueueAlive(ctx, hostQueue)
+	lease, err := a.hosts.QueueLease(ctx, hostQueue)
 	if err != nil {
 		a.log.Warn("cannot tell whether a host is alive", zap.String("host_queue", hostQueue), zap.Error(err))
-		return false, fmt.Errorf("host alive %s: %w", hostQueue, err)
+		return Liveness{}, fmt.Errorf("host alive %s: %w", hostQueue, err)
 	}
-	a.log.Info("checked host liveness", zap.String("host_queue", hostQueue), zap.Bool("alive", alive))
-	return alive, nil
+	l := Liveness{Alive: lease > 0, Lease: lease}
+	a.log.Info("checked host liveness", zap.String("host_queue", hostQueue), zap.Bool("alive", l.Alive), zap.Duration("lease", lease))
+	return l, nil
 }
 
 // SetJobState writes a job state transition.

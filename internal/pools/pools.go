@@ -208,7 +208,7 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
-	hostActs, err := activities.NewHost(eng, eng, d.Store, plog, ActivityOptions(cfg, logOutbox))
+	hostActs, err := activities.NewHost(eng, eng, eng, d.Store, plog, ActivityOptions(cfg, logOutbox))
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
