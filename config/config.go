@@ -160,10 +160,11 @@ type Job struct {
 	// snapshot is re-claimed by another worker (from step 0: archives are
 	// per host). It bounds the recovery time after a worker dies.
 	HostTimeout time.Duration `mapstructure:"host_timeout"`
-	// StepAttributeDelay is how long a step must last before the
-	// ArchiveflowStep search attribute shows it; 0 upserts it at every
-	// step. Each upsert rewrites the workflow's visibility record, which on
-	// the embedded SQLite server costs more than a short step itself.
+	// StepAttributeDelay is how long a step (or a non-final state) must
+	// last before the ArchiveflowStep and ArchiveflowState search
+	// attributes show it; 0 upserts at every change. Each upsert rewrites
+	// the workflow's visibility record, which on the embedded SQLite server
+	// costs more server CPU than a no-op hook.
 	StepAttributeDelay time.Duration `mapstructure:"step_attribute_delay"`
 	// MaxClaims is how many times a snapshot may be claimed by a host (the
 	// first claim included) before the job fails as lost.
@@ -248,7 +249,7 @@ func Default() Config {
 			HostTimeout:     2 * time.Minute,
 			// Long enough to skip the steps of a fast snapshot, short
 			// enough that a step an operator can watch is shown.
-			StepAttributeDelay: time.Second,
+			StepAttributeDelay: 5 * time.Second,
 			MaxClaims:          3,
 		},
 		Worker: Worker{
