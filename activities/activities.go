@@ -3,15 +3,16 @@
 // in two sets, one per task queue they run on:
 //
 //   - PoolActivities run on a pool's shared queue: claiming a worker host
-//     (ClaimHost), telling a busy host from a lost one (HostLiveness,
-//     HostAlive in older histories), and the
-//     Redis writes the workflow runs as local activities (SetJobState,
-//     SetStep, RecordResult, FinishJob, ApplySettings), so they are
-//     registered on the worker that runs the workflows;
+//     and discovering the snapshot's hooks on it (ClaimAndDiscover; older
+//     histories ClaimHost, then DiscoverHooks), telling a busy host from a
+//     lost one (HostLiveness; older histories HostAlive), and the Redis
+//     writes the workflow runs as local activities (SetJobState, SetStep,
+//     RecordResult, FinishJob, ApplySettings), so they are registered on the
+//     worker that runs the workflows;
 //   - HostActivities run on the queue of the host that claimed the snapshot:
-//     discovering its hooks (DiscoverHooks), running one hook attempt with
-//     heartbeats and a streamed job log (RunHook), and the host side of the
-//     seal (SealSnapshot).
+//     discovering its hooks (DiscoverHooks, older histories), running one
+//     hook attempt with heartbeats and a streamed job log (RunHook), and the
+//     host side of the seal (SealSnapshot).
 //
 // Every dependency is an interface defined here (Discoverer, Runner, Sealer,
 // Store, HostRegistry); the production adapters live with what they adapt

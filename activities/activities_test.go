@@ -203,7 +203,7 @@ func (r registry) QueueLease(_ context.Context, q string) (time.Duration, error)
 
 func TestHostLivenessCarriesTheLease(t *testing.T) {
 	ctx := context.Background()
-	a, err := NewPool(newMemStore(), registry{live: map[string]bool{"q@h1": true}}, "q@self", zap.NewNop())
+	a, err := NewPool(newMemStore(), registry{live: map[string]bool{"q@h1": true}}, nil, "q@self", zap.NewNop())
 	require.NoError(t, err)
 	l, err := a.HostLiveness(ctx, "q@h1")
 	require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestHostLivenessCarriesTheLease(t *testing.T) {
 	l, err = a.HostLiveness(ctx, "q@h2")
 	require.NoError(t, err)
 	assert.Equal(t, Liveness{}, l)
-	a, err = NewPool(newMemStore(), registry{err: errRedisDown}, "q@self", zap.NewNop())
+	a, err = NewPool(newMemStore(), registry{err: errRedisDown}, nil, "q@self", zap.NewNop())
 	require.NoError(t, err)
 	_, err = a.HostLiveness(ctx, "q@h1")
 	assert.ErrorContains(t, err, "host alive q@h1: dial tcp")
@@ -220,7 +220,7 @@ func TestHostLivenessCarriesTheLease(t *testing.T) {
 func TestHostAlive(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore()
-	a, err := NewPool(store, registry{live: map[string]bool{"q@h1": true}}, "q@self", zap.NewNop())
+	a, err := NewPool(store, registry{live: map[string]bool{"q@h1": true}}, nil, "q@self", zap.NewNop())
 	require.NoError(t, err)
 	alive, err := a.HostAlive(ctx, "q@h1")
 	require.NoError(t, err)
@@ -243,7 +243,7 @@ func TestHostAlive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, err := NewPool(store, tt.hosts, "q@self", zap.NewNop())
+			a, err := NewPool(store, tt.hosts, nil, "q@self", zap.NewNop())
 			require.NoError(t, err)
 			alive, err := a.HostAlive(ctx, tt.queue)
 			require.Error(t, err)
@@ -262,12 +262,12 @@ func TestHostAlive(t *testing.T) {
 }
 
 func TestClaimHostHandsOutThisWorkersQueue(t *testing.T) {
-	a, err := NewPool(newMemStore(), nil, "q@self", nil)
+	a, err := NewPool(newMemStore(), nil, nil, "q@self", nil)
 	require.NoError(t, err)
 	q, err := a.ClaimHost(context.Background(), "abc")
 	require.NoError(t, err)
 	assert.Equal(t, "q@self", q)
-	_, err = NewPool(newMemStore(), nil, "", nil)
+	_, err = NewPool(newMemStore(), nil, nil, "", nil)
 	require.ErrorContains(t, err, "host queue must not be empty")
 }
 
@@ -275,7 +275,7 @@ func TestClaimHostHandsOutThisWorkersQueue(t *testing.T) {
 // refused without a retry, and the store is not asked.
 func TestApplySettingsRefusesInvalidSettingsForGood(t *testing.T) {
 	store := newMemStore()
-	a, err := NewPool(store, nil, "q@self", nil)
+	a, err := NewPool(store, nil, nil, "q@self", nil)
 	require.NoError(t, err)
 	err = a.ApplySettings(context.Background(), SettingsInput{Ident: "abc", Settings: model.Settings{Concurrency: 1, Ignores: []string{""}}, Version: 1, Key: "k"})
 	var appErr *temporal.ApplicationError
@@ -372,4 +372,20 @@ func TestRunHookReportsWhetherItRecordedTheResult(t *testing.T) {
 		require.NoError(t, v.Get(&plain), "the result still reads as an ArchiveResult")
 		assert.Equal(t, res.ArchiveResult, plain)
 	}
+}
+
+func TestClaimAndDiscoverHandsOutThisWorkersQueueAndPlan(t *testing.T) {
+	runner := runnerFunc(nil) // its Discover finds an empty plan
+	a, err := NewPool(newMemStore(), nil, runner, "q@self", nil)
+	require.NoError(t, err)
+	c, err := a.ClaimAndDiscover(context.Background(), DiscoverInput{Ident: "abc", SnapshotID: "abc"})
+	require.NoError(t, err)
+	assert.Equal(t, Claim{HostQueue: "q@self", Plan: Plan{}}, c)
+
+	a, err = NewPool(newMemStore(), nil, nil, "q@self", nil)
+	require.NoError(t, err)
+	_, err = a.ClaimAndDiscover(context.Background(), DiscoverInput{Ident: "abc"})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable(), "a worker that cannot discover never will")
 }

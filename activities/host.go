@@ -108,7 +108,13 @@ func NewHost(discoverer Discoverer, runner Runner, sealer Sealer, store Store, l
 
 // DiscoverHooks returns the snapshot's hook plan.
 func (a *HostActivities) DiscoverHooks(ctx context.Context, in DiscoverInput) (Plan, error) {
-	plan, err := a.discoverer.Discover(ctx, in)
+	return discover(ctx, a.discoverer, in, a.log)
+}
+
+// discover runs d for in and checks the plan: configuration errors are
+// never retried, unreadable plugin dirs are.
+func discover(ctx context.Context, d Discoverer, in DiscoverInput, log *zap.Logger) (Plan, error) {
+	plan, err := d.Discover(ctx, in)
 	if err != nil {
 		if errors.Is(err, ErrConfig) {
 			return Plan{}, configError(fmt.Errorf("discover hooks for %s: %w", in.Ident, err))
@@ -118,7 +124,7 @@ func (a *HostActivities) DiscoverHooks(ctx context.Context, in DiscoverInput) (P
 	if err := plan.Validate(); err != nil {
 		return Plan{}, invalidInput("discover hooks for %s: %v", in.Ident, err)
 	}
-	a.log.Info("discovered hooks", logging.Ident(in.Ident), zap.Int("hooks", len(plan.Hooks)))
+	log.Info("discovered hooks", logging.Ident(in.Ident), zap.Int("hooks", len(plan.Hooks)))
 	return plan, nil
 }
 

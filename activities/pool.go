@@ -20,16 +20,19 @@ const ErrTypeNoHostRegistry = "NoHostRegistry"
 // them on the worker that runs the pool's workflows: the Redis writes among
 // them run as that worker's local activities.
 type PoolActivities struct {
-	store     Store
-	hosts     HostRegistry // nil: HostAlive cannot tell
-	hostQueue string
-	log       *zap.Logger
+	store      Store
+	hosts      HostRegistry // nil: HostAlive cannot tell
+	discoverer Discoverer   // nil: ClaimAndDiscover cannot discover
+	hostQueue  string
+	log        *zap.Logger
 }
 
 // NewPool builds the shared-queue activities. hostQueue is the task queue
 // only this worker process polls (ClaimHost hands it out); hosts may be
-// nil, then HostAlive answers with a non-retryable ErrTypeNoHostRegistry.
-func NewPool(store Store, hosts HostRegistry, hostQueue string, log *zap.Logger) (*PoolActivities, error) {
+// nil, then HostAlive answers with a non-retryable ErrTypeNoHostRegistry;
+// discoverer is this process's (the one DiscoverHooks uses) and may be nil
+// in a worker that runs no hooks, then ClaimAndDiscover fails for good.
+func NewPool(store Store, hosts HostRegistry, discoverer Discoverer, hostQueue string, log *zap.Logger) (*PoolActivities, error) {
 	if store == nil {
 		return nil, errors.New("pool activities: store must not be nil")
 	}
@@ -39,7 +42,7 @@ func NewPool(store Store, hosts HostRegistry, hostQueue string, log *zap.Logger)
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &PoolActivities{store: store, hosts: hosts, hostQueue: hostQueue, log: log}, nil
+	return &PoolActivities{store: store, hosts: hosts, discoverer: discoverer, hostQueue: hostQueue, log: log}, nil
 }
 
 // ClaimHost runs on a pool's shared task queue and returns the task queue
@@ -48,6 +51,22 @@ func NewPool(store Store, hosts HostRegistry, hostQueue string, log *zap.Logger)
 func (a *PoolActivities) ClaimHost(ctx context.Context, ident string) (string, error) {
 	a.log.Info("claimed snapshot host", logging.Ident(ident), zap.String("host_queue", a.hostQueue))
 	return a.hostQueue, nil
+}
+
+// ClaimAndDiscover is ClaimHost and DiscoverHooks in one activity
+// (InputV2): the worker that claims the snapshot is its host, so it
+// discovers the hooks right away, from its own plugin dirs. That saves an
+// activity and a workflow task per snapshot.
+func (a *PoolActivities) ClaimAndDiscover(ctx context.Context, in DiscoverInput) (Claim, error) {
+	if a.discoverer == nil {
+		return Claim{}, nonRetryable(ErrTypeConfig, "claim %s: this worker cannot discover hooks", in.Ident)
+	}
+	plan, err := discover(ctx, a.discoverer, in, a.log)
+	if err != nil {
+		return Claim{}, err
+	}
+	a.log.Info("claimed snapshot host", logging.Ident(in.Ident), zap.String("host_queue", a.hostQueue))
+	return Claim{HostQueue: a.hostQueue, Plan: plan}, nil
 }
 
 // HostAlive runs on a pool's shared task queue (any worker of the pool can

@@ -110,6 +110,13 @@ func (p Plan) Validate() error {
 	return nil
 }
 
+// Claim is what ClaimAndDiscover returns: the claimed host's task queue
+// and the snapshot's plan discovered on it.
+type Claim struct {
+	HostQueue string `json:"host_queue"`
+	Plan      Plan   `json:"plan"`
+}
+
 // DiscoverInput asks for the hook plan of one snapshot.
 type DiscoverInput struct {
 	Ident      string `json:"ident"`

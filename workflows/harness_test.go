@@ -316,7 +316,7 @@ func newHarness(t *testing.T, p activities.Plan) *harness {
 	// back for 80% of the heartbeat timeout.
 	h.env.SetWorkerOptions(worker.Options{MaxHeartbeatThrottleInterval: 50 * time.Millisecond})
 	var err error
-	h.pool, err = activities.NewPool(h.store, nil, testHostQueue, zap.NewNop())
+	h.pool, err = activities.NewPool(h.store, nil, fakeDiscoverer{plan: p}, testHostQueue, zap.NewNop())
 	require.NoError(t, err)
 	h.host, err = activities.NewHost(fakeDiscoverer{plan: p}, h.runner, h.sealer, h.store, zap.NewNop(), activities.Options{
 		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,

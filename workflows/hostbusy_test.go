@@ -240,6 +240,8 @@ func TestBusyHostBackgroundHookIsWaitedFor(t *testing.T) {
 	assert.Equal(t, model.StatusSucceeded, result(t, st, fg).Status)
 }
 
+// Before InputV2, discovery runs on the claimed host's queue (since, it
+// runs in the claim: TestClaimDiscoversOnTheClaimingWorker).
 func TestBusyHostDiscoveryIsWaitedFor(t *testing.T) {
 	const a = "on_Snapshot__00_a.sh"
 	h := newHarness(t, plan(a))
@@ -256,9 +258,11 @@ func TestBusyHostDiscoveryIsWaitedFor(t *testing.T) {
 			}
 			return h.host.DiscoverHooks(ctx, in)
 		})
-	h.env.OnActivity(h.pool.HostLiveness, mock.Anything, mock.Anything).Return(activities.Liveness{Alive: true, Lease: testLease}, nil)
+	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(true, nil)
+	in := input(1)
+	in.Version = InputComplete
 
-	st := h.run(input(1))
+	st := h.run(in)
 
 	assert.Equal(t, model.StateFinished, st.State)
 	assert.Equal(t, 1, st.Claims)

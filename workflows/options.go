@@ -113,6 +113,14 @@ func claimOptions(queue, id string) workflow.ActivityOptions {
 	}
 }
 
+// claimAndDiscoverOptions are the options of ClaimAndDiscover on the pool's
+// shared queue: discovery's retries, any worker of the pool may take it.
+func claimAndDiscoverOptions(queue, id string) workflow.ActivityOptions {
+	o := hostTaskOptions(queue, id, "claim host, discover hooks", 0, discoverStartToClose, discoverAttempts)
+	o.ScheduleToStartTimeout = 0 // no host to lose yet: wait for any worker
+	return o
+}
+
 // discoverOptions are the options of DiscoverHooks on the claimed host;
 // wait bounds its wait on the host's queue.
 func discoverOptions(hostQueue, id string, wait time.Duration) workflow.ActivityOptions {

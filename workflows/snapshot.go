@@ -253,11 +253,17 @@ func (s *snapshot) runClaim(n int) error {
 	if s.stopping() {
 		return nil
 	}
-	if err := s.claimHost(); err != nil {
-		return err
-	}
-	if err := s.discover(); err != nil {
-		return err
+	if s.in.since(InputV2) {
+		if err := s.claimAndDiscover(); err != nil {
+			return err
+		}
+	} else {
+		if err := s.claimHost(); err != nil {
+			return err
+		}
+		if err := s.discover(); err != nil {
+			return err
+		}
 	}
 	for step := 0; step <= 9 && !s.stopping(); step++ {
 		s.enterStep(step)
@@ -284,6 +290,25 @@ func (s *snapshot) claimHost() error {
 	return nil
 }
 
+// claimAndDiscover claims a host and discovers the hooks on it in one
+// activity on the pool's queue (InputV2): the worker that takes it is the
+// host.
+func (s *snapshot) claimAndDiscover() error {
+	id := s.in.Job.Ident + "/claim" + claimSuffix(s.claim.n)
+	actx := workflow.WithActivityOptions(s.runCtx, claimAndDiscoverOptions(s.in.TaskQueue, id))
+	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
+	var c activities.Claim
+	if err := workflow.ExecuteActivity(actx, poolActs.ClaimAndDiscover, in).Get(s.dctx, &c); err != nil {
+		if s.stopping() {
+			return nil
+		}
+		return fmt.Errorf("claim a host and discover hooks for %s: %w", s.in.Job.Ident, err)
+	}
+	s.claim.hostQueue = c.HostQueue
+	s.enqueueState(model.StateActive)
+	return s.setPlan(c.Plan)
+}
+
 // hostCheck tells a busy claimed host from a lost one (see hostwait.go).
 func (s *snapshot) hostCheck() hostCheck {
 	return hostCheck{poolQueue: s.in.TaskQueue, hostQueue: s.claim.hostQueue, timing: s.in.Timing, fast: s.in.since(InputV2)}
@@ -308,6 +333,11 @@ func (s *snapshot) discover() error {
 	case err != nil:
 		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
 	}
+	return s.setPlan(plan)
+}
+
+// setPlan installs the plan discovered on this claim's host.
+func (s *snapshot) setPlan(plan activities.Plan) error {
 	if err := plan.Validate(); err != nil {
 		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
 	}

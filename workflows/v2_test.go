@@ -289,3 +289,27 @@ func TestWaitAfterAHeartbeatTimeoutIsBoundedByTheHostsLease(t *testing.T) {
 	assert.Equal(t, 2*time.Minute, c.nextWait(true, verdict{}), "lease unknown (Redis down)")
 	assert.Equal(t, 2*time.Minute, c.nextWait(false, verdict{lease: 10 * time.Second}), "a busy host's queue gets the host timeout")
 }
+
+// The worker that takes the claim discovers the hooks in the same activity
+// and its host queue runs them: no DiscoverHooks on the host's queue.
+func TestClaimDiscoversOnTheClaimingWorker(t *testing.T) {
+	const a = "on_Snapshot__00_a.sh"
+	h := newHarness(t, plan(a))
+	var claimedOn string
+	h.env.OnActivity(h.pool.ClaimAndDiscover, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.DiscoverInput) (activities.Claim, error) {
+			claimedOn = activity.GetInfo(ctx).TaskQueue
+			return h.pool.ClaimAndDiscover(ctx, in)
+		})
+	h.env.OnActivity(h.host.DiscoverHooks, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.DiscoverInput) (activities.Plan, error) {
+			return activities.Plan{}, errors.New("DiscoverHooks must not run from InputV2 on")
+		})
+
+	st := h.run(input(1))
+
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, testQueue, claimedOn, "the claim runs on the pool's shared queue")
+	assert.Equal(t, testHostQueue, st.HostQueue)
+	assert.Equal(t, model.StatusSucceeded, result(t, st, a).Status)
+}

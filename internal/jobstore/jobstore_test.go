@@ -44,7 +44,7 @@ func TestRedisStoreWritesAreRepeatSafe(t *testing.T) {
 	const ident = "job1"
 	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: ident, URL: "https://example.com/", FetchDepth: "shallow",
 		Settings: model.Settings{Concurrency: 2}, WorkflowID: ident}))
-	a, err := activities.NewPool(s, s, "q@host", zap.NewNop())
+	a, err := activities.NewPool(s, s, nil, "q@host", zap.NewNop())
 	require.NoError(t, err)
 
 	twice := func(f func() error) {
@@ -112,7 +112,7 @@ func TestRedisStoreWritesAreRepeatSafe(t *testing.T) {
 
 func TestRedisStoreMissingJobIsNotRetryable(t *testing.T) {
 	s, _, _ := newRedisStore(t)
-	a, err := activities.NewPool(s, s, "q@host", zap.NewNop())
+	a, err := activities.NewPool(s, s, nil, "q@host", zap.NewNop())
 	require.NoError(t, err)
 
 	err = a.SetStep(context.Background(), activities.StepInput{Ident: "nosuchjob", Step: 1, HooksTotal: 1})

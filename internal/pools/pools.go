@@ -204,7 +204,7 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	hosts, _ := d.Store.(activities.HostRegistry)
-	poolActs, err := activities.NewPool(d.Store, hosts, HostQueue(p, instance), plog)
+	poolActs, err := activities.NewPool(d.Store, hosts, eng, HostQueue(p, instance), plog)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}

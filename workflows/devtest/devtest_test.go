@@ -116,7 +116,7 @@ func (e *env) addHostBeating(name string, heartbeat time.Duration) (stop, stopSh
 		Timeout: time.Minute, Grace: 2 * time.Second, LineCap: 1 << 20, Log: zap.NewNop()})
 	require.NoError(e.t, err)
 	hq := e.queue + "@" + name
-	poolActs, err := activities.NewPool(e.store, nil, hq, zap.NewNop())
+	poolActs, err := activities.NewPool(e.store, nil, eng, hq, zap.NewNop())
 	require.NoError(e.t, err)
 	hostActs, err := activities.NewHost(eng, eng, eng, e.store, zap.NewNop(), activities.Options{
 		HeartbeatInterval: heartbeat, JobHeartbeatInterval: 5 * time.Second,
