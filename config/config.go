@@ -50,6 +50,10 @@ type Temporal struct {
 	TLS    TLS    `mapstructure:"tls"`
 	// UIURL is the Web UI base address used in printed links.
 	UIURL string `mapstructure:"ui_url"`
+	// Compression of gRPC requests to the server: "none", or "gzip" for a
+	// server behind a slow link. Payloads are small (no hook output goes
+	// through Temporal) and gzip costs CPU on both ends of every call.
+	Compression string `mapstructure:"compression"`
 }
 
 // Redis configures the Redis connection and the layout's limits.
@@ -196,9 +200,10 @@ func Default() Config {
 		ArchiveDir: "./data/archive",
 		Log:        Log{Level: "info", Format: "console"},
 		Temporal: Temporal{
-			HostPort:  "127.0.0.1:7233",
-			Namespace: "default",
-			UIURL:     "http://127.0.0.1:8233",
+			HostPort:    "127.0.0.1:7233",
+			Namespace:   "default",
+			UIURL:       "http://127.0.0.1:8233",
+			Compression: "none",
 		},
 		Redis: Redis{
 			URL:              "redis://127.0.0.1:6379/0",

@@ -30,6 +30,7 @@ import (
 var (
 	snapshots = flag.Int("snapshots", 200, "snapshots per batch")
 	only      = flag.String("only", "", `run only one side: "archiveflow" or "bare" (for profiling; no ratio)`)
+	workerCPU = flag.String("workerprofile", "", "write each worker process's CPU profile to this path + .NAME")
 )
 
 const (
@@ -125,8 +126,11 @@ func benchThroughput(b *testing.B, bin string, workers int) {
 		}{{af, st.Config, "archiveflow"}, {bare, &bareCfg, "bare"}} {
 			name := fmt.Sprintf("%s%d", s.mode, i+1)
 			counts := filepath.Join(countsDir, name)
-			s.side.procs = append(s.side.procs, e2e.StartWorker(b, bin, s.cfg, name,
-				"ARCHIVEFLOW_LOG_LEVEL=warn", "BENCHWORKER_MODE="+s.mode, "BENCHWORKER_COUNTS="+counts))
+			env := []string{"ARCHIVEFLOW_LOG_LEVEL=warn", "BENCHWORKER_MODE=" + s.mode, "BENCHWORKER_COUNTS=" + counts}
+			if *workerCPU != "" {
+				env = append(env, "BENCHWORKER_CPUPROFILE="+*workerCPU+"."+name)
+			}
+			s.side.procs = append(s.side.procs, e2e.StartWorker(b, bin, s.cfg, name, env...))
 			s.side.counts = append(s.side.counts, counts)
 		}
 	}

@@ -11,7 +11,8 @@
 //     bounded number at a time) with no Redis and no hook processes.
 //
 // On SIGUSR1 it writes its Redis round trips so far to BENCHWORKER_COUNTS
-// (when set), atomically, as one decimal line.
+// (when set), atomically, as one decimal line. With BENCHWORKER_CPUPROFILE
+// set it writes a CPU profile of its whole life there when it stops.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 
@@ -48,6 +50,19 @@ func run(ctx context.Context) error {
 	cfg, err := config.Load(config.Options{})
 	if err != nil {
 		return err
+	}
+	if path := os.Getenv("BENCHWORKER_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
 	}
 	log, err := logging.New(cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
