@@ -446,8 +446,8 @@ func TestLimitInStatusMapping(t *testing.T) {
 			ar := r.ArchiveResult()
 			assert.Equal(t, LimitProcesses, ar.Limit, "the limit is reported whatever the status")
 			if tt.status == model.StatusFailed {
-				assert.Equal(t, msg, ar.Error)
-				assert.Contains(t, r.Reason, msg)
+				assert.Equal(t, r.Reason, ar.Error, "a final failure without a record carries its reason")
+				assert.True(t, strings.HasPrefix(ar.Error, msg+"; "), "the limit comes first: %s", ar.Error)
 			}
 		})
 	}
