@@ -77,9 +77,6 @@ func (s Spec) normalize() (Spec, error) {
 	if err := s.Limits.validate(); err != nil {
 		return bad("%v", err)
 	}
-	if err := s.Limits.validate(); err != nil {
-		return bad("%v", err)
-	}
 	for _, kv := range s.Env {
 		if !strings.Contains(kv, "=") {
 			return bad("env entry %q: must be KEY=VALUE", kv)
