@@ -329,6 +329,15 @@ echo '{"type":"Response","url":"https://example.com/missing","status":404,"bytes
 while [ ! -f heartbeat-seen ]; do sleep 0.01; done
 echo 'done' >&2
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"index.html"}'`)
+	// The test environment of SDK v1.50 does not pass the worker options'
+	// MaxHeartbeatThrottleInterval to its activity handler: it sends the
+	// first heartbeat at once and holds the next ones back for 30 s. So the
+	// first heartbeat must come after the runner has read the hook's
+	// output; the runner follows output from 5 ms into the hook, and under
+	// load that read can come later than the 20 ms tick of testOptions.
+	opts := testOptions()
+	opts.HeartbeatInterval = 500 * time.Millisecond
+	f.withOptions(opts)
 	env := f.env()
 	var mu sync.Mutex
 	var beats []activities.Progress
