@@ -93,6 +93,8 @@ func TestConfig(t testing.TB, srv *devserver.Server, redisURL, pluginDir string)
 	cfg.Worker.DrainTimeout = 2 * time.Second
 	cfg.Worker.StatsInterval = time.Second
 	cfg.Worker.PipelineTTL = 10 * time.Second
+	// The tests' hooks read their fixtures' variables (E2E_EVENTS, ...).
+	cfg.Hooks.PassEnv = []string{"E2E_*"}
 	return &cfg
 }
 
