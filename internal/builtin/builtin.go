@@ -135,10 +135,15 @@ func Run(ctx context.Context, args []string, env hookio.LookupEnv, stdout, stder
 func runHook(ctx context.Context, h *Hook, fn hookFunc) int {
 	res, err := fn(ctx, h)
 	var se *skipError
+	var de *deniedError
 	switch {
 	case errors.As(err, &se):
 		h.Log.Warn("skipped", zap.String("reason", se.reason))
 		return emit(h.Out, h.Log, hookio.Result{Status: model.StatusSkipped, OutputStr: se.reason}, hookio.ExitSkipped)
+	case errors.As(err, &de):
+		// The policy will not change on a retry: a final failure.
+		h.Log.Warn("fetch denied", zap.Error(err))
+		return emit(h.Out, h.Log, hookio.Result{Status: model.StatusFailed, OutputStr: "fetch denied by the fetch policy", Error: err.Error()}, ExitOK)
 	case err != nil:
 		h.Log.Error("failed (transient, no record)", zap.Error(err))
 		return ExitTransient
