@@ -14,6 +14,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/logging"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 // command is one subcommand.
@@ -48,7 +49,10 @@ type app struct {
 	now            func() time.Time
 	// pollInterval is how often --wait and logs -f look at a job.
 	pollInterval time.Duration
-	commands     []*command
+	// resolve resolves host names for the fetch policy check of submitted
+	// URLs (nil: the system resolver).
+	resolve  netpolicy.Lookup
+	commands []*command
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
