@@ -58,7 +58,7 @@ func (h *Hook) transport() http.RoundTripper {
 	t.Proxy = http.ProxyURL(proxy)
 	t.OnProxyConnectResponse = func(_ context.Context, _ *neturl.URL, req *http.Request, resp *http.Response) error {
 		if rule := resp.Header.Get(egress.DeniedHeader); rule != "" {
-			return &deniedError{url: "https://" + req.URL.Host, rule: rule}
+			return &deniedError{url: "https://" + req.Host, rule: rule}
 		}
 		return nil
 	}
