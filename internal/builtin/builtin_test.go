@@ -196,3 +196,32 @@ func TestGoFetchersAreHeldByTheFetchPolicy(t *testing.T) {
 	}
 	assert.Zero(t, accepted.Load(), "the denied port was connected to")
 }
+
+// TestParsingHooksReadNothingOutsideTheSnapshot: the rendered DOM linked
+// to /etc/passwd and summary files naming paths out of the snapshot are
+// refused as page sources; the title hook falls back to fetching the page.
+func TestParsingHooksReadNothingOutsideTheSnapshot(t *testing.T) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "<title>Safe</title>")
+	}))
+	defer site.Close()
+	snap := t.TempDir()
+	for _, d := range []string{"dom", "headers", "wget", "title", "outlinks"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(snap, d), 0o755))
+	}
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(snap, "dom", "output.html")))
+	require.NoError(t, os.WriteFile(filepath.Join(snap, "headers", "headers.json"), []byte(`{"body_file":"../../../../../../etc/passwd","final_url":"`+site.URL+`"}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(snap, "wget", "wget.json"), []byte(`{"main_file":"../../../../../../etc/passwd","main_url":"`+site.URL+`"}`), 0o644))
+
+	for _, hook := range []string{"title", "outlinks"} {
+		t.Chdir(filepath.Join(snap, hook))
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), []string{hook, "--url=" + site.URL + "/"}, env(map[string]string{"SNAP_DIR": snap}), &out, &errb)
+		require.Equal(t, ExitOK, code, errb.String())
+		assert.Contains(t, out.String(), `"source":"fetch"`, "%s: only the fetched page is a source", hook)
+		assert.NotContains(t, out.String(), "root:", hook)
+	}
+	title, err := os.ReadFile(filepath.Join(snap, "title", "title.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "Safe\n", string(title))
+}

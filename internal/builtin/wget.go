@@ -51,7 +51,7 @@ type wgetSummary struct {
 
 func readWgetJSON(snapDir string) (*wgetSummary, error) {
 	var s wgetSummary
-	if err := readJSON(filepath.Join(snapDir, "wget", wgetSummaryFile), &s); err != nil {
+	if err := readJSON(snapDir, "wget/"+wgetSummaryFile, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
