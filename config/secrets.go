@@ -49,15 +49,18 @@ func (c *Config) Secrets() Secrets {
 	return Secrets{values: vals}
 }
 
-// SecretEnv returns the names of the environment variables that set a
-// secret key (ARCHIVEFLOW_REDIS_URL, ...).
-func SecretEnv() []string {
+// secretEnv are the environment variables that set a secret key.
+var secretEnv = func() []string {
 	out := make([]string, len(secretKeys))
 	for i, k := range secretKeys {
 		out[i] = EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(k, ".", "_"))
 	}
 	return out
-}
+}()
+
+// SecretEnv returns the names of the environment variables that set a
+// secret key (ARCHIVEFLOW_REDIS_URL, ...).
+func SecretEnv() []string { return slices.Clone(secretEnv) }
 
 // Values returns the secret values, longest first (for tests that scan
 // output for them).
@@ -78,7 +81,7 @@ func (s Secrets) In(text string) bool {
 // secret to whoever reads it: name is one of SecretEnv, or value reveals a
 // secret value.
 func (s Secrets) Reveals(name, value string) bool {
-	return slices.Contains(SecretEnv(), name) || s.In(value)
+	return slices.Contains(secretEnv, name) || s.In(value)
 }
 
 // Redact replaces every secret value in text by "xxxxx" (short values only
