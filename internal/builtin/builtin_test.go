@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
 	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
@@ -145,21 +144,8 @@ func TestWgetEndedBySIGTERMIsStopped(t *testing.T) {
 // https:// seed (a tunnel) end as a final failure naming the rule, and the
 // denied port is never connected to. An allowed page still works.
 func TestGoFetchersAreHeldByTheFetchPolicy(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			_ = c.Close()
-		}
-	}()
-	denied := ln.Addr().String()
+	guard := egresstest.Guard(t)
+	denied := guard.Addr
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/moved" {
 			http.Redirect(w, r, "http://"+denied+"/x", http.StatusFound)
@@ -194,7 +180,7 @@ func TestGoFetchersAreHeldByTheFetchPolicy(t *testing.T) {
 		assert.Equal(t, "failed", rec["status"], url)
 		assert.Equal(t, fmt.Sprintf("headers: fetch of %s denied by fetch.deny rule %q", target, denied), rec["error"], url)
 	}
-	assert.Zero(t, accepted.Load(), "the denied port was connected to")
+	assert.Zero(t, guard.Connections(), "the denied port was connected to")
 }
 
 // TestParsingHooksReadNothingOutsideTheSnapshot: the rendered DOM linked

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -45,31 +44,6 @@ func builtinEnv(t *testing.T) []string {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	return append(os.Environ(), "ARCHIVEFLOW_BIN="+self)
-}
-
-// guardedPort is a loopback listener that must never be connected to.
-type guardedPort struct {
-	addr     string
-	accepted atomic.Int32
-}
-
-func guardPort(t *testing.T) *guardedPort {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	g := &guardedPort{addr: ln.Addr().String()}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			g.accepted.Add(1)
-			_ = c.Close()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close() })
-	return g
 }
 
 // policySite serves a page whose requisites and redirects point at cloud
@@ -144,8 +118,8 @@ func TestFetchPolicyHoldsForEveryBuiltinFetcher(t *testing.T) {
 	if _, err := exec.LookPath("wget"); err != nil {
 		t.Skip("wget is not installed")
 	}
-	denied := guardPort(t)
-	site := newPolicySite(t, denied.addr)
+	denied := egresstest.Guard(t)
+	site := newPolicySite(t, denied.Addr)
 	plugins := []string{"headers", "wget", "favicon"}
 	chromium := false
 	for _, c := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -157,7 +131,7 @@ func TestFetchPolicyHoldsForEveryBuiltinFetcher(t *testing.T) {
 		plugins = append(plugins, "dom")
 	}
 	s := NewStack(t, server, builtinPlugins(t, plugins...), func(c *config.Config) {
-		c.Fetch.Deny = append(c.Fetch.Deny, denied.addr)
+		c.Fetch.Deny = append(c.Fetch.Deny, denied.Addr)
 		c.Hooks.Timeout = time.Minute
 	})
 	s.StartPools(t, builtinEnv(t))
@@ -176,11 +150,11 @@ func TestFetchPolicyHoldsForEveryBuiltinFetcher(t *testing.T) {
 
 	log := jobLog(t, s, job.Ident)
 	metadataRule := `denied by fetch.deny rule \"169.254.0.0/16\"`
-	portRule := fmt.Sprintf(`denied by fetch.deny rule \"%s\"`, denied.addr)
+	portRule := fmt.Sprintf(`denied by fetch.deny rule \"%s\"`, denied.Addr)
 	requisites := []string{
 		"fetch of http://169.254.169.254/latest/meta-data/iam.png " + metadataRule,
-		"fetch of http://" + denied.addr + "/style.css " + portRule,
-		"fetch of http://" + denied.addr + "/moved.png " + portRule,
+		"fetch of http://" + denied.Addr + "/style.css " + portRule,
+		"fetch of http://" + denied.Addr + "/moved.png " + portRule,
 	}
 	reported := map[string][]string{
 		"wget/on_Snapshot__60_wget.bg.sh":    requisites,
@@ -201,9 +175,9 @@ func TestFetchPolicyHoldsForEveryBuiltinFetcher(t *testing.T) {
 	require.NoError(t, job2.Run.Get(context.Background(), &st))
 	res = resultsByHook(st)
 	assert.Equal(t, model.StatusFailed, res["headers"].Status)
-	assert.Contains(t, res["headers"].Error, fmt.Sprintf(`denied by fetch.deny rule %q`, denied.addr))
+	assert.Contains(t, res["headers"].Error, fmt.Sprintf(`denied by fetch.deny rule %q`, denied.Addr))
 	assert.Equal(t, 1, res["headers"].Attempts, "a denial is not retried")
-	assert.Contains(t, jobLog(t, s, job2.Ident), "archiveflow: fetch of http://"+denied.addr+"/ "+portRule)
+	assert.Contains(t, jobLog(t, s, job2.Ident), "archiveflow: fetch of http://"+denied.Addr+"/ "+portRule)
 
-	assert.Zero(t, denied.accepted.Load(), "the denied loopback port was connected to")
+	assert.Zero(t, denied.Connections(), "the denied loopback port was connected to")
 }

@@ -11,58 +11,30 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
-
-// guarded is a loopback listener that must never be connected to; it
-// counts the connections it accepts.
-type guarded struct {
-	ln       net.Listener
-	accepted atomic.Int32
-	port     int
-}
-
-func newGuarded(t *testing.T) *guarded {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	g := &guarded{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			g.accepted.Add(1)
-			_ = c.Close()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close() })
-	return g
-}
 
 // harness is a proxy with a policy denying the guarded port and
 // 169.254.0.0/16, and a log of its denials.
 type harness struct {
 	proxy  *Proxy
-	denied *guarded
+	denied *egresstest.Guarded
 	mu     sync.Mutex
 	log    []Denial
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{denied: newGuarded(t)}
-	pol, err := netpolicy.Parse([]string{"169.254.0.0/16", "127.0.0.1:" + strconv.Itoa(h.denied.port)})
+	h := &harness{denied: egresstest.Guard(t)}
+	pol, err := netpolicy.Parse([]string{"169.254.0.0/16", h.denied.Addr})
 	require.NoError(t, err)
 	pol = pol.WithLookup(func(_ context.Context, host string) ([]netip.Addr, error) {
 		switch host {
@@ -141,19 +113,19 @@ func TestTunnelsAllowedHTTPS(t *testing.T) {
 // answered 403 with the rule and reported once.
 func TestDeniesAfterResolutionAndAcrossRedirects(t *testing.T) {
 	h := newHarness(t)
-	deniedURL := fmt.Sprintf("http://127.0.0.1:%d/x", h.denied.port)
+	deniedURL := "http://" + h.denied.Addr + "/x"
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, deniedURL, http.StatusFound)
 	}))
 	defer site.Close()
-	portRule := "127.0.0.1:" + strconv.Itoa(h.denied.port)
+	portRule := h.denied.Addr
 
 	cases := []struct{ url, rule, target string }{
 		{deniedURL, portRule, deniedURL},
 		{site.URL + "/moved", portRule, deniedURL},
 		{"http://169.254.169.254/latest/meta-data/", "169.254.0.0/16", "http://169.254.169.254/latest/meta-data/"},
 		{"http://metadata.test/computeMetadata/v1/", "169.254.0.0/16", "http://metadata.test/computeMetadata/v1/"},
-		{fmt.Sprintf("http://loop.test:%d/", h.denied.port), portRule, fmt.Sprintf("http://loop.test:%d/", h.denied.port)},
+		{fmt.Sprintf("http://loop.test:%d/", h.denied.Port()), portRule, fmt.Sprintf("http://loop.test:%d/", h.denied.Port())},
 	}
 	for _, tc := range cases {
 		before := len(h.denials())
@@ -170,9 +142,9 @@ func TestDeniesAfterResolutionAndAcrossRedirects(t *testing.T) {
 
 	// CONNECT (https) to the same places.
 	for host, rule := range map[string]string{
-		fmt.Sprintf("127.0.0.1:%d", h.denied.port): portRule,
-		"169.254.169.254:443":                      "169.254.0.0/16",
-		"metadata.test:443":                        "169.254.0.0/16",
+		h.denied.Addr:         portRule,
+		"169.254.169.254:443": "169.254.0.0/16",
+		"metadata.test:443":   "169.254.0.0/16",
 	} {
 		before := len(h.denials())
 		_, err := h.client(t).Get("https://" + host + "/")
@@ -183,7 +155,7 @@ func TestDeniesAfterResolutionAndAcrossRedirects(t *testing.T) {
 		assert.Equal(t, host, got[before].Target)
 		assert.Equal(t, rule, got[before].Decision.Rule)
 	}
-	assert.Zero(t, h.denied.accepted.Load(), "the denied port was connected to")
+	assert.Zero(t, h.denied.Connections(), "the denied port was connected to")
 	assert.Contains(t, h.denials()[2].Message(), `fetch of http://169.254.169.254/latest/meta-data/ denied by fetch.deny rule "169.254.0.0/16"`)
 	assert.Contains(t, h.denials()[3].Message(), "(metadata.test resolves to 169.254.169.254)")
 }

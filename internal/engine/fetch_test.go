@@ -5,9 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
@@ -84,34 +83,20 @@ func TestThirdPartyFetcherGoesThroughThePolicy(t *testing.T) {
 	if _, err := exec.LookPath("wget"); err != nil {
 		t.Skip("wget is not installed")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			_ = c.Close()
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	denied := egresstest.Guard(t)
 	f := newFixture(t)
-	f.withPolicy("127.0.0.1:" + port)
-	h := f.hook("fetcher", "on_Snapshot__10_fetcher.sh", `wget -q -O page.html --tries=1 "http://127.0.0.1:`+port+`/secret" 2>wget.err
+	f.withPolicy(denied.Addr)
+	h := f.hook("fetcher", "on_Snapshot__10_fetcher.sh", `wget -q -O page.html --tries=1 "http://`+denied.Addr+`/secret" 2>wget.err
 echo '{"type":"ArchiveResult","status":"succeeded"}'`)
 	res, err := f.run(f.env(), runInput(h))
 	require.NoError(t, err)
 	assert.Equal(t, "succeeded", string(res.Status))
-	assert.Zero(t, accepted.Load(), "the denied port was connected to")
+	assert.Zero(t, denied.Connections(), "the denied port was connected to")
 	var logged []string
 	for _, e := range f.store.entries() {
 		if e.Kind == activities.LogStdout {
 			logged = append(logged, e.Message)
 		}
 	}
-	assert.Contains(t, logged, `archiveflow: fetch of http://127.0.0.1:`+port+`/secret denied by fetch.deny rule "127.0.0.1:`+port+`"`)
+	assert.Contains(t, logged, `archiveflow: fetch of http://`+denied.Addr+`/secret denied by fetch.deny rule "`+denied.Addr+`"`)
 }
