@@ -87,6 +87,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return Run(ctx, args, os.LookupEnv, stdout, stderr)
 }
 
+// Dispatch runs the built-in hook when args (os.Args) is the command line
+// the plugins' wrappers exec (`BIN hook NAME ...`) and returns its exit
+// code and true; for any other command line it returns false. A binary
+// that may serve as ARCHIVEFLOW_BIN (a test binary too) calls it first.
+func Dispatch(args []string) (int, bool) {
+	if len(args) > 1 && args[1] == "hook" {
+		return Main(args[2:], os.Stdout, os.Stderr), true
+	}
+	return 0, false
+}
+
 // Run is Main with an explicit context and environment.
 func Run(ctx context.Context, args []string, env hookio.LookupEnv, stdout, stderr io.Writer) int {
 	if len(args) == 0 {

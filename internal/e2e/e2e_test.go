@@ -26,8 +26,8 @@ var server *devserver.Server
 func TestMain(m *testing.M) {
 	// The shipped plugins' wrappers exec `$ARCHIVEFLOW_BIN hook NAME ...`;
 	// tests that run them point ARCHIVEFLOW_BIN at this binary.
-	if len(os.Args) > 1 && os.Args[1] == "hook" {
-		os.Exit(builtin.Main(os.Args[2:], os.Stdout, os.Stderr))
+	if code, ok := builtin.Dispatch(os.Args); ok {
+		os.Exit(code)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	srv, err := StartServer(ctx)
