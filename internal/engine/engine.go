@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,29 @@ func (e *Engine) snapDir(snapshotID string) (string, error) {
 		return "", fmt.Errorf("snapshot id %q: must be a single path element not starting with a dot", snapshotID)
 	}
 	return filepath.Join(e.cfg.ArchiveDir, "snapshots", snapshotID), nil
+}
+
+// checkDirs refuses to run a hook in a snapshot or plugin directory that
+// is not a real directory: a hook that replaced SNAP_DIR or
+// SNAP_DIR/PLUGIN with a symbolic link would otherwise have the next hook
+// run (and write its files) wherever the link points. A missing directory
+// is fine: the runner creates it.
+func checkDirs(dirs ...string) error {
+	for _, d := range dirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return fmt.Errorf("snapshot directory %s: %w", d, err)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(d)
+			return fmt.Errorf("snapshot directory %s is a symbolic link (to %s), left by a hook: not followed", d, target)
+		case !fi.IsDir():
+			return fmt.Errorf("snapshot directory %s is not a directory", d)
+		}
+	}
+	return nil
 }
 
 // sources are the config sources of one snapshot. Variables that carry
@@ -234,6 +258,9 @@ func (e *Engine) spec(req activities.RunRequest, sink activities.Sink, fp *fetch
 	h := req.Hook
 	snapDir, err := e.snapDir(req.Job.SnapshotID)
 	if err != nil {
+		return procs.Spec{}, e.configError(h, err)
+	}
+	if err := checkDirs(snapDir, filepath.Join(snapDir, h.Plugin)); err != nil {
 		return procs.Spec{}, e.configError(h, err)
 	}
 	schema, err := hooks.LoadSchema(filepath.Join(filepath.Dir(h.Path), hooks.ConfigFile), h.Plugin)

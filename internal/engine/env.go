@@ -18,7 +18,7 @@ import (
 // it): the allowed part of the worker's environment, the resolved plugin
 // config, then the runner's own keys (later entries win), without any
 // entry that would reveal one of archiveflow's secrets. fetchEnv are the
-// fetch policy's keys (fetchProxy.env).
+// fetch policy's keys (Engine.fetchEnv).
 func (e *Engine) env(req activities.RunRequest, snapDir string, timeout time.Duration, r *hooks.Resolved, fetchEnv []string) ([]string, error) {
 	extra, err := json.Marshal(map[string]any{
 		"snapshot_id": req.Job.SnapshotID,

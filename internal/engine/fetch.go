@@ -29,7 +29,7 @@ func (e *Engine) startFetchProxy(req activities.RunRequest, sink activities.Sink
 		Log:    log,
 		OnDeny: func(d egress.Denial) {
 			msg := e.cfg.Secrets.Redact(d.Message())
-			log.Warn("fetch denied", zap.String("target", e.cfg.Secrets.Redact(d.Target)), zap.String("rule", d.Decision.Rule))
+			log.Info("fetch denied", zap.String("target", e.cfg.Secrets.Redact(d.Target)), zap.String("rule", d.Decision.Rule))
 			sink.StderrLine("archiveflow: " + msg)
 		},
 	})

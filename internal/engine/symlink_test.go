@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
@@ -129,4 +130,34 @@ func readJSONFile(t *testing.T, path string, v any) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, v))
+}
+
+// TestHookDoesNotRunInADirectoryALinkLeadsTo: a hook that replaced another
+// plugin's directory, or the snapshot directory, with a link cannot make
+// the next hook run (and write) where the link points.
+func TestHookDoesNotRunInADirectoryALinkLeadsTo(t *testing.T) {
+	f := newFixture(t)
+	outside := t.TempDir()
+	snap := filepath.Join(f.archive, "snapshots", "abc123")
+	evil := f.hook("evil", "on_Snapshot__10_evil.sh", `rm -rf ../victim && ln -s `+outside+` ../victim`)
+	victim := f.hook("victim", "on_Snapshot__20_victim.sh", `echo written > out.txt`)
+	_, err := f.run(f.env(), runInput(evil))
+	require.NoError(t, err)
+
+	_, err = f.run(f.env(), runInput(victim))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "snapshot directory "+filepath.Join(snap, "victim")+" is a symbolic link (to "+outside+"), left by a hook: not followed")
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable(), "retrying cannot help")
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing was written where the link points")
+
+	// The snapshot directory itself.
+	require.NoError(t, os.RemoveAll(snap))
+	require.NoError(t, os.Symlink(outside, snap))
+	_, err = f.run(f.env(), runInput(evil))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "snapshot directory "+snap+" is a symbolic link")
 }

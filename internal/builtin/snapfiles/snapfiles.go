@@ -45,7 +45,7 @@ type Listing struct {
 // non-regular files (fifos, sockets, devices) are left out.
 func Walk(root string, skip func(rel string, isDir bool) bool) (Listing, error) {
 	var l Listing
-	r, err := os.OpenRoot(root)
+	r, err := openRoot(root)
 	if err != nil {
 		return l, fmt.Errorf("walk snapshot dir %s: %w", root, err)
 	}
@@ -95,7 +95,7 @@ func Walk(root string, skip func(rel string, isDir bool) bool) (Listing, error) 
 // that leaves dir, by .. or through a symbolic link that points outside
 // it, is refused; links that stay inside are followed.
 func Open(dir, rel string) (*os.File, error) {
-	r, err := os.OpenRoot(dir)
+	r, err := openRoot(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +105,28 @@ func Open(dir, rel string) (*os.File, error) {
 		return nil, fmt.Errorf("open %s in %s: %w", rel, dir, err)
 	}
 	return f, nil
+}
+
+// openRoot opens dir as an os.Root, refusing a dir that is itself a
+// symbolic link (a hook may replace a directory with one): dir must be the
+// very directory that was opened.
+func openRoot(dir string) (*os.Root, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	opened, err := r.Stat(".")
+	if err == nil {
+		var here os.FileInfo
+		if here, err = os.Lstat(dir); err == nil && (!here.IsDir() || !os.SameFile(opened, here)) {
+			err = fmt.Errorf("%s is a symbolic link, not followed", dir)
+		}
+	}
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 // ReadFile reads at most limit bytes of the file rel inside dir, as Open

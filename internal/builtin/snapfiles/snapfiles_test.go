@@ -57,6 +57,14 @@ func TestOpenStaysInside(t *testing.T) {
 	b, err = ReadFile(root, "dom/output.html", 7)
 	require.NoError(t, err)
 	assert.Equal(t, "<title>", string(b), "the limit holds")
+
+	// A snapshot (or plugin) directory replaced by a link is not entered.
+	link := filepath.Join(t.TempDir(), "snap")
+	require.NoError(t, os.Symlink("/etc", link))
+	_, err = ReadFile(link, "passwd", 1<<20)
+	assert.ErrorContains(t, err, "is a symbolic link, not followed")
+	_, err = Walk(link, nil)
+	assert.ErrorContains(t, err, "is a symbolic link, not followed")
 }
 
 func TestLastResults(t *testing.T) {
