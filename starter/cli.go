@@ -40,6 +40,9 @@ type invocation struct {
 	cfg  *config.Config
 	log  *zap.Logger
 	json bool
+	// logsOnConsole: log records share the console (--log-level, dev's
+	// -v), so nothing is redrawn in place.
+	logsOnConsole bool
 }
 
 // app holds the CLI's I/O and its seams for tests.
@@ -51,12 +54,16 @@ type app struct {
 	pollInterval time.Duration
 	// resolve resolves host names for the fetch policy check of submitted
 	// URLs (nil: the system resolver).
-	resolve  netpolicy.Lookup
+	resolve netpolicy.Lookup
+	// terminal reports stdout's terminal size; ok is false when stdout is
+	// not a terminal.
+	terminal func() (width, height int, ok bool)
 	commands []*command
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now, pollInterval: 500 * time.Millisecond}
+	a.terminal = func() (int, int, bool) { return terminalSize(a.stdout) }
 	a.commands = []*command{
 		submitCommand(), statusCommand(), listCommand(), abortCommand(), setCommand(),
 		ignoreCommand(), logsCommand(), pipelinesCommand(), devCommand(),
@@ -138,6 +145,7 @@ func (a *app) exec(ctx context.Context, c *command, args []string) error {
 	}
 	inv := &invocation{cmd: c, fs: fs, args: fs.Args()}
 	inv.json, _ = fs.GetBool("json")
+	inv.logsOnConsole = fs.Changed("log-level")
 	if !c.noConfig {
 		cfg, err := config.Load(config.Options{Flags: fs})
 		if err != nil {

@@ -93,8 +93,14 @@ func statusCommand() *command {
 	return &command{
 		name:    "status",
 		args:    "IDENT",
-		summary: "show one job: state, step, hooks, bytes, settings, Web UI link",
-		details: "IDENT may also be the job's URL. Reads the Redis job hash.",
+		summary: "show one job: state, step, bytes, settings, Web UI link and each hook's result",
+		details: `
+IDENT may also be the job's URL. Reads the Redis job hash, then asks the
+job's workflow for each hook's result (step, status, attempts, duration,
+output or error; for skipped hooks the reason): Temporal answers for a
+finished job too while it retains the workflow. When Temporal cannot
+answer, the per-hook table is left out and the reason is said; the counts
+come from Redis.`,
 		examples: []string{
 			"starter status 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter status https://example.com/ --json",
@@ -127,6 +133,8 @@ type jobJSON struct {
 	ExpiresIn      string         `json:"expires_in,omitempty"`
 	UI             string         `json:"ui,omitempty"`
 	hooksDone      int64          // rkeys.JobView.HooksDone
+	// hooksView (status only) is each hook's result from the workflow.
+	hooksView
 }
 
 func toJSON(v rkeys.JobView, ui string) jobJSON {
@@ -159,6 +167,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	j := toJSON(v, uiLink(inv.cfg.Temporal, id))
+	j.hooksView = a.statusHooks(ctx, inv, v)
 	if inv.json {
 		return writeJSON(a.stdout, j)
 	}
@@ -192,6 +201,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	if j.UI != "" {
 		fmt.Fprintf(w, "  Web UI:   %s\n", j.UI)
 	}
+	a.printStatusHooks(j.hooksView)
 	return nil
 }
 

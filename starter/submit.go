@@ -58,7 +58,7 @@ listed in Redis' "scheduled" index until it starts.`,
 			fs.StringArray("ignore", nil, "ignore pattern, Go RE2 (repeatable)")
 			fs.String("user-agent", "", "User-Agent for the hooks (default: job.user_agent)")
 			fs.String("depth", "", "fetch depth: shallow or inf (default: job.fetch_depth)")
-			fs.Bool("wait", false, "show live progress and exit 1 if a job failed or was aborted")
+			fs.Bool("wait", false, "follow the jobs (live view on a terminal), show each one's hooks table; exit 1 if a job failed or was aborted")
 			fs.Bool("force", false, "replace a retained finished job with the same ident")
 		},
 		run: runSubmit,

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,28 +21,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
 )
-
-// builtinPlugins returns a plugin root holding the named plugins of the
-// shipped set (plugins/), as symlinks.
-func builtinPlugins(t *testing.T, names ...string) string {
-	t.Helper()
-	src, err := filepath.Abs(filepath.Join("..", "..", "plugins"))
-	require.NoError(t, err)
-	root := t.TempDir()
-	for _, n := range names {
-		require.NoError(t, os.Symlink(filepath.Join(src, n), filepath.Join(root, n)))
-	}
-	return root
-}
-
-// builtinEnv is the worker environment that lets the shipped plugins'
-// wrappers exec this test binary as ARCHIVEFLOW_BIN (TestMain dispatches).
-func builtinEnv(t *testing.T) []string {
-	t.Helper()
-	self, err := os.Executable()
-	require.NoError(t, err)
-	return append(os.Environ(), "ARCHIVEFLOW_BIN="+self)
-}
 
 // policySite serves a page whose requisites and redirects point at cloud
 // metadata and at a denied loopback port, and logs what it served.

@@ -163,6 +163,10 @@ func (e *Engine) sources(overrides map[string]string, base map[string]string) ho
 // and configuration error.
 func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (activities.Plan, error) {
 	found, err := hooks.Discover(e.cfg.PluginDirs, e.log)
+	if errors.Is(err, hooks.ErrInvalidPlugins) {
+		// A missing root or a malformed plugin: retrying cannot fix it.
+		return activities.Plan{}, fmt.Errorf("discover hooks in %v: %w: %w", e.cfg.PluginDirs, err, activities.ErrConfig)
+	}
 	if err != nil {
 		return activities.Plan{}, fmt.Errorf("discover hooks in %v: %w", e.cfg.PluginDirs, err)
 	}

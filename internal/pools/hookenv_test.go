@@ -75,9 +75,8 @@ func runEnvDump(t *testing.T, cfg *config.Config, workerEnv []string, plugin, co
 	if configJSON != "" {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(configJSON), 0o644))
 	}
-	cfg.Plugins.Dirs = []string{root}
 	archive := t.TempDir()
-	ecfg, err := EngineConfig(cfg, archive, workerEnv, zaptest.NewLogger(t))
+	ecfg, err := EngineConfig(cfg, []string{root}, archive, workerEnv, zaptest.NewLogger(t))
 	require.NoError(t, err)
 	eng, err := engine.New(ecfg)
 	require.NoError(t, err)
