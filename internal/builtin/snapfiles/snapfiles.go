@@ -45,7 +45,7 @@ type Listing struct {
 // non-regular files (fifos, sockets, devices) are left out.
 func Walk(root string, skip func(rel string, isDir bool) bool) (Listing, error) {
 	var l Listing
-	r, err := openRoot(root)
+	r, err := OpenRoot(root)
 	if err != nil {
 		return l, fmt.Errorf("walk snapshot dir %s: %w", root, err)
 	}
@@ -95,7 +95,7 @@ func Walk(root string, skip func(rel string, isDir bool) bool) (Listing, error) 
 // that leaves dir, by .. or through a symbolic link that points outside
 // it, is refused; links that stay inside are followed.
 func Open(dir, rel string) (*os.File, error) {
-	r, err := openRoot(dir)
+	r, err := OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func Open(dir, rel string) (*os.File, error) {
 // openRoot opens dir as an os.Root, refusing a dir that is itself a
 // symbolic link (a hook may replace a directory with one): dir must be the
 // very directory that was opened.
-func openRoot(dir string) (*os.Root, error) {
+func OpenRoot(dir string) (*os.Root, error) {
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
