@@ -16,6 +16,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Rule is one parsed fetch.deny entry.
@@ -160,12 +162,14 @@ type Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 type Policy struct {
 	rules  []Rule
 	lookup Lookup
+	// denied remembers Deny's decisions per host and port (nil: none).
+	denied *decisionCache
 }
 
 // Parse parses a fetch.deny list; the error names the entry (by index) and
 // what is wrong with it.
 func Parse(entries []string) (*Policy, error) {
-	p := &Policy{}
+	p := &Policy{denied: newDecisionCache()}
 	for i, e := range entries {
 		r, err := ParseRule(e)
 		if err != nil {
@@ -181,6 +185,7 @@ func Parse(entries []string) (*Policy, error) {
 func (p *Policy) WithLookup(lookup Lookup) *Policy {
 	c := *p
 	c.lookup = lookup
+	c.denied = newDecisionCache()
 	return &c
 }
 
@@ -317,10 +322,77 @@ func (p *Policy) CheckURL(ctx context.Context, rawURL string) (Decision, error) 
 	return d, err
 }
 
-// Deny reports whether rawURL is denied and by which rule. A URL that
-// cannot be parsed or resolved is not denied here: it cannot be fetched,
-// and every connection is checked again when it is made.
+// Deny reports whether rawURL is denied and by which rule (as configured):
+// what a crawl asks of every URL it discovers before queueing it
+// (internal/scope's Denier). A page links to few hosts many times, so a
+// decision is remembered per host and port for denyTTL, and a lookup
+// waits at most denyLookupTimeout. A URL that cannot be parsed or
+// resolved is not denied here: it cannot be fetched, and every connection
+// is checked again when it is made (internal/egress).
 func (p *Policy) Deny(ctx context.Context, rawURL string) (rule string, denied bool) {
-	d, _ := p.CheckURL(ctx, rawURL)
+	if p.Empty() {
+		return "", false
+	}
+	host, port, err := HostPort(rawURL)
+	if err != nil {
+		return "", false
+	}
+	key := strings.ToLower(host) + " " + strconv.Itoa(port)
+	if d, ok := p.denied.get(key); ok {
+		return d.Rule, d.Denied
+	}
+	ctx, cancel := context.WithTimeout(ctx, denyLookupTimeout)
+	defer cancel()
+	_, d, _ := p.Resolve(ctx, host, port)
+	p.denied.put(key, d)
 	return d.Rule, d.Denied
+}
+
+// Deny's memory: decisions are kept denyTTL (DNS answers change, the
+// policy does not), at most denyCacheSize of them.
+const (
+	denyTTL           = time.Minute
+	denyCacheSize     = 4096
+	denyLookupTimeout = 5 * time.Second
+)
+
+// decisionCache holds Deny's recent decisions by "host port".
+type decisionCache struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]cachedDecision
+}
+
+type cachedDecision struct {
+	d     Decision
+	until time.Time
+}
+
+func newDecisionCache() *decisionCache {
+	return &decisionCache{now: time.Now, m: map[string]cachedDecision{}}
+}
+
+func (c *decisionCache) get(key string) (Decision, bool) {
+	if c == nil {
+		return Decision{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok || !c.now().Before(e.until) {
+		return Decision{}, false
+	}
+	return e.d, true
+}
+
+func (c *decisionCache) put(key string, d Decision) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= denyCacheSize {
+		clear(c.m) // simplest bound: a crawl refills what it still needs
+	}
+	c.m[key] = cachedDecision{d: d, until: c.now().Add(denyTTL)}
 }

@@ -3,8 +3,10 @@ package netpolicy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -155,4 +157,66 @@ func TestHostPortDefaults(t *testing.T) {
 	require.Error(t, err)
 	_, _, err = HostPort("http:///path")
 	require.Error(t, err)
+}
+
+// denier is internal/scope's Denier (the crawl's deny hook), restated so
+// this package proves it offers exactly that without importing scope.
+type denier interface {
+	Deny(ctx context.Context, url string) (rule string, denied bool)
+}
+
+var _ denier = (*Policy)(nil)
+
+// TestDenyIsWhatACrawlAsksOfEveryLink: a crawl asks Deny about every link
+// of every page; the rule comes back as configured (for the ignore
+// packet), and one host's many links cost one DNS lookup per port until
+// the decision is a minute old.
+func TestDenyIsWhatACrawlAsksOfEveryLink(t *testing.T) {
+	p, err := Parse([]string{"169.254.0.0/16", "127.0.0.1:6379"})
+	require.NoError(t, err)
+	lookups := map[string]int{}
+	p = p.WithLookup(func(_ context.Context, host string) ([]netip.Addr, error) {
+		lookups[host]++
+		if host == "metadata.example" {
+			return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+		}
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	})
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	p.denied.now = func() time.Time { return now }
+	var d denier = p
+	ctx := context.Background()
+	for i := range 50 {
+		rule, denied := d.Deny(ctx, fmt.Sprintf("http://metadata.example/latest/%d", i))
+		require.True(t, denied)
+		require.Equal(t, "169.254.0.0/16", rule)
+		_, denied = d.Deny(ctx, fmt.Sprintf("https://Public.Example/page/%d", i))
+		require.False(t, denied)
+	}
+	_, _ = d.Deny(ctx, "http://public.example:8080/")
+	assert.Equal(t, map[string]int{"metadata.example": 1, "public.example": 2}, lookups, "once per host and port")
+
+	rule, denied := d.Deny(ctx, "http://169.254.169.254/latest/meta-data/")
+	assert.True(t, denied)
+	assert.Equal(t, "169.254.0.0/16", rule)
+	rule, denied = d.Deny(ctx, "http://127.0.0.1:6379/")
+	assert.True(t, denied)
+	assert.Equal(t, "127.0.0.1:6379", rule)
+	_, denied = d.Deny(ctx, "http://127.0.0.1:6380/")
+	assert.False(t, denied, "another port of a denied host:port is allowed")
+
+	now = now.Add(denyTTL)
+	_, _ = d.Deny(ctx, "http://metadata.example/")
+	assert.Equal(t, 2, lookups["metadata.example"], "an old decision is taken again")
+}
+
+func TestEmptyPolicyDeniesWithoutLookingUp(t *testing.T) {
+	p, err := Parse(nil)
+	require.NoError(t, err)
+	p = p.WithLookup(func(context.Context, string) ([]netip.Addr, error) {
+		t.Fatal("no rule, no DNS lookup")
+		return nil, nil
+	})
+	_, denied := p.Deny(context.Background(), "http://example.com/")
+	assert.False(t, denied)
 }
