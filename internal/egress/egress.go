@@ -81,6 +81,7 @@ type Proxy struct {
 	srv       *http.Server
 	transport *http.Transport
 	forward   *httputil.ReverseProxy
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 	url       string
 
 	mu      sync.Mutex
@@ -99,7 +100,8 @@ func Start(opts Options) (*Proxy, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	p := &Proxy{opts: opts, log: log, ln: ln, url: "http://" + ln.Addr().String(), tunnels: map[net.Conn]struct{}{}}
+	p := &Proxy{opts: opts, log: log, ln: ln, url: "http://" + ln.Addr().String(), tunnels: map[net.Conn]struct{}{},
+		dial: Dialer(opts.Policy)}
 	p.transport = &http.Transport{
 		Proxy:                 nil, // never chain to the worker's own proxy settings
 		DialContext:           p.dial,
@@ -167,40 +169,45 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// deniedError is returned by dial for a connection the policy refuses.
-type deniedError struct{ d netpolicy.Decision }
+// DeniedError is a connection the policy refuses; Decision names the rule.
+type DeniedError struct{ Decision netpolicy.Decision }
 
-func (e *deniedError) Error() string { return e.d.Reason() }
+func (e *DeniedError) Error() string { return e.Decision.Reason() }
 
-// dial connects to addr (host:port) only when the policy allows every
-// address the host resolves to, and then to exactly those addresses, so
-// the name cannot resolve differently between the check and the connect.
-func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("fetch proxy: address %q: %w", addr, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, fmt.Errorf("fetch proxy: port of %q: %w", addr, err)
-	}
-	addrs, d, err := p.opts.Policy.Resolve(ctx, host, port)
-	if err != nil {
-		return nil, err
-	}
-	if d.Denied {
-		return nil, &deniedError{d}
-	}
-	dialer := net.Dialer{Timeout: dialTimeout}
-	var errs []error
-	for _, a := range addrs {
-		c, err := dialer.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
-		if err == nil {
-			return c, nil
+// Dialer returns a DialContext that connects to addr (host:port) only when
+// policy allows every address the host resolves to, and then to exactly
+// those addresses, so the name cannot resolve differently between the
+// check and the connect; a refusal is a *DeniedError. The proxy dials with
+// it; a fetcher inside the worker process (no proxy in between) sets it as
+// its transport's DialContext.
+func Dialer(policy *netpolicy.Policy) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, portStr, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("fetch policy: address %q: %w", addr, err)
 		}
-		errs = append(errs, err)
+		port, err := strconv.Atoi(portStr)
+		if err != nil {
+			return nil, fmt.Errorf("fetch policy: port of %q: %w", addr, err)
+		}
+		addrs, d, err := policy.Resolve(ctx, host, port)
+		if err != nil {
+			return nil, err
+		}
+		if d.Denied {
+			return nil, &DeniedError{d}
+		}
+		dialer := net.Dialer{Timeout: dialTimeout}
+		var errs []error
+		for _, a := range addrs {
+			c, err := dialer.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, err)
+		}
+		return nil, errors.Join(errs...)
 	}
-	return nil, errors.Join(errs...)
 }
 
 // refuse answers 403 for a denied request and reports it.
@@ -215,9 +222,9 @@ func (p *Proxy) refuse(w http.ResponseWriter, target string, d netpolicy.Decisio
 }
 
 func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, err error) {
-	var denied *deniedError
+	var denied *DeniedError
 	if errors.As(err, &denied) {
-		p.refuse(w, redactedURL(r.URL), denied.d)
+		p.refuse(w, redactedURL(r.URL), denied.Decision)
 		return
 	}
 	if errors.Is(err, context.Canceled) {
@@ -231,9 +238,9 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
 	target := r.Host
 	upstream, err := p.dial(r.Context(), "tcp", target)
 	if err != nil {
-		var denied *deniedError
+		var denied *DeniedError
 		if errors.As(err, &denied) {
-			p.refuse(w, target, denied.d)
+			p.refuse(w, target, denied.Decision)
 			return
 		}
 		http.Error(w, "archiveflow fetch proxy: "+err.Error(), http.StatusBadGateway)

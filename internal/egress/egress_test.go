@@ -213,3 +213,32 @@ func TestCloseEndsOpenTunnels(t *testing.T) {
 	_, err = net.DialTimeout("tcp", h.proxy.ln.Addr().String(), time.Second)
 	assert.Error(t, err, "a closed proxy accepts no connection")
 }
+
+// TestDialerHoldsThePolicyWithoutAProxy: a fetcher inside the worker
+// process that dials with Dialer never reaches a denied address, is told
+// the rule, and reaches an allowed one.
+func TestDialerHoldsThePolicyWithoutAProxy(t *testing.T) {
+	h := newHarness(t)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") }))
+	defer site.Close()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: Dialer(h.proxy.opts.Policy)}}
+
+	for target, rule := range map[string]string{
+		"http://" + h.denied.Addr + "/":            h.denied.Addr,
+		"http://metadata.test/latest/meta-data/":   "169.254.0.0/16",
+		"http://169.254.169.254/latest/meta-data/": "169.254.0.0/16",
+	} {
+		_, err := client.Get(target)
+		var denied *DeniedError
+		require.ErrorAs(t, err, &denied, target)
+		assert.Equal(t, rule, denied.Decision.Rule, target)
+	}
+	assert.Zero(t, h.denied.Connections(), "the denied port saw no connection")
+
+	resp, err := client.Get(site.URL)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "ok", string(body))
+}
