@@ -341,10 +341,12 @@ func (p *Policy) Deny(ctx context.Context, rawURL string) (rule string, denied b
 	if d, ok := p.denied.get(key); ok {
 		return d.Rule, d.Denied
 	}
-	ctx, cancel := context.WithTimeout(ctx, denyLookupTimeout)
+	lctx, cancel := context.WithTimeout(ctx, denyLookupTimeout)
 	defer cancel()
-	_, d, _ := p.Resolve(ctx, host, port)
-	p.denied.put(key, d)
+	_, d, err := p.Resolve(lctx, host, port)
+	if err == nil || ctx.Err() == nil {
+		p.denied.put(key, d) // not a lookup the caller cut short
+	}
 	return d.Rule, d.Denied
 }
 

@@ -220,3 +220,23 @@ func TestEmptyPolicyDeniesWithoutLookingUp(t *testing.T) {
 	_, denied := p.Deny(context.Background(), "http://example.com/")
 	assert.False(t, denied)
 }
+
+// TestDenyForgetsALookupItsCallerCutShort: a lookup that failed because the
+// caller's context ended is not remembered as "allowed".
+func TestDenyForgetsALookupItsCallerCutShort(t *testing.T) {
+	p, err := Parse([]string{"169.254.0.0/16"})
+	require.NoError(t, err)
+	p = p.WithLookup(func(ctx context.Context, _ string) ([]netip.Addr, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+	})
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, denied := p.Deny(cancelled, "http://metadata.example/")
+	assert.False(t, denied, "nothing to decide with")
+	rule, denied := p.Deny(context.Background(), "http://metadata.example/")
+	assert.True(t, denied, "the next caller gets a real decision")
+	assert.Equal(t, "169.254.0.0/16", rule)
+}
