@@ -24,7 +24,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -320,11 +319,7 @@ func (s *snapshot) enterStep(step int) {
 
 // limit is how many foreground hooks of step may run at once.
 func (s *snapshot) limit(step int) int {
-	n := s.settings.current.Concurrency
-	if n > 1 && slices.Contains(s.in.SequentialSteps, step) {
-		n = 1
-	}
-	return n
+	return activities.StepLimit(s.settings.current.Concurrency, step, s.in.SequentialSteps)
 }
 
 // canLaunch reports whether h may start now. Concurrency 0 pauses every
@@ -334,7 +329,7 @@ func (s *snapshot) canLaunch(h activities.HookSpec) bool {
 	if n <= 0 {
 		return false
 	}
-	if h.Background || !h.Enabled || h.ConfigError != "" {
+	if !h.TakesSlot() {
 		return true
 	}
 	return s.claim.fgActive < n
@@ -359,12 +354,12 @@ func (s *snapshot) runStep(step int) {
 
 func (s *snapshot) launch(h activities.HookSpec) {
 	now := workflow.Now(s.dctx)
-	switch {
-	case !h.Enabled:
+	switch h.Launch() {
+	case activities.LaunchSkip:
 		s.complete(h, skippedResult(h, now))
-	case h.ConfigError != "":
+	case activities.LaunchConfigFailed:
 		s.complete(h, configFailedResult(h, now))
-	case h.Background:
+	case activities.LaunchBackground:
 		s.startBackground(h)
 	default:
 		s.startForeground(h)
