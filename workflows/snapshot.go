@@ -311,6 +311,9 @@ func (s *snapshot) enterStep(step int) {
 	s.claim.step = step
 	s.publishStep()
 	workflow.SetCurrentDetails(s.dctx, s.details())
+	if s.in.Job.CrawlPage {
+		return // the crawl owns the job hash (crawl.go)
+	}
 	in := activities.StepInput{Ident: s.in.Job.Ident, Step: step, HooksTotal: len(s.plan.Hooks)}
 	s.writes.enqueue("set step", func(c workflow.Context) error {
 		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetStep, in).Get(c, nil)
@@ -439,7 +442,7 @@ func (s *snapshot) complete(h activities.HookSpec, res model.ArchiveResult) {
 	}
 	s.claim.results[h.Key()] = res
 	s.claim.counters.Add(res)
-	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res, Counters: s.claim.counters, Key: s.runKey(h)}
+	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res, Counters: s.claim.counters, Key: s.runKey(h), CrawlPage: s.in.Job.CrawlPage}
 	s.writes.enqueue("record result", func(c workflow.Context) error {
 		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.RecordResult, in).Get(c, nil)
 	})
@@ -483,9 +486,11 @@ func (s *snapshot) finish() {
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	c := s.claim.counters
 	in := activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: c, Key: s.runID + "/finish"}
-	s.writes.enqueue("finish job", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.FinishJob, in).Get(c, nil)
-	})
+	if !s.in.Job.CrawlPage {
+		s.writes.enqueue("finish job", func(c workflow.Context) error {
+			return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.FinishJob, in).Get(c, nil)
+		})
+	}
 	s.log().Info("snapshot done", "state", string(state), "reason", reason,
 		"succeeded", c.Succeeded, "failed", c.Failed, "total", c.Total)
 }
@@ -499,6 +504,9 @@ func (s *snapshot) setState(state model.JobState) {
 }
 
 func (s *snapshot) enqueueState(state model.JobState) {
+	if s.in.Job.CrawlPage {
+		return // the crawl owns the job's state (crawl.go)
+	}
 	in := activities.JobStateInput{
 		Ident:      s.in.Job.Ident,
 		State:      state,

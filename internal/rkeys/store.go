@@ -244,6 +244,21 @@ redis.call('LPUSH', pending, ident)
 return CODE_APPLIED
 `)
 
+// JobTTL is the time the job hash has left (0 while it has no expiry);
+// ErrJobNotFound when it is gone.
+func (s *Store) JobTTL(ctx context.Context, ident string) (time.Duration, error) {
+	d, err := s.rdb.PTTL(ctx, s.keys.Job(ident)).Result()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("ttl of job %s: %w", ident, err)
+	case d == -2:
+		return 0, fmt.Errorf("ttl of job %s: %w", ident, ErrJobNotFound)
+	case d < 0:
+		return 0, nil
+	}
+	return d, nil
+}
+
 func (s *Store) ttl(ctx context.Context, ident string) string {
 	d, err := s.rdb.TTL(ctx, s.keys.Job(ident)).Result()
 	if err != nil || d < 0 {
