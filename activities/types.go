@@ -114,6 +114,10 @@ func (p Plan) Validate() error {
 type DiscoverInput struct {
 	Ident      string `json:"ident"`
 	SnapshotID string `json:"snapshot_id"`
+	// URL is the job's URL: the crawl setup hooks run before discovery
+	// returns get it (empty in inputs recorded before it existed: no
+	// crawl setup).
+	URL string `json:"url,omitempty"`
 	// Overrides are job-level plugin config values (KEY → value).
 	Overrides map[string]string `json:"overrides,omitempty"`
 }

@@ -280,7 +280,7 @@ func (s *snapshot) hostCheck() hostCheck {
 // before start on a host that is alive (busy), it is scheduled again.
 func (s *snapshot) discover() error {
 	id := s.in.Job.Ident + "/discover" + claimSuffix(s.claim.n)
-	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
+	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, URL: s.in.Job.URL, Overrides: s.in.Job.Overrides}
 	var plan activities.Plan
 	err := s.hostCheck().untilStarted(s.runCtx, s.dctx, id, &plan, func(round int, _ error) workflow.Future {
 		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.claim.hostQueue, id+requeueSuffix(round), s.in.Timing))

@@ -1,7 +1,9 @@
 // Package engine owns running hooks on a worker host: discovery, per-attempt
 // config resolution, the hook environment, and supervision through
-// internal/procs. Engine is the production activities.Discoverer and
-// activities.Runner.
+// internal/procs; and, for crawls, the host side of a page (crawl setup
+// hooks once per crawl and host, the page plugin set step by step, the
+// job's WARC of this host). Engine is the production activities.Discoverer,
+// activities.Runner and activities.PageRunner.
 package engine
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
@@ -45,7 +48,20 @@ type Config struct {
 	// LineCap is the longest stdout line a hook may print (config
 	// hooks.line_cap).
 	LineCap int
-	Log     *zap.Logger
+	// Instance names this worker process among the hosts of a crawl: its
+	// CRAWL_DIR is ARCHIVE_DIR/crawls/IDENT/INSTANCE and its WARC files
+	// IDENT-INSTANCE-NNNNN.warc.gz (default: HOSTNAME-PID).
+	Instance string
+	// WARCMaxBytes rotates a crawl's WARC file of this host (config
+	// crawl.warc_max_bytes; 0 = never).
+	WARCMaxBytes int64
+	// InProcessBuiltins runs built-in page hooks that start no process in
+	// this process (config crawl.in_process_builtins).
+	InProcessBuiltins bool
+	// MaxResponses caps the responses one page attempt keeps (config
+	// hooks.responses_per_attempt; 0 = no cap).
+	MaxResponses int
+	Log          *zap.Logger
 }
 
 // Engine is the production Discoverer and Runner: discovery and plugin
@@ -55,13 +71,18 @@ type Config struct {
 // attempt (the values go into the hook's env), so config values, which may
 // be secrets, never enter workflow history.
 type Engine struct {
-	cfg Config
-	log *zap.Logger
+	cfg     Config
+	log     *zap.Logger
+	schemas schemaCache
+	crawls  crawlHosts
+	warcs   warcFiles
+	plans   planCache
 }
 
 var (
 	_ activities.Discoverer = (*Engine)(nil)
 	_ activities.Runner     = (*Engine)(nil)
+	_ activities.PageRunner = (*Engine)(nil)
 )
 
 // New checks cfg and returns its Engine.
@@ -82,7 +103,27 @@ func New(cfg Config) (*Engine, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Engine{cfg: cfg, log: log}, nil
+	if cfg.Instance == "" {
+		host, _ := os.Hostname()
+		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	e := &Engine{cfg: cfg, log: log}
+	e.schemas.m = map[string]schemaEntry{}
+	e.crawls.m = map[string]*crawlHost{}
+	e.warcs.m = map[string]*jobWARC{}
+	e.plans.m = map[string]activities.Plan{}
+	return e, nil
+}
+
+// Close ends every crawl this engine set up (their setup hooks get
+// SIGTERM) and closes their WARC files; the worker calls it when it stops.
+func (e *Engine) Close(ctx context.Context) {
+	for _, ident := range e.crawls.idents() {
+		if err := e.TeardownCrawl(ctx, ident); err != nil {
+			e.log.Warn("tear down crawl at worker stop", zap.String("ident", ident), zap.Error(err))
+		}
+	}
+	e.warcs.closeAll(e.log)
 }
 
 func (e *Engine) environ() []string {
@@ -112,7 +153,12 @@ func (e *Engine) sources(overrides map[string]string, base map[string]string) ho
 }
 
 // Discover finds the hooks and resolves each plugin's enabled flag, timeout
-// and configuration error.
+// and configuration error. A single-URL job is a crawl of one page: the
+// crawl setup hooks run here, on the snapshot's host, before its step 0.
+// HOOK POINT (issue 12 / throughput's SealSnapshot): their teardown
+// belongs at the snapshot's seal on this host (TeardownCrawl); until that
+// activity exists they end with the worker (Close). A crawl's start page
+// (Job.CrawlPage) is torn down by the crawl.
 func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (activities.Plan, error) {
 	found, err := hooks.Discover(e.cfg.PluginDirs, e.log)
 	if err != nil {
@@ -122,40 +168,29 @@ func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (act
 	if err != nil {
 		return activities.Plan{}, fmt.Errorf("discover hooks for %s: %w: %w", in.Ident, err, activities.ErrConfig)
 	}
-	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
-	src := e.sources(in.Overrides, base)
-	resolved := map[string]*hooks.Resolved{}
-	configErr := map[string]string{}
-	for _, plugin := range found.Plugins() {
-		r, err := found.Schema(plugin).Resolve(src)
-		if err != nil {
-			configErr[plugin] = err.Error()
-			continue
+	if in.URL != "" {
+		job := activities.Job{Ident: in.Ident, URL: in.URL, SnapshotID: in.SnapshotID, Overrides: in.Overrides}
+		if err := e.ensureSetup(ctx, job); err != nil {
+			e.log.Warn("crawl setup", zap.String("ident", in.Ident), zap.Error(err))
 		}
-		resolved[plugin] = r
 	}
-	plan := activities.Plan{Hooks: make([]activities.HookSpec, 0, len(found.Hooks))}
-	for _, h := range found.Hooks {
-		spec := activities.HookSpec{Plugin: h.Plugin, Name: h.Name, Path: h.Path, Step: h.Step, Background: h.Background,
-			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true}
-		if msg, bad := configErr[h.Plugin]; bad {
-			spec.ConfigError = msg
-		} else if r := resolved[h.Plugin]; r != nil {
-			spec.Enabled = r.Enabled
-			spec.Timeout = r.Timeout(e.cfg.Timeout)
-		}
-		if spec.Background {
-			// At the seal a background hook gets its plugin's timeout as grace.
-			spec.Grace = spec.Timeout
-		}
-		plan.Hooks = append(plan.Hooks, spec)
-	}
-	return plan, nil
+	return e.plan(found, in.Overrides, snapDir), nil
 }
 
 // Run runs one attempt of a hook through procs.Run.
 func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
-	spec, err := e.spec(req, sink)
+	snapDir, err := e.snapDir(req.Job.SnapshotID)
+	if err != nil {
+		return activities.Outcome{}, fmt.Errorf("run hook %s: %w: %w", req.Hook.Key(), err, activities.ErrConfig)
+	}
+	inv := invocation{job: req.Job, hook: req.Hook, settings: req.Settings, attempt: req.Attempt,
+		snapDir: snapDir, crawlDir: e.crawlDir(req.Job.Ident), snapshotID: req.Job.SnapshotID}
+	spec, err := e.spec(inv, func(r jsonl.Record) {
+		sink.Record()
+		if r.Response != nil {
+			sink.Response(*r.Response)
+		}
+	}, sink.StderrLine)
 	if err != nil {
 		return activities.Outcome{}, err
 	}
@@ -166,6 +201,11 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 		}
 		return activities.Outcome{}, fmt.Errorf("run hook %s: %w", req.Hook.Key(), err)
 	}
+	return outcome(res), nil
+}
+
+// outcome maps the runner's result to the activities' Outcome.
+func outcome(res procs.Result) activities.Outcome {
 	out := activities.Outcome{Result: res.ArchiveResult(), Transient: res.Transient}
 	if res.Transient {
 		out.Error = res.Reason
@@ -173,23 +213,34 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 			out.Error += "; stderr: " + strings.Join(res.StderrTail, " | ")
 		}
 	}
-	return out, nil
+	return out
+}
+
+// invocation is one hook attempt with where it runs: a snapshot's hook,
+// a crawl page's hook or a crawl setup hook.
+type invocation struct {
+	job           activities.Job
+	hook          activities.HookSpec
+	settings      model.Settings
+	attempt       int
+	snapDir       string // SNAP_DIR (a crawl setup hook: its CRAWL_DIR)
+	crawlDir      string // CRAWL_DIR
+	snapshotID    string // --snapshot-id and EXTRA_CONTEXT's snapshot_id
+	depth         int    // EXTRA_CONTEXT's depth (a crawl page's depth)
+	url           string // --url (default: the job's URL)
+	noSnapshotArg bool   // a crawl setup hook gets --url only (abx-dl)
 }
 
 // spec builds the procs.Spec of one attempt: argv, env, cwd, timeouts and
 // the live callbacks (DESIGN.md §3 Invocation).
-func (e *Engine) spec(req activities.RunRequest, sink activities.Sink) (procs.Spec, error) {
-	h := req.Hook
-	snapDir, err := e.snapDir(req.Job.SnapshotID)
+func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func(string)) (procs.Spec, error) {
+	h := inv.hook
+	schema, err := e.schema(filepath.Join(filepath.Dir(h.Path), hooks.ConfigFile), h.Plugin)
 	if err != nil {
 		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, activities.ErrConfig)
 	}
-	schema, err := hooks.LoadSchema(filepath.Join(filepath.Dir(h.Path), hooks.ConfigFile), h.Plugin)
-	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, activities.ErrConfig)
-	}
-	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
-	resolved, err := schema.Resolve(e.sources(req.Job.Overrides, base))
+	base := map[string]string{"SNAP_DIR": inv.snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir, "CRAWL_DIR": inv.crawlDir}
+	resolved, err := schema.Resolve(e.sources(inv.job.Overrides, base))
 	if err != nil {
 		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, activities.ErrConfig)
 	}
@@ -197,28 +248,31 @@ func (e *Engine) spec(req activities.RunRequest, sink activities.Sink) (procs.Sp
 	if timeout <= 0 {
 		timeout = e.cfg.Timeout
 	}
-	env, err := e.env(req, snapDir, timeout, resolved)
+	env, err := e.env(inv, timeout, resolved)
 	if err != nil {
 		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
 	}
+	url := inv.url
+	if url == "" {
+		url = inv.job.URL
+	}
+	args := []string{"--url=" + url}
+	if !inv.noSnapshotArg {
+		args = append(args, "--snapshot-id="+inv.snapshotID)
+	}
 	spec := procs.Spec{
 		Path:       h.Path,
-		Args:       append([]string{"--url=" + req.Job.URL, "--snapshot-id=" + req.Job.SnapshotID}, req.Job.ExtraArgs...),
+		Args:       append(args, inv.job.ExtraArgs...),
 		Env:        env,
-		Dir:        filepath.Join(snapDir, h.Plugin),
+		Dir:        filepath.Join(inv.snapDir, h.Plugin),
 		Stem:       strings.TrimSuffix(h.Name, filepath.Ext(h.Name)),
 		Timeout:    timeout,
 		Grace:      h.Grace,
 		Background: h.Background,
 		LineCap:    e.cfg.LineCap,
-		OnStderr:   sink.StderrLine,
-		OnRecord: func(r jsonl.Record) {
-			sink.Record()
-			if r.Response != nil {
-				sink.Response(*r.Response)
-			}
-		},
-		Log: e.log,
+		OnStderr:   onStderr,
+		OnRecord:   onRecord,
+		Log:        e.log,
 	}
 	if h.Background {
 		spec.Timeout = 0
@@ -228,18 +282,22 @@ func (e *Engine) spec(req activities.RunRequest, sink activities.Sink) (procs.Sp
 
 // env is the hook's environment: the worker's, the resolved plugin config,
 // then archiveflow's own keys (later entries win).
-func (e *Engine) env(req activities.RunRequest, snapDir string, timeout time.Duration, r *hooks.Resolved) ([]string, error) {
-	extra, err := json.Marshal(map[string]any{
-		"snapshot_id": req.Job.SnapshotID,
-		"ident":       req.Job.Ident,
-		"plugin":      req.Hook.Plugin,
-		"hook_name":   req.Hook.Name,
-		"attempt":     req.Attempt,
-	})
+func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved) ([]string, error) {
+	ctx := map[string]any{
+		"snapshot_id": inv.snapshotID,
+		"ident":       inv.job.Ident,
+		"plugin":      inv.hook.Plugin,
+		"hook_name":   inv.hook.Name,
+		"attempt":     inv.attempt,
+	}
+	if inv.depth > 0 {
+		ctx["depth"] = inv.depth
+	}
+	extra, err := json.Marshal(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("encode EXTRA_CONTEXT: %w", err)
 	}
-	ignores := req.Settings.Ignores
+	ignores := inv.settings.Ignores
 	if ignores == nil {
 		ignores = []string{}
 	}
@@ -251,18 +309,19 @@ func (e *Engine) env(req activities.RunRequest, snapDir string, timeout time.Dur
 	env := append([]string{}, e.environ()...)
 	env = append(env, r.Env()...)
 	env = append(env,
-		"SNAP_DIR="+snapDir,
+		"SNAP_DIR="+inv.snapDir,
 		"ARCHIVE_DIR="+e.cfg.ArchiveDir,
+		"CRAWL_DIR="+inv.crawlDir,
 		"TIMEOUT="+secs,
-		hooks.TimeoutKey(req.Hook.Plugin)+"="+secs,
-		"FETCH_DEPTH="+req.Job.FetchDepth,
-		"DELAY_MIN="+strconv.Itoa(req.Settings.DelayMinMS),
-		"DELAY_MAX="+strconv.Itoa(req.Settings.DelayMaxMS),
+		hooks.TimeoutKey(inv.hook.Plugin)+"="+secs,
+		"FETCH_DEPTH="+inv.job.FetchDepth,
+		"DELAY_MIN="+strconv.Itoa(inv.settings.DelayMinMS),
+		"DELAY_MAX="+strconv.Itoa(inv.settings.DelayMaxMS),
 		"EXTRA_CONTEXT="+string(extra),
 		"IGNORE_PATTERNS="+string(ign),
 	)
-	if req.Settings.UserAgent != "" {
-		env = append(env, "USER_AGENT="+req.Settings.UserAgent)
+	if inv.settings.UserAgent != "" {
+		env = append(env, "USER_AGENT="+inv.settings.UserAgent)
 	}
 	return env, nil
 }
