@@ -198,6 +198,9 @@ type Crawl struct {
 	LiveInterval time.Duration `mapstructure:"live_interval"`
 	// MaxLinksPerPage caps the links one page attempt may add.
 	MaxLinksPerPage int `mapstructure:"max_links_per_page"`
+	// WriteTimeout is how long a page keeps retrying its Redis writes
+	// (Redis down delays a page; past it the page attempt is run again).
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
 	// InProcessBuiltins runs the built-in page hooks that start no
 	// process (pagefetch, title, outlinks, ...) inside the worker instead
 	// of starting the worker binary for each (same contract, ~30 ms of CPU
@@ -303,6 +306,7 @@ func Default() Config {
 			AttrInterval:      5 * time.Second,
 			LiveInterval:      2 * time.Second,
 			MaxLinksPerPage:   100_000,
+			WriteTimeout:      2 * time.Minute,
 			InProcessBuiltins: true,
 			Scope:             CrawlScope{OffsiteOnce: true},
 		},

@@ -105,6 +105,7 @@ func (c *Config) Validate() error {
 	v.check(c.Crawl.WARCMaxBytes >= 1<<20, "crawl.warc_max_bytes", c.Crawl.WARCMaxBytes, "must be >= 1 MiB")
 	v.positiveDur("crawl.attr_interval", c.Crawl.AttrInterval)
 	v.positiveDur("crawl.live_interval", c.Crawl.LiveInterval)
+	v.check(c.Crawl.WriteTimeout > 0 && c.Crawl.WriteTimeout < c.Crawl.PageTimeout, "crawl.write_timeout", c.Crawl.WriteTimeout, "must be > 0 and < crawl.page_timeout")
 	v.check(c.Crawl.MaxLinksPerPage >= 1, "crawl.max_links_per_page", c.Crawl.MaxLinksPerPage, "must be >= 1")
 
 	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")

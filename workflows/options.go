@@ -27,8 +27,10 @@ const (
 // poolActs and hostActs are used only for their method values, which name
 // the activities (the method name is the activity type).
 var (
-	poolActs *activities.PoolActivities
-	hostActs *activities.HostActivities
+	poolActs      *activities.PoolActivities
+	hostActs      *activities.HostActivities
+	crawlActs     *activities.CrawlActivities
+	crawlHostActs *activities.CrawlHostActivities
 )
 
 // retryPolicy converts a Retry into Temporal's policy.

@@ -127,10 +127,14 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 	done := make(chan error, 1)
 	pipe, err := pools.NewRedisPipeline(s.Store, "e2e", s.Config.ArchiveDir)
 	require.NoError(t, err)
+	store := &jobstore.RedisStore{Redis: s.Store, PipelineID: pipe.ID()}
+	crawl, err := pools.NewCrawlStore(&backend.Backend{Redis: s.Redis, Store: s.Store}, store, nil)
+	require.NoError(t, err)
 	deps := pools.Deps{
 		Config:    s.Config,
 		Client:    s.Client,
-		Store:     &jobstore.RedisStore{Redis: s.Store, PipelineID: pipe.ID()},
+		Store:     store,
+		Crawl:     crawl,
 		Pipelines: pipe,
 		Log:       zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		Env:       env,
