@@ -185,7 +185,7 @@ func (c *crawl) localCtx(ctx workflow.Context) workflow.Context {
 func (c *crawl) runSeed() {
 	var seeded activities.SeedCrawlResult
 	in := activities.SeedCrawlInput{Ident: c.ident(), URL: c.in.Crawl.Job.URL, MaxDepth: c.in.Crawl.MaxDepth,
-		PageAttempts: c.in.Crawl.PageAttempts, Token: c.runID + "/seed"}
+		PageAttempts: c.in.Crawl.PageAttempts, Token: fmt.Sprintf("%s/r%d/seed", c.runID, c.carry.Run)}
 	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.SeedCrawl, in).Get(c.dctx, &seeded); err != nil {
 		c.job.failure = fmt.Sprintf("seed the frontier: %v", err)
 		c.stop(c.job.failure, false)
@@ -348,7 +348,8 @@ func (c *crawl) historyFull() bool {
 // claim claims up to n pages with the latest rules.
 func (c *crawl) claim(n int) activities.ClaimResult {
 	c.claims++
-	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: fmt.Sprintf("%s/claim-%d", c.runID, c.claims), Rules: c.rules}
+	token := fmt.Sprintf("%s/r%d/claim-%d", c.runID, c.carry.Run, c.claims)
+	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: token, Rules: c.rules}
 	var res activities.ClaimResult
 	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.ClaimPages, in).Get(c.dctx, &res); err != nil {
 		// Only non-retryable errors get here (the frontier is gone).
