@@ -55,7 +55,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now, pollInterval: 500 * time.Millisecond}
 	a.commands = []*command{
 		submitCommand(), statusCommand(), listCommand(), abortCommand(), setCommand(),
-		ignoreCommand(), logsCommand(), pipelinesCommand(), devCommand(),
+		ignoreCommand(), rulesCommand(), pagesCommand(), logsCommand(), pipelinesCommand(), devCommand(),
 	}
 	return a
 }
@@ -190,6 +190,8 @@ Exit codes:
 Examples:
   starter submit https://example.com/ --wait
   starter submit -i urls.txt --queue archiveflow --nice 5
+  starter submit https://example.com/ --depth inf --concurrency 8
+  starter pages 3mlbkdu1fpo7wt4lr2qf1mpsw --state done --depth 2
   starter status 3mlbkdu1fpo7wt4lr2qf1mpsw
   starter logs -f 3mlbkdu1fpo7wt4lr2qf1mpsw
 `)

@@ -93,8 +93,8 @@ func statusCommand() *command {
 	return &command{
 		name:    "status",
 		args:    "IDENT",
-		summary: "show one job: state, step, hooks, bytes, settings, Web UI link",
-		details: "IDENT may also be the job's URL. Reads the Redis job hash.",
+		summary: "show one job: state, step, hooks, bytes, settings; a crawl's pages by state and depth",
+		details: "IDENT may also be the job's URL. Reads the Redis job hash (and a crawl's frontier).",
 		examples: []string{
 			"starter status 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter status https://example.com/ --json",
@@ -126,7 +126,9 @@ type jobJSON struct {
 	FinishedAt     time.Time      `json:"finished_at,omitzero"`
 	ExpiresIn      string         `json:"expires_in,omitempty"`
 	UI             string         `json:"ui,omitempty"`
-	hooksDone      int64          // rkeys.JobView.HooksDone
+	// Crawl is a crawl's counters and pages (status only).
+	Crawl     *crawlJSON `json:"crawl,omitempty"`
+	hooksDone int64      // rkeys.JobView.HooksDone
 }
 
 func toJSON(v rkeys.JobView, ui string) jobJSON {
@@ -159,12 +161,25 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	j := toJSON(v, uiLink(inv.cfg.Temporal, id))
+	if v.FetchDepth == model.FetchInf {
+		if j.Crawl, err = crawlStatus(ctx, b, id); err != nil {
+			return err
+		}
+		if j.Crawl != nil {
+			j.Crawl.ItemsQueued, j.Crawl.ItemsDownloaded, j.Crawl.Responses = v.ItemsQueued, v.ItemsDownloaded, v.Responses
+		}
+	}
 	if inv.json {
 		return writeJSON(a.stdout, j)
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "%s  %s\n", j.Ident, j.URL)
-	fmt.Fprintf(w, "  state:    %s (step %d/9)\n", j.State, j.CurrentStep)
+	if j.Crawl != nil {
+		fmt.Fprintf(w, "  state:    %s (crawl)\n", j.State)
+		printCrawl(w, j.Crawl)
+	} else {
+		fmt.Fprintf(w, "  state:    %s (step %d/9)\n", j.State, j.CurrentStep)
+	}
 	fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
 		j.hooksDone, j.HooksTotal,
 		j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
