@@ -136,7 +136,7 @@ func StartOptions(r Request) client.StartWorkflowOptions {
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		Priority:                                 temporal.Priority{PriorityKey: r.PriorityKey},
-		TypedSearchAttributes: temporal.NewSearchAttributes(attrs(r)...),
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(attrs(r)...),
 	}
 }
 
