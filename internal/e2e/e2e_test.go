@@ -16,6 +16,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/devserver"
+	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -23,6 +24,10 @@ import (
 var server *devserver.Server
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "hook" {
+		// The built-in plugins' wrappers run this binary (ARCHIVEFLOW_BIN).
+		os.Exit(builtin.Main(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	srv, err := StartServer(ctx)
 	cancel()
