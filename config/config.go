@@ -51,6 +51,10 @@ type Temporal struct {
 	TLS    TLS    `mapstructure:"tls"`
 	// UIURL is the Web UI base address used in printed links.
 	UIURL string `mapstructure:"ui_url"`
+	// Compression of gRPC requests to the server: "none", or "gzip" for a
+	// server behind a slow link. Payloads are small (no hook output goes
+	// through Temporal) and gzip costs CPU on both ends of every call.
+	Compression string `mapstructure:"compression"`
 }
 
 // Redis configures the Redis connection and the layout's limits.
@@ -87,8 +91,13 @@ type Redis struct {
 
 // Plugins configures hook discovery and plugin config values.
 type Plugins struct {
-	// Dirs are plugin roots, searched in order; a later root's plugin of the
-	// same name overrides an earlier one.
+	// Builtin puts the built-in plugin set, embedded in the binary and
+	// written to ARCHIVE_DIR/plugins/builtin-HASH/ at worker start, first
+	// among the plugin roots; false leaves it out.
+	Builtin bool `mapstructure:"builtin"`
+	// Dirs are further plugin roots, searched in order after the built-in
+	// set; a later root's plugin of the same name overrides an earlier one
+	// (a built-in one included). Each must exist when a worker starts.
 	Dirs []string `mapstructure:"dirs"`
 	// Values are plugin config keys (e.g. WGET_TIMEOUT) set in the config
 	// file; they rank below job overrides and the process environment.
@@ -161,10 +170,11 @@ type Job struct {
 	// snapshot is re-claimed by another worker (from step 0: archives are
 	// per host). It bounds the recovery time after a worker dies.
 	HostTimeout time.Duration `mapstructure:"host_timeout"`
-	// StepAttributeDelay is how long a step must last before the
-	// ArchiveflowStep search attribute shows it; 0 upserts it at every
-	// step. Each upsert rewrites the workflow's visibility record, which on
-	// the embedded SQLite server costs more than a short step itself.
+	// StepAttributeDelay is how long a step (or a non-final state) must
+	// last before the ArchiveflowStep and ArchiveflowState search
+	// attributes show it; 0 upserts at every change. Each upsert rewrites
+	// the workflow's visibility record, which on the embedded SQLite server
+	// costs more server CPU than a no-op hook.
 	StepAttributeDelay time.Duration `mapstructure:"step_attribute_delay"`
 	// MaxClaims is how many times a snapshot may be claimed by a host (the
 	// first claim included) before the job fails as lost.
@@ -241,9 +251,10 @@ func Default() Config {
 		ArchiveDir: "./data/archive",
 		Log:        Log{Level: "info", Format: "console"},
 		Temporal: Temporal{
-			HostPort:  "127.0.0.1:7233",
-			Namespace: "default",
-			UIURL:     "http://127.0.0.1:8233",
+			HostPort:    "127.0.0.1:7233",
+			Namespace:   "default",
+			UIURL:       "http://127.0.0.1:8233",
+			Compression: "none",
 		},
 		Redis: Redis{
 			URL:              "redis://127.0.0.1:6379/0",
@@ -262,7 +273,7 @@ func Default() Config {
 			LogBatchWindow:   4096,
 			ResponseCounters: true,
 		},
-		Plugins: Plugins{Dirs: []string{"./plugins"}},
+		Plugins: Plugins{Builtin: true, Dirs: []string{}},
 		Hooks: Hooks{
 			Timeout:              60 * time.Second,
 			Grace:                15 * time.Second,
@@ -294,7 +305,7 @@ func Default() Config {
 			HostTimeout:     2 * time.Minute,
 			// Long enough to skip the steps of a fast snapshot, short
 			// enough that a step an operator can watch is shown.
-			StepAttributeDelay: time.Second,
+			StepAttributeDelay: 5 * time.Second,
 			MaxClaims:          3,
 		},
 		Crawl: Crawl{

@@ -39,6 +39,7 @@ func (c *Config) Validate() error {
 		v.httpURL("temporal.ui_url", c.Temporal.UIURL)
 	}
 	v.tls("temporal.tls", c.Temporal.TLS)
+	v.oneOf("temporal.compression", c.Temporal.Compression, "none", "gzip")
 
 	v.redisURL("redis.url", c.Redis.URL)
 	v.tls("redis.tls", c.Redis.TLS)
@@ -57,7 +58,7 @@ func (c *Config) Validate() error {
 	v.check(c.Redis.LogBatchWindow >= 1, "redis.log_batch_window", c.Redis.LogBatchWindow, "must be >= 1")
 	v.check(!strings.ContainsAny(c.Redis.Namespace, " \t\r\n"), "redis.namespace", c.Redis.Namespace, "must not contain whitespace")
 
-	v.check(len(c.Plugins.Dirs) > 0, "plugins.dirs", c.Plugins.Dirs, "must list at least one plugin root")
+	v.check(c.Plugins.Builtin || len(c.Plugins.Dirs) > 0, "plugins.dirs", c.Plugins.Dirs, "must list at least one plugin root when plugins.builtin is false")
 	for i, d := range c.Plugins.Dirs {
 		v.nonEmpty(fmt.Sprintf("plugins.dirs[%d]", i), d)
 	}

@@ -93,8 +93,15 @@ func statusCommand() *command {
 	return &command{
 		name:    "status",
 		args:    "IDENT",
-		summary: "show one job: state, step, hooks, bytes, settings; a crawl's pages by state and depth",
-		details: "IDENT may also be the job's URL. Reads the Redis job hash (and a crawl's frontier).",
+		summary: "show one job: state, step, bytes, settings, Web UI link, each hook's result; a crawl's pages by state and depth",
+		details: `
+IDENT may also be the job's URL. Reads the Redis job hash (and a crawl's
+frontier: pages by state and by depth), then asks the job's workflow for
+each hook's result (step, status, attempts, duration, output or error; for
+skipped hooks the reason); for a crawl these are the start page's hooks
+(its workflow IDENT/seed). Temporal answers for a finished job too while
+it retains the workflow. When Temporal cannot answer, the per-hook table
+is left out and the reason is said; the counts come from Redis.`,
 		examples: []string{
 			"starter status 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter status https://example.com/ --json",
@@ -126,9 +133,11 @@ type jobJSON struct {
 	FinishedAt     time.Time      `json:"finished_at,omitzero"`
 	ExpiresIn      string         `json:"expires_in,omitempty"`
 	UI             string         `json:"ui,omitempty"`
+	hooksDone      int64          // rkeys.JobView.HooksDone
 	// Crawl is a crawl's counters and pages (status only).
-	Crawl     *crawlJSON `json:"crawl,omitempty"`
-	hooksDone int64      // rkeys.JobView.HooksDone
+	Crawl *crawlJSON `json:"crawl,omitempty"`
+	// hooksView (status only) is each hook's result from the workflow.
+	hooksView
 }
 
 func toJSON(v rkeys.JobView, ui string) jobJSON {
@@ -161,6 +170,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	j := toJSON(v, uiLink(inv.cfg.Temporal, id))
+	hooksOf := v
 	if v.FetchDepth == model.FetchInf {
 		if j.Crawl, err = crawlStatus(ctx, b, id); err != nil {
 			return err
@@ -168,7 +178,10 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		if j.Crawl != nil {
 			j.Crawl.ItemsQueued, j.Crawl.ItemsDownloaded, j.Crawl.Responses = v.ItemsQueued, v.ItemsDownloaded, v.Responses
 		}
+		// A crawl's hooks table is its start page's: the seed snapshot.
+		hooksOf.WorkflowID, hooksOf.RunID = workflows.CrawlSeedID(workflowID(v)), ""
 	}
+	j.hooksView = a.statusHooks(ctx, inv, hooksOf)
 	if inv.json {
 		return writeJSON(a.stdout, j)
 	}
@@ -207,6 +220,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	if j.UI != "" {
 		fmt.Fprintf(w, "  Web UI:   %s\n", j.UI)
 	}
+	a.printStatusHooks(j.hooksView)
 	return nil
 }
 

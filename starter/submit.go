@@ -66,7 +66,7 @@ for each setting the last matching rule wins (starter help rules).`,
 			fs.String("user-agent", "", "User-Agent for the hooks (default: job.user_agent)")
 			fs.String("depth", "", "shallow (one URL), inf (crawl the site) or N (crawl N links deep) (default: job.fetch_depth)")
 			fs.String("rules", "", "a crawl's initial rules: JSON file (- = stdin)")
-			fs.Bool("wait", false, "show live progress and exit 1 if a job failed or was aborted")
+			fs.Bool("wait", false, "follow the jobs (live view on a terminal), show each one's hooks table; exit 1 if a job failed or was aborted")
 			fs.Bool("force", false, "replace a retained finished job with the same ident")
 		},
 		run: runSubmit,

@@ -136,6 +136,10 @@ func newCrawl(ctx workflow.Context, in CrawlInput) *crawl {
 
 func (c *crawl) ident() string { return c.in.Crawl.Job.Ident }
 
+// CrawlSeedID is the workflow ID of the start page's snapshot of the crawl
+// whose workflow ID is crawlID.
+func CrawlSeedID(crawlID string) string { return crawlID + "/seed" }
+
 func (c *crawl) log() interface {
 	Info(string, ...any)
 	Warn(string, ...any)
@@ -200,7 +204,7 @@ func (c *crawl) runSeed() {
 	c.inflight[page.ID] = page
 	defer delete(c.inflight, page.ID)
 	cctx := workflow.WithChildOptions(c.runCtx, workflow.ChildWorkflowOptions{
-		WorkflowID:          c.ident() + "/seed",
+		WorkflowID:          CrawlSeedID(c.ident()),
 		TaskQueue:           c.in.TaskQueue,
 		StaticSummary:       "start page " + summary(page.URL),
 		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
@@ -208,6 +212,11 @@ func (c *crawl) runSeed() {
 	})
 	var st Status
 	err := workflow.ExecuteChildWorkflow(cctx, SnapshotWorkflow, c.in.Seed).Get(c.dctx, &st)
+	if end, ok := EndStatus(err); ok {
+		// A failed or aborted snapshot (InputV2) ends its workflow with
+		// its Status as the error's details.
+		st, err = end, nil
+	}
 	if c.stopping() {
 		c.released = append(c.released, page.ID)
 		return

@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,27 +34,6 @@ const crawlUA = "archiveflow-e2e-crawl"
 // EnvCrawlPages sets the size of the generated site of TestCrawlDepthLimit
 // (default 400 pages; docs/crawls.md's figures use 10000).
 const EnvCrawlPages = "ARCHIVEFLOW_E2E_CRAWL_PAGES"
-
-// crawlPlugins is a plugin root with the built-in page plugins (pagefetch,
-// title, outlinks) of the repository, linked.
-func crawlPlugins(t testing.TB) string {
-	t.Helper()
-	src, err := filepath.Abs("../../plugins")
-	require.NoError(t, err)
-	root := t.TempDir()
-	for _, p := range []string{"pagefetch", "title", "outlinks"} {
-		require.NoError(t, os.Symlink(filepath.Join(src, p), filepath.Join(root, p)))
-	}
-	return root
-}
-
-// crawlEnv is the hooks' environment: this test binary runs the built-in
-// hooks the start page's snapshot executes (TestMain).
-func crawlEnv(t testing.TB) []string {
-	self, err := os.Executable()
-	require.NoError(t, err)
-	return append(os.Environ(), "ARCHIVEFLOW_BIN="+self)
-}
 
 // crawlConfig is the configuration of these tests' crawls: pagefetch for
 // the start page too, fast retries.
@@ -91,9 +72,9 @@ type crawlOutcome struct {
 }
 
 // runSiteCrawl crawls srv depth links deep with the calendar contained by
-// a skip rule and returns what it did. fault, when set, runs while the
-// crawl is under way.
-func runSiteCrawl(t *testing.T, s *Stack, srv *testsite.Server, depth int, fault func(Job)) crawlOutcome {
+// a skip rule and returns what it did. adjust, when set, changes the
+// request (settings); fault, when set, runs while the crawl is under way.
+func runSiteCrawl(t *testing.T, s *Stack, srv *testsite.Server, depth int, adjust func(*submit.Request), fault func(Job)) crawlOutcome {
 	t.Helper()
 	skip, err := srv.CalendarSkipPattern(6)
 	require.NoError(t, err)
@@ -102,6 +83,9 @@ func runSiteCrawl(t *testing.T, s *Stack, srv *testsite.Server, depth int, fault
 	job := s.SubmitCrawl(t, srv.StartURL(), depth, func(r *submit.Request) {
 		r.Settings.UserAgent = crawlUA
 		r.Rules = scope.Rules{{Pattern: skip, Skip: scope.Bool(true)}}
+		if adjust != nil {
+			adjust(r)
+		}
 	})
 	if fault != nil {
 		fault(job)
@@ -136,9 +120,10 @@ func runSiteCrawl(t *testing.T, s *Stack, srv *testsite.Server, depth int, fault
 func TestCrawlDepthLimit(t *testing.T) {
 	const depth = 3
 	srv := crawlSite(t, sitePages(t, 400))
-	s := NewStack(t, server, crawlPlugins(t), crawlConfig)
-	s.StartPools(t, crawlEnv(t))
-	got := runSiteCrawl(t, s, srv, depth, nil)
+	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks")
+	s := NewStack(t, server, root, crawlConfig)
+	s.StartPools(t, env)
+	got := runSiteCrawl(t, s, srv, depth, nil, nil)
 
 	skip, err := srv.CalendarSkipPattern(6)
 	require.NoError(t, err)
@@ -212,9 +197,14 @@ func TestCrawlDepthLimit(t *testing.T) {
 	wdiff := testsite.Compare(got.fetched.Pages, wget.Pages)
 	assert.NotEmpty(t, wdiff.Missing, "wget misses pages the crawl gets")
 	assert.Contains(t, wdiff.Missing, srv.URL(testsite.PathLate1a), "the depth bug: found one level too deep")
-	t.Logf("depth %d on a %d-page site: expected %d pages, crawl fetched %d (%d requisites), wget fetched %d; wget misses %d: %s",
+	// Both page sets: the crawl's is the expected set (asserted above);
+	// wget's is the crawl's without what it misses, with what it adds.
+	t.Logf("depth %d on a %d-page site: expected %d pages, crawl fetched %d (%d requisites), wget fetched %d; wget misses %d: %s; wget adds %d: %s",
 		depth, sitePages(t, 400), len(want.Pages), len(got.fetched.Pages), len(got.fetched.Requisites), len(wget.Pages),
-		len(wdiff.Missing), strings.Join(shortURLs(srv, wdiff.Missing), " "))
+		len(wdiff.Missing), strings.Join(shortURLs(srv, wdiff.Missing), " "),
+		len(wdiff.Extra), strings.Join(shortURLs(srv, wdiff.Extra), " "))
+	t.Logf("crawl pages: %s", strings.Join(shortURLs(srv, slices.Collect(maps.Keys(got.fetched.Pages))), " "))
+	t.Logf("wget pages: %s", strings.Join(shortURLs(srv, slices.Collect(maps.Keys(wget.Pages))), " "))
 }
 
 func pageByURL(pages []frontier.Page, u string) (frontier.Page, bool) {

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
-	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/builtin"
+	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -24,8 +24,9 @@ import (
 var server *devserver.Server
 
 func TestMain(m *testing.M) {
+	// The test binary is ARCHIVEFLOW_BIN for the built-in plugins' hooks
+	// (builtinPlugins): they exec `$ARCHIVEFLOW_BIN hook NAME ...`.
 	if len(os.Args) > 1 && os.Args[1] == "hook" {
-		// The built-in plugins' wrappers run this binary (ARCHIVEFLOW_BIN).
 		os.Exit(builtin.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -80,6 +80,7 @@ func TestConfig(t testing.TB, srv *devserver.Server, redisURL, pluginDir string)
 	cfg.Temporal.Namespace = srv.Namespace()
 	cfg.Redis.URL = redisURL
 	cfg.Plugins.Dirs = []string{pluginDir}
+	cfg.Plugins.Builtin = false // the test's fixture hooks only
 	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queueSeq.Add(1))
 	cfg.Pools = []config.Pool{{Name: "e2e", TaskQueue: queue, Slots: 8}}
 	cfg.Job.TaskQueue = queue

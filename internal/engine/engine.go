@@ -155,12 +155,15 @@ func (e *Engine) sources(overrides map[string]string, base map[string]string) ho
 // Discover finds the hooks and resolves each plugin's enabled flag, timeout
 // and configuration error. A single-URL job is a crawl of one page: the
 // crawl setup hooks run here, on the snapshot's host, before its step 0.
-// HOOK POINT (issue 12 / throughput's SealSnapshot): their teardown
-// belongs at the snapshot's seal on this host (TeardownCrawl); until that
-// activity exists they end with the worker (Close). A crawl's start page
-// (Job.CrawlPage) is torn down by the crawl.
+// Their teardown is the snapshot's seal on this host (Seal; histories
+// before InputV2 have none: they end with the worker, Close). A crawl's
+// start page (Job.CrawlPage) is torn down by the crawl.
 func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (activities.Plan, error) {
 	found, err := hooks.Discover(e.cfg.PluginDirs, e.log)
+	if errors.Is(err, hooks.ErrInvalidPlugins) {
+		// A missing root or a malformed plugin: retrying cannot fix it.
+		return activities.Plan{}, fmt.Errorf("discover hooks in %v: %w: %w", e.cfg.PluginDirs, err, activities.ErrConfig)
+	}
 	if err != nil {
 		return activities.Plan{}, fmt.Errorf("discover hooks in %v: %w", e.cfg.PluginDirs, err)
 	}

@@ -146,7 +146,7 @@ func newFixture(t *testing.T) *fixture {
 // withOptions rebuilds the fixture's activities with opts.
 func (f *fixture) withOptions(opts activities.Options) {
 	f.t.Helper()
-	a, err := activities.NewHost(f.engine, f.engine, f.store, zap.NewNop(), opts)
+	a, err := activities.NewHost(f.engine, f.engine, f.engine, f.store, zap.NewNop(), opts)
 	require.NoError(f.t, err)
 	f.acts = a
 }
@@ -580,4 +580,20 @@ echo '{"type":"ArchiveResult","status":"succeeded"}'`)
 	var extra map[string]any
 	require.NoError(t, json.Unmarshal(raw, &extra))
 	assert.EqualValues(t, 3, extra["attempt"])
+}
+
+// A plugins root that does not exist is a configuration error: discovery
+// reports it non-retryable, naming the root, so the job is not retried
+// three times for something only the operator can fix.
+func TestDiscoverHooksMissingRootIsNotRetried(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, os.RemoveAll(f.plugins))
+
+	_, err := f.env().ExecuteActivity(f.acts.DiscoverHooks, activities.DiscoverInput{Ident: "abc123", SnapshotID: "abc123"})
+
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable(), "a missing plugins root must not be retried")
+	assert.Equal(t, activities.ErrTypeConfig, appErr.Type())
+	assert.Contains(t, appErr.Error(), "plugins root "+f.plugins+" does not exist")
 }

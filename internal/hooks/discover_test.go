@@ -161,12 +161,18 @@ func TestDiscoverRoots(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), missing)
 		assert.Contains(t, err.Error(), "does not exist")
+		assert.ErrorIs(t, err, ErrInvalidPlugins, "no retry creates a missing root")
+		assert.ErrorIs(t, CheckRoot(missing), ErrInvalidPlugins)
 	})
 	t.Run("root that is a file is an error", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "file")
 		writeFile(t, file, "", 0o644)
 		_, err := Discover([]string{file}, nil)
 		require.ErrorContains(t, err, "not a directory")
+		assert.ErrorIs(t, err, ErrInvalidPlugins)
+	})
+	t.Run("existing root passes the check", func(t *testing.T) {
+		assert.NoError(t, CheckRoot(t.TempDir()))
 	})
 	t.Run("empty root is fine", func(t *testing.T) {
 		plan, err := Discover([]string{t.TempDir()}, nil)
@@ -253,6 +259,7 @@ func TestDiscoverErrors(t *testing.T) {
 			for _, w := range tt.want {
 				assert.Contains(t, err.Error(), w)
 			}
+			assert.ErrorIs(t, err, ErrInvalidPlugins, "a malformed plugin is not retried")
 		})
 	}
 }

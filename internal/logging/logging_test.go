@@ -1,6 +1,8 @@
 package logging
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,4 +29,26 @@ func TestFields(t *testing.T) {
 	zap.New(core).Info("x", Ident("abc"), Hook("title/on_Snapshot__50_title.sh"), Attempt(2))
 	assert.Equal(t, map[string]any{"ident": "abc", "hook": "title/on_Snapshot__50_title.sh", "attempt": int64(2)},
 		logs.All()[0].ContextMap())
+}
+
+func TestNewFileAppendsWithoutColour(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev.log")
+	for _, msg := range []string{"first run", "second run"} {
+		l, err := NewFile(path, "info", "console")
+		require.NoError(t, err)
+		l.Info(msg, Ident("abc"))
+		l.Debug("not at info")
+		require.NoError(t, l.Sync())
+	}
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	text := string(data)
+	assert.Contains(t, text, "INFO")
+	assert.Contains(t, text, "first run")
+	assert.Contains(t, text, "second run", "a second logger appends")
+	assert.NotContains(t, text, "\x1b[", "no colour codes in a file")
+	assert.NotContains(t, text, "not at info")
+
+	_, err = NewFile(path, "loud", "console")
+	assert.ErrorContains(t, err, `log level "loud"`)
 }
