@@ -103,16 +103,7 @@ func RunFunc(ctx context.Context, spec Spec, fn Func) (Result, error) {
 	res.EndedAt = time.Now()
 	stdout.close()
 	stderr.close()
-	res.Counts = out.counts
-	res.Counts.StderrLines = errs.count
-	res.Last = out.last
-	res.Responses = out.responses
-	res.StderrTail = errs.tail
-	if res.Outputs, res.OutputBytes, err = ListOutputs(s.Dir); err != nil {
-		log.Warn("list hook outputs", zap.Error(err))
-	}
-	decide(&res, s.Background, s.Timeout)
-	logResult(log, res)
+	res.finish(s, out, errs, log)
 	return res, nil
 }
 
