@@ -30,17 +30,6 @@ func writeHook(t *testing.T, path, script string) {
 	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755))
 }
 
-func gzipFile(t *testing.T, path, content string) {
-	t.Helper()
-	f, err := os.Create(path)
-	require.NoError(t, err)
-	zw := gzip.NewWriter(f)
-	_, err = zw.Write([]byte(content))
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	require.NoError(t, f.Close())
-}
-
 func pageEngine(t *testing.T, plugins string, configure func(*Config)) *Engine {
 	t.Helper()
 	cfg := Config{PluginDirs: []string{plugins}, ArchiveDir: t.TempDir(),
