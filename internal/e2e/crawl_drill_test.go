@@ -102,6 +102,27 @@ func requireSameCrawl(t *testing.T, srv *testsite.Server, want, got crawlOutcome
 		len(got.pages), got.status.Counts.Done, got.job.ItemsQueued, got.job.ItemsDownloaded, got.job.BytesDownloaded, got.job.Responses)
 }
 
+// drillCrawls crawls srv twice, each on a stack newStack builds: without
+// the fault, then with it (fault runs once drillFaultAt pages are done),
+// and requires the same outcome (requireSameCrawl).
+func drillCrawls(t *testing.T, srv *testsite.Server, newStack func() *Stack, fault func(*Stack, Job)) {
+	t.Helper()
+	crawl := func(withFault bool) crawlOutcome {
+		s := newStack()
+		var f func(Job)
+		if withFault {
+			f = func(j Job) {
+				waitPagesDone(t, s, j, drillFaultAt)
+				fault(s, j)
+			}
+		}
+		return runSiteCrawl(t, s, srv, drillDepth, drillSettings, f)
+	}
+	want := crawl(false)
+	got := crawl(true)
+	requireSameCrawl(t, srv, want, got)
+}
+
 // TestDrillCrawlWorkerKilled SIGKILLs a worker process that runs pages of
 // a crawl: its pages' activities time out on their heartbeat and run on
 // the other worker, and the crawl ends as one without the kill did.
@@ -112,25 +133,19 @@ func TestDrillCrawlWorkerKilled(t *testing.T) {
 	bin := BuildWorkers(t)
 	srv := crawlSite(t, drillSite)
 	root, _ := builtinPlugins(t, "pagefetch", "title", "outlinks")
-	crawl := func(kill bool) crawlOutcome {
+	var pids []int
+	drillCrawls(t, srv, func() *Stack {
 		s := NewStack(t, server, root, crawlConfig)
 		w1 := StartWorker(t, bin, s.Config, "w1", "PAGEFETCH_ENABLED=true")
 		w2 := StartWorker(t, bin, s.Config, "w2", "PAGEFETCH_ENABLED=true")
-		var fault func(Job)
-		if kill {
-			fault = func(j Job) {
-				waitPagesDone(t, s, j, drillFaultAt)
-				pid := pageWorkerPid(t, s, j)
-				require.Contains(t, []int{w1.Process.Pid, w2.Process.Pid}, pid, "a page runs on a worker process of the test")
-				require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-				t.Logf("killed worker pid %d while it ran a page", pid)
-			}
-		}
-		return runSiteCrawl(t, s, srv, drillDepth, drillSettings, fault)
-	}
-	want := crawl(false)
-	got := crawl(true)
-	requireSameCrawl(t, srv, want, got)
+		pids = []int{w1.Process.Pid, w2.Process.Pid}
+		return s
+	}, func(s *Stack, j Job) {
+		pid := pageWorkerPid(t, s, j)
+		require.Contains(t, pids, pid, "a page runs on a worker process of the test")
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		t.Logf("killed worker pid %d while it ran a page", pid)
+	})
 }
 
 // pageWorkerPid is the pid of a worker process running a page of j (a
@@ -170,21 +185,13 @@ func TestDrillCrawlTemporalRestart(t *testing.T) {
 	rsrv := startRestartable(t)
 	srv := crawlSite(t, drillSite)
 	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks")
-	crawl := func(restart bool) crawlOutcome {
+	drillCrawls(t, srv, func() *Stack {
 		s := NewStack(t, rsrv.cur, root, crawlConfig)
 		s.StartPools(t, env)
-		var fault func(Job)
-		if restart {
-			fault = func(j Job) {
-				waitPagesDone(t, s, j, drillFaultAt)
-				t.Logf("Temporal frontend was down for %s", rsrv.restart(t).Round(time.Millisecond))
-			}
-		}
-		return runSiteCrawl(t, s, srv, drillDepth, drillSettings, fault)
-	}
-	want := crawl(false)
-	got := crawl(true)
-	requireSameCrawl(t, srv, want, got)
+		return s
+	}, func(*Stack, Job) {
+		t.Logf("Temporal frontend was down for %s", rsrv.restart(t).Round(time.Millisecond))
+	})
 }
 
 // TestDrillCrawlRedisOutage keeps Redis down for 30 s (EnvRedisOutage)
@@ -197,26 +204,19 @@ func TestDrillCrawlRedisOutage(t *testing.T) {
 	outage := redisOutage(t)
 	srv := crawlSite(t, drillSite)
 	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks")
-	crawl := func(down bool) crawlOutcome {
-		rs := testredis.Start(t)
+	var rs *testredis.Server
+	drillCrawls(t, srv, func() *Stack {
+		rs = testredis.Start(t)
 		s := newStackOnRedis(t, server, rs, root, crawlConfig)
 		s.StartPools(t, env)
-		var fault func(Job)
-		if down {
-			fault = func(j Job) {
-				waitPagesDone(t, s, j, drillFaultAt)
-				require.NoError(t, rs.Stop())
-				stopped := time.Now()
-				// The outage itself is the drill's parameter, not a synchronisation.
-				<-time.After(outage)
-				assert.True(t, running(t, s.Client, j), "the crawl neither failed nor finished while Redis was down")
-				require.NoError(t, rs.Restart())
-				t.Logf("Redis was down for %s", time.Since(stopped).Round(time.Millisecond))
-			}
-		}
-		return runSiteCrawl(t, s, srv, drillDepth, drillSettings, fault)
-	}
-	want := crawl(false)
-	got := crawl(true)
-	requireSameCrawl(t, srv, want, got)
+		return s
+	}, func(s *Stack, j Job) {
+		require.NoError(t, rs.Stop())
+		stopped := time.Now()
+		// The outage itself is the drill's parameter, not a synchronisation.
+		<-time.After(outage)
+		assert.True(t, running(t, s.Client, j), "the crawl neither failed nor finished while Redis was down")
+		require.NoError(t, rs.Restart())
+		t.Logf("Redis was down for %s", time.Since(stopped).Round(time.Millisecond))
+	})
 }
