@@ -134,7 +134,7 @@ func (a *HostActivities) recordFinal(ctx context.Context, in RunHookInput, res m
 	defer cancel()
 	var err error
 	a.heartbeatWhile(ctx, res.Attempts, sink, func() {
-		err = a.store.RecordResult(wctx, ResultInput{Ident: in.Job.Ident, Result: res, Key: in.Key, Responses: sink.responses()})
+		err = a.store.RecordResult(wctx, ResultInput{Ident: in.Job.Ident, Result: res, Key: in.Key, Responses: sink.responses(), CrawlPage: in.Job.CrawlPage})
 	})
 	if err != nil {
 		log.Warn("record result with responses; the workflow records it", zap.Error(err))

@@ -121,6 +121,10 @@ type Claim struct {
 type DiscoverInput struct {
 	Ident      string `json:"ident"`
 	SnapshotID string `json:"snapshot_id"`
+	// URL is the job's URL: the crawl setup hooks run before discovery
+	// returns get it (empty in inputs recorded before it existed: no
+	// crawl setup).
+	URL string `json:"url,omitempty"`
 	// Overrides are job-level plugin config values (KEY → value).
 	Overrides map[string]string `json:"overrides,omitempty"`
 }
@@ -133,6 +137,11 @@ type Job struct {
 	FetchDepth string            `json:"fetch_depth,omitempty"`
 	ExtraArgs  []string          `json:"extra_args,omitempty"`
 	Overrides  map[string]string `json:"overrides,omitempty"`
+	// CrawlPage marks a snapshot that is a page of the crawl job Ident
+	// (its start URL): the crawl owns the job's state and its response
+	// counters (items_*, bytes_downloaded, r1xx..), so the snapshot writes
+	// neither; its hook results are recorded as usual.
+	CrawlPage bool `json:"crawl_page,omitempty"`
 }
 
 // RunHookInput asks for one attempt of one hook.
@@ -245,6 +254,9 @@ type ResultInput struct {
 	// RunHook, which holds them in memory, sets them; they never travel
 	// through workflow history.
 	Responses []model.Response `json:"-"`
+	// CrawlPage: the hook belongs to a crawl's page snapshot; its
+	// responses and output bytes are counted by the crawl (Job.CrawlPage).
+	CrawlPage bool `json:"crawl_page,omitempty"`
 }
 
 // FinishInput records a job's final state, exactly once per Key.
@@ -274,15 +286,23 @@ type LogKind string
 const (
 	LogStdout   LogKind = "stdout"
 	LogDownload LogKind = "download"
+	// LogIgnore is a URL a job ignore pattern kept out of a crawl
+	// (ArchiveBot's ignore packet: url, pattern, source).
+	LogIgnore LogKind = "ignore"
 )
 
-// LogEntry is one line of a job's log: a hook's stderr line or a Response.
+// LogEntry is one line of a job's log: a hook's stderr line, a Response,
+// or an ignored URL.
 type LogEntry struct {
 	Kind     LogKind         `json:"kind"`
 	Time     time.Time       `json:"ts"`
 	Hook     string          `json:"hook"`
 	Message  string          `json:"message,omitempty"`
 	Response *model.Response `json:"response,omitempty"`
+	// URL, Pattern and Source of an ignore entry.
+	URL     string `json:"url,omitempty"`
+	Pattern string `json:"pattern,omitempty"`
+	Source  string `json:"source,omitempty"`
 }
 
 // SealInput is the host side of one snapshot's seal.

@@ -24,6 +24,7 @@ type Config struct {
 	Fetch      Fetch    `mapstructure:"fetch"`
 	Retry      Retry    `mapstructure:"retry"`
 	Job        Job      `mapstructure:"job"`
+	Crawl      Crawl    `mapstructure:"crawl"`
 	Worker     Worker   `mapstructure:"worker"`
 	Pools      []Pool   `mapstructure:"pools"`
 }
@@ -224,6 +225,51 @@ type Job struct {
 	MaxClaims int `mapstructure:"max_claims"`
 }
 
+// Crawl configures crawl jobs (submit --depth inf or N): every page after
+// the start URL runs the page plugin set in one activity (docs/crawls.md).
+type Crawl struct {
+	// PagePlugins are the plugins every page but the start URL runs, in
+	// their step order (the start URL gets every plugin). They run even
+	// when their <PLUGIN>_ENABLED is off for snapshots.
+	PagePlugins []string `mapstructure:"page_plugins"`
+	// PageAttempts is how many attempts a page gets: a page whose fetch
+	// fails transiently (5xx, network error, worker lost) is claimed again
+	// later, at the back of its depth.
+	PageAttempts int `mapstructure:"page_attempts"`
+	// PageTimeout bounds one page attempt (all its hooks).
+	PageTimeout time.Duration `mapstructure:"page_timeout"`
+	// HistoryEvents is the workflow history length at which a crawl stops
+	// launching pages, drains and continues as new (Temporal's limit is
+	// 51,200 events; the target is under ~10,000 per run).
+	HistoryEvents int `mapstructure:"history_events"`
+	// WARCMaxBytes rotates a host's job WARC file past this size.
+	WARCMaxBytes int64 `mapstructure:"warc_max_bytes"`
+	// AttrInterval is how often at most the pages done/queued search
+	// attributes are rewritten.
+	AttrInterval time.Duration `mapstructure:"attr_interval"`
+	// LiveInterval is how long a host keeps a job's ignores and rules
+	// before reading them from Redis again.
+	LiveInterval time.Duration `mapstructure:"live_interval"`
+	// MaxLinksPerPage caps the links one page attempt may add.
+	MaxLinksPerPage int `mapstructure:"max_links_per_page"`
+	// WriteTimeout is how long a page keeps retrying its Redis writes
+	// (Redis down delays a page; past it the page attempt is run again).
+	WriteTimeout time.Duration `mapstructure:"write_timeout"`
+	// InProcessBuiltins runs the built-in page hooks that start no
+	// process (pagefetch, title, outlinks, ...) inside the worker instead
+	// of starting the worker binary for each (same contract, ~30 ms of CPU
+	// less per hook).
+	InProcessBuiltins bool       `mapstructure:"in_process_builtins"`
+	Scope             CrawlScope `mapstructure:"scope"`
+}
+
+// CrawlScope is a crawl's URL scope (internal/scope).
+type CrawlScope struct {
+	Subdomains  bool `mapstructure:"subdomains"`
+	PathPrefix  bool `mapstructure:"path_prefix"`
+	OffsiteOnce bool `mapstructure:"offsite_once"`
+}
+
 // Worker configures a worker process.
 type Worker struct {
 	Nickname      string        `mapstructure:"nickname"`
@@ -315,6 +361,19 @@ func Default() Config {
 			// enough that a step an operator can watch is shown.
 			StepAttributeDelay: 5 * time.Second,
 			MaxClaims:          3,
+		},
+		Crawl: Crawl{
+			PagePlugins:       []string{"pagefetch", "title", "outlinks"},
+			PageAttempts:      3,
+			PageTimeout:       5 * time.Minute,
+			HistoryEvents:     8000,
+			WARCMaxBytes:      1 << 30,
+			AttrInterval:      5 * time.Second,
+			LiveInterval:      2 * time.Second,
+			MaxLinksPerPage:   100_000,
+			WriteTimeout:      2 * time.Minute,
+			InProcessBuiltins: true,
+			Scope:             CrawlScope{OffsiteOnce: true},
 		},
 		Worker: Worker{
 			DrainTimeout:  30 * time.Second,

@@ -111,6 +111,19 @@ func (c *Config) Validate() error {
 	v.check(c.Job.HostTimeout >= c.Hooks.HeartbeatTimeout, "job.host_timeout", c.Job.HostTimeout, "must be >= hooks.heartbeat_timeout")
 	v.check(c.Job.MaxClaims >= 1, "job.max_claims", c.Job.MaxClaims, "must be >= 1")
 
+	v.check(len(c.Crawl.PagePlugins) > 0, "crawl.page_plugins", c.Crawl.PagePlugins, "must list at least one plugin")
+	for i, p := range c.Crawl.PagePlugins {
+		v.check(strings.TrimSpace(p) != "" && !strings.ContainsAny(p, "/\\"), fmt.Sprintf("crawl.page_plugins[%d]", i), fmt.Sprintf("%q", p), "must be a plugin (directory) name")
+	}
+	v.check(c.Crawl.PageAttempts >= 1 && c.Crawl.PageAttempts <= 100, "crawl.page_attempts", c.Crawl.PageAttempts, "must be 1..100")
+	v.positiveDur("crawl.page_timeout", c.Crawl.PageTimeout)
+	v.check(c.Crawl.HistoryEvents >= 500 && c.Crawl.HistoryEvents <= 40000, "crawl.history_events", c.Crawl.HistoryEvents, "must be 500..40000 (Temporal's limit is 51,200 events per run)")
+	v.check(c.Crawl.WARCMaxBytes >= 1<<20, "crawl.warc_max_bytes", c.Crawl.WARCMaxBytes, "must be >= 1 MiB")
+	v.positiveDur("crawl.attr_interval", c.Crawl.AttrInterval)
+	v.positiveDur("crawl.live_interval", c.Crawl.LiveInterval)
+	v.check(c.Crawl.WriteTimeout > 0 && c.Crawl.WriteTimeout < c.Crawl.PageTimeout, "crawl.write_timeout", c.Crawl.WriteTimeout, "must be > 0 and < crawl.page_timeout")
+	v.check(c.Crawl.MaxLinksPerPage >= 1, "crawl.max_links_per_page", c.Crawl.MaxLinksPerPage, "must be >= 1")
+
 	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)
 	v.check(c.Worker.PipelineTTL > c.Worker.StatsInterval, "worker.pipeline_ttl", c.Worker.PipelineTTL, "must be > worker.stats_interval")

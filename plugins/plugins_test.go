@@ -29,18 +29,20 @@ func TestDiscoveryAndConfig(t *testing.T) {
 		step       int
 		background bool
 		binary     string // default of <PLUGIN>_BINARY; "-" = no binary key
+		disabled   bool   // off by default (pagefetch: crawl pages only)
 	}{
-		{"headers", 2, false, "-"},
-		{"screenshot", 5, false, ""},
-		{"pdf", 5, false, ""},
-		{"dom", 5, false, ""},
-		{"title", 5, false, "-"},
-		{"wget", 6, true, "wget"},
-		{"favicon", 6, false, "-"},
-		{"outlinks", 7, false, "-"},
-		{"htmltotext", 8, false, "-"},
-		{"hashes", 9, false, "-"},
-		{"index", 9, false, "-"},
+		{"headers", 2, false, "-", false},
+		{"pagefetch", 2, false, "-", true},
+		{"screenshot", 5, false, "", false},
+		{"pdf", 5, false, "", false},
+		{"dom", 5, false, "", false},
+		{"title", 5, false, "-", false},
+		{"wget", 6, true, "wget", false},
+		{"favicon", 6, false, "-", false},
+		{"outlinks", 7, false, "-", false},
+		{"htmltotext", 8, false, "-", false},
+		{"hashes", 9, false, "-", false},
+		{"index", 9, false, "-", false},
 	}
 	p := builtinPlan(t)
 	var order []string
@@ -65,7 +67,7 @@ func TestDiscoveryAndConfig(t *testing.T) {
 			enabled := s.Properties[key+"_ENABLED"]
 			require.NotNil(t, enabled, "%s_ENABLED", key)
 			assert.Equal(t, hooks.TypeBoolean, enabled.Type)
-			assert.Equal(t, true, enabled.Default)
+			assert.Equal(t, !w.disabled, enabled.Default)
 
 			timeout := s.Properties[key+"_TIMEOUT"]
 			require.NotNil(t, timeout, "%s_TIMEOUT", key)
@@ -106,6 +108,9 @@ func TestSnapshotShallow(t *testing.T) {
 	}
 	var wgetDone chan bgRun
 	for _, h := range builtinPlan(t).Hooks {
+		if h.Plugin == "pagefetch" {
+			continue // off for snapshots; TestPageFetch runs it
+		}
 		if h.Step == 9 && wgetDone != nil {
 			// The test waits for wget so hashes and index see its WARC; a
 			// real snapshot would stop it at the seal instead.

@@ -66,7 +66,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	a.terminal = func() (int, int, bool) { return terminalSize(a.stdout) }
 	a.commands = []*command{
 		submitCommand(), statusCommand(), listCommand(), abortCommand(), setCommand(),
-		ignoreCommand(), logsCommand(), pipelinesCommand(), devCommand(),
+		ignoreCommand(), rulesCommand(), pagesCommand(), logsCommand(), pipelinesCommand(), devCommand(),
 	}
 	return a
 }
@@ -202,6 +202,8 @@ Exit codes:
 Examples:
   starter submit https://example.com/ --wait
   starter submit -i urls.txt --queue archiveflow --nice 5
+  starter submit https://example.com/ --depth inf --concurrency 8
+  starter pages 3mlbkdu1fpo7wt4lr2qf1mpsw --state done --depth 2
   starter status 3mlbkdu1fpo7wt4lr2qf1mpsw
   starter logs -f 3mlbkdu1fpo7wt4lr2qf1mpsw
 `)

@@ -65,6 +65,8 @@ func TestSubmitRejectsBadInputBeforeAnythingIsStarted(t *testing.T) {
 	backend := []string{"--redis-url", srv.URL, "--temporal-address", closedAddr(t)}
 	urls := writeFile(t, "urls.txt", "# seeds\nhttps://example.com/\n\nftp://example.org/\nhttps://example.net/\n")
 	unreadable := filepath.Join(t.TempDir(), "missing.txt")
+	rules := writeFile(t, "rules.json", `[{"pattern": "/calendar/", "skip": true}]`)
+	badRules := writeFile(t, "bad.json", `[{"pattern": "/calendar/", "skip": true}, {"pattern": "a(", "skip": true}]`)
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 
@@ -88,7 +90,11 @@ func TestSubmitRejectsBadInputBeforeAnythingIsStarted(t *testing.T) {
 		{"--delay with --at", []string{"https://example.com/", "--delay", "1h", "--at", future}, []string{"--delay and --at"}},
 		{"non-positive --delay", []string{"https://example.com/", "--delay", "-5s"}, []string{"--delay -5s: must be > 0"}},
 		{"nice out of range", []string{"https://example.com/", "--nice", "20"}, []string{"--nice 20: must be between -20 and 19"}},
-		{"bad depth", []string{"https://example.com/", "--depth", "deep"}, []string{`--depth: fetch_depth "deep": must be shallow or inf`}},
+		{"bad depth", []string{"https://example.com/", "--depth", "deep"}, []string{`--depth "deep": must be shallow (one URL), inf (crawl the site) or a number of links`}},
+		{"negative depth", []string{"https://example.com/", "--depth", "-2"}, []string{`--depth "-2"`}},
+		{"rules without a crawl", []string{"https://example.com/", "--rules", rules}, []string{"--rules: rules are for crawls"}},
+		{"invalid rule", []string{"https://example.com/", "--depth", "inf", "--rules", badRules}, []string{"--rules " + badRules, `rule 2 (pattern "a(")`, "not a valid Go RE2"}},
+		{"unreadable rules", []string{"https://example.com/", "--depth", "2", "--rules", unreadable}, []string{"--rules " + unreadable, "cannot read the rules file"}},
 		{"control character in user agent", []string{"https://example.com/", "--user-agent", "a\nb"}, []string{"--user-agent", "control characters"}},
 		{"unreadable -i file", []string{"-i", unreadable}, []string{"-i " + unreadable, "cannot read the URL file"}},
 		{"bad line in -i file", []string{"-i", urls}, []string{urls + " line 4", "ftp://example.org/"}},

@@ -119,7 +119,7 @@ func TestDevFromAnEmptyDirectoryArchivesALocalSite(t *testing.T) {
 	assert.Less(t, len(lines), 25, "a default run for one URL prints under 25 lines")
 	assert.NotContains(t, out, "\x1b", "no escape sequences when not on a terminal")
 	assert.Contains(t, lines[0], "logs: "+filepath.Join(cwd, "data", "logs", "dev.log"))
-	assert.Regexp(t, `(?m)^`+id+`  active\s+step \d/9  hooks \d+/11`, out, "plain progress lines")
+	assert.Regexp(t, `(?m)^`+id+`  active\s+step \d/9  hooks \d+/12`, out, "plain progress lines")
 	assert.Contains(t, out, id+"  FINISHED  "+url)
 	assert.Regexp(t, `(?m)^  STEP  HOOK\s+STATUS\s+TRIES  TIME\s+OUTPUT / ERROR$`, out)
 	assert.Regexp(t, `(?m)^  2     headers\s+succeeded  1\s+`, out)
@@ -176,7 +176,7 @@ func TestDevOnATerminalShowsALiveViewThenTheResults(t *testing.T) {
 		return strings.Contains(live, "▸ headers") && strings.Contains(live, "running")
 	}, 2*time.Minute, 200*time.Millisecond, "no live view; the terminal shows:\n%s", live)
 	t.Logf("live view:\n%s", live)
-	assert.Regexp(t, `[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] `+id+`  active · step 2/9 · hooks 0/11 · `, live)
+	assert.Regexp(t, `[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] `+id+`  active · step 2/9 · hooks [01]/12 · `, live)
 	assert.Regexp(t, `· \d+ pending`, live)
 	close(gate)
 

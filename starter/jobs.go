@@ -93,14 +93,15 @@ func statusCommand() *command {
 	return &command{
 		name:    "status",
 		args:    "IDENT",
-		summary: "show one job: state, step, bytes, settings, Web UI link and each hook's result",
+		summary: "show one job: state, step, bytes, settings, Web UI link, each hook's result; a crawl's pages by state and depth",
 		details: `
-IDENT may also be the job's URL. Reads the Redis job hash, then asks the
-job's workflow for each hook's result (step, status, attempts, duration,
-output or error; for skipped hooks the reason): Temporal answers for a
-finished job too while it retains the workflow. When Temporal cannot
-answer, the per-hook table is left out and the reason is said; the counts
-come from Redis.`,
+IDENT may also be the job's URL. Reads the Redis job hash (and a crawl's
+frontier: pages by state and by depth), then asks the job's workflow for
+each hook's result (step, status, attempts, duration, output or error; for
+skipped hooks the reason); for a crawl these are the start page's hooks
+(its workflow IDENT/seed). Temporal answers for a finished job too while
+it retains the workflow. When Temporal cannot answer, the per-hook table
+is left out and the reason is said; the counts come from Redis.`,
 		examples: []string{
 			"starter status 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter status https://example.com/ --json",
@@ -133,6 +134,8 @@ type jobJSON struct {
 	ExpiresIn      string         `json:"expires_in,omitempty"`
 	UI             string         `json:"ui,omitempty"`
 	hooksDone      int64          // rkeys.JobView.HooksDone
+	// Crawl is a crawl's counters and pages (status only).
+	Crawl *crawlJSON `json:"crawl,omitempty"`
 	// hooksView (status only) is each hook's result from the workflow.
 	hooksView
 }
@@ -167,13 +170,29 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	j := toJSON(v, uiLink(inv.cfg.Temporal, id))
-	j.hooksView = a.statusHooks(ctx, inv, v)
+	hooksOf := v
+	if v.FetchDepth == model.FetchInf {
+		if j.Crawl, err = crawlStatus(ctx, b, id); err != nil {
+			return err
+		}
+		if j.Crawl != nil {
+			j.Crawl.ItemsQueued, j.Crawl.ItemsDownloaded, j.Crawl.Responses = v.ItemsQueued, v.ItemsDownloaded, v.Responses
+		}
+		// A crawl's hooks table is its start page's: the seed snapshot.
+		hooksOf.WorkflowID, hooksOf.RunID = workflows.CrawlSeedID(workflowID(v)), ""
+	}
+	j.hooksView = a.statusHooks(ctx, inv, hooksOf)
 	if inv.json {
 		return writeJSON(a.stdout, j)
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "%s  %s\n", j.Ident, j.URL)
-	fmt.Fprintf(w, "  state:    %s (step %d/9)\n", j.State, j.CurrentStep)
+	if j.Crawl != nil {
+		fmt.Fprintf(w, "  state:    %s (crawl)\n", j.State)
+		printCrawl(w, j.Crawl)
+	} else {
+		fmt.Fprintf(w, "  state:    %s (step %d/9)\n", j.State, j.CurrentStep)
+	}
 	fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
 		j.hooksDone, j.HooksTotal,
 		j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)

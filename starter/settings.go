@@ -11,25 +11,28 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/scope"
 )
 
 func setCommand() *command {
 	return &command{
 		name:    "set",
 		args:    "IDENT key=value...",
-		summary: "change a running job's settings (concurrency, delay_min, delay_max, user_agent)",
+		summary: "change a running job's settings (concurrency, delay_min, delay_max, user_agent, rules)",
 		details: `
 Keys:
-  concurrency=N    hooks run at once, >= 0 (0 pauses the job)
+  concurrency=N    hooks (a crawl: pages) run at once, >= 0 (0 pauses the job)
   delay_min=D      delay between fetches: milliseconds (250) or a duration (250ms, 2s)
   delay_max=D      >= delay_min
   user_agent=UA    User-Agent for hooks started from now on
+  rules=@FILE      a crawl's rules: a JSON rule list (see: starter help rules)
 The workflow applies the change to every hook launched from now on and
 writes it to Redis (settings_age, archivebot:job:IDENT) before this returns.`,
 		examples: []string{
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw concurrency=8",
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw delay_min=250 delay_max=1s",
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw concurrency=0   # pause",
+			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw rules=@rules.json",
 		},
 		run: runSet,
 	}
@@ -39,6 +42,12 @@ writes it to Redis (settings_age, archivebot:job:IDENT) before this returns.`,
 type settingsChange struct {
 	concurrency, delayMin, delayMax *int
 	userAgent                       *string
+	rulesFile                       *string
+}
+
+// settings reports whether the change touches the settings (not only rules).
+func (c settingsChange) settings() bool {
+	return c.concurrency != nil || c.delayMin != nil || c.delayMax != nil || c.userAgent != nil
 }
 
 // parseSettingsChange validates every pair, reporting all problems.
@@ -46,7 +55,7 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 	var c settingsChange
 	var errs []error
 	if len(pairs) == 0 {
-		return c, usageErr("nothing to set: give key=value pairs (concurrency, delay_min, delay_max, user_agent)")
+		return c, usageErr("nothing to set: give key=value pairs (concurrency, delay_min, delay_max, user_agent, rules)")
 	}
 	for _, p := range pairs {
 		key, val, ok := strings.Cut(p, "=")
@@ -79,8 +88,15 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 				continue
 			}
 			c.userAgent = &val
+		case "rules":
+			file, ok := strings.CutPrefix(val, "@")
+			if !ok || file == "" {
+				errs = append(errs, fmt.Errorf("rules=%s: must be @FILE (a JSON rule list; @- reads stdin)", val))
+				continue
+			}
+			c.rulesFile = &file
 		default:
-			errs = append(errs, fmt.Errorf("%q: unknown key %q: must be one of concurrency, delay_min, delay_max, user_agent", p, key))
+			errs = append(errs, fmt.Errorf("%q: unknown key %q: must be one of concurrency, delay_min, delay_max, user_agent, rules", p, key))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -137,11 +153,35 @@ func runSet(ctx context.Context, a *app, inv *invocation) error {
 	if change.delayMin != nil && change.delayMax != nil && *change.delayMax < *change.delayMin {
 		return usageErr("delay_max=%d ms: must be >= delay_min (%d ms)", *change.delayMax, *change.delayMin)
 	}
+	var rules scope.Rules
+	if change.rulesFile != nil {
+		if rules, err = readRules(a, "rules=@", *change.rulesFile); err != nil {
+			return withCode(exitUsage, err)
+		}
+	}
 	b, err := a.connect(ctx, inv)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	if change.rulesFile != nil {
+		if _, err := liveJob(ctx, b, id, "change its rules"); err != nil {
+			return err
+		}
+		version, err := applyRules(ctx, b, id, rules)
+		if err != nil {
+			return err
+		}
+		if !inv.json || !change.settings() {
+			if inv.json {
+				return writeJSON(a.stdout, map[string]any{"ident": id, "rules": scope.Versioned{Version: version, Rules: rules}})
+			}
+			fmt.Fprintf(a.stdout, "%s rules (version %d): %d rule(s)\n", id, version, len(rules))
+		}
+		if !change.settings() {
+			return nil
+		}
+	}
 	return changeSettings(ctx, a, inv, b, id, func(s model.Settings) (model.Settings, error) {
 		next := change.apply(s)
 		if err := next.Validate(); err != nil {

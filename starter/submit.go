@@ -20,6 +20,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/scope"
 )
 
 func submitCommand() *command {
@@ -40,13 +41,22 @@ nothing is half-submitted.
 --nice maps to Temporal task priority: -20..19, lower runs first
 (<= -10 → priority 1, -9..-1 → 2, 0 → 3, 1..9 → 4, >= 10 → 5).
 --delay/--at start the workflow later (Temporal start delay); the job is
-listed in Redis' "scheduled" index until it starts.`,
+listed in Redis' "scheduled" index until it starts.
+
+--depth inf crawls the site (a CrawlWorkflow: the start URL with every
+plugin, every page it links within scope with crawl.page_plugins);
+--depth N crawls pages up to N links from the start URL; --depth shallow
+(the default) archives the one URL. --rules FILE gives a crawl its initial
+rules: a JSON list [{"pattern": "RE2", "accept"|"skip": bool, "ua": "..."}],
+for each setting the last matching rule wins (starter help rules).`,
 		examples: []string{
 			"starter submit https://example.com/",
 			"starter submit https://example.com/ https://example.org/ --wait",
 			"starter submit -i urls.txt --queue archiveflow --nice 10",
 			"starter submit https://example.com/ --delay 2h --ignore '\\.pdf$' --concurrency 2",
 			"starter submit https://example.com/ --at 2030-01-01T00:00:00Z --json",
+			"starter submit https://example.com/ --depth inf --concurrency 8",
+			"starter submit https://example.com/ --depth 3 --rules rules.json --wait",
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringP("input", "i", "", "file with one URL per line (blank lines and # comments skipped; - = stdin)")
@@ -57,7 +67,8 @@ listed in Redis' "scheduled" index until it starts.`,
 			fs.String("at", "", "start at this time (RFC 3339, or \"2006-01-02 15:04\" local)")
 			fs.StringArray("ignore", nil, "ignore pattern, Go RE2 (repeatable)")
 			fs.String("user-agent", "", "User-Agent for the hooks (default: job.user_agent)")
-			fs.String("depth", "", "fetch depth: shallow or inf (default: job.fetch_depth)")
+			fs.String("depth", "", "shallow (one URL), inf (crawl the site) or N (crawl N links deep) (default: job.fetch_depth)")
+			fs.String("rules", "", "a crawl's initial rules: JSON file (- = stdin)")
 			fs.Bool("wait", false, "follow the jobs (live view on a terminal), show each one's hooks table; exit 1 if a job failed or was aborted")
 			fs.Bool("force", false, "replace a retained finished job with the same ident")
 		},
@@ -78,6 +89,8 @@ type submission struct {
 	pool        config.Pool
 	settings    model.Settings
 	depth       string
+	crawlDepth  int // -1 = no limit; used when depth is inf
+	rules       scope.Rules
 	nice        int
 	priorityKey int
 	startDelay  time.Duration
@@ -149,12 +162,27 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 		s.settings.UserAgent = ua
 	}
 
-	s.depth = cfg.Job.FetchDepth
+	s.depth, s.crawlDepth = cfg.Job.FetchDepth, -1
 	if fs.Changed("depth") {
-		s.depth, _ = fs.GetString("depth")
+		raw, _ := fs.GetString("depth")
+		depth, limit, err := parseDepth(raw)
+		if err != nil {
+			fail(err)
+		}
+		s.depth, s.crawlDepth = depth, limit
 	}
 	if err := model.ValidateFetchDepth(s.depth); err != nil {
 		fail(fmt.Errorf("--depth: %w", err))
+	}
+	if file, _ := fs.GetString("rules"); fs.Changed("rules") {
+		rules, err := readRules(a, "--rules", file)
+		switch {
+		case err != nil:
+			fail(err)
+		case s.depth != model.FetchInf:
+			fail(fmt.Errorf("--rules: rules are for crawls: give --depth inf or --depth N"))
+		}
+		s.rules = rules
 	}
 
 	delay, notBefore, err := parseStart(fs, a.now())
@@ -170,6 +198,42 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 		return nil, withCode(exitUsage, err)
 	}
 	return s, nil
+}
+
+// maxCrawlDepth is the largest --depth N (the frontier keeps depths as
+// 32-bit numbers; no site is that deep).
+const maxCrawlDepth = 1_000_000
+
+// parseDepth reads --depth: shallow, inf, or N (a crawl N links deep).
+func parseDepth(raw string) (depth string, limit int, err error) {
+	switch raw {
+	case model.FetchShallow, model.FetchInf:
+		return raw, -1, nil
+	}
+	n, convErr := strconv.Atoi(raw)
+	if convErr != nil || n < 0 || n > maxCrawlDepth {
+		return raw, -1, fmt.Errorf("--depth %q: must be shallow (one URL), inf (crawl the site) or a number of links 0..%d (a crawl that deep)", raw, maxCrawlDepth)
+	}
+	return model.FetchInf, n, nil
+}
+
+// readRules reads a JSON rule list from file ("-" = stdin).
+func readRules(a *app, what, file string) (scope.Rules, error) {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(io.LimitReader(a.stdin, 16<<20))
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: cannot read the rules file: %w", what, file, err)
+	}
+	rules, err := scope.ParseRules(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, file, err)
+	}
+	return rules, nil
 }
 
 // collectTargets validates the URL arguments and the -i file's lines;

@@ -56,7 +56,7 @@ var badSubmitURLs = []string{
 var badSubmitFlags = map[string][]string{
 	"--concurrency": {"-1", "-100", "x", "1.5", ""},
 	"--nice":        {"20", "-21", "100", "x", ""},
-	"--depth":       {"deep", "", "Shallow", "1", "infinite"},
+	"--depth":       {"deep", "", "Shallow", "-1", "1.5", "infinite", "1000001"},
 	"--delay":       {"-5s", "0s", "soon", "5", "1 hour"},
 	"--at":          {"tomorrow", "2000-01-01T00:00:00Z", "", "2030-13-01T00:00:00Z", "12:00"},
 	"--ignore":      {"a(b", "(?<=x)y", "[z-a]", "*", "(?P<n>", "a{2,1}"},

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/submit"
@@ -93,10 +94,27 @@ func (sb *submitter) submitOne(ctx context.Context, t target, op string) (submit
 		Ident: t.Ident, URL: t.URL, FetchDepth: s.depth, Pool: s.pool, Settings: s.settings,
 		PriorityKey: s.priorityKey, StartDelay: s.startDelay, NotBefore: s.notBefore,
 		StartedBy: startedBy(), StartedIn: "cli", CreateOp: t.Ident + "/" + op, Replace: s.force,
+		CrawlDepth: s.crawlDepth, Rules: s.rules,
 	}
-	in := submit.Input(cfg, req)
-	if err := in.Validate(); err != nil {
-		return submitted{}, withCode(exitUsage, fmt.Errorf("%s: %w", t.Source, err))
+	var workflow, in any
+	if req.IsCrawl() {
+		ci := submit.CrawlInput(cfg, req)
+		if err := ci.Validate(); err != nil {
+			return submitted{}, withCode(exitUsage, fmt.Errorf("%s: %w", t.Source, err))
+		}
+		workflow, in = workflows.CrawlWorkflow, ci
+		if s.force {
+			// A crawl replacing a retained one starts from an empty frontier.
+			if err := sb.frontier().Delete(ctx, t.Ident, 500); err != nil {
+				return submitted{}, withCode(exitUnavailable, fmt.Errorf("%s: remove the retained crawl's pages: %w", t.Source, err))
+			}
+		}
+	} else {
+		si := submit.Input(cfg, req)
+		if err := si.Validate(); err != nil {
+			return submitted{}, withCode(exitUsage, fmt.Errorf("%s: %w", t.Source, err))
+		}
+		workflow, in = workflows.SnapshotWorkflow, si
 	}
 	err := sb.b.Store.CreateJob(ctx, submit.Job(req))
 	if err != nil {
@@ -105,7 +123,7 @@ func (sb *submitter) submitOne(ctx context.Context, t target, op string) (submit
 		}
 		return submitted{}, withCode(exitUnavailable, fmt.Errorf("%s: %w", t.Source, err))
 	}
-	run, err := sb.b.Temporal.ExecuteWorkflow(ctx, submit.StartOptions(req), workflows.SnapshotWorkflow, in)
+	run, err := sb.b.Temporal.ExecuteWorkflow(ctx, submit.StartOptions(req), workflow, in)
 	if err != nil {
 		sb.discard(t.Ident)
 		return submitted{}, startError(t, err)
@@ -152,6 +170,11 @@ func (sb *submitter) discard(ident string) {
 	if err := sb.b.Store.DeleteJob(ctx, ident); err != nil {
 		sb.inv.log.Error("withdraw job: remove it from Redis", logging.Ident(ident), zap.Error(err))
 	}
+}
+
+// frontier reads and writes crawls' pages on the starter's Redis.
+func (sb *submitter) frontier() *frontier.Frontier {
+	return newFrontier(sb.b)
 }
 
 // newOpID identifies one submit command (repeat-safety key of CreateJob).

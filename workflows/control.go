@@ -135,6 +135,11 @@ func (s *snapshot) registerHandlers(ctx workflow.Context) error {
 
 // abort handles SignalAbort. An abort cannot be undone.
 func (s *snapshot) abort(req AbortRequest) {
+	s.stop(req.reason(), true)
+}
+
+// reason is the job's error after the abort.
+func (req AbortRequest) reason() string {
 	reason := "aborted"
 	if req.Reason != "" {
 		reason = "aborted: " + req.Reason
@@ -142,7 +147,7 @@ func (s *snapshot) abort(req AbortRequest) {
 	if req.By != "" {
 		reason += " (by " + req.By + ")"
 	}
-	s.stop(reason, true)
+	return reason
 }
 
 // validateSettings rejects settings model.Settings.Validate refuses (ranges,

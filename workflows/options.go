@@ -31,8 +31,10 @@ const (
 // poolActs and hostActs are used only for their method values, which name
 // the activities (the method name is the activity type).
 var (
-	poolActs *activities.PoolActivities
-	hostActs *activities.HostActivities
+	poolActs      *activities.PoolActivities
+	hostActs      *activities.HostActivities
+	crawlActs     *activities.CrawlActivities
+	crawlHostActs *activities.CrawlHostActivities
 )
 
 // heartbeatTimeoutType is how a retry policy names a heartbeat timeout

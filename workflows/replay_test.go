@@ -23,6 +23,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(SnapshotWorkflow)
 			r.RegisterWorkflow(BackgroundHookWorkflow)
+			r.RegisterWorkflow(CrawlWorkflow)
 			logger := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, file))
 		})

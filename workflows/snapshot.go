@@ -27,7 +27,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -296,7 +295,7 @@ func (s *snapshot) claimHost() error {
 func (s *snapshot) claimAndDiscover() error {
 	id := s.in.Job.Ident + "/claim" + claimSuffix(s.claim.n)
 	actx := workflow.WithActivityOptions(s.runCtx, claimAndDiscoverOptions(s.in.TaskQueue, id))
-	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
+	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, URL: s.in.Job.URL, Overrides: s.in.Job.Overrides}
 	var c activities.Claim
 	if err := workflow.ExecuteActivity(actx, poolActs.ClaimAndDiscover, in).Get(s.dctx, &c); err != nil {
 		if s.stopping() {
@@ -318,7 +317,7 @@ func (s *snapshot) hostCheck() hostCheck {
 // before start on a host that is alive (busy), it is scheduled again.
 func (s *snapshot) discover() error {
 	id := s.in.Job.Ident + "/discover" + claimSuffix(s.claim.n)
-	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
+	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, URL: s.in.Job.URL, Overrides: s.in.Job.Overrides}
 	var plan activities.Plan
 	err := s.hostCheck().untilStarted(s.runCtx, s.dctx, id, &plan, nil, func(r round) workflow.Future {
 		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.claim.hostQueue, id+requeueSuffix(r.n), r.wait))
@@ -359,6 +358,9 @@ func (s *snapshot) enterStep(step int) {
 		s.publishStep()
 	}
 	workflow.SetCurrentDetails(s.dctx, s.details())
+	if s.in.Job.CrawlPage {
+		return // the crawl owns the job hash (crawl.go)
+	}
 	in := activities.StepInput{Ident: s.in.Job.Ident, Step: step, HooksTotal: len(s.plan.Hooks)}
 	s.writes.enqueue("set step", func(c workflow.Context) error {
 		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetStep, in).Get(c, nil)
@@ -367,11 +369,7 @@ func (s *snapshot) enterStep(step int) {
 
 // limit is how many foreground hooks of step may run at once.
 func (s *snapshot) limit(step int) int {
-	n := s.settings.current.Concurrency
-	if n > 1 && slices.Contains(s.in.SequentialSteps, step) {
-		n = 1
-	}
-	return n
+	return activities.StepLimit(s.settings.current.Concurrency, step, s.in.SequentialSteps)
 }
 
 // canLaunch reports whether h may start now. Concurrency 0 pauses every
@@ -381,7 +379,7 @@ func (s *snapshot) canLaunch(h activities.HookSpec) bool {
 	if n <= 0 {
 		return false
 	}
-	if h.Background || !h.Enabled || h.ConfigError != "" {
+	if !h.TakesSlot() {
 		return true
 	}
 	return s.claim.fgActive < n
@@ -406,12 +404,12 @@ func (s *snapshot) runStep(step int) {
 
 func (s *snapshot) launch(h activities.HookSpec) {
 	now := workflow.Now(s.dctx)
-	switch {
-	case !h.Enabled:
+	switch h.Launch() {
+	case activities.LaunchSkip:
 		s.complete(h, activities.RunHookResult{ArchiveResult: skippedResult(h, now)})
-	case h.ConfigError != "":
+	case activities.LaunchConfigFailed:
 		s.complete(h, activities.RunHookResult{ArchiveResult: configFailedResult(h, now)})
-	case h.Background:
+	case activities.LaunchBackground:
 		s.startBackground(h)
 	default:
 		s.startForeground(h)
@@ -497,7 +495,7 @@ func (s *snapshot) complete(h activities.HookSpec, res activities.RunHookResult)
 	if res.Recorded {
 		return
 	}
-	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res.ArchiveResult, Counters: s.claim.counters, Key: s.runKey(h)}
+	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res.ArchiveResult, Counters: s.claim.counters, Key: s.runKey(h), CrawlPage: s.in.Job.CrawlPage}
 	s.writes.enqueue("record result", func(c workflow.Context) error {
 		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.RecordResult, in).Get(c, nil)
 	})
@@ -573,9 +571,11 @@ func (s *snapshot) finish() {
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	c := s.claim.counters
 	in := activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: c, Key: s.runID + "/finish"}
-	s.writes.enqueue("finish job", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.FinishJob, in).Get(c, nil)
-	})
+	if !s.in.Job.CrawlPage {
+		s.writes.enqueue("finish job", func(c workflow.Context) error {
+			return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.FinishJob, in).Get(c, nil)
+		})
+	}
 	s.log().Info("snapshot done", "state", string(state), "reason", reason,
 		"succeeded", c.Succeeded, "failed", c.Failed, "total", c.Total)
 }
@@ -593,6 +593,9 @@ func (s *snapshot) setState(state model.JobState) {
 }
 
 func (s *snapshot) enqueueState(state model.JobState) {
+	if s.in.Job.CrawlPage {
+		return // the crawl owns the job's state (crawl.go)
+	}
 	in := activities.JobStateInput{
 		Ident:      s.in.Job.Ident,
 		State:      state,

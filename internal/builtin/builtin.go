@@ -1,6 +1,6 @@
 // Package builtin implements archiveflow's built-in hooks (the plugins/
 // directory): headers, title, screenshot, pdf, dom, wget, favicon, outlinks,
-// htmltotext, hashes and index. Each plugin's hook file is a POSIX sh wrapper
+// htmltotext, hashes, index and pagefetch (a crawl page's fetch into a WARC). Each plugin's hook file is a POSIX sh wrapper
 // that execs `$ARCHIVEFLOW_BIN hook NAME "$@"`; the archiveflow binaries
 // dispatch that sub-command to Main. A hook follows DESIGN.md §3: argv
 // --url/--snapshot-id, config in the environment, cwd = SNAP_DIR/PLUGIN,
@@ -54,6 +54,7 @@ var hooks = map[string]hookFunc{
 	"wget":       runWget,
 	"favicon":    runFavicon,
 	"outlinks":   runOutlinks,
+	"pagefetch":  runPageFetch,
 	"htmltotext": runHTMLToText,
 	"hashes":     runHashes,
 	"index":      runIndex,
@@ -98,8 +99,23 @@ func Dispatch(args []string) (int, bool) {
 	return 0, false
 }
 
-// Run is Main with an explicit context and environment.
+// Run is Main with an explicit context and environment; the hook works in
+// the process's working directory.
 func Run(ctx context.Context, args []string, env hookio.LookupEnv, stdout, stderr io.Writer) int {
+	return RunIn(ctx, "", args, env, stdout, stderr)
+}
+
+// inProcess lists the hooks that start no process of their own: a worker
+// may call them in its own process (RunIn) instead of executing their
+// wrapper, which would start the worker's binary to call the same code.
+var inProcess = map[string]bool{"pagefetch": true, "title": true, "outlinks": true, "htmltotext": true, "hashes": true}
+
+// InProcess reports whether hook name may run inside the worker (RunIn).
+func InProcess(name string) bool { return inProcess[name] }
+
+// RunIn is Run working in dir instead of the process's working directory
+// ("" = the working directory), for a hook run inside the worker.
+func RunIn(ctx context.Context, dir string, args []string, env hookio.LookupEnv, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: hook NAME --url=URL --snapshot-id=ID; NAME is one of %s\n", strings.Join(Names(), ", "))
 		return ExitUsage
@@ -130,10 +146,13 @@ func Run(ctx context.Context, args []string, env hookio.LookupEnv, stdout, stder
 		log.Info("skipped", zap.String("reason", reason))
 		return emit(out, log, hookio.Result{Status: model.StatusSkipped, OutputStr: reason}, hookio.ExitSkipped)
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		log.Error("no working directory", zap.Error(err))
-		return ExitTransient
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			log.Error("no working directory", zap.Error(err))
+			return ExitTransient
+		}
+		dir = wd
 	}
 	h := &Hook{Inv: inv, Out: out, Log: log.With(zap.String("url", inv.URL)), Dir: dir, SnapDir: inv.SnapDir}
 	if h.SnapDir == "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/url"
@@ -48,7 +49,10 @@ func sourceJSON(p *page) map[string]any {
 // runTitle saves the page title (title.txt). Step 5, after dom: it reads the
 // rendered DOM, else the headers hook's body, else fetches the page.
 func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
-	p, doc, err := h.parsePage(ctx, sourceDOM, sourceHeaders, sourceFetch)
+	p, doc, err := h.parsePage(ctx, sourceDOM, sourcePageFetch, sourceHeaders, sourceFetch)
+	if errors.Is(err, errNoPage) {
+		return hookio.Result{Status: model.StatusNoResults, OutputStr: err.Error()}, nil
+	}
 	if err != nil {
 		return hookio.Result{}, fmt.Errorf("title: %w", err)
 	}
@@ -69,7 +73,10 @@ func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
 // wget may still be running in step 7: the rendered DOM is preferred, then
 // wget's saved page, then the headers hook's body, then a fetch.
 func runOutlinks(ctx context.Context, h *Hook) (hookio.Result, error) {
-	p, doc, err := h.parsePage(ctx, sourceDOM, sourceWget, sourceHeaders, sourceFetch)
+	p, doc, err := h.parsePage(ctx, sourceDOM, sourceWget, sourcePageFetch, sourceHeaders, sourceFetch)
+	if errors.Is(err, errNoPage) {
+		return hookio.Result{Status: model.StatusNoResults, OutputStr: err.Error()}, nil
+	}
 	if err != nil {
 		return hookio.Result{}, fmt.Errorf("outlinks: %w", err)
 	}
@@ -104,7 +111,10 @@ func runOutlinks(ctx context.Context, h *Hook) (hookio.Result, error) {
 // rendered DOM, else wget's saved page, else the headers hook's body, else a
 // fetch.
 func runHTMLToText(ctx context.Context, h *Hook) (hookio.Result, error) {
-	p, doc, err := h.parsePage(ctx, sourceDOM, sourceWget, sourceHeaders, sourceFetch)
+	p, doc, err := h.parsePage(ctx, sourceDOM, sourceWget, sourcePageFetch, sourceHeaders, sourceFetch)
+	if errors.Is(err, errNoPage) {
+		return hookio.Result{Status: model.StatusNoResults, OutputStr: err.Error()}, nil
+	}
 	if err != nil {
 		return hookio.Result{}, fmt.Errorf("htmltotext: %w", err)
 	}

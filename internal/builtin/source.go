@@ -20,7 +20,9 @@ const (
 	sourceDOM     = "dom"     // ../dom/output.html (Chromium's rendered DOM)
 	sourceWget    = "wget"    // the page file named by ../wget/wget.json
 	sourceHeaders = "headers" // ../headers/response.body
-	sourceFetch   = "fetch"   // the hook fetched the URL itself
+	// sourcePageFetch is the page file named by ../pagefetch/pagefetch.json.
+	sourcePageFetch = "pagefetch"
+	sourceFetch     = "fetch" // the hook fetched the URL itself
 )
 
 // maxPageBytes caps how much of a page the parsing hooks read or fetch.
@@ -35,12 +37,20 @@ type page struct {
 	Body        []byte
 }
 
+// errNoPage is a source that knows the URL has no page to read (pagefetch
+// got an error answer): later sources are not tried, so a parsing hook
+// does not fetch the URL again, and the hook reports noresults.
+var errNoPage = errors.New("the URL answered without a page")
+
 // loadPage returns the first non-empty page among sources, in order.
 // sourceFetch, when listed, fetches the URL (reporting its Response records).
 func (h *Hook) loadPage(ctx context.Context, sources ...string) (*page, error) {
 	var tried []string
 	for _, src := range sources {
 		p, err := h.pageFrom(ctx, src)
+		if errors.Is(err, errNoPage) {
+			return nil, err
+		}
 		if err != nil {
 			h.Log.Debug("page source unavailable", zap.String("source", src), zap.Error(err))
 			tried = append(tried, fmt.Sprintf("%s: %v", src, err))
@@ -55,6 +65,8 @@ func (h *Hook) pageFrom(ctx context.Context, src string) (*page, error) {
 	switch src {
 	case sourceDOM:
 		return h.readPage(src, "dom/output.html", h.finalURL(), "text/html; charset=utf-8")
+	case sourcePageFetch:
+		return h.pageFetchSource()
 	case sourceHeaders:
 		meta, err := readHeadersJSON(h.SnapDir)
 		if err != nil {

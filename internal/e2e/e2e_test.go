@@ -193,7 +193,7 @@ echo '{"type":"ArchiveResult","status":"failed","error":"page says no"}'
 
 // builtinPlugins returns a plugin root holding the named plugins of the
 // shipped set (plugins/), as symlinks.
-func builtinPlugins(t *testing.T, names ...string) string {
+func builtinPlugins(t testing.TB, names ...string) string {
 	t.Helper()
 	src, err := filepath.Abs(filepath.Join("..", "..", "plugins"))
 	require.NoError(t, err)
@@ -206,7 +206,7 @@ func builtinPlugins(t *testing.T, names ...string) string {
 
 // builtinEnv is the worker environment that lets the shipped plugins'
 // wrappers exec this test binary as ARCHIVEFLOW_BIN (TestMain dispatches).
-func builtinEnv(t *testing.T) []string {
+func builtinEnv(t testing.TB) []string {
 	t.Helper()
 	self, err := os.Executable()
 	require.NoError(t, err)

@@ -136,10 +136,14 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 	if log == nil {
 		log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
+	store := &jobstore.RedisStore{Redis: s.Store, PipelineID: pipe.ID()}
+	crawl, err := pools.NewCrawlStore(&backend.Backend{Redis: s.Redis, Store: s.Store}, store, nil)
+	require.NoError(t, err)
 	deps := pools.Deps{
 		Config:    s.Config,
 		Client:    s.Client,
-		Store:     &jobstore.RedisStore{Redis: s.Store, PipelineID: pipe.ID()},
+		Store:     store,
+		Crawl:     crawl,
 		Pipelines: pipe,
 		Log:       log,
 		Env:       env,
@@ -186,6 +190,32 @@ func (s *Stack) Submit(t testing.TB, rawURL string, adjust func(*workflows.Snaps
 	defer cancel()
 	require.NoError(t, s.Store.CreateJob(ctx, submit.Job(req)))
 	run, err := s.Client.ExecuteWorkflow(ctx, submit.StartOptions(req), workflows.SnapshotWorkflow, in)
+	require.NoError(t, err)
+	return Job{Ident: id, URL: norm, Run: run}
+}
+
+// SubmitCrawl creates the Redis job and starts a crawl of rawURL, depth
+// links deep (-1: no limit), as the starter does; adjust may change the
+// request (settings, rules) before the input is built.
+func (s *Stack) SubmitCrawl(t testing.TB, rawURL string, depth int, adjust func(*submit.Request)) Job {
+	t.Helper()
+	id, norm, err := ident.FromURL(rawURL)
+	require.NoError(t, err)
+	cfg := s.Config
+	req := submit.Request{
+		Ident: id, URL: norm, FetchDepth: model.FetchInf, CrawlDepth: depth, Pool: cfg.Pools[0],
+		Settings:  model.Settings{Concurrency: cfg.Job.Concurrency},
+		StartedBy: "e2e", StartedIn: "test", CreateOp: id + "/e2e",
+	}
+	if adjust != nil {
+		adjust(&req)
+	}
+	in := submit.CrawlInput(cfg, req)
+	require.NoError(t, in.Validate())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, s.Store.CreateJob(ctx, submit.Job(req)))
+	run, err := s.Client.ExecuteWorkflow(ctx, submit.StartOptions(req), workflows.CrawlWorkflow, in)
 	require.NoError(t, err)
 	return Job{Ident: id, URL: norm, Run: run}
 }

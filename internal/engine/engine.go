@@ -1,8 +1,10 @@
 // Package engine owns running hooks on a worker host: discovery, per-attempt
 // config resolution, the hook environment (env.go, with the rules of
 // internal/hookenv), the attempt's fetch proxy (fetch.go, internal/egress)
-// and supervision through internal/procs. Engine is the production
-// activities.Discoverer and activities.Runner.
+// and supervision through internal/procs; and, for crawls, the host side
+// of a page (crawl setup hooks once per crawl and host, the page plugin
+// set step by step, the job's WARC of this host). Engine is the production
+// activities.Discoverer, activities.Runner and activities.PageRunner.
 package engine
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/hookenv"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
@@ -65,7 +68,20 @@ type Config struct {
 	// Limits are every hook's resource limits unless its plugin's limit
 	// keys say otherwise (config hooks.limits; none by default).
 	Limits procs.Limits
-	Log    *zap.Logger
+	// Instance names this worker process among the hosts of a crawl: its
+	// CRAWL_DIR is ARCHIVE_DIR/crawls/IDENT/INSTANCE and its WARC files
+	// IDENT-INSTANCE-NNNNN.warc.gz (default: HOSTNAME-PID).
+	Instance string
+	// WARCMaxBytes rotates a crawl's WARC file of this host (config
+	// crawl.warc_max_bytes; 0 = never).
+	WARCMaxBytes int64
+	// InProcessBuiltins runs built-in page hooks that start no process in
+	// this process (config crawl.in_process_builtins).
+	InProcessBuiltins bool
+	// MaxResponses caps the responses one page attempt keeps (config
+	// hooks.responses_per_attempt; 0 = no cap).
+	MaxResponses int
+	Log          *zap.Logger
 }
 
 // Engine is the production Discoverer and Runner: discovery and plugin
@@ -75,14 +91,19 @@ type Config struct {
 // attempt (the values go into the hook's env), so config values, which may
 // be secrets, never enter workflow history.
 type Engine struct {
-	cfg    Config
-	log    *zap.Logger
-	warned sync.Map // plugin + variable already warned about (env.go)
+	cfg     Config
+	log     *zap.Logger
+	warned  sync.Map // plugin + variable already warned about (env.go)
+	schemas schemaCache
+	crawls  crawlHosts
+	warcs   warcFiles
+	plans   planCache
 }
 
 var (
 	_ activities.Discoverer = (*Engine)(nil)
 	_ activities.Runner     = (*Engine)(nil)
+	_ activities.PageRunner = (*Engine)(nil)
 )
 
 // New checks cfg and returns its Engine.
@@ -108,7 +129,27 @@ func New(cfg Config) (*Engine, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Engine{cfg: cfg, log: log}, nil
+	if cfg.Instance == "" {
+		host, _ := os.Hostname()
+		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	e := &Engine{cfg: cfg, log: log}
+	e.schemas.m = map[string]schemaEntry{}
+	e.crawls.m = map[string]*crawlHost{}
+	e.warcs.m = map[string]*jobWARC{}
+	e.plans.m = map[string]activities.Plan{}
+	return e, nil
+}
+
+// Close ends every crawl this engine set up (their setup hooks get
+// SIGTERM) and closes their WARC files; the worker calls it when it stops.
+func (e *Engine) Close(ctx context.Context) {
+	for _, ident := range e.crawls.idents() {
+		if err := e.TeardownCrawl(ctx, ident); err != nil {
+			e.log.Warn("tear down crawl at worker stop", zap.String("ident", ident), zap.Error(err))
+		}
+	}
+	e.warcs.closeAll(e.log)
 }
 
 func (e *Engine) environ() []string {
@@ -163,7 +204,11 @@ func (e *Engine) sources(overrides map[string]string, base map[string]string) ho
 }
 
 // Discover finds the hooks and resolves each plugin's enabled flag, timeout
-// and configuration error.
+// and configuration error. A single-URL job is a crawl of one page: the
+// crawl setup hooks run here, on the snapshot's host, before its step 0.
+// Their teardown is the snapshot's seal on this host (Seal; histories
+// before InputV2 have none: they end with the worker, Close). A crawl's
+// start page (Job.CrawlPage) is torn down by the crawl.
 func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (activities.Plan, error) {
 	found, err := hooks.Discover(e.cfg.PluginDirs, e.log)
 	if errors.Is(err, hooks.ErrInvalidPlugins) {
@@ -177,46 +222,35 @@ func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (act
 	if err != nil {
 		return activities.Plan{}, fmt.Errorf("discover hooks for %s: %w: %w", in.Ident, err, activities.ErrConfig)
 	}
-	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
-	src := e.sources(in.Overrides, base)
-	resolved := map[string]*hooks.Resolved{}
-	configErr := map[string]string{}
-	for _, plugin := range found.Plugins() {
-		r, err := found.Schema(plugin).Resolve(src)
-		if err != nil {
-			configErr[plugin] = e.cfg.Secrets.Redact(err.Error())
-			continue
+	if in.URL != "" {
+		job := activities.Job{Ident: in.Ident, URL: in.URL, SnapshotID: in.SnapshotID, Overrides: in.Overrides}
+		if err := e.ensureSetup(ctx, job); err != nil {
+			e.log.Warn("crawl setup", zap.String("ident", in.Ident), zap.Error(err))
 		}
-		resolved[plugin] = r
 	}
-	plan := activities.Plan{Hooks: make([]activities.HookSpec, 0, len(found.Hooks))}
-	for _, h := range found.Hooks {
-		spec := activities.HookSpec{Plugin: h.Plugin, Name: h.Name, Path: h.Path, Step: h.Step, Background: h.Background,
-			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true}
-		if msg, bad := configErr[h.Plugin]; bad {
-			spec.ConfigError = msg
-		} else if r := resolved[h.Plugin]; r != nil {
-			spec.Enabled = r.Enabled
-			spec.Timeout = r.Timeout(e.cfg.Timeout)
-		}
-		if spec.Background {
-			// At the seal a background hook gets its plugin's timeout as grace.
-			spec.Grace = spec.Timeout
-		}
-		plan.Hooks = append(plan.Hooks, spec)
-	}
-	return plan, nil
+	return e.plan(found, in.Overrides, snapDir), nil
 }
 
 // Run runs one attempt of a hook through procs.Run, behind its own fetch
 // proxy when the fetch policy denies anything.
 func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
-	fp, err := e.startFetchProxy(req, sink)
+	snapDir, err := e.snapDir(req.Job.SnapshotID)
+	if err != nil {
+		return activities.Outcome{}, fmt.Errorf("run hook %s: %w: %w", req.Hook.Key(), err, activities.ErrConfig)
+	}
+	inv := invocation{job: req.Job, hook: req.Hook, settings: req.Settings, attempt: req.Attempt,
+		snapDir: snapDir, crawlDir: e.crawlDir(req.Job.Ident), snapshotID: req.Job.SnapshotID}
+	fp, err := e.startFetchProxy(inv, sink.StderrLine)
 	if err != nil {
 		return activities.Outcome{}, fmt.Errorf("run hook %s: %w", req.Hook.Key(), err)
 	}
 	defer fp.close()
-	spec, err := e.spec(req, sink, fp)
+	spec, err := e.spec(inv, func(r jsonl.Record) {
+		sink.Record()
+		if r.Response != nil {
+			sink.Response(*r.Response)
+		}
+	}, sink.StderrLine, fp)
 	if err != nil {
 		return activities.Outcome{}, err
 	}
@@ -227,6 +261,11 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 		}
 		return activities.Outcome{}, fmt.Errorf("run hook %s: %w", req.Hook.Key(), err)
 	}
+	return e.redactOutcome(outcome(res)), nil
+}
+
+// outcome maps the runner's result to the activities' Outcome.
+func outcome(res procs.Result) activities.Outcome {
 	out := activities.Outcome{Result: res.ArchiveResult(), Transient: res.Transient}
 	if res.Transient {
 		out.Error = res.Reason
@@ -234,7 +273,7 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 			out.Error += "; stderr: " + strings.Join(res.StderrTail, " | ")
 		}
 	}
-	return e.redactOutcome(out), nil
+	return out
 }
 
 // redactOutcome removes archiveflow's secrets from the text a hook
@@ -258,24 +297,36 @@ func (e *Engine) configError(h activities.HookSpec, err error) error {
 	return fmt.Errorf("run hook %s: %s: %w", h.Key(), e.cfg.Secrets.Redact(err.Error()), activities.ErrConfig)
 }
 
-// spec builds the procs.Spec of one attempt: argv, env, cwd, timeouts and
-// the live callbacks (DESIGN.md §3 Invocation). fp is the attempt's fetch
-// proxy (nil: none).
-func (e *Engine) spec(req activities.RunRequest, sink activities.Sink, fp *fetchProxy) (procs.Spec, error) {
-	h := req.Hook
-	snapDir, err := e.snapDir(req.Job.SnapshotID)
+// invocation is one hook attempt with where it runs: a snapshot's hook,
+// a crawl page's hook or a crawl setup hook.
+type invocation struct {
+	job           activities.Job
+	hook          activities.HookSpec
+	settings      model.Settings
+	attempt       int
+	snapDir       string // SNAP_DIR (a crawl setup hook: its CRAWL_DIR)
+	crawlDir      string // CRAWL_DIR
+	snapshotID    string // --snapshot-id and EXTRA_CONTEXT's snapshot_id
+	depth         int    // EXTRA_CONTEXT's depth (a crawl page's depth)
+	url           string // --url (default: the job's URL)
+	noSnapshotArg bool   // a crawl setup hook gets --url only (abx-dl)
+}
+
+// spec builds the procs.Spec of one attempt: argv, env, cwd, timeouts,
+// resource limits and the live callbacks (DESIGN.md §3 Invocation). What
+// the hook prints reaches the callbacks with archiveflow's secrets
+// redacted. fp is the attempt's fetch proxy (nil: none).
+func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func(string), fp *fetchProxy) (procs.Spec, error) {
+	h := inv.hook
+	if err := checkDirs(inv.snapDir, filepath.Join(inv.snapDir, h.Plugin)); err != nil {
+		return procs.Spec{}, e.configError(h, err)
+	}
+	schema, err := e.schema(filepath.Join(filepath.Dir(h.Path), hooks.ConfigFile), h.Plugin)
 	if err != nil {
 		return procs.Spec{}, e.configError(h, err)
 	}
-	if err := checkDirs(snapDir, filepath.Join(snapDir, h.Plugin)); err != nil {
-		return procs.Spec{}, e.configError(h, err)
-	}
-	schema, err := hooks.LoadSchema(filepath.Join(filepath.Dir(h.Path), hooks.ConfigFile), h.Plugin)
-	if err != nil {
-		return procs.Spec{}, e.configError(h, err)
-	}
-	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
-	resolved, err := schema.Resolve(e.sources(req.Job.Overrides, base))
+	base := map[string]string{"SNAP_DIR": inv.snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir, "CRAWL_DIR": inv.crawlDir}
+	resolved, err := schema.Resolve(e.sources(inv.job.Overrides, base))
 	if err != nil {
 		return procs.Spec{}, e.configError(h, err)
 	}
@@ -287,31 +338,43 @@ func (e *Engine) spec(req activities.RunRequest, sink activities.Sink, fp *fetch
 	if err != nil {
 		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
 	}
-	env, err := e.env(req, snapDir, timeout, resolved, fetchEnv)
+	env, err := e.env(inv, timeout, resolved, fetchEnv)
 	if err != nil {
 		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
 	}
+	url := inv.url
+	if url == "" {
+		url = inv.job.URL
+	}
+	args := []string{"--url=" + url}
+	if !inv.noSnapshotArg {
+		args = append(args, "--snapshot-id="+inv.snapshotID)
+	}
 	spec := procs.Spec{
 		Path:       h.Path,
-		Args:       append([]string{"--url=" + req.Job.URL, "--snapshot-id=" + req.Job.SnapshotID}, req.Job.ExtraArgs...),
+		Args:       append(args, inv.job.ExtraArgs...),
 		Env:        env,
-		Dir:        filepath.Join(snapDir, h.Plugin),
+		Dir:        filepath.Join(inv.snapDir, h.Plugin),
 		Stem:       strings.TrimSuffix(h.Name, filepath.Ext(h.Name)),
 		Timeout:    timeout,
 		Grace:      h.Grace,
 		Background: h.Background,
 		LineCap:    e.cfg.LineCap,
 		Limits:     limits(e.cfg.Limits, resolved.Limits()),
-		OnStderr:   func(line string) { sink.StderrLine(e.cfg.Secrets.Redact(line)) },
-		OnRecord: func(r jsonl.Record) {
-			sink.Record()
+		Log:        e.log,
+	}
+	if onStderr != nil {
+		spec.OnStderr = func(line string) { onStderr(e.cfg.Secrets.Redact(line)) }
+	}
+	if onRecord != nil {
+		spec.OnRecord = func(r jsonl.Record) {
 			if r.Response != nil {
 				resp := *r.Response
 				resp.URL = e.cfg.Secrets.Redact(resp.URL)
-				sink.Response(resp)
+				r.Response = &resp
 			}
-		},
-		Log: e.log,
+			onRecord(r)
+		}
 	}
 	if h.Background {
 		spec.Timeout = 0

@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/hookenv"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/logging"
@@ -19,18 +18,22 @@ import (
 // config, then the runner's own keys (later entries win), without any
 // entry that would reveal one of archiveflow's secrets. fetchEnv are the
 // fetch policy's keys (Engine.fetchEnv).
-func (e *Engine) env(req activities.RunRequest, snapDir string, timeout time.Duration, r *hooks.Resolved, fetchEnv []string) ([]string, error) {
-	extra, err := json.Marshal(map[string]any{
-		"snapshot_id": req.Job.SnapshotID,
-		"ident":       req.Job.Ident,
-		"plugin":      req.Hook.Plugin,
-		"hook_name":   req.Hook.Name,
-		"attempt":     req.Attempt,
-	})
+func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved, fetchEnv []string) ([]string, error) {
+	ctx := map[string]any{
+		"snapshot_id": inv.snapshotID,
+		"ident":       inv.job.Ident,
+		"plugin":      inv.hook.Plugin,
+		"hook_name":   inv.hook.Name,
+		"attempt":     inv.attempt,
+	}
+	if inv.depth > 0 {
+		ctx["depth"] = inv.depth
+	}
+	extra, err := json.Marshal(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("encode EXTRA_CONTEXT: %w", err)
 	}
-	ignores := req.Settings.Ignores
+	ignores := inv.settings.Ignores
 	if ignores == nil {
 		ignores = []string{}
 	}
@@ -40,18 +43,19 @@ func (e *Engine) env(req activities.RunRequest, snapDir string, timeout time.Dur
 	}
 	secs := strconv.Itoa(int((timeout + time.Second - 1) / time.Second))
 	runner := []string{
-		"SNAP_DIR=" + snapDir,
+		"SNAP_DIR=" + inv.snapDir,
 		"ARCHIVE_DIR=" + e.cfg.ArchiveDir,
+		"CRAWL_DIR=" + inv.crawlDir,
 		"TIMEOUT=" + secs,
-		hooks.TimeoutKey(req.Hook.Plugin) + "=" + secs,
-		"FETCH_DEPTH=" + req.Job.FetchDepth,
-		"DELAY_MIN=" + strconv.Itoa(req.Settings.DelayMinMS),
-		"DELAY_MAX=" + strconv.Itoa(req.Settings.DelayMaxMS),
+		hooks.TimeoutKey(inv.hook.Plugin) + "=" + secs,
+		"FETCH_DEPTH=" + inv.job.FetchDepth,
+		"DELAY_MIN=" + strconv.Itoa(inv.settings.DelayMinMS),
+		"DELAY_MAX=" + strconv.Itoa(inv.settings.DelayMaxMS),
 		"EXTRA_CONTEXT=" + string(extra),
 		"IGNORE_PATTERNS=" + string(ign),
 	}
-	if req.Settings.UserAgent != "" {
-		runner = append(runner, "USER_AGENT="+req.Settings.UserAgent)
+	if inv.settings.UserAgent != "" {
+		runner = append(runner, "USER_AGENT="+inv.settings.UserAgent)
 	}
 	runner = append(runner, fetchEnv...)
 	env, dropped := hookenv.Build(hookenv.Sources{
@@ -59,9 +63,9 @@ func (e *Engine) env(req activities.RunRequest, snapDir string, timeout time.Dur
 	}, e.cfg.Secrets)
 	for _, d := range dropped {
 		// Once per variable and plugin: the operator only needs to hear it once.
-		if _, seen := e.warned.LoadOrStore(req.Hook.Plugin+"\x00"+d.Name, true); !seen {
+		if _, seen := e.warned.LoadOrStore(inv.hook.Plugin+"\x00"+d.Name, true); !seen {
 			e.log.Warn("hook environment: variable left out, it would reveal a secret of archiveflow's own",
-				logging.Hook(req.Hook.Key()), zap.String("variable", d.Name), zap.String("source", d.Source))
+				logging.Hook(inv.hook.Key()), zap.String("variable", d.Name), zap.String("source", d.Source))
 		}
 	}
 	return env, nil

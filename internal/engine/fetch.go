@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/logging"
 )
@@ -19,18 +18,21 @@ type fetchProxy struct {
 
 // startFetchProxy starts the attempt's egress proxy. Each attempt has its
 // own, so every refusal is reported in the log of the job that caused it.
-func (e *Engine) startFetchProxy(req activities.RunRequest, sink activities.Sink) (*fetchProxy, error) {
+// onStderr (may be nil) gets one line per refusal, for the job's log.
+func (e *Engine) startFetchProxy(inv invocation, onStderr func(string)) (*fetchProxy, error) {
 	if e.cfg.Fetch.Empty() {
 		return nil, nil
 	}
-	log := e.log.With(logging.Ident(req.Job.Ident), logging.Hook(req.Hook.Key()), logging.Attempt(req.Attempt))
+	log := e.log.With(logging.Ident(inv.job.Ident), logging.Hook(inv.hook.Key()), logging.Attempt(inv.attempt))
 	p, err := egress.Start(egress.Options{
 		Policy: e.cfg.Fetch,
 		Log:    log,
 		OnDeny: func(d egress.Denial) {
 			msg := e.cfg.Secrets.Redact(d.Message())
 			log.Info("fetch denied", zap.String("target", e.cfg.Secrets.Redact(d.Target)), zap.String("rule", d.Decision.Rule))
-			sink.StderrLine("archiveflow: " + msg)
+			if onStderr != nil {
+				onStderr("archiveflow: " + msg)
+			}
 		},
 	})
 	if err != nil {

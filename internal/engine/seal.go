@@ -12,8 +12,9 @@ import (
 var _ activities.Sealer = (*Engine)(nil)
 
 // Seal writes the snapshot's index (internal/snapindex) into its directory
-// on this host, once every hook of the snapshot is final.
-func (e *Engine) Seal(_ context.Context, in activities.SealInput) (activities.SealReport, error) {
+// on this host, once every hook of the snapshot is final, and ends a
+// single-URL job's crawl setup hooks there (TeardownCrawl).
+func (e *Engine) Seal(ctx context.Context, in activities.SealInput) (activities.SealReport, error) {
 	dir, err := e.snapDir(in.Job.SnapshotID)
 	if err != nil {
 		return activities.SealReport{}, err
@@ -22,6 +23,14 @@ func (e *Engine) Seal(_ context.Context, in activities.SealInput) (activities.Se
 	files, err := snapindex.Write(dir, snap, in.Results)
 	if err != nil {
 		return activities.SealReport{}, fmt.Errorf("seal %s: %w", in.Job.Ident, err)
+	}
+	if !in.Job.CrawlPage {
+		// A single-URL job is a crawl of one page: its crawl setup hooks
+		// (Discover) end with it. A crawl's start page leaves them to the
+		// crawl.
+		if err := e.TeardownCrawl(ctx, in.Job.Ident); err != nil {
+			return activities.SealReport{}, fmt.Errorf("seal %s: %w", in.Job.Ident, err)
+		}
 	}
 	return activities.SealReport{Files: files}, nil
 }

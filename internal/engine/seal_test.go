@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,4 +42,46 @@ func TestSealWritesTheIndexIntoTheSnapshotDirectory(t *testing.T) {
 	in.Job.SnapshotID = "../escape"
 	_, err = f.engine.Seal(context.Background(), in)
 	assert.ErrorContains(t, err, "must be a single path element")
+}
+
+// TestSealEndsASingleURLJobsCrawlSetup: a single-URL job is a crawl of one
+// page, so its background crawl setup hook (started at discovery) gets
+// SIGTERM at its seal; a crawl's start page leaves it to the crawl.
+func TestSealEndsASingleURLJobsCrawlSetup(t *testing.T) {
+	plugins := t.TempDir()
+	writeHook(t, filepath.Join(plugins, "daemon", "on_CrawlSetup__90_daemon.bg.sh"), `
+trap 'echo stopped > stopped; exit 0' TERM
+echo started > started
+while :; do sleep 0.05; done
+`)
+	writeHook(t, filepath.Join(plugins, "page", "on_Snapshot__10_page.sh"), "exit 0\n")
+	e := pageEngine(t, plugins, nil)
+	ctx := context.Background()
+	daemonDir := func(ident string) string { return filepath.Join(e.crawlDir(ident), "daemon") }
+	waitFile := func(path string) {
+		t.Helper()
+		require.Eventually(t, func() bool { _, err := os.Stat(path); return err == nil }, 10*time.Second, 10*time.Millisecond, path)
+	}
+
+	for _, crawlPage := range []bool{false, true} {
+		ident := "single"
+		if crawlPage {
+			ident = "crawlseed"
+		}
+		job := activities.Job{Ident: ident, URL: "http://site.test/", SnapshotID: ident, CrawlPage: crawlPage}
+		_, err := e.Discover(ctx, activities.DiscoverInput{Ident: ident, SnapshotID: ident, URL: job.URL})
+		require.NoError(t, err)
+		waitFile(filepath.Join(daemonDir(ident), "started"))
+
+		_, err = e.Seal(ctx, activities.SealInput{Job: job, State: model.StateFinished})
+		require.NoError(t, err)
+		_, err = os.Stat(filepath.Join(daemonDir(ident), "stopped"))
+		if crawlPage {
+			assert.True(t, os.IsNotExist(err), "a crawl's start page does not end the crawl's setup hooks")
+		} else {
+			assert.NoError(t, err, "the seal waited for the setup hook's SIGTERM exit")
+		}
+	}
+	require.NoError(t, e.TeardownCrawl(ctx, "crawlseed"))
+	waitFile(filepath.Join(daemonDir("crawlseed"), "stopped"))
 }

@@ -13,7 +13,23 @@ type Outcome struct {
 	Status Status
 	// Note (error message, …) is kept with the page, cut to MaxNoteBytes.
 	Note string
+	// JobCounters are increments of fields of the job hash
+	// (rkeys.Keys.Job), applied in the same script as the outcome and only
+	// when it is applied: a repeated Complete never counts twice. The crawl
+	// counts the attempt's responses with them (items_downloaded,
+	// bytes_downloaded, r1xx..r5xx, ...). A missing job hash is not
+	// recreated.
+	JobCounters []JobCounter
 }
+
+// JobCounter is one increment of a job hash field.
+type JobCounter struct {
+	Field string
+	Delta int64
+}
+
+// maxJobCounters bounds Outcome.JobCounters.
+const maxJobCounters = 32
 
 var completeCodes = map[Status]int{StatusSucceeded: statusSucceeded, StatusFailed: statusFailed, StatusTransient: statusTransient}
 
@@ -35,7 +51,17 @@ func (f *Frontier) Complete(ctx context.Context, ident string, pageID int64, att
 	if !ok {
 		return Counts{}, fmt.Errorf("complete job %s page %d: status %q: %w: must be succeeded, failed or transient", ident, pageID, o.Status, ErrInvalidArgument)
 	}
-	v, err := f.run(ctx, completeScript, ident, pageID, attempt, code, truncateNote(o.Note)).Result()
+	if len(o.JobCounters) > maxJobCounters {
+		return Counts{}, fmt.Errorf("complete job %s page %d: %d job counters: %w: at most %d", ident, pageID, len(o.JobCounters), ErrInvalidArgument, maxJobCounters)
+	}
+	args := []any{pageID, attempt, code, truncateNote(o.Note)}
+	for _, c := range o.JobCounters {
+		if c.Field == "" {
+			return Counts{}, fmt.Errorf("complete job %s page %d: job counter field: %w: must not be empty", ident, pageID, ErrInvalidArgument)
+		}
+		args = append(args, c.Field, c.Delta)
+	}
+	v, err := f.run(ctx, completeScript, ident, args...).Result()
 	if err != nil {
 		return Counts{}, fmt.Errorf("complete job %s page %d attempt %d: %w", ident, pageID, attempt, err)
 	}
@@ -63,7 +89,7 @@ func (f *Frontier) Complete(ctx context.Context, ident string, pageID int64, att
 }
 
 // completeScript ends one attempt.
-// ARGV: page attempt status_code note
+// ARGV: page attempt status_code note, then job counter field delta pairs
 // Reply: {code, counts} or {NOT_CLAIMED, state, attempts}.
 var completeScript = newScript(`
 if not load_meta() then return {NO_FRONTIER} end
@@ -90,6 +116,12 @@ end
 set_note(p, note)
 tally(p, 1)
 put(p)
+if #ARGV > 4 and redis.call('EXISTS', job) == 1 then
+  for i = 5, #ARGV - 1, 2 do
+    local n = tonumber(ARGV[i + 1])
+    if n ~= 0 then redis.call('HINCRBY', job, ARGV[i], n) end
+  end
+end
 finish()
 return {APPLIED, counts_reply()}
 `)

@@ -70,7 +70,9 @@
 // # Repeat-safety
 //
 // Activities are retried, so every write can be repeated: Seed compares
-// the stored seed and configuration; Discover keeps, per page, the next
+// the stored seed and configuration (Complete also applies the caller's
+// job counters, Outcome.JobCounters, only when it applies the outcome);
+// Discover keeps, per page, the next
 // (batch, chunk) expected from the current attempt (a claim resets it), so
 // a repeated chunk is a no-op and a skipped one is refused; Complete keeps
 // the attempt that last completed; Claim keeps each token's pages, so a

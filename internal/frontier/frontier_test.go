@@ -625,3 +625,37 @@ func TestErrorsNameTheThing(t *testing.T) {
 	assert.Contains(t, err.Error(), "job "+job+" page 1 attempt 1")
 	assert.Contains(t, err.Error(), "page is ready at attempt 0")
 }
+
+func TestCompleteCountsJobCountersOnce(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := ctxT(t)
+	jobKey := e.keys.Job(job)
+	require.NoError(t, e.rdb.HSet(ctx, jobKey, "items_queued", 0).Err())
+	_, err := e.f.Seed(ctx, job, u("/"), Config{MaxDepth: 1, MaxAttempts: 2, QueuedField: "items_queued"})
+	require.NoError(t, err)
+	s := claimOne(t, e, "t")
+	counters := []JobCounter{{"items_downloaded", 2}, {"bytes_downloaded", 1500}, {"r2xx", 2}, {"r5xx", 0}}
+	twice(t, e, func() error {
+		_, err := e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusTransient, JobCounters: counters})
+		return err
+	})
+	got, err := e.rdb.HGetAll(ctx, jobKey).Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"items_queued": "1", "items_downloaded": "2", "bytes_downloaded": "1500", "r2xx": "2"}, got,
+		"counted once, zero increments not written")
+	// The next attempt counts its own responses.
+	s = claimOne(t, e, "t2")
+	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded, JobCounters: []JobCounter{{"items_downloaded", 1}}})
+	require.NoError(t, err)
+	n, err := e.rdb.HGet(ctx, jobKey, "items_downloaded").Int64()
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	// A late completion of another attempt is refused and counts nothing.
+	_, err = e.f.Complete(ctx, job, s.ID, 1, Outcome{Status: StatusSucceeded, JobCounters: []JobCounter{{"items_downloaded", 100}}})
+	require.ErrorIs(t, err, ErrNotClaimed)
+	n, err = e.rdb.HGet(ctx, jobKey, "items_downloaded").Int64()
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded, JobCounters: []JobCounter{{"", 1}}})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+}

@@ -80,6 +80,13 @@ func (p Plan) Plugins() []string {
 //
 // Hooks are ordered by NN, then file name, then plugin name.
 func Discover(dirs []string, log *zap.Logger) (Plan, error) {
+	return DiscoverEvent(dirs, EventSnapshot, log)
+}
+
+// DiscoverEvent is Discover for the hooks of event (EventSnapshot or
+// EventCrawlSetup), with the same rules and order. A plugin contributes
+// its schema when it has hooks of that event.
+func DiscoverEvent(dirs []string, event string, log *zap.Logger) (Plan, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -94,7 +101,7 @@ func Discover(dirs []string, log *zap.Logger) (Plan, error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		hooks, schema, err := loadPlugin(name, plugins[name], log)
+		hooks, schema, err := loadPlugin(event, name, plugins[name], log)
 		if err != nil {
 			return Plan{}, err
 		}
@@ -180,14 +187,14 @@ func CheckRoot(root string) error {
 // loadPlugin returns the executable hooks of one plugin directory and its
 // schema. A nil schema means the plugin contributes nothing (no hooks, or
 // skipped by x-runtimes).
-func loadPlugin(plugin, dir string, log *zap.Logger) ([]Hook, *Schema, error) {
+func loadPlugin(event, plugin, dir string, log *zap.Logger) ([]Hook, *Schema, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("discover hooks: read plugin %s directory %s: %w", plugin, dir, err)
 	}
 	var candidates []os.DirEntry
 	for _, e := range entries {
-		if _, err := ParseName(e.Name()); !errors.Is(err, ErrNotAHook) {
+		if _, err := ParseEventName(event, e.Name()); !errors.Is(err, ErrNotAHook) {
 			candidates = append(candidates, e)
 		}
 	}
@@ -209,7 +216,7 @@ func loadPlugin(plugin, dir string, log *zap.Logger) ([]Hook, *Schema, error) {
 	}
 	var hooks []Hook
 	for _, e := range candidates {
-		h, ok, err := loadHook(plugin, dir, e.Name(), log)
+		h, ok, err := loadHook(event, plugin, dir, e.Name(), log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -224,7 +231,7 @@ func loadPlugin(plugin, dir string, log *zap.Logger) ([]Hook, *Schema, error) {
 }
 
 // loadHook checks one candidate file. ok is false when it is skipped.
-func loadHook(plugin, dir, name string, log *zap.Logger) (Hook, bool, error) {
+func loadHook(event, plugin, dir, name string, log *zap.Logger) (Hook, bool, error) {
 	path := filepath.Join(dir, name)
 	info, err := os.Stat(path) // follows symlinks
 	if err != nil {
@@ -239,7 +246,7 @@ func loadHook(plugin, dir, name string, log *zap.Logger) (Hook, bool, error) {
 			zap.Stringer("mode", info.Mode()))
 		return Hook{}, false, nil
 	}
-	n, err := ParseName(name)
+	n, err := ParseEventName(event, name)
 	if err != nil {
 		return Hook{}, false, fmt.Errorf("discover hooks: plugin %s: %s: %w: %w", plugin, path, err, ErrInvalidPlugins)
 	}

@@ -336,3 +336,28 @@ func TestDiscoveredHookRunsWithResolvedEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `True|90|["--no-verbose","-e","robots=off"]|/snap/wget`+"\n", string(out))
 }
+
+func TestDiscoverCrawlSetupHooks(t *testing.T) {
+	root := t.TempDir()
+	writeHooks(t, root,
+		"chrome/on_CrawlSetup__90_chrome_launch.daemon.bg.sh",
+		"chrome/on_CrawlSetup__91_chrome_wait.sh",
+		"chrome/on_Snapshot__11_chrome_wait.sh",
+		"sonic/on_CrawlSetup__55_sonic_start.sh",
+		"title/on_Snapshot__54_title.sh",
+	)
+	setup, err := DiscoverEvent([]string{root}, EventCrawlSetup, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"sonic/on_CrawlSetup__55_sonic_start.sh", "chrome/on_CrawlSetup__90_chrome_launch.daemon.bg.sh",
+		"chrome/on_CrawlSetup__91_chrome_wait.sh"}, hookIDs(setup.Hooks))
+	assert.True(t, setup.Hooks[1].Background && setup.Hooks[1].Daemon)
+	assert.Equal(t, []string{"chrome", "sonic"}, setup.Plugins(), "only plugins with setup hooks")
+	snap, err := Discover([]string{root}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"chrome/on_Snapshot__11_chrome_wait.sh", "title/on_Snapshot__54_title.sh"}, hookIDs(snap.Hooks))
+
+	_, err = ParseEventName(EventCrawlSetup, "on_CrawlSetup_90_x.sh")
+	var ne *NameError
+	require.ErrorAs(t, err, &ne)
+	assert.Contains(t, ne.Rule, "on_CrawlSetup must be followed by a double underscore")
+}

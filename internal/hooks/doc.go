@@ -2,7 +2,8 @@
 // (DESIGN.md §3 "Discovery" and "Configuration"):
 //
 //   - the hook file name grammar on_Snapshot__NN_desc[.finite|.daemon][.bg].ext
-//     (ParseName);
+//     (ParseName), shared by the crawl-level on_CrawlSetup__ hooks
+//     (ParseEventName, DiscoverEvent);
 //   - discovery of plugin directories under ordered plugin roots, with later
 //     roots overriding earlier ones, x-runtimes filtering and the execution
 //     order NN-then-filename (Discover, Plan);

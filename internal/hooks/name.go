@@ -18,8 +18,14 @@ var ErrNotAHook = errors.New("not an on_Snapshot hook")
 // every numbered 9x hook, ordered among themselves by file name.
 const UnnumberedNN = 100
 
-// snapshotPrefix is the event prefix of every hook archiveflow runs.
-const snapshotPrefix = "on_Snapshot"
+// Events are the hook families archiveflow runs: on_Snapshot__ hooks per
+// snapshot (and crawl page), on_CrawlSetup__ hooks once per crawl and host
+// before its first page (ArchiveBox's abx-plugins use them to start a
+// shared browser daemon). Both follow the same name grammar.
+const (
+	EventSnapshot   = "Snapshot"
+	EventCrawlSetup = "CrawlSetup"
+)
 
 // Name markers between the description and the extension.
 const (
@@ -64,7 +70,14 @@ type Name struct {
 // Names that are not on_Snapshot hooks return an error wrapping ErrNotAHook;
 // grammar violations return a *NameError naming the file and the rule.
 func ParseName(name string) (Name, error) {
-	body, err := snapshotBody(name)
+	return ParseEventName(EventSnapshot, name)
+}
+
+// ParseEventName is ParseName for the hooks of event (EventSnapshot or
+// EventCrawlSetup): on_EVENT__NN_desc[.finite|.daemon][.bg].ext. A file of
+// another event wraps ErrNotAHook.
+func ParseEventName(event, name string) (Name, error) {
+	body, err := eventBody(event, name)
 	if err != nil {
 		return Name{}, err
 	}
@@ -73,7 +86,7 @@ func ParseName(name string) (Name, error) {
 	}
 	dot := strings.IndexByte(body, '.')
 	if dot < 0 {
-		return bad("no extension: want on_Snapshot__NN_desc.ext")
+		return bad("no extension: want on_%s__NN_desc.ext", event)
 	}
 	head, tail := body[:dot], body[dot+1:]
 	segments := strings.Split(tail, ".")
@@ -94,9 +107,10 @@ func ParseName(name string) (Name, error) {
 	return n, nil
 }
 
-// snapshotBody checks the on_Snapshot__ prefix and returns what follows it.
-func snapshotBody(name string) (string, error) {
-	rest, ok := strings.CutPrefix(name, snapshotPrefix)
+// eventBody checks the on_EVENT__ prefix and returns what follows it.
+func eventBody(event, name string) (string, error) {
+	prefix := "on_" + event
+	rest, ok := strings.CutPrefix(name, prefix)
 	if !ok {
 		return "", fmt.Errorf("%q: %w", name, ErrNotAHook)
 	}
@@ -106,7 +120,7 @@ func snapshotBody(name string) (string, error) {
 	}
 	body, ok := strings.CutPrefix(rest, "__")
 	if !ok {
-		return "", &NameError{Name: name, Rule: "on_Snapshot must be followed by a double underscore: want on_Snapshot__NN_desc.ext"}
+		return "", &NameError{Name: name, Rule: prefix + " must be followed by a double underscore: want " + prefix + "__NN_desc.ext"}
 	}
 	return body, nil
 }

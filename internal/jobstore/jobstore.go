@@ -70,9 +70,15 @@ func (s *RedisStore) SetStep(ctx context.Context, in activities.StepInput) error
 	return nil
 }
 
-// RecordResult counts one final result once per Key.
+// RecordResult counts one final result once per Key. A crawl page's hook
+// (in.CrawlPage) is recorded without its responses and output bytes: the
+// crawl counts those with ArchiveBot's meaning when it completes the page.
 func (s *RedisStore) RecordResult(ctx context.Context, in activities.ResultInput) error {
-	if _, err := s.Redis.RecordResult(ctx, in.Ident, in.Key, in.Result, in.Responses); err != nil {
+	res, responses := in.Result, in.Responses
+	if in.CrawlPage {
+		res.Responses, res.OutputBytes, responses = nil, 0, nil
+	}
+	if _, err := s.Redis.RecordResult(ctx, in.Ident, in.Key, res, responses); err != nil {
 		return fmt.Errorf("record result %s: %w", in.Key, notWritable(err))
 	}
 	return nil
@@ -111,6 +117,8 @@ func (s *RedisStore) AppendLog(ctx context.Context, ident, key string, seq int, 
 		switch {
 		case e.Kind == activities.LogDownload && e.Response != nil:
 			packets = append(packets, rkeys.Download(e.Time, *e.Response))
+		case e.Kind == activities.LogIgnore:
+			packets = append(packets, rkeys.Packet{Type: rkeys.PacketIgnore, TS: e.Time, URL: e.URL, Pattern: e.Pattern, Source: e.Source})
 		default:
 			packets = append(packets, rkeys.Stdout(e.Time, "["+e.Hook+"] "+e.Message))
 		}

@@ -44,10 +44,15 @@ type ArchiveResult struct {
 	Error      string          `json:"error,omitempty"`
 }
 
-// Snapshot is a URL discovered by a hook (an outlink), with its crawl depth.
+// Snapshot is a URL discovered by a hook (an outlink), in ArchiveBox's
+// shape: the URL, optionally the depth the hook thinks it has and the URL
+// of the page it was found on. A crawl records where it found a URL and
+// computes depths itself (internal/frontier); Depth and Parent are kept
+// for the record.
 type Snapshot struct {
-	URL   string `json:"url"`
-	Depth int    `json:"depth"`
+	URL    string `json:"url"`
+	Depth  int    `json:"depth"`
+	Parent string `json:"parent,omitempty"`
 }
 
 // Tag is a label a hook attaches to the snapshot.
@@ -106,6 +111,7 @@ type wire struct {
 	URL        json.RawMessage
 	Depth      json.RawMessage
 	Name       json.RawMessage
+	Parent     json.RawMessage
 	Bytes      json.RawMessage
 	WgetCode   json.RawMessage
 }
@@ -127,6 +133,7 @@ func decodeWire(line []byte) (wire, error) {
 		URL:        m["url"],
 		Depth:      m["depth"],
 		Name:       m["name"],
+		Parent:     m["parent"],
 		Bytes:      m["bytes"],
 		WgetCode:   m["wget_code"],
 	}, nil
@@ -164,6 +171,11 @@ func (w *wire) snapshot() (Record, error) {
 			return Record{}, fmt.Errorf("%w: Snapshot depth %s: must be an integer >= 0", ErrInvalid, shown(w.Depth))
 		}
 		s.Depth = d
+	}
+	if present(w.Parent) {
+		if err := json.Unmarshal(w.Parent, &s.Parent); err != nil {
+			return Record{}, fmt.Errorf("%w: Snapshot parent %s: must be a string (the URL of the page it was found on)", ErrInvalid, shown(w.Parent))
+		}
 	}
 	return Record{Type: TypeSnapshot, Snapshot: s}, nil
 }

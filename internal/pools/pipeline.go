@@ -11,6 +11,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -115,12 +116,28 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 	if err != nil {
 		return Deps{}, err
 	}
+	store := &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID()}
+	crawl, err := NewCrawlStore(be, store, log)
+	if err != nil {
+		return Deps{}, err
+	}
 	return Deps{
 		Config:    cfg,
 		Client:    be.Temporal,
-		Store:     &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID()},
+		Store:     store,
+		Crawl:     crawl,
 		Pipelines: pipe,
 		Log:       log,
 		Env:       append(os.Environ(), "ARCHIVEFLOW_BIN="+self),
 	}, nil
+}
+
+// NewCrawlStore is the crawl store of a process: store's job layout and a
+// frontier on the same Redis.
+func NewCrawlStore(be *backend.Backend, store *jobstore.RedisStore, log *zap.Logger) (*jobstore.CrawlStore, error) {
+	f, err := frontier.New(be.Redis, be.Store.Keys(), frontier.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("crawl frontier: %w", err)
+	}
+	return &jobstore.CrawlStore{RedisStore: store, Frontier: f}, nil
 }

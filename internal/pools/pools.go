@@ -52,6 +52,8 @@ type Deps struct {
 	// Store writes job state, results and logs to Redis; when it also is an
 	// activities.HostRegistry (internal/jobstore's is), HostAlive asks it.
 	Store activities.Store
+	// Crawl is the crawls' frontier and job layout (NewCrawlStore).
+	Crawl activities.CrawlStore
 	// Pipelines may be nil (no pipeline registration).
 	Pipelines Pipelines
 	Log       *zap.Logger
@@ -149,8 +151,8 @@ func DefaultInstance() string {
 // Run serves the named pools (all when empty) until ctx is cancelled, then
 // drains and returns. It returns early with an error if a worker cannot start.
 func Run(ctx context.Context, d Deps, names []string) error {
-	if d.Config == nil || d.Client == nil || d.Store == nil {
-		return errors.New("pools: config, Temporal client and store are required")
+	if d.Config == nil || d.Client == nil || d.Store == nil || d.Crawl == nil {
+		return errors.New("pools: config, Temporal client, store and crawl store are required")
 	}
 	log := d.Log
 	if log == nil {
@@ -168,8 +170,10 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	if err != nil {
 		return fmt.Errorf("archive dir %s: %w", d.Config.ArchiveDir, err)
 	}
-	if err := os.MkdirAll(filepath.Join(archiveDir, "snapshots"), 0o755); err != nil {
-		return fmt.Errorf("create archive dir: %w", err)
+	for _, sub := range []string{"snapshots", "crawls"} {
+		if err := os.MkdirAll(filepath.Join(archiveDir, sub), 0o755); err != nil {
+			return fmt.Errorf("create archive dir: %w", err)
+		}
 	}
 	if d.PluginDirs == nil {
 		if d.PluginDirs, err = PluginRoots(d.Config); err != nil {
@@ -185,6 +189,7 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	defer stopOutbox()
 
 	var started []worker.Worker
+	var engines []*engine.Engine
 	stopAll := func() {
 		// Stop every worker at once: each Stop waits up to the drain
 		// timeout for its running activities, so stopping them one by one
@@ -198,14 +203,21 @@ func Run(ctx context.Context, d Deps, names []string) error {
 			}()
 		}
 		wg.Wait()
+		// The crawls' setup hooks of this worker end with it.
+		cctx, cancel := context.WithTimeout(context.Background(), d.Config.Hooks.Grace+30*time.Second)
+		defer cancel()
+		for _, e := range engines {
+			e.Close(cctx)
+		}
 	}
 	var queues []string
 	for _, p := range selected {
-		ws, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, log)
+		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, log)
 		if err != nil {
 			stopAll()
 			return err
 		}
+		engines = append(engines, eng)
 		for _, w := range ws {
 			if err := w.Start(); err != nil {
 				stopAll()
@@ -246,34 +258,46 @@ func Run(ctx context.Context, d Deps, names []string) error {
 // claim and liveness check and, as local activities, the Redis writes
 // (PoolActivities); the host queue's worker runs discovery and the hooks
 // (HostActivities).
-func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, log *zap.Logger) ([]worker.Worker, error) {
+func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
 	ecfg, err := EngineConfig(cfg, d.PluginDirs, archiveDir, d.Env, plog)
 	if err != nil {
-		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
+	ecfg.Instance = instance
 	eng, err := engine.New(ecfg)
 	if err != nil {
-		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	hosts, _ := d.Store.(activities.HostRegistry)
 	poolActs, err := activities.NewPool(d.Store, hosts, eng, HostQueue(p, instance), plog)
 	if err != nil {
-		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	hostActs, err := activities.NewHost(eng, eng, eng, d.Store, plog, ActivityOptions(cfg, logOutbox))
 	if err != nil {
-		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	crawlActs, err := activities.NewCrawl(d.Crawl, eng, HostQueue(p, instance), ecfg.Fetch, plog, activities.CrawlOptions{
+		HeartbeatInterval: cfg.Hooks.HeartbeatInterval,
+		LiveInterval:      cfg.Crawl.LiveInterval,
+		WriteTimeout:      cfg.Crawl.WriteTimeout,
+		LogLineBytes:      cfg.Hooks.LogLineBytes,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	opts := WorkerOptions(cfg, p)
 	shared := worker.New(d.Client, p.TaskQueue, opts)
 	workflows.Register(shared)
 	shared.RegisterActivity(poolActs)
+	shared.RegisterActivity(crawlActs)
 
 	host := worker.New(d.Client, HostQueue(p, instance), opts)
 	host.RegisterActivity(hostActs)
-	return []worker.Worker{shared, host}, nil
+	host.RegisterActivity(activities.NewCrawlHost(crawlActs))
+	return []worker.Worker{shared, host}, eng, nil
 }
 
 // hookLimits are the worker's default resource limits of every hook
@@ -330,7 +354,11 @@ func EngineConfig(cfg *config.Config, pluginDirs []string, archiveDir string, en
 		Secrets:    cfg.Secrets(),
 		Fetch:      fetch,
 		Limits:     limits,
-		Log:        log,
+		// A crawl's pages on this host (config crawl.*).
+		WARCMaxBytes:      cfg.Crawl.WARCMaxBytes,
+		InProcessBuiltins: cfg.Crawl.InProcessBuiltins,
+		MaxResponses:      cfg.Hooks.ResponsesPerAttempt,
+		Log:               log,
 	}, nil
 }
 
@@ -379,15 +407,18 @@ func startLogOutbox(archiveDir string, store activities.Store, log *zap.Logger) 
 	}, nil
 }
 
-// sweep kills hook processes left by a crashed worker on this host.
+// sweep kills hook processes left by a crashed worker on this host:
+// snapshots' hooks and crawls' page and setup hooks.
 func sweep(archiveDir string, grace time.Duration, log *zap.Logger) {
-	rep, err := procs.SweepGrace(filepath.Join(archiveDir, "snapshots"), grace, log)
-	if err != nil {
-		log.Warn("sweep leftover hook processes", zap.Error(err))
-		return
-	}
-	if len(rep.Killed) > 0 || len(rep.Removed) > 0 {
-		log.Info("swept leftover hook processes", zap.Ints("killed", rep.Killed), zap.Int("stale_pid_files", len(rep.Removed)))
+	for _, sub := range []string{"snapshots", "crawls"} {
+		rep, err := procs.SweepGrace(filepath.Join(archiveDir, sub), grace, log)
+		if err != nil {
+			log.Warn("sweep leftover hook processes", zap.String("dir", sub), zap.Error(err))
+			continue
+		}
+		if len(rep.Killed) > 0 || len(rep.Removed) > 0 {
+			log.Info("swept leftover hook processes", zap.String("dir", sub), zap.Ints("killed", rep.Killed), zap.Int("stale_pid_files", len(rep.Removed)))
+		}
 	}
 }
 

@@ -189,16 +189,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		log.Warn("remove pid file", zap.Error(err))
 	}
 
-	res.Counts = out.counts
-	res.Counts.StderrLines = errs.count
-	res.Last = out.last
-	res.Responses = out.responses
-	res.StderrTail = errs.tail
-	if res.Outputs, res.OutputBytes, err = ListOutputs(s.Dir); err != nil {
-		log.Warn("list hook outputs", zap.Error(err))
-	}
-	decide(&res, s.Background, s.Timeout)
-	logResult(log, res)
+	res.finish(s, out, errs, log)
 	return res, nil
 }
 
@@ -438,4 +429,20 @@ func (k *stderrSink) line(b []byte, truncated bool) {
 	if k.onLine != nil {
 		k.onLine(line)
 	}
+}
+
+// finish fills in what the hook printed and left, decides its status and
+// logs the result: the end of every run, in its own process or in-process.
+func (res *Result) finish(s Spec, out *stdoutSink, errs *stderrSink, log *zap.Logger) {
+	res.Counts = out.counts
+	res.Counts.StderrLines = errs.count
+	res.Last = out.last
+	res.Responses = out.responses
+	res.StderrTail = errs.tail
+	var err error
+	if res.Outputs, res.OutputBytes, err = ListOutputs(s.Dir); err != nil {
+		log.Warn("list hook outputs", zap.Error(err))
+	}
+	decide(res, s.Background, s.Timeout)
+	logResult(log, *res)
 }

@@ -64,9 +64,15 @@ func (k Keys) Ops(ident string) string { return k.ns + ident + "_ops" }
 // batch ids scored by the log score they ended at.
 func (k Keys) LogBatches(ident string) string { return k.ns + ident + "_logbatches" }
 
-// JobKeys lists every key belonging to one job (all expire together).
+// Rules is archiveflow's IDENT_rules hash of a crawl's rules versions
+// (field VERSION → the rule list as JSON, field latest → VERSION).
+func (k Keys) Rules(ident string) string { return k.ns + ident + "_rules" }
+
+// JobKeys lists every key belonging to one job (all expire together). A
+// crawl's frontier keys hang off Job(ident) too; internal/frontier lists
+// and expires them.
 func (k Keys) JobKeys(ident string) []string {
-	return []string{k.Job(ident), k.Log(ident), k.Ignores(ident), k.Ops(ident), k.LogBatches(ident)}
+	return []string{k.Job(ident), k.Log(ident), k.Ignores(ident), k.Ops(ident), k.LogBatches(ident), k.Rules(ident)}
 }
 
 // Pending is ArchiveBot's pending list of idents.

@@ -110,5 +110,6 @@ func (s *Store) jobKeys(ident string) map[string]string {
 		"ignores":    s.keys.Ignores(ident),
 		"ops":        s.keys.Ops(ident),
 		"logbatches": s.keys.LogBatches(ident),
+		"rules":      s.keys.Rules(ident),
 	}
 }

@@ -214,7 +214,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 // createJobScript registers a job, replacing a retained final one when
 // asked. ARGV: ident create_op replace(0|1) queued_at not_before(empty = none)
 // n_ignores ignores... fields...(name value pairs)
-var createJobScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches",
+var createJobScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches", "rules",
 	"pending", "working", "time_index", "scheduled", "purge"}, withStates, `
 local ident = ARGV[1]
 if redis.call('EXISTS', job) == 1 then
@@ -223,7 +223,7 @@ if redis.call('EXISTS', job) == 1 then
   if not final then return CODE_RUNNING end
   if ARGV[3] ~= '1' then return CODE_RETAINED end
 end
-for _, k in ipairs({job, log, ignores, ops, logbatches}) do redis.call('DEL', k) end
+for _, k in ipairs({job, log, ignores, ops, logbatches, rules}) do redis.call('DEL', k) end
 redis.call('LREM', pending, 0, ident)
 redis.call('LREM', working, 0, ident)
 redis.call('ZREM', scheduled, ident)
@@ -243,6 +243,21 @@ if ARGV[5] ~= '' then redis.call('ZADD', scheduled, ARGV[5], ident) end
 redis.call('LPUSH', pending, ident)
 return CODE_APPLIED
 `)
+
+// JobTTL is the time the job hash has left (0 while it has no expiry);
+// ErrJobNotFound when it is gone.
+func (s *Store) JobTTL(ctx context.Context, ident string) (time.Duration, error) {
+	d, err := s.rdb.PTTL(ctx, s.keys.Job(ident)).Result()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("ttl of job %s: %w", ident, err)
+	case d == -2:
+		return 0, fmt.Errorf("ttl of job %s: %w", ident, ErrJobNotFound)
+	case d < 0:
+		return 0, nil
+	}
+	return d, nil
+}
 
 func (s *Store) ttl(ctx context.Context, ident string) string {
 	d, err := s.rdb.TTL(ctx, s.keys.Job(ident)).Result()

@@ -1,5 +1,5 @@
 // Package searchattr owns the custom Temporal search attributes archiveflow
-// sets on snapshot workflows so operators can find and filter runs in the
+// sets on snapshot and crawl workflows so operators can find and filter runs in the
 // Temporal Web UI: their names, types and typed keys. The dev server and the
 // docker-compose setup register exactly this list; workflows upsert them.
 package searchattr
@@ -16,6 +16,10 @@ const (
 	NameStep  = "ArchiveflowStep"
 	NameState = "ArchiveflowState"
 	NamePool  = "ArchiveflowPool"
+	// NamePagesDone and NamePagesQueued are a crawl's pages done
+	// (succeeded or failed) and still to fetch (ready or in flight).
+	NamePagesDone   = "ArchiveflowPagesDone"
+	NamePagesQueued = "ArchiveflowPagesQueued"
 )
 
 // Typed keys for workflow.UpsertTypedSearchAttributes and start options.
@@ -25,6 +29,9 @@ var (
 	Step  = temporal.NewSearchAttributeKeyInt64(NameStep)
 	State = temporal.NewSearchAttributeKeyKeyword(NameState)
 	Pool  = temporal.NewSearchAttributeKeyKeyword(NamePool)
+
+	PagesDone   = temporal.NewSearchAttributeKeyInt64(NamePagesDone)
+	PagesQueued = temporal.NewSearchAttributeKeyInt64(NamePagesQueued)
 )
 
 // Definition is one search attribute to register with a namespace.
@@ -40,6 +47,8 @@ var All = []Definition{
 	{NameStep, enumspb.INDEXED_VALUE_TYPE_INT},
 	{NameState, enumspb.INDEXED_VALUE_TYPE_KEYWORD},
 	{NamePool, enumspb.INDEXED_VALUE_TYPE_KEYWORD},
+	{NamePagesDone, enumspb.INDEXED_VALUE_TYPE_INT},
+	{NamePagesQueued, enumspb.INDEXED_VALUE_TYPE_INT},
 }
 
 // Map returns All as the name → type map the operator service API takes.

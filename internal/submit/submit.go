@@ -1,7 +1,7 @@
 // Package submit owns turning one validated job request into what Temporal
-// and Redis need: the SnapshotWorkflow input built from configuration, the
-// workflow start options (ID, summary, priority, delay, search attributes)
-// and the Redis job record. The starter, the dev stack, integration tests
+// and Redis need: the SnapshotWorkflow or CrawlWorkflow input built from
+// configuration, the workflow start options (ID, summary, priority, delay,
+// search attributes) and the Redis job record. The starter, the dev stack, integration tests
 // and benchmarks all submit through it, so every job is built the same way.
 package submit
 
@@ -18,6 +18,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/scope"
 	"github.com/archiveflow/archiveflow/internal/searchattr"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -39,6 +40,49 @@ type Request struct {
 	CreateOp string
 	// Replace starts afresh over a retained finished job.
 	Replace bool
+	// CrawlDepth is a crawl's depth limit when FetchDepth is inf (-1 =
+	// none); Rules are its initial rules.
+	CrawlDepth int
+	Rules      scope.Rules
+}
+
+// IsCrawl reports whether the request is a crawl (FetchDepth inf).
+func (r Request) IsCrawl() bool { return r.FetchDepth == model.FetchInf }
+
+// CrawlInput builds a crawl's workflow input from configuration: the start
+// page's snapshot input (every plugin, crawl-page role) and the page
+// settings of config crawl.*.
+func CrawlInput(cfg *config.Config, r Request) workflows.CrawlInput {
+	seed := Input(cfg, r)
+	seed.Job.FetchDepth = model.FetchShallow // the start page is one page
+	seed.Job.CrawlPage = true
+	cc := cfg.Crawl
+	return workflows.CrawlInput{
+		Version: workflows.InputComplete,
+		Crawl: activities.Crawl{
+			Job:          activities.Job{Ident: r.Ident, URL: r.URL, SnapshotID: r.Ident, FetchDepth: model.FetchInf},
+			MaxDepth:     r.CrawlDepth,
+			Scope:        scope.Config{Subdomains: cc.Scope.Subdomains, PathPrefix: cc.Scope.PathPrefix, OffsiteOnce: cc.Scope.OffsiteOnce},
+			PagePlugins:  slices.Clone(cc.PagePlugins),
+			PageAttempts: cc.PageAttempts,
+			MaxLinks:     cc.MaxLinksPerPage,
+		},
+		Pool:      r.Pool.Name,
+		TaskQueue: r.Pool.TaskQueue,
+		Settings:  r.Settings,
+		Rules:     r.Rules,
+		Seed:      seed,
+		Timing: workflows.CrawlTiming{
+			HeartbeatTimeout:     cfg.Hooks.HeartbeatTimeout,
+			PageTimeout:          cc.PageTimeout,
+			PageActivityAttempts: int32(cc.PageAttempts),
+			HostScheduleToStart:  cfg.Job.HostTimeout,
+			TeardownTimeout:      cfg.Hooks.Grace + cfg.Hooks.StartMargin,
+			HistoryEvents:        cc.HistoryEvents,
+			AttrInterval:         cc.AttrInterval,
+			MaxDuration:          cfg.Job.MaxDuration,
+		},
+	}
 }
 
 // Input builds the workflow input from configuration: every value the
@@ -92,14 +136,22 @@ func StartOptions(r Request) client.StartWorkflowOptions {
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		Priority:                                 temporal.Priority{PriorityKey: r.PriorityKey},
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			searchattr.Ident.ValueSet(r.Ident),
-			searchattr.URL.ValueSet(r.URL),
-			searchattr.Step.ValueSet(0),
-			searchattr.State.ValueSet(string(model.StatePending)),
-			searchattr.Pool.ValueSet(r.Pool.Name),
-		),
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(attrs(r)...),
 	}
+}
+
+// attrs are a job's search attributes at its start.
+func attrs(r Request) []temporal.SearchAttributeUpdate {
+	a := []temporal.SearchAttributeUpdate{
+		searchattr.Ident.ValueSet(r.Ident),
+		searchattr.URL.ValueSet(r.URL),
+		searchattr.State.ValueSet(string(model.StatePending)),
+		searchattr.Pool.ValueSet(r.Pool.Name),
+	}
+	if r.IsCrawl() {
+		return append(a, searchattr.PagesDone.ValueSet(0), searchattr.PagesQueued.ValueSet(1))
+	}
+	return append(a, searchattr.Step.ValueSet(0))
 }
 
 // Job is the Redis job record of the request.

@@ -1,6 +1,7 @@
 // Package devtest runs the snapshot workflows on a real in-process Temporal
 // dev server with real hooks (shell scripts) and the real process runner,
-// and records the histories the replay tests in package workflows replay.
+// and the crawl workflow with a fake crawl (internal/crawltest), and
+// records the histories the replay tests in package workflows replay.
 // Its tests link the whole Temporal server, so they only build with
 // `-tags dev`:
 //

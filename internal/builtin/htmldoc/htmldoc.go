@@ -91,6 +91,41 @@ func (d *Doc) Links() []Link {
 	return links
 }
 
+// Requisites returns what the page needs to render, as absolute http(s)
+// URLs without fragment, deduplicated, in document order: stylesheets and
+// icons (link rel), images (img, input type=image), scripts, embedded
+// media (embed, source, video, audio, track) and object data.
+func (d *Doc) Requisites() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(ref string) {
+		if u := d.Resolve(ref); u != "" && !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	walk(d.root, func(n *html.Node) {
+		switch n.DataAtom {
+		case atom.Link:
+			for _, rel := range strings.Fields(strings.ToLower(attrOf(n, "rel"))) {
+				if rel == "stylesheet" || rel == "icon" || rel == "apple-touch-icon" {
+					add(attrOf(n, "href"))
+					return
+				}
+			}
+		case atom.Img, atom.Script, atom.Embed, atom.Source, atom.Video, atom.Audio, atom.Track:
+			add(attrOf(n, "src"))
+		case atom.Input:
+			if strings.EqualFold(attrOf(n, "type"), "image") {
+				add(attrOf(n, "src"))
+			}
+		case atom.Object:
+			add(attrOf(n, "data"))
+		}
+	})
+	return out
+}
+
 // Icons returns the absolute URLs of the page's declared icons (link rel
 // icon, shortcut icon, apple-touch-icon), in document order.
 func (d *Doc) Icons() []string {

@@ -83,3 +83,16 @@ func TestParseRejectsBadPageURL(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `parse page url "http://[::1"`)
 }
+
+func TestRequisites(t *testing.T) {
+	page := `<html><head><link rel="stylesheet" href="/s.css"><link rel="alternate" href="/feed">
+<link rel="Shortcut Icon" href="fav.ico"><script src="https://cdn.example/a.js"></script></head>
+<body><img src="/i.png"><img src="/i.png#x"><img src=""><input type="image" src="b.png"><input src="no.png">
+<video src="v.mp4"><source src="v.webm"></video><object data="o.swf"></object><a href="/page">page</a>
+<img src="data:image/png;base64,AAAA"></body></html>`
+	d, err := Parse([]byte(page), "text/html", "http://example.com/dir/index.html")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"http://example.com/s.css", "http://example.com/dir/fav.ico", "https://cdn.example/a.js",
+		"http://example.com/i.png", "http://example.com/dir/b.png", "http://example.com/dir/v.mp4",
+		"http://example.com/dir/v.webm", "http://example.com/dir/o.swf"}, d.Requisites())
+}

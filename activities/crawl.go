@@ -1,0 +1,557 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/logging"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/scope"
+)
+
+// ErrPageNotClaimed marks a CrawlStore write for a page attempt that no
+// longer holds its page (completed by an earlier run of the same attempt,
+// released, or skipped): the write is refused and nothing is counted.
+var ErrPageNotClaimed = errors.New("page is not claimed by this attempt")
+
+// Link is one link to add to a crawl's frontier, judged by internal/scope.
+type Link struct {
+	URL       string
+	NoRecurse bool
+	Requisite bool
+}
+
+// LiveSettings are the parts of a crawl a host reads from Redis while the
+// crawl runs: ArchiveBot's ignores (IDENT_ignores, which its bot may
+// change at any time), its suppress_ignore_reports flag, and the latest
+// rules (the workflow writes them before a rules change returns).
+type LiveSettings struct {
+	Ignores               []string
+	SuppressIgnoreReports bool
+	Rules                 scope.Versioned
+}
+
+// CrawlStore is the Redis side of a crawl: internal/frontier for pages,
+// internal/rkeys for the job hash, log and rules. internal/jobstore
+// adapts them. Every method is safe to repeat.
+type CrawlStore interface {
+	SeedCrawl(ctx context.Context, in SeedCrawlInput) (SeedCrawlResult, error)
+	Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]PageSpec, PageCounts, error)
+	Skip(ctx context.Context, ident string, pageID int64, reason string) error
+	// Discover adds batch (0, 1, 2, … per attempt) of a page's links and
+	// returns how many pages it queued.
+	Discover(ctx context.Context, ident string, pageID int64, attempt, batch int, links []Link) (int, error)
+	// Complete ends a page attempt and counts its responses with the job's
+	// counters (items_downloaded, bytes_downloaded, r1xx..r5xx, runk,
+	// error_count) in the same write; ErrPageNotClaimed when the attempt
+	// no longer holds the page.
+	Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, rc model.ResponseCounts, bytes int64) (PageCounts, error)
+	Release(ctx context.Context, ident string, ids []int64) (PageCounts, error)
+	Counts(ctx context.Context, ident string) (PageCounts, error)
+	LiveSettings(ctx context.Context, ident string) (LiveSettings, error)
+	SetRules(ctx context.Context, ident string, rules scope.Versioned) error
+	// FinishCrawl writes the job's final state (FinishJob) and gives the
+	// frontier the job's retention.
+	FinishCrawl(ctx context.Context, in FinishInput) error
+	AppendLog(ctx context.Context, ident, key string, seq int, entries []LogEntry) error
+}
+
+// PageRunner runs crawl pages on a worker host (internal/engine).
+type PageRunner interface {
+	// RunPage runs one page attempt: the crawl's setup hooks first on
+	// this host, then the page plugin set step by step. An error means the
+	// page could not be run at all; wrap ErrConfig for configuration errors.
+	RunPage(ctx context.Context, run PageRun) (PageOutcome, error)
+	// SeedRecords reads what the start page's snapshot left on this host
+	// and appends its WARC files to the job's WARC.
+	SeedRecords(ctx context.Context, in SeedPageInput) (SeedRecords, error)
+	// TeardownCrawl stops the crawl's setup hooks on this host.
+	TeardownCrawl(ctx context.Context, ident string) error
+}
+
+// CrawlOptions tune the crawl activities; every value comes from the
+// configuration (config crawl.*, hooks.*).
+type CrawlOptions struct {
+	HeartbeatInterval time.Duration
+	// LiveInterval is how long the ignores and rules read from Redis are
+	// used before they are read again.
+	LiveInterval time.Duration
+	// WriteTimeout bounds the retries of the page's Redis writes (Redis
+	// down delays a page; the page is not fetched again for it).
+	WriteTimeout time.Duration
+	// LogLineBytes caps one log entry's URL or message.
+	LogLineBytes int
+}
+
+func (o CrawlOptions) validate() error {
+	switch {
+	case o.HeartbeatInterval <= 0:
+		return fmt.Errorf("crawl activity options: heartbeat interval %s: must be > 0", o.HeartbeatInterval)
+	case o.LiveInterval <= 0:
+		return fmt.Errorf("crawl activity options: live interval %s: must be > 0", o.LiveInterval)
+	case o.WriteTimeout <= 0:
+		return fmt.Errorf("crawl activity options: write timeout %s: must be > 0", o.WriteTimeout)
+	case o.LogLineBytes <= 0:
+		return fmt.Errorf("crawl activity options: log line bytes %d: must be > 0", o.LogLineBytes)
+	}
+	return nil
+}
+
+// CrawlActivities are the crawl's activities on a pool's shared queue: the
+// frontier writes the workflow runs as local activities (SeedCrawl,
+// ClaimPages, CompletePage, ReleasePages, SetRules, FinishCrawl) and the
+// page attempts any worker of the pool may run (RunPage).
+type CrawlActivities struct {
+	store     CrawlStore
+	pages     PageRunner
+	hostQueue string
+	opts      CrawlOptions
+	log       *zap.Logger
+	deny      scope.Denier
+	live      liveCache
+}
+
+// NewCrawl builds the crawl activities. hostQueue is the task queue only
+// this worker process polls (its crawl setup is torn down there); deny may
+// be nil (no deny policy).
+func NewCrawl(store CrawlStore, pages PageRunner, hostQueue string, deny scope.Denier, log *zap.Logger, opts CrawlOptions) (*CrawlActivities, error) {
+	switch {
+	case store == nil:
+		return nil, errors.New("crawl activities: store must not be nil")
+	case pages == nil:
+		return nil, errors.New("crawl activities: page runner must not be nil")
+	case hostQueue == "":
+		return nil, errors.New("crawl activities: host queue must not be empty")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &CrawlActivities{store: store, pages: pages, hostQueue: hostQueue, opts: opts, log: log, deny: deny,
+		live: liveCache{entries: map[string]*liveEntry{}}}, nil
+}
+
+// SeedCrawl creates the frontier with the start URL and claims it.
+func (a *CrawlActivities) SeedCrawl(ctx context.Context, in SeedCrawlInput) (SeedCrawlResult, error) {
+	if in.Ident == "" || in.URL == "" || in.Token == "" {
+		return SeedCrawlResult{}, invalidInput("seed crawl %q: ident, url and token must be set", in.Ident)
+	}
+	res, err := a.store.SeedCrawl(ctx, in)
+	if err != nil {
+		return SeedCrawlResult{}, crawlStoreError(err, "seed crawl %s", in.Ident)
+	}
+	return res, nil
+}
+
+// ClaimPages claims up to N pages, lowest depth first, and applies the
+// rules: a page a skip rule matches goes to SKIPPED, a ua rule sets its
+// user agent.
+func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimResult, error) {
+	if in.Ident == "" || in.Token == "" || in.N < 1 {
+		return ClaimResult{}, invalidInput("claim pages of %q: ident, token and n >= 1 required (n %d)", in.Ident, in.N)
+	}
+	rules, err := in.Rules.Rules.Compile()
+	if err != nil {
+		return ClaimResult{}, invalidInput("claim pages of %s: rules version %d: %v", in.Ident, in.Rules.Version, err)
+	}
+	pages, counts, err := a.store.Claim(ctx, in.Ident, in.N, in.Token, in.Rules.Version)
+	if err != nil {
+		return ClaimResult{}, crawlStoreError(err, "claim pages of %s", in.Ident)
+	}
+	out := ClaimResult{Counts: counts}
+	for _, p := range pages {
+		pr := rules.Eval(p.URL)
+		if pr.Skip {
+			reason := fmt.Sprintf("skipped by rule %d (%s) of rules version %d", pr.SkipRule, rules.Pattern(pr.SkipRule), in.Rules.Version)
+			if err := a.store.Skip(ctx, in.Ident, p.ID, reason); err != nil {
+				return ClaimResult{}, crawlStoreError(err, "skip page %d of %s", p.ID, in.Ident)
+			}
+			out.Skipped++
+			out.Counts.Claimed--
+			out.Counts.Skipped++
+			continue
+		}
+		p.UA = pr.UA
+		out.Pages = append(out.Pages, p)
+	}
+	return out, nil
+}
+
+// CompletePage ends a page attempt as failed when its activity could not
+// (attempts exhausted, host lost on the last one). A page already
+// completed is left as it is.
+func (a *CrawlActivities) CompletePage(ctx context.Context, in CompletePageInput) (PageCounts, error) {
+	c, err := a.store.Complete(ctx, in.Ident, in.PageID, in.Attempt, PageFailed, in.Note, model.ResponseCounts{}, 0)
+	if errors.Is(err, ErrPageNotClaimed) {
+		a.log.Info("page already completed", logging.Ident(in.Ident), zap.Int64("page", in.PageID), zap.Int("attempt", in.Attempt))
+		return a.counts(ctx, in.Ident)
+	}
+	if err != nil {
+		return PageCounts{}, crawlStoreError(err, "complete page %d of %s", in.PageID, in.Ident)
+	}
+	return c, nil
+}
+
+func (a *CrawlActivities) counts(ctx context.Context, ident string) (PageCounts, error) {
+	c, err := a.store.Counts(ctx, ident)
+	if err != nil {
+		return PageCounts{}, crawlStoreError(err, "counts of %s", ident)
+	}
+	return c, nil
+}
+
+// ReleasePages returns claimed pages to READY without spending an attempt.
+func (a *CrawlActivities) ReleasePages(ctx context.Context, in ReleasePagesInput) (PageCounts, error) {
+	if len(in.PageIDs) == 0 {
+		return a.counts(ctx, in.Ident)
+	}
+	c, err := a.store.Release(ctx, in.Ident, in.PageIDs)
+	if err != nil {
+		return PageCounts{}, crawlStoreError(err, "release pages of %s", in.Ident)
+	}
+	return c, nil
+}
+
+// SetRules stores a rules version (IDENT_rules) for the hosts to read.
+func (a *CrawlActivities) SetRules(ctx context.Context, in SetRulesInput) error {
+	if err := in.Rules.Rules.Validate(); err != nil {
+		return invalidInput("set rules of %s: %v", in.Ident, err)
+	}
+	if err := a.store.SetRules(ctx, in.Ident, in.Rules); err != nil {
+		return crawlStoreError(err, "set rules version %d of %s", in.Rules.Version, in.Ident)
+	}
+	return nil
+}
+
+// FinishCrawl writes the crawl's final state; its frontier expires with
+// the job.
+func (a *CrawlActivities) FinishCrawl(ctx context.Context, in FinishInput) error {
+	if !in.State.Final() {
+		return invalidInput("finish crawl %s: state %q: must be finished, aborted or failed", in.Ident, in.State)
+	}
+	if err := a.store.FinishCrawl(ctx, in); err != nil {
+		return crawlStoreError(err, "finish crawl %s as %s", in.Ident, in.State)
+	}
+	return nil
+}
+
+// RunPage runs one page attempt on this worker: the page plugin set (after
+// the crawl's setup on this host), then its links judged by the crawl's
+// scope, rules, ignores and deny policy and added to the frontier, one
+// download packet per response and one ignore packet per ignored URL, and
+// the attempt's outcome with its response counters in one frontier write.
+// A transient outcome is a successful activity: the frontier claims the
+// page again later while it has attempts left. The activity fails only
+// when the attempt could not be recorded (Redis down past the write
+// timeout, the worker stopping), so Temporal retries it; its last failure
+// is recorded by the workflow (CompletePage).
+func (a *CrawlActivities) RunPage(ctx context.Context, in RunPageInput) (PageResult, error) {
+	p, ident := in.Page, in.Crawl.Job.Ident
+	if ident == "" || p.ID < 1 || p.URL == "" || p.Attempt < 1 {
+		return PageResult{}, invalidInput("run page %d of %q: ident, page id, url and attempt must be set", p.ID, ident)
+	}
+	info := activity.GetInfo(ctx)
+	log := a.log.With(logging.Ident(ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt), zap.Int32("activity_attempt", info.Attempt))
+	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, Progress{Attempt: p.Attempt})
+	defer stop()
+	if err := politeDelay(ctx, in.Settings); err != nil {
+		return PageResult{}, temporal.NewCanceledError()
+	}
+	out, runErr := a.pages.RunPage(ctx, PageRun{Crawl: in.Crawl, Page: p, Settings: in.Settings})
+	if ctx.Err() != nil {
+		if workerStopping(ctx) {
+			log.Warn("page interrupted by worker shutdown: retried")
+			return PageResult{}, fmt.Errorf("page %d of %s: worker shut down during the page", p.ID, ident)
+		}
+		return PageResult{}, temporal.NewCanceledError()
+	}
+	if runErr != nil {
+		status := PageTransient
+		if errors.Is(runErr, ErrConfig) {
+			status = PageFailed
+		}
+		out = PageOutcome{Status: status, Note: runErr.Error()}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.WriteTimeout)
+	defer cancel()
+	res, err := a.recordPage(wctx, log, in, out, fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), true)
+	if err != nil {
+		return PageResult{}, err
+	}
+	log.Debug("page done", zap.String("status", res.Status), zap.Int("responses", res.Responses), zap.Int("queued", res.Queued))
+	return res, nil
+}
+
+// recordPage writes what a page attempt did: log packets (download packets
+// only when logResponses), links, outcome with its response counters.
+func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in RunPageInput, out PageOutcome, logKey string, logResponses bool) (PageResult, error) {
+	p, ident := in.Page, in.Crawl.Job.Ident
+	res := PageResult{PageID: p.ID, Attempt: p.Attempt, Status: out.Status, HostQueue: a.hostQueue,
+		Responses: len(out.Responses), Error: out.Note}
+	var links []Link
+	var entries []LogEntry
+	now := time.Now()
+	for _, r := range out.Responses {
+		if !logResponses {
+			break
+		}
+		r.URL = truncate(r.URL, a.opts.LogLineBytes)
+		entries = append(entries, LogEntry{Kind: LogDownload, Time: now, Hook: "page", Response: &r})
+	}
+	if out.Status == PageSucceeded {
+		live, judge, err := a.live.get(ctx, a, in.Crawl)
+		if err != nil {
+			return res, err
+		}
+		links, entries = judgeLinks(ctx, log, judge, live, p, out.Links, entries, now, a.opts.LogLineBytes)
+	}
+	if out.Status == PageTransient && out.Note != "" {
+		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
+			Message: truncate(fmt.Sprintf("page %s attempt %d failed, will be retried: %s", p.URL, p.Attempt, out.Note), a.opts.LogLineBytes)})
+	}
+	if len(entries) > 0 {
+		if err := retryWrite(ctx, func() error { return a.store.AppendLog(ctx, ident, logKey, 0, entries) }); err != nil {
+			return res, fmt.Errorf("log page %d of %s: %w", p.ID, ident, err)
+		}
+	}
+	const batchSize = 1000
+	for b := 0; b*batchSize < len(links); b++ {
+		part := links[b*batchSize : min((b+1)*batchSize, len(links))]
+		var n int
+		err := retryWrite(ctx, func() (err error) { n, err = a.store.Discover(ctx, ident, p.ID, p.Attempt, b, part); return err })
+		if errors.Is(err, ErrPageNotClaimed) {
+			log.Warn("links not added: the page attempt no longer holds its page", zap.Error(err))
+			res.Error = "superseded: " + err.Error()
+			return res, nil
+		}
+		if err != nil {
+			return res, fmt.Errorf("add links of page %d of %s: %w", p.ID, ident, err)
+		}
+		res.Queued += n
+	}
+	rc := model.CountResponses(out.Responses)
+	var bytes int64
+	for _, r := range out.Responses {
+		bytes += r.Bytes
+	}
+	err := retryWrite(ctx, func() (err error) {
+		res.Counts, err = a.store.Complete(ctx, ident, p.ID, p.Attempt, out.Status, out.Note, rc, bytes)
+		return err
+	})
+	if errors.Is(err, ErrPageNotClaimed) {
+		log.Warn("outcome not recorded: the page attempt no longer holds its page", zap.Error(err))
+		res.Error = "superseded: " + err.Error()
+		res.Counts, err = a.store.Counts(ctx, ident)
+	}
+	if err != nil {
+		return res, fmt.Errorf("complete page %d of %s: %w", p.ID, ident, err)
+	}
+	return res, nil
+}
+
+// judgeLinks decides which links become pages and adds an ignore packet
+// for each ignored URL (unless the job suppresses them).
+func judgeLinks(ctx context.Context, log *zap.Logger, judge *scope.Judge, live LiveSettings, p PageSpec, found []Discovered,
+	entries []LogEntry, now time.Time, lineBytes int) ([]Link, []LogEntry) {
+	var links []Link
+	invalid := 0
+	for _, d := range found {
+		dec := judge.Link(ctx, p.NoRecurse, scope.Link{URL: d.URL, Requisite: d.Requisite})
+		switch dec.Reason {
+		case scope.Queued:
+			links = append(links, Link{URL: dec.URL, NoRecurse: dec.NoRecurse, Requisite: dec.Requisite})
+		case scope.ReasonIgnored:
+			if !live.SuppressIgnoreReports {
+				entries = append(entries, LogEntry{Kind: LogIgnore, Time: now, Hook: "page",
+					URL: truncate(dec.URL, lineBytes), Pattern: dec.Pattern, Source: "accept_url"})
+			}
+		case scope.ReasonDenied:
+			// A security refusal: reported even when ignore reports are
+			// suppressed.
+			entries = append(entries, LogEntry{Kind: LogIgnore, Time: now, Hook: "page",
+				URL: truncate(dec.URL, lineBytes), Pattern: dec.Pattern, Source: "fetch.deny"})
+		case scope.ReasonInvalid:
+			invalid++
+			if invalid <= 3 {
+				log.Info("link dropped: not a valid URL", zap.String("link", truncate(d.URL, 200)), zap.String("error", dec.Detail))
+			}
+		}
+	}
+	if invalid > 3 {
+		log.Info("further invalid links dropped", zap.Int("invalid", invalid))
+	}
+	return links, entries
+}
+
+// retryWrite retries a Redis write (an ErrNotWritable or ErrPageNotClaimed
+// is final) with backoff until ctx ends: Redis being down delays a page.
+func retryWrite(ctx context.Context, write func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || errors.Is(err, ErrNotWritable) || errors.Is(err, ErrPageNotClaimed) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %v)", err, context.Cause(ctx))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// politeDelay waits a random time in [delay_min, delay_max] before a page
+// (ArchiveBot's delay between a job's fetches).
+func politeDelay(ctx context.Context, s model.Settings) error {
+	if s.DelayMaxMS <= 0 {
+		return nil
+	}
+	ms := s.DelayMinMS
+	if s.DelayMaxMS > s.DelayMinMS {
+		ms += rand.IntN(s.DelayMaxMS - s.DelayMinMS + 1)
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// heartbeatEvery heartbeats details until the returned stop is called.
+func heartbeatEvery(ctx context.Context, every time.Duration, details any) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, details)
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// crawlStoreError wraps a CrawlStore error with context, non-retryable
+// when retrying cannot help.
+func crawlStoreError(err error, format string, args ...any) error {
+	if errors.Is(err, ErrPageNotClaimed) {
+		err = fmt.Errorf("%w: %w", ErrNotWritable, err)
+	}
+	return storeError(err, format, args...)
+}
+
+// liveCache keeps each crawl's live settings and judge for a short while.
+type liveCache struct {
+	mu      sync.Mutex
+	entries map[string]*liveEntry
+}
+
+type liveEntry struct {
+	at    time.Time
+	live  LiveSettings
+	judge *scope.Judge
+}
+
+func (c *liveCache) get(ctx context.Context, a *CrawlActivities, cr Crawl) (LiveSettings, *scope.Judge, error) {
+	ident := cr.Job.Ident
+	c.mu.Lock()
+	e := c.entries[ident]
+	c.mu.Unlock()
+	if e != nil && time.Since(e.at) < a.opts.LiveInterval {
+		return e.live, e.judge, nil
+	}
+	var live LiveSettings
+	err := retryWrite(ctx, func() (err error) { live, err = a.store.LiveSettings(ctx, ident); return err })
+	if err != nil {
+		return LiveSettings{}, nil, fmt.Errorf("read ignores and rules of %s: %w", ident, err)
+	}
+	sc, err := scope.New(cr.Job.URL, cr.Scope)
+	if err != nil {
+		return LiveSettings{}, nil, nonRetryable(ErrTypeInvalidInput, "crawl %s: %v", ident, err)
+	}
+	rules, err := live.Rules.Rules.Compile()
+	if err != nil {
+		a.log.Warn("stored rules do not compile; using none", logging.Ident(ident), zap.Error(err))
+		rules = nil
+	}
+	ig := scope.CompileIgnores(live.Ignores, cr.Job.URL)
+	if bad := ig.Invalid(); len(bad) > 0 && (e == nil || !slicesEqual(e.live.Ignores, live.Ignores)) {
+		a.log.Warn("ignore patterns that do not compile are not applied", logging.Ident(ident), zap.Strings("patterns", bad))
+	}
+	e = &liveEntry{at: time.Now(), live: live, judge: &scope.Judge{Scope: sc, Rules: rules, Ignores: ig, Deny: a.deny}}
+	c.mu.Lock()
+	c.entries[ident] = e
+	c.mu.Unlock()
+	return e.live, e.judge, nil
+}
+
+func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
+
+// CrawlHostActivities are the crawl's activities on a worker's own queue:
+// completing the start page from what its snapshot left on that host
+// (CompleteSeedPage) and ending the crawl there (TeardownCrawl).
+type CrawlHostActivities struct {
+	c *CrawlActivities
+}
+
+// NewCrawlHost builds the host-queue crawl activities over the same
+// dependencies as c.
+func NewCrawlHost(c *CrawlActivities) *CrawlHostActivities { return &CrawlHostActivities{c: c} }
+
+// CompleteSeedPage completes the start page: the links its snapshot's
+// hooks found (their last attempts' Snapshot records) are judged and
+// added, its responses counted, its WARC files appended to the job's
+// WARC on this host.
+func (h *CrawlHostActivities) CompleteSeedPage(ctx context.Context, in SeedPageInput) (PageResult, error) {
+	a := h.c
+	ident := in.Crawl.Job.Ident
+	log := a.log.With(logging.Ident(ident), zap.Int64("page", in.Page.ID))
+	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, Progress{Attempt: in.Page.Attempt})
+	defer stop()
+	recs, err := a.pages.SeedRecords(ctx, in)
+	if err != nil {
+		return PageResult{}, fmt.Errorf("read the start page's records of %s: %w", ident, err)
+	}
+	out := PageOutcome{Status: PageFailed, Note: in.Note, Responses: recs.Responses}
+	if in.Succeeded {
+		out.Status, out.Links, out.LinksDropped = PageSucceeded, recs.Links, recs.LinksDropped
+	}
+	info := activity.GetInfo(ctx)
+	// The snapshot's hooks logged their responses already; they are
+	// counted here, with the page's outcome.
+	return a.recordPage(ctx, log, RunPageInput{Crawl: in.Crawl, Page: in.Page}, out,
+		fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), false)
+}
+
+// TeardownCrawl stops the crawl's setup hooks on this host.
+func (h *CrawlHostActivities) TeardownCrawl(ctx context.Context, in TeardownInput) error {
+	if err := h.c.pages.TeardownCrawl(ctx, in.Ident); err != nil {
+		return fmt.Errorf("tear down crawl %s on %s: %w", in.Ident, h.c.hostQueue, err)
+	}
+	return nil
+}

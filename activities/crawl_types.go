@@ -1,0 +1,198 @@
+package activities
+
+import (
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/scope"
+)
+
+// Page statuses of a page attempt, in the frontier's vocabulary
+// (internal/frontier).
+const (
+	PageSucceeded = "succeeded"
+	PageFailed    = "failed"
+	// PageTransient: the attempt failed for a reason worth another attempt
+	// (5xx, network error); the page is claimed again later while it has
+	// attempts left.
+	PageTransient = "transient"
+)
+
+// Crawl is the job-level context of a crawl's pages: everything a page
+// attempt needs besides the page itself. It travels in every page
+// activity's input, so it stays small.
+type Crawl struct {
+	Job Job `json:"job"`
+	// MaxDepth is the depth limit; -1 = none.
+	MaxDepth int          `json:"max_depth"`
+	Scope    scope.Config `json:"scope"`
+	// PagePlugins run on every page but the start URL.
+	PagePlugins []string `json:"page_plugins"`
+	// PageAttempts is every page's number of attempts.
+	PageAttempts int `json:"page_attempts"`
+	// MaxLinks caps the links one page attempt adds.
+	MaxLinks int `json:"max_links"`
+}
+
+// PageSpec is one claimed page attempt.
+type PageSpec struct {
+	ID        int64  `json:"id"`
+	URL       string `json:"url"`
+	Depth     int    `json:"depth"`
+	Attempt   int    `json:"attempt"`
+	NoRecurse bool   `json:"no_recurse,omitempty"`
+	// UA is the user agent the rules give the page ("" = the job's).
+	UA string `json:"ua,omitempty"`
+}
+
+// PageCounts are a crawl's page counts (internal/frontier's Counts without
+// the per-depth breakdown, which stays in Redis).
+type PageCounts struct {
+	Total       int64 `json:"total"`
+	Ready       int64 `json:"ready"`
+	Claimed     int64 `json:"claimed"`
+	Skipped     int64 `json:"skipped"`
+	Done        int64 `json:"done"`
+	Succeeded   int64 `json:"succeeded"`
+	Failed      int64 `json:"failed"`
+	Deferred    int64 `json:"deferred"`
+	Propagating int64 `json:"propagating,omitempty"`
+}
+
+// Finished reports that no page is READY or CLAIMED and no depth
+// propagation is pending.
+func (c PageCounts) Finished() bool { return c.Ready == 0 && c.Claimed == 0 && c.Propagating == 0 }
+
+// Queued is the pages still to fetch (READY and CLAIMED).
+func (c PageCounts) Queued() int64 { return c.Ready + c.Claimed }
+
+// SeedCrawlInput creates a crawl's frontier and claims its start page.
+type SeedCrawlInput struct {
+	Ident        string `json:"ident"`
+	URL          string `json:"url"`
+	MaxDepth     int    `json:"max_depth"`
+	PageAttempts int    `json:"page_attempts"`
+	// Token names the claim of the start page (repeat-safe).
+	Token string `json:"token"`
+}
+
+// SeedCrawlResult is the claimed start page (nil when the start page was
+// already completed by an earlier run) and the counts.
+type SeedCrawlResult struct {
+	Page   *PageSpec  `json:"page,omitempty"`
+	Counts PageCounts `json:"counts"`
+}
+
+// ClaimInput claims up to N pages and applies the rules to them.
+type ClaimInput struct {
+	Ident string `json:"ident"`
+	N     int    `json:"n"`
+	// Token names this claim (repeat-safe: a retried claim returns the
+	// same pages).
+	Token string `json:"token"`
+	// Rules are the job's latest rules: skip moves a page to SKIPPED, ua
+	// sets its user agent; their version is kept with the attempt.
+	Rules scope.Versioned `json:"rules"`
+}
+
+// ClaimResult is the claimed pages (skipped ones left out) and the counts.
+type ClaimResult struct {
+	Pages   []PageSpec `json:"pages,omitempty"`
+	Skipped int        `json:"skipped,omitempty"`
+	Counts  PageCounts `json:"counts"`
+}
+
+// RunPageInput asks for one attempt of one page.
+type RunPageInput struct {
+	Crawl    Crawl          `json:"crawl"`
+	Page     PageSpec       `json:"page"`
+	Settings model.Settings `json:"settings"`
+}
+
+// PageResult is how a page attempt ended. It is small: no URL lists.
+type PageResult struct {
+	PageID  int64  `json:"page_id"`
+	Attempt int    `json:"attempt"`
+	Status  string `json:"status"`
+	// HostQueue is the queue of the worker that ran the page (its crawl
+	// setup is torn down there at the end).
+	HostQueue string     `json:"host_queue,omitempty"`
+	Responses int        `json:"responses,omitempty"`
+	Queued    int        `json:"queued,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	Counts    PageCounts `json:"counts"`
+}
+
+// CompletePageInput ends a page attempt the page activity could not end
+// (its attempts ran out, or the host died on the last one).
+type CompletePageInput struct {
+	Ident   string `json:"ident"`
+	PageID  int64  `json:"page_id"`
+	Attempt int    `json:"attempt"`
+	Note    string `json:"note"`
+}
+
+// ReleasePagesInput returns claimed pages to READY (an abort, or a run
+// that stops before running them).
+type ReleasePagesInput struct {
+	Ident   string  `json:"ident"`
+	PageIDs []int64 `json:"page_ids"`
+}
+
+// SeedPageInput completes the start page from what its snapshot (a child
+// SnapshotWorkflow in the crawl-page role) left on its host.
+type SeedPageInput struct {
+	Crawl Crawl    `json:"crawl"`
+	Page  PageSpec `json:"page"`
+	// Hooks are the snapshot's hooks (PLUGIN/NAME) whose final status was
+	// succeeded or noresults: their last attempt's Snapshot records are
+	// the page's links.
+	Hooks []string `json:"hooks"`
+	// Succeeded is the snapshot's outcome (finished, not failed).
+	Succeeded bool   `json:"succeeded"`
+	Note      string `json:"note,omitempty"`
+}
+
+// SetRulesInput stores a new rules version in Redis (IDENT_rules).
+type SetRulesInput struct {
+	Ident string          `json:"ident"`
+	Rules scope.Versioned `json:"rules"`
+}
+
+// TeardownInput ends a crawl on one host: its crawl-level background
+// hooks get SIGTERM.
+type TeardownInput struct {
+	Ident string `json:"ident"`
+}
+
+// PageRun is one page attempt as the host-side page runner needs it.
+type PageRun struct {
+	Crawl    Crawl
+	Page     PageSpec
+	Settings model.Settings
+}
+
+// Discovered is one URL a page's hooks found (a Snapshot record).
+type Discovered struct {
+	URL       string
+	Requisite bool
+}
+
+// PageOutcome is what the page runner did.
+type PageOutcome struct {
+	Status string // PageSucceeded, PageFailed or PageTransient
+	Note   string
+	// Responses are the attempt's fetches (URL kept: each is logged as a
+	// download packet), capped.
+	Responses []model.Response
+	// Links are the attempt's discoveries, capped at Crawl.MaxLinks.
+	Links        []Discovered
+	LinksDropped int
+}
+
+// SeedRecords are what the start page's snapshot left: the Snapshot
+// records of the given hooks' last attempts, the responses of every
+// attempt, and its WARC files appended to the job's WARC on that host.
+type SeedRecords struct {
+	Responses    []model.Response
+	Links        []Discovered
+	LinksDropped int
+}

@@ -1,0 +1,381 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
+	"github.com/archiveflow/archiveflow/internal/builtin/htmldoc"
+	"github.com/archiveflow/archiveflow/internal/builtin/wgetlog"
+	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/warc"
+)
+
+// Files of the pagefetch hook (in SNAP_DIR/pagefetch/).
+const (
+	pageFetchSummaryFile = "pagefetch.json"
+	pageFetchBodyFile    = "page.body"
+	// PageFetchWARC is the page's WARC (the page, its redirects and its
+	// requisites); a crawl appends it to the job's WARC of the host.
+	PageFetchWARC = "page.warc.gz"
+)
+
+// Limits of one page fetch.
+const (
+	maxRequisites      = 200
+	maxRequisiteBytes  = 64 << 20
+	requisiteCacheSize = 100_000
+)
+
+// pageFetchSummary is pagefetch.json: what the parsing hooks read.
+type pageFetchSummary struct {
+	URL         string `json:"url"`
+	FinalURL    string `json:"final_url"`
+	Status      int    `json:"status"`
+	ContentType string `json:"content_type,omitempty"`
+	BodyFile    string `json:"body_file,omitempty"` // relative to the pagefetch dir
+	Truncated   bool   `json:"truncated,omitempty"`
+	Redirects   int    `json:"redirects"`
+	Requisites  int    `json:"requisites"`
+	Reused      int    `json:"requisites_reused"`
+	Responses   int    `json:"responses"`
+	Bytes       int64  `json:"bytes"`
+	WARC        string `json:"warc"`
+}
+
+func readPageFetchJSON(snapDir string) (*pageFetchSummary, error) {
+	var s pageFetchSummary
+	if err := readJSON(snapDir, "pagefetch/"+pageFetchSummaryFile, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// pageTransports are shared by every pagefetch run of this process, one
+// per fetch.deny list (FETCH_DENY): a crawl running the hook in-process
+// keeps its connections alive across pages. They connect directly (no
+// proxy: Go's environment proxy would skip loopback), and only where the
+// fetch policy allows, checked after DNS resolution (egress.Dialer).
+var pageTransports sync.Map // FETCH_DENY → *http.Transport
+
+// pageTransport is the transport for the hook's fetch.deny list.
+func pageTransport(inv *hookio.Invocation) (*http.Transport, error) {
+	rules, err := inv.StringList(egress.EnvDeny)
+	if err != nil {
+		return nil, err
+	}
+	key := strings.Join(rules, "\n")
+	if t, ok := pageTransports.Load(key); ok {
+		return t.(*http.Transport), nil
+	}
+	policy, err := netpolicy.Parse(rules)
+	if err != nil {
+		return nil, fmt.Errorf("env %s: %w", egress.EnvDeny, err)
+	}
+	t := &http.Transport{
+		DialContext:         egress.Dialer(policy),
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 15 * time.Second,
+		// The WARC keeps the body as served.
+		DisableCompression: true,
+	}
+	actual, _ := pageTransports.LoadOrStore(key, t)
+	return actual.(*http.Transport), nil
+}
+
+// requisiteCache remembers, per crawl (CRAWL_DIR), the requisites already
+// fetched into that crawl's WARC on this host, so the stylesheet every page
+// shares is fetched once, as a crawler's URL table does. It lives as long
+// as the process: a crawl running the hook in-process shares it across its
+// pages; a hook run as its own process starts empty and fetches them all.
+var requisiteCache = struct {
+	sync.Mutex
+	crawls map[string]map[string]bool
+}{crawls: map[string]map[string]bool{}}
+
+func requisiteSeen(crawl, u string) bool {
+	if crawl == "" {
+		return false
+	}
+	requisiteCache.Lock()
+	defer requisiteCache.Unlock()
+	return requisiteCache.crawls[crawl][u]
+}
+
+func rememberRequisite(crawl, u string) {
+	if crawl == "" {
+		return
+	}
+	requisiteCache.Lock()
+	defer requisiteCache.Unlock()
+	m := requisiteCache.crawls[crawl]
+	if m == nil {
+		m = map[string]bool{}
+		requisiteCache.crawls[crawl] = m
+	}
+	if len(m) < requisiteCacheSize {
+		m[u] = true
+	}
+}
+
+// ForgetCrawl drops a crawl's requisite memory (its crawl ended on this
+// host).
+func ForgetCrawl(crawlDir string) {
+	requisiteCache.Lock()
+	defer requisiteCache.Unlock()
+	delete(requisiteCache.crawls, crawlDir)
+}
+
+// pageFetcher fetches one page into a WARC.
+type pageFetcher struct {
+	h      *Hook
+	client *http.Client
+	w      *warc.Writer
+	sum    pageFetchSummary
+	crawl  string
+}
+
+// runPageFetch fetches the page (following redirects, each one recorded)
+// and its requisites from any host into page.warc.gz, saves the page body
+// and pagefetch.json, and prints one Response record per fetch. The page
+// answered 2xx → succeeded; 4xx → failed (a final answer); 5xx, a network
+// error or a redirect loop → transient (the runner retries it).
+func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
+	f, err := os.Create(filepath.Join(h.Dir, PageFetchWARC))
+	if err != nil {
+		return hookio.Result{}, fmt.Errorf("pagefetch: create warc: %w", err)
+	}
+	defer f.Close()
+	transport, err := pageTransport(h.Inv)
+	if err != nil {
+		return hookio.Result{}, fmt.Errorf("pagefetch: %w", err)
+	}
+	pf := &pageFetcher{
+		h:     h,
+		w:     warc.NewWriter(f),
+		crawl: h.Inv.String("CRAWL_DIR", ""),
+		client: &http.Client{Transport: transport, Timeout: h.Inv.Timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		sum: pageFetchSummary{URL: h.Inv.URL, WARC: PageFetchWARC},
+	}
+	if _, err := pf.w.Info(PageFetchWARC, map[string]string{"software": "archiveflow pagefetch", "format": "WARC File Format 1.1",
+		"robots": "ignore"}); err != nil {
+		return hookio.Result{}, err
+	}
+	res, err := pf.fetchPage(ctx)
+	if werr := writeJSON(filepath.Join(h.Dir, pageFetchSummaryFile), pf.sum); werr != nil {
+		h.Log.Warn("cannot write pagefetch summary", zap.Error(werr))
+	}
+	return res, err
+}
+
+func (pf *pageFetcher) fetchPage(ctx context.Context) (hookio.Result, error) {
+	u := pf.h.Inv.URL
+	for hops := 0; ; hops++ {
+		if hops > maxRedirects {
+			return hookio.Result{}, fmt.Errorf("pagefetch: more than %d redirects from %s", maxRedirects, pf.h.Inv.URL)
+		}
+		resp, body, truncated, err := pf.get(ctx, u, maxPageBytes)
+		var denied *deniedError
+		if errors.As(err, &denied) {
+			// Final: the policy will deny it again.
+			return hookio.Result{Status: model.StatusFailed, OutputStr: denied.Error(), Error: denied.Error()}, nil
+		}
+		if err != nil {
+			return hookio.Result{}, err
+		}
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
+			next, err := resp.Request.URL.Parse(loc)
+			if err != nil || (next.Scheme != "http" && next.Scheme != "https") {
+				return pf.final(ctx, u, resp, body, truncated)
+			}
+			pf.sum.Redirects++
+			u = next.String()
+			continue
+		}
+		return pf.final(ctx, u, resp, body, truncated)
+	}
+}
+
+// final records the page's last answer and fetches its requisites.
+func (pf *pageFetcher) final(ctx context.Context, u string, resp *http.Response, body []byte, truncated bool) (hookio.Result, error) {
+	s := &pf.sum
+	s.FinalURL, s.Status, s.ContentType, s.Truncated = u, resp.StatusCode, resp.Header.Get("Content-Type"), truncated
+	if err := os.WriteFile(filepath.Join(pf.h.Dir, pageFetchBodyFile), body, 0o644); err != nil {
+		return hookio.Result{}, fmt.Errorf("pagefetch: save body: %w", err)
+	}
+	s.BodyFile = pageFetchBodyFile
+	out := map[string]any{"file": pageFetchSummaryFile, "warc": PageFetchWARC, "status": s.Status, "final_url": u}
+	switch {
+	case s.Status >= 500:
+		return hookio.Result{}, fmt.Errorf("pagefetch: %s answered HTTP %d", u, s.Status)
+	case s.Status >= 400:
+		return hookio.Result{Status: model.StatusFailed, OutputStr: fmt.Sprintf("HTTP %d", s.Status), OutputJSON: out,
+			Error: fmt.Sprintf("%s answered HTTP %d", u, s.Status)}, nil
+	case s.Status >= 300:
+		return hookio.Result{Status: model.StatusFailed, OutputStr: fmt.Sprintf("HTTP %d", s.Status), OutputJSON: out,
+			Error: fmt.Sprintf("%s answered HTTP %d without a usable Location", u, s.Status)}, nil
+	}
+	if strings.Contains(strings.ToLower(s.ContentType), "html") {
+		if doc, err := htmldoc.Parse(body, s.ContentType, u); err == nil {
+			pf.requisites(ctx, doc.Requisites())
+		} else {
+			pf.h.Log.Info("page not parsed for requisites", zap.Error(err))
+		}
+	}
+	out["requisites"], out["responses"], out["bytes"] = s.Requisites, s.Responses, s.Bytes
+	return hookio.Result{Status: model.StatusSucceeded, OutputJSON: out,
+		OutputStr: fmt.Sprintf("HTTP %d, %d requisites (%d already fetched), %d bytes", s.Status, s.Requisites, s.Reused, s.Bytes)}, nil
+}
+
+// requisites fetches each requisite once per crawl on this host. A failed
+// requisite does not fail the page.
+func (pf *pageFetcher) requisites(ctx context.Context, urls []string) {
+	for i, u := range urls {
+		if i >= maxRequisites {
+			pf.h.Log.Warn("requisites capped", zap.Int("cap", maxRequisites), zap.Int("found", len(urls)))
+			return
+		}
+		if requisiteSeen(pf.crawl, u) {
+			pf.sum.Reused++
+			continue
+		}
+		pf.sum.Requisites++
+		resp, _, _, err := pf.get(ctx, u, maxRequisiteBytes)
+		if err != nil {
+			pf.h.Log.Info("requisite not fetched", zap.String("requisite", u), zap.Error(err))
+			continue
+		}
+		if resp.StatusCode < 500 {
+			rememberRequisite(pf.crawl, u)
+		}
+	}
+}
+
+// get fetches one URL (no redirect followed), writes the request and
+// response records and prints the Response record. A network error is
+// returned after a status-0 Response record.
+func (pf *pageFetcher) get(ctx context.Context, u string, limit int64) (*http.Response, []byte, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pagefetch: request for %q: %w", u, err)
+	}
+	if ua := pf.h.Inv.UserAgent; ua != "" {
+		req.Header.Set("User-Agent", ua)
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	started := time.Now()
+	resp, err := pf.client.Do(req)
+	var denied *egress.DeniedError
+	if errors.As(err, &denied) {
+		// No Response record: nothing was fetched. The line goes to the
+		// job's log with the rule.
+		pf.h.Log.Warn("fetch denied", zap.String("url", u), zap.String("rule", denied.Decision.Rule))
+		return nil, nil, false, &deniedError{url: u, rule: denied.Decision.Rule}
+	}
+	if err != nil {
+		pf.h.responseCode(u, 0, 0, wgetlog.CodeNetworkError)
+		pf.sum.Responses++
+		return nil, nil, false, fmt.Errorf("pagefetch: get %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil && !errors.Is(err, io.EOF) {
+		pf.h.responseCode(u, resp.StatusCode, int64(len(body)), wgetlog.CodeNetworkError)
+		pf.sum.Responses++
+		return nil, nil, false, fmt.Errorf("pagefetch: read body of %s: %w", u, err)
+	}
+	truncated := int64(len(body)) > limit
+	if truncated {
+		body = body[:limit]
+	}
+	pf.record(req, resp, body, truncated, started)
+	pf.sum.Responses++
+	pf.sum.Bytes += int64(len(body))
+	pf.h.response(u, resp.StatusCode, int64(len(body)))
+	return resp, body, truncated, nil
+}
+
+// record writes the request and response records. The response's status
+// line and headers are re-serialised by net/http (header order normalised,
+// a chunked body written with its decoded length).
+func (pf *pageFetcher) record(req *http.Request, resp *http.Response, body []byte, truncated bool, at time.Time) {
+	reqBlock, err := httputil.DumpRequestOut(req, false)
+	if err != nil {
+		pf.h.Log.Warn("warc: dump request", zap.Error(err))
+		return
+	}
+	reqID, err := pf.w.Write(warc.Record{Type: "request", Date: at, TargetURI: req.URL.String(),
+		ContentType: "application/http;msgtype=request", Block: reqBlock})
+	if err != nil {
+		pf.h.Log.Warn("warc: write request", zap.Error(err))
+		return
+	}
+	var head strings.Builder
+	fmt.Fprintf(&head, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, resp.Status)
+	hdr := resp.Header.Clone()
+	hdr.Del("Transfer-Encoding")
+	if len(resp.TransferEncoding) > 0 || hdr.Get("Content-Length") == "" {
+		hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	_ = hdr.Write(&head)
+	head.WriteString("\r\n")
+	block := append([]byte(head.String()), body...)
+	headers := map[string]string{"WARC-Concurrent-To": reqID, "WARC-Payload-Digest": warc.Digest(body)}
+	if truncated {
+		headers["WARC-Truncated"] = "length"
+	}
+	if host, _, err := net.SplitHostPort(remoteAddr(req)); err == nil {
+		headers["WARC-IP-Address"] = host
+	}
+	if _, err := pf.w.Write(warc.Record{Type: "response", Date: at, TargetURI: req.URL.String(),
+		ContentType: "application/http;msgtype=response", Headers: headers, Block: block}); err != nil {
+		pf.h.Log.Warn("warc: write response", zap.Error(err))
+	}
+}
+
+// remoteAddr is the request's host:port (the IP when the host is one).
+func remoteAddr(req *http.Request) string {
+	u := req.URL
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil {
+		return ""
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// pageFetchSource is the page pagefetch saved, for the parsing hooks.
+func (h *Hook) pageFetchSource() (*page, error) {
+	sum, err := readPageFetchJSON(h.SnapDir)
+	if err != nil {
+		return nil, err
+	}
+	if sum.BodyFile == "" {
+		return nil, errors.New("pagefetch has not saved the page")
+	}
+	if sum.Status < 200 || sum.Status > 299 {
+		return nil, fmt.Errorf("pagefetch got HTTP %d for %s: %w", sum.Status, sum.FinalURL, errNoPage)
+	}
+	return h.readPage(sourcePageFetch, "pagefetch/"+sum.BodyFile, sum.FinalURL, sum.ContentType)
+}

@@ -1,0 +1,248 @@
+// Package crawltest owns a stand-in for a crawl's activities: a frontier
+// of a generated tree of pages kept in memory, pages that take no time and
+// fetch nothing. Workflow tests, the dev-server history test and
+// bench/crawl register it in place of the real activities (same activity
+// names) to measure CrawlWorkflow alone: history events per page, runs per
+// crawl, Temporal server CPU per page.
+package crawltest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// Fake is an in-memory crawl of Pages pages: page 1 is the start page,
+// page i links pages Fanout*(i-1)+2 … Fanout*(i-1)+Fanout+1 (a complete
+// tree, discovered in id order). Register its Activities in place of the
+// real ones.
+type Fake struct {
+	Pages  int64
+	Fanout int64
+	// TransientOnce lists pages whose first attempt fails transiently.
+	TransientOnce map[int64]bool
+
+	mu       sync.Mutex
+	known    int64          // pages discovered
+	seen     map[int64]bool // discovered pages
+	ready    []int64        // FIFO of READY pages
+	claimed  map[int64]int  // page → attempt
+	attempts map[int64]int  // page → attempts made
+	tokens   map[string][]activities.PageSpec
+	done     map[int64]int // page → completions (must end at 1)
+	failed   int64
+	runs     int64 // RunPage calls
+	states   []model.JobState
+	final    model.JobState
+	rules    []int64 // rules versions stored
+}
+
+// New returns a Fake crawl of pages pages with fanout links per page.
+func New(pages, fanout int64) *Fake {
+	return &Fake{Pages: pages, Fanout: fanout, claimed: map[int64]int{}, attempts: map[int64]int{}, seen: map[int64]bool{},
+		tokens: map[string][]activities.PageSpec{}, done: map[int64]int{}}
+}
+
+// Activities are the fake crawl's activities. Their methods have the
+// names of the crawl's activities (activities.CrawlActivities,
+// CrawlHostActivities and the two PoolActivities a crawl calls), so
+// registering them replaces those.
+type Activities struct{ f *Fake }
+
+// Activities returns the fake's activities.
+func (f *Fake) Activities() *Activities { return &Activities{f: f} }
+
+func (f *Fake) url(id int64) string { return fmt.Sprintf("http://fake.test/p/%d", id) }
+
+func (f *Fake) countsLocked() activities.PageCounts {
+	var c activities.PageCounts
+	c.Total = f.known
+	c.Ready = int64(len(f.ready))
+	c.Claimed = int64(len(f.claimed))
+	c.Done = int64(len(f.done))
+	c.Failed = f.failed
+	c.Succeeded = c.Done - c.Failed
+	return c
+}
+
+// discover makes page id's children known and READY.
+func (f *Fake) discoverLocked(id int64) {
+	first, last := f.Fanout*(id-1)+2, f.Fanout*(id-1)+f.Fanout+1
+	for c := first; c <= min(last, f.Pages); c++ {
+		if !f.seen[c] {
+			f.seen[c] = true
+			f.known++
+			f.ready = append(f.ready, c)
+		}
+	}
+}
+
+// SeedCrawl is activities.CrawlActivities.SeedCrawl.
+func (a *Activities) SeedCrawl(_ context.Context, in activities.SeedCrawlInput) (activities.SeedCrawlResult, error) {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.known == 0 {
+		f.known = 1
+		f.seen[1] = true
+		f.claimed[1] = 1
+		f.attempts[1] = 1
+	}
+	res := activities.SeedCrawlResult{Counts: f.countsLocked()}
+	if a, ok := f.claimed[1]; ok {
+		res.Page = &activities.PageSpec{ID: 1, URL: f.url(1), Attempt: a}
+	}
+	return res, nil
+}
+
+// CompleteSeedPage is activities.CrawlHostActivities.CompleteSeedPage.
+func (a *Activities) CompleteSeedPage(ctx context.Context, in activities.SeedPageInput) (activities.PageResult, error) {
+	f := a.f
+	return f.complete(in.Page, "host-seed")
+}
+
+// ClaimPages is activities.CrawlActivities.ClaimPages.
+func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (activities.ClaimResult, error) {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if pages, ok := f.tokens[in.Token]; ok {
+		return activities.ClaimResult{Pages: pages, Counts: f.countsLocked()}, nil
+	}
+	var pages []activities.PageSpec
+	for len(pages) < in.N && len(f.ready) > 0 {
+		id := f.ready[0]
+		f.ready = f.ready[1:]
+		f.attempts[id]++
+		f.claimed[id] = f.attempts[id]
+		pages = append(pages, activities.PageSpec{ID: id, URL: f.url(id), Depth: 1, Attempt: f.attempts[id]})
+	}
+	f.tokens[in.Token] = pages
+	return activities.ClaimResult{Pages: pages, Counts: f.countsLocked()}, nil
+}
+
+// RunPage is activities.CrawlActivities.RunPage: the page takes no time.
+func (a *Activities) RunPage(_ context.Context, in activities.RunPageInput) (activities.PageResult, error) {
+	f := a.f
+	f.mu.Lock()
+	f.runs++
+	f.mu.Unlock()
+	return f.complete(in.Page, "host-1")
+}
+
+func (f *Fake) complete(p activities.PageSpec, host string) (activities.PageResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := activities.PageResult{PageID: p.ID, Attempt: p.Attempt, HostQueue: host, Status: activities.PageSucceeded}
+	if f.claimed[p.ID] != p.Attempt {
+		res.Error = "superseded"
+		res.Counts = f.countsLocked()
+		return res, nil
+	}
+	delete(f.claimed, p.ID)
+	if f.TransientOnce[p.ID] && p.Attempt == 1 {
+		f.ready = append(f.ready, p.ID)
+		res.Status = activities.PageTransient
+	} else {
+		f.done[p.ID]++
+		f.discoverLocked(p.ID)
+	}
+	res.Counts = f.countsLocked()
+	return res, nil
+}
+
+// CompletePage is activities.CrawlActivities.CompletePage.
+func (a *Activities) CompletePage(_ context.Context, in activities.CompletePageInput) (activities.PageCounts, error) {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.claimed[in.PageID] == in.Attempt {
+		delete(f.claimed, in.PageID)
+		f.done[in.PageID]++
+		f.failed++
+	}
+	return f.countsLocked(), nil
+}
+
+// ReleasePages is activities.CrawlActivities.ReleasePages.
+func (a *Activities) ReleasePages(_ context.Context, in activities.ReleasePagesInput) (activities.PageCounts, error) {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range in.PageIDs {
+		if _, ok := f.claimed[id]; ok {
+			delete(f.claimed, id)
+			f.ready = append([]int64{id}, f.ready...)
+		}
+	}
+	return f.countsLocked(), nil
+}
+
+// SetRules is activities.CrawlActivities.SetRules.
+func (a *Activities) SetRules(_ context.Context, in activities.SetRulesInput) error {
+	f := a.f
+	f.mu.Lock()
+	f.rules = append(f.rules, in.Rules.Version)
+	f.mu.Unlock()
+	return nil
+}
+
+// FinishCrawl is activities.CrawlActivities.FinishCrawl.
+func (a *Activities) FinishCrawl(_ context.Context, in activities.FinishInput) error {
+	f := a.f
+	f.mu.Lock()
+	f.final = in.State
+	f.mu.Unlock()
+	return nil
+}
+
+// TeardownCrawl is activities.CrawlHostActivities.TeardownCrawl.
+func (a *Activities) TeardownCrawl(context.Context, activities.TeardownInput) error { return nil }
+
+// SetJobState is activities.PoolActivities.SetJobState.
+func (a *Activities) SetJobState(_ context.Context, in activities.JobStateInput) error {
+	f := a.f
+	f.mu.Lock()
+	f.states = append(f.states, in.State)
+	f.mu.Unlock()
+	return nil
+}
+
+// ApplySettings is activities.PoolActivities.ApplySettings.
+func (a *Activities) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
+
+// Report is what happened to the fake crawl.
+type Report struct {
+	Known, Done, Failed, Runs int64
+	// Twice lists pages completed more than once (must be empty).
+	Twice  []int64
+	Final  model.JobState
+	States []model.JobState
+	Rules  []int64
+}
+
+// Report returns what happened so far.
+func (f *Fake) Report() Report {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Final: f.final,
+		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...)}
+	for id, n := range f.done {
+		if n > 1 {
+			r.Twice = append(r.Twice, id)
+		}
+	}
+	return r
+}
+
+// SeedWorkflow stands in for the start page's SnapshotWorkflow (register
+// it under the name "SnapshotWorkflow"): it finishes at once on host-seed.
+func SeedWorkflow(ctx workflow.Context, in workflows.SnapshotInput) (workflows.Status, error) {
+	return workflows.Status{Ident: in.Job.Ident, URL: in.Job.URL, State: model.StateFinished, HostQueue: "host-seed"}, nil
+}

@@ -1,0 +1,222 @@
+//go:build dev
+
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/submit"
+	"github.com/archiveflow/archiveflow/internal/testredis"
+	"github.com/archiveflow/archiveflow/internal/testsite"
+)
+
+// The crawl drills (issue 12) crawl the generated site to drillDepth,
+// once without a fault and once with one, and require the same result.
+// Pages are slowed down by a polite delay so that the fault lands while
+// the crawl is under way: it strikes once drillFaultAt pages are done.
+const (
+	drillDepth   = 3
+	drillSite    = 400
+	drillFaultAt = 30
+)
+
+// drillSettings is a concurrency and delay that keep several pages in
+// flight for a few seconds.
+func drillSettings(r *submit.Request) {
+	r.Settings.Concurrency = 4
+	r.Settings.DelayMinMS, r.Settings.DelayMaxMS = 100, 150
+}
+
+// waitPagesDone waits until the crawl job has done at least n pages.
+func waitPagesDone(t *testing.T, s *Stack, j Job, n int64) {
+	t.Helper()
+	f, err := frontier.New(s.Redis, s.Store.Keys(), frontier.Options{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		c, err := f.Counts(context.Background(), j.Ident)
+		return err == nil && c.Done >= n
+	}, drillDeadline, 10*time.Millisecond, "crawl %s never had %d pages done", j.Ident, n)
+}
+
+// pageFinal is what a page's final result is made of.
+type pageFinal struct {
+	State  frontier.State
+	Status frontier.Status
+	Depth  int
+}
+
+func finals(pages []frontier.Page) map[string]pageFinal {
+	out := make(map[string]pageFinal, len(pages))
+	for _, p := range pages {
+		out[p.URL] = pageFinal{State: p.State, Status: p.Status, Depth: p.Depth}
+	}
+	return out
+}
+
+// requireSameCrawl checks a crawl that suffered a fault against one that
+// did not: it finished, fetched every page within the limit, left no page
+// READY or CLAIMED, every page has the same one final result, and the
+// job's counters are equal — but for requisites: pagefetch remembers the
+// requisites it fetched per crawl and host, in memory (internal/builtin),
+// so how often a shared stylesheet is fetched depends on which hosts ran
+// pages, on two pages needing it at once, and on attempts a fault cut
+// short, fault or not. The 2xx responses (and bytes) may differ by at most
+// one fetch per requisite URL; every other counter is equal.
+func requireSameCrawl(t *testing.T, srv *testsite.Server, want, got crawlOutcome) {
+	t.Helper()
+	skip, err := srv.CalendarSkipPattern(6)
+	require.NoError(t, err)
+	expected, err := srv.Expected(testsite.Scope{MaxDepth: drillDepth, OffsiteOnce: true, Skip: []string{skip}})
+	require.NoError(t, err)
+	for name, o := range map[string]crawlOutcome{"without the fault": want, "with the fault": got} {
+		require.Equal(t, model.StateFinished, o.status.State, "crawl %s: %s", name, o.status.Error)
+		diff := testsite.Compare(expected.Pages, o.fetched.Pages)
+		assert.Empty(t, diff.Missing, "crawl %s: pages within the limit not fetched", name)
+		assert.Empty(t, diff.Extra, "crawl %s: pages fetched beyond the limit", name)
+		for _, p := range o.pages {
+			assert.NotContains(t, []frontier.State{frontier.StateReady, frontier.StateClaimed}, p.State, "crawl %s: page %s", name, p.URL)
+		}
+	}
+	assert.Equal(t, finals(want.pages), finals(got.pages), "every page has the same final result")
+	assert.Equal(t, want.status.Counts, got.status.Counts, "page counts")
+	assert.Equal(t, want.job.ItemsQueued, got.job.ItemsQueued, "items_queued")
+	wr, gr := want.job.Responses, got.job.Responses
+	d := gr.R2xx - wr.R2xx
+	assert.LessOrEqual(t, max(d, -d), int64(len(got.fetched.Requisites)), "2xx responses differ by more than one fetch per requisite")
+	assert.Equal(t, d, got.job.ItemsDownloaded-want.job.ItemsDownloaded, "items_downloaded moves with the 2xx responses only")
+	t.Logf("requisite fetches counted, with the fault against without: %+d responses, %+d bytes", d, got.job.BytesDownloaded-want.job.BytesDownloaded)
+	gr.R2xx = wr.R2xx
+	assert.Equal(t, wr, gr, "r1xx..r5xx, runk, error_count")
+	t.Logf("%d pages (%d done), items_queued %d, items_downloaded %d, bytes_downloaded %d, responses %+v",
+		len(got.pages), got.status.Counts.Done, got.job.ItemsQueued, got.job.ItemsDownloaded, got.job.BytesDownloaded, got.job.Responses)
+}
+
+// drillCrawls crawls srv twice, each on a stack newStack builds: without
+// the fault, then with it (fault runs once drillFaultAt pages are done),
+// and requires the same outcome (requireSameCrawl).
+func drillCrawls(t *testing.T, srv *testsite.Server, newStack func() *Stack, fault func(*Stack, Job)) {
+	t.Helper()
+	crawl := func(withFault bool) crawlOutcome {
+		s := newStack()
+		var f func(Job)
+		if withFault {
+			f = func(j Job) {
+				waitPagesDone(t, s, j, drillFaultAt)
+				fault(s, j)
+			}
+		}
+		return runSiteCrawl(t, s, srv, drillDepth, drillSettings, f)
+	}
+	want := crawl(false)
+	got := crawl(true)
+	requireSameCrawl(t, srv, want, got)
+}
+
+// TestDrillCrawlWorkerKilled SIGKILLs a worker process that runs pages of
+// a crawl: its pages' activities time out on their heartbeat and run on
+// the other worker, and the crawl ends as one without the kill did.
+func TestDrillCrawlWorkerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the workers binary and crawls twice")
+	}
+	bin := BuildWorkers(t)
+	srv := crawlSite(t, drillSite)
+	root := builtinPlugins(t, "pagefetch", "title", "outlinks")
+	var pids []int
+	drillCrawls(t, srv, func() *Stack {
+		s := NewStack(t, server, root, crawlConfig)
+		w1 := StartWorker(t, bin, s.Config, "w1", "PAGEFETCH_ENABLED=true")
+		w2 := StartWorker(t, bin, s.Config, "w2", "PAGEFETCH_ENABLED=true")
+		pids = []int{w1.Process.Pid, w2.Process.Pid}
+		return s
+	}, func(s *Stack, j Job) {
+		pid := pageWorkerPid(t, s, j)
+		require.Contains(t, pids, pid, "a page runs on a worker process of the test")
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		t.Logf("killed worker pid %d while it ran a page", pid)
+	})
+}
+
+// pageWorkerPid is the pid of a worker process running a page of j (a
+// started RunPage activity; worker identities are "PID@HOST@").
+func pageWorkerPid(t *testing.T, s *Stack, j Job) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d, err := s.Client.DescribeWorkflowExecution(ctx, j.Ident, "")
+		if err != nil {
+			return false
+		}
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() != "RunPage" || a.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
+				continue
+			}
+			head, _, _ := strings.Cut(a.GetLastWorkerIdentity(), "@")
+			if n, err := strconv.Atoi(head); err == nil {
+				pid = n
+				return true
+			}
+		}
+		return false
+	}, drillDeadline, 10*time.Millisecond, "no page of %s ever ran", j.Ident)
+	return pid
+}
+
+// TestDrillCrawlTemporalRestart stops and starts the Temporal server (same
+// data dir and port) while a crawl runs: the workers and the crawl
+// reconnect, and the crawl ends as one without the restart did.
+func TestDrillCrawlTemporalRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and restarts a Temporal server")
+	}
+	rsrv := startRestartable(t)
+	srv := crawlSite(t, drillSite)
+	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks"), builtinEnv(t)
+	drillCrawls(t, srv, func() *Stack {
+		s := NewStack(t, rsrv.cur, root, crawlConfig)
+		s.StartPools(t, env)
+		return s
+	}, func(*Stack, Job) {
+		t.Logf("Temporal frontend was down for %s", rsrv.restart(t).Round(time.Millisecond))
+	})
+}
+
+// TestDrillCrawlRedisOutage keeps Redis down for 30 s (EnvRedisOutage)
+// while a crawl runs: pages wait for their writes, the workflow's frontier
+// calls are retried, and the crawl ends as one without the outage did.
+func TestDrillCrawlRedisOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps Redis down for 30 s")
+	}
+	outage := redisOutage(t)
+	srv := crawlSite(t, drillSite)
+	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks"), builtinEnv(t)
+	var rs *testredis.Server
+	drillCrawls(t, srv, func() *Stack {
+		rs = testredis.Start(t)
+		s := newStackOnRedis(t, server, rs, root, crawlConfig)
+		s.StartPools(t, env)
+		return s
+	}, func(s *Stack, j Job) {
+		require.NoError(t, rs.Stop())
+		stopped := time.Now()
+		// The outage itself is the drill's parameter, not a synchronisation.
+		<-time.After(outage)
+		assert.True(t, running(t, s.Client, j), "the crawl neither failed nor finished while Redis was down")
+		require.NoError(t, rs.Restart())
+		t.Logf("Redis was down for %s", time.Since(stopped).Round(time.Millisecond))
+	})
+}

@@ -1,0 +1,413 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/hooks"
+	"github.com/archiveflow/archiveflow/internal/jsonl"
+	"github.com/archiveflow/archiveflow/internal/logging"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/procs"
+)
+
+// pageDir is ARCHIVE_DIR/crawls/IDENT/pages/ID: a crawl page's SNAP_DIR.
+func (e *Engine) pageDir(ident string, id int64) string {
+	return filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), "pages", strconv.FormatInt(id, 10))
+}
+
+// pageSnapshotID is a page's sub-snapshot id: IDENT-pID.
+func pageSnapshotID(ident string, id int64) string { return ident + "-p" + strconv.FormatInt(id, 10) }
+
+// planCache keeps each crawl's page plan on this worker: discovered at its
+// first page here, kept until the crawl ends here.
+type planCache struct {
+	mu sync.Mutex
+	m  map[string]activities.Plan
+}
+
+func (c *planCache) forget(ident string) {
+	c.mu.Lock()
+	delete(c.m, ident)
+	c.mu.Unlock()
+}
+
+// pagePlan is the crawl's page plugin set as a plan, each plugin enabled
+// whatever its <PLUGIN>_ENABLED says for snapshots. A page plugin that is
+// not installed is a configuration error.
+func (e *Engine) pagePlan(cr activities.Crawl) (activities.Plan, map[string]string, error) {
+	overrides := pageOverrides(cr)
+	e.plans.mu.Lock()
+	p, ok := e.plans.m[cr.Job.Ident]
+	e.plans.mu.Unlock()
+	if ok {
+		return p, overrides, nil
+	}
+	found, err := hooks.Discover(e.cfg.PluginDirs, e.log)
+	if err != nil {
+		return activities.Plan{}, nil, fmt.Errorf("discover page hooks in %v: %w", e.cfg.PluginDirs, err)
+	}
+	plan := e.plan(found, overrides, e.pageDir(cr.Job.Ident, 0)).Only(cr.PagePlugins)
+	for _, name := range cr.PagePlugins {
+		if !slicesContainsPlugin(plan, name) {
+			return activities.Plan{}, nil, fmt.Errorf("crawl page plugin %q: not found in %v (config crawl.page_plugins): %w", name, e.cfg.PluginDirs, activities.ErrConfig)
+		}
+	}
+	e.plans.mu.Lock()
+	e.plans.m[cr.Job.Ident] = plan
+	e.plans.mu.Unlock()
+	return plan, overrides, nil
+}
+
+func slicesContainsPlugin(p activities.Plan, plugin string) bool {
+	for _, h := range p.Hooks {
+		if h.Plugin == plugin {
+			return true
+		}
+	}
+	return false
+}
+
+// pageOverrides are the job's overrides with every page plugin enabled.
+func pageOverrides(cr activities.Crawl) map[string]string {
+	out := make(map[string]string, len(cr.Job.Overrides)+len(cr.PagePlugins))
+	for k, v := range cr.Job.Overrides {
+		out[k] = v
+	}
+	for _, p := range cr.PagePlugins {
+		out[hooks.PluginKey(p)+"_ENABLED"] = "true"
+	}
+	return out
+}
+
+// pageRecords collects what a page's hooks print.
+type pageRecords struct {
+	mu        sync.Mutex
+	max       int
+	responses []model.Response
+	dropped   int
+}
+
+func (r *pageRecords) response(resp model.Response) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.max > 0 && len(r.responses) >= r.max {
+		r.dropped++
+		return
+	}
+	r.responses = append(r.responses, resp)
+}
+
+// hookLinks collects one hook's Snapshot records.
+type hookLinks struct {
+	mu    sync.Mutex
+	links []activities.Discovered
+}
+
+func (l *hookLinks) add(s jsonl.Snapshot) {
+	l.mu.Lock()
+	l.links = append(l.links, activities.Discovered{URL: s.URL})
+	l.mu.Unlock()
+}
+
+// RunPage runs one page attempt on this worker (activities.PageRunner):
+// the crawl's setup hooks once per worker, then the page plugin set in
+// step order, one hook at a time (pages run in parallel, their hooks do
+// not), background hooks alive until the page ends. The page is transient
+// when a hook's attempt is (later steps are not run), succeeded when a
+// hook succeeded, failed otherwise. Its links are the Snapshot records of
+// the hooks that ended with a final status; its WARC files join the job's
+// WARC of this worker.
+func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activities.PageOutcome, error) {
+	cr, p := run.Crawl, run.Page
+	log := e.log.With(logging.Ident(cr.Job.Ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt))
+	if err := e.ensureSetup(ctx, cr.Job); err != nil {
+		return activities.PageOutcome{}, fmt.Errorf("crawl setup: %w", err)
+	}
+	plan, overrides, err := e.pagePlan(cr)
+	if err != nil {
+		return activities.PageOutcome{}, err
+	}
+	dir := e.pageDir(cr.Job.Ident, p.ID)
+	job := cr.Job
+	job.URL, job.SnapshotID, job.Overrides, job.FetchDepth = p.URL, pageSnapshotID(cr.Job.Ident, p.ID), overrides, model.FetchShallow
+	settings := run.Settings
+	if p.UA != "" {
+		settings.UserAgent = p.UA
+	}
+	recs := &pageRecords{max: e.cfg.MaxResponses}
+	var links []activities.Discovered
+	out := activities.PageOutcome{Status: activities.PageFailed}
+	succeeded := false
+	bgCtx, stopBG := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	var bgLinks []*hookLinks
+	defer func() {
+		stopBG()
+		bg.Wait()
+	}()
+	inv := func(h activities.HookSpec) invocation {
+		return invocation{job: job, hook: h, settings: settings, attempt: p.Attempt, snapDir: dir,
+			crawlDir: e.crawlDir(cr.Job.Ident), snapshotID: job.SnapshotID, depth: p.Depth}
+	}
+steps:
+	for _, step := range plan.Steps() {
+		for _, h := range plan.Step(step) {
+			switch h.Launch() {
+			case activities.LaunchSkip:
+				continue
+			case activities.LaunchConfigFailed:
+				return activities.PageOutcome{}, fmt.Errorf("page plugin %s: %s: %w", h.Plugin, h.ConfigError, activities.ErrConfig)
+			case activities.LaunchBackground:
+				hl := &hookLinks{}
+				bgLinks = append(bgLinks, hl)
+				bg.Go(func() {
+					if _, err := e.runPageHook(bgCtx, inv(h), recs, hl); err != nil {
+						log.Warn("page background hook did not run", logging.Hook(h.Key()), zap.Error(err))
+					}
+				})
+				continue
+			}
+			hl := &hookLinks{}
+			res, err := e.runPageHook(ctx, inv(h), recs, hl)
+			if err != nil {
+				if errors.Is(err, activities.ErrConfig) {
+					return activities.PageOutcome{}, err
+				}
+				out.Status, out.Note = activities.PageTransient, err.Error()
+				break steps
+			}
+			if res.Transient {
+				out.Status, out.Note = activities.PageTransient, fmt.Sprintf("%s: %s", h.Name, res.Reason)
+				break steps
+			}
+			switch res.Status {
+			case model.StatusSucceeded:
+				succeeded = true
+			case model.StatusFailed:
+				if out.Note == "" {
+					out.Note = h.Name + ": " + res.ArchiveResult().Error
+				}
+			}
+			links = append(links, hl.links...)
+		}
+	}
+	stopBG()
+	bg.Wait()
+	for _, hl := range bgLinks {
+		links = append(links, hl.links...)
+	}
+	if out.Status != activities.PageTransient && succeeded {
+		out.Status, out.Note = activities.PageSucceeded, ""
+	}
+	out.Responses = recs.responses
+	if recs.dropped > 0 {
+		log.Warn("page responses over the cap not counted", zap.Int("dropped", recs.dropped))
+	}
+	if max := cr.MaxLinks; max > 0 && len(links) > max {
+		out.LinksDropped = len(links) - max
+		links = links[:max]
+		log.Warn("page links over crawl.max_links_per_page dropped", zap.Int("dropped", out.LinksDropped))
+	}
+	out.Links = links
+	if err := e.collectWARCs(cr.Job.Ident, dir, true); err != nil {
+		log.Warn("append page WARC to the job's WARC", zap.Error(err))
+	}
+	return out, nil
+}
+
+// runPageHook runs one page hook, in this process when it is a built-in
+// that starts no process (Config.InProcessBuiltins), else as a process.
+func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageRecords, hl *hookLinks) (procs.Result, error) {
+	name, inProc := e.inProcess(inv.hook.Path)
+	var fp *fetchProxy
+	if !inProc {
+		// A built-in run in this process holds the policy itself
+		// (pagefetch dials through egress.Dialer); a process gets a proxy.
+		var err error
+		if fp, err = e.startFetchProxy(inv, nil); err != nil {
+			return procs.Result{}, fmt.Errorf("run page hook %s: %w", inv.hook.Key(), err)
+		}
+		defer fp.close()
+	}
+	spec, err := e.spec(inv, func(r jsonl.Record) {
+		switch {
+		case r.Response != nil:
+			recs.response(*r.Response)
+		case r.Snapshot != nil:
+			hl.add(*r.Snapshot)
+		}
+	}, nil, fp)
+	if err != nil {
+		return procs.Result{}, err
+	}
+	var res procs.Result
+	if inProc {
+		res, err = procs.RunFunc(ctx, spec, inProcessFunc(name, spec))
+	} else {
+		res, err = procs.Run(ctx, spec)
+	}
+	if err != nil {
+		if procs.IsPermanent(err) {
+			return res, fmt.Errorf("run page hook %s: %w: %w", inv.hook.Key(), err, activities.ErrConfig)
+		}
+		return res, fmt.Errorf("run page hook %s: %w", inv.hook.Key(), err)
+	}
+	if res.Transient {
+		hl.links = nil // only a final attempt's links count
+	}
+	return res, nil
+}
+
+// SeedRecords reads what the start page's snapshot left on this worker
+// (activities.PageRunner): the Snapshot records of the last attempt of
+// each hook in.Hooks names, the Response records of every attempt of every
+// hook, and its WARC files, which join the job's WARC of this worker.
+func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (activities.SeedRecords, error) {
+	snapDir, err := e.snapDir(in.Crawl.Job.SnapshotID)
+	if err != nil {
+		return activities.SeedRecords{}, fmt.Errorf("%w: %w", err, activities.ErrConfig)
+	}
+	if _, err := os.Stat(snapDir); err != nil {
+		return activities.SeedRecords{}, fmt.Errorf("start page snapshot dir %s: %w", snapDir, err)
+	}
+	last := lastAttempts(snapDir)
+	var out activities.SeedRecords
+	wanted := map[string]bool{}
+	for _, k := range in.Hooks {
+		plugin, name, _ := strings.Cut(k, "/")
+		wanted[plugin+"/"+strings.TrimSuffix(name, filepath.Ext(name))] = true
+	}
+	for _, a := range allAttempts(snapDir) {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		final := wanted[a.key] && last[a.key] == a.path
+		err := readRecords(a.path, func(r jsonl.Record) {
+			switch {
+			case r.Response != nil:
+				out.Responses = append(out.Responses, *r.Response)
+			case r.Snapshot != nil && final:
+				if in.Crawl.MaxLinks > 0 && len(out.Links) >= in.Crawl.MaxLinks {
+					out.LinksDropped++
+					return
+				}
+				out.Links = append(out.Links, activities.Discovered{URL: r.Snapshot.URL})
+			}
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	if err := e.collectWARCs(in.Crawl.Job.Ident, snapDir, false); err != nil {
+		return out, fmt.Errorf("append the start page's WARC: %w", err)
+	}
+	return out, nil
+}
+
+// attemptFile is one attempt's stdout log: key is PLUGIN/STEM.
+type attemptFile struct {
+	key, path string
+	mod       time.Time
+}
+
+// allAttempts lists the stdout logs under snapDir/PLUGIN/, oldest first.
+func allAttempts(snapDir string) []attemptFile {
+	var out []attemptFile
+	plugins, _ := os.ReadDir(snapDir)
+	for _, p := range plugins {
+		if !p.IsDir() {
+			continue
+		}
+		files, _ := os.ReadDir(filepath.Join(snapDir, p.Name()))
+		for _, f := range files {
+			rf, ok := procs.ParseRunnerFile(f.Name())
+			if !ok || rf.Suffix != procs.SuffixStdout {
+				continue
+			}
+			info, err := f.Info()
+			if err != nil {
+				continue
+			}
+			out = append(out, attemptFile{key: p.Name() + "/" + rf.Stem, path: filepath.Join(snapDir, p.Name(), f.Name()), mod: info.ModTime()})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].mod.Before(out[j].mod) })
+	return out
+}
+
+// lastAttempts maps each hook (PLUGIN/STEM) to its newest stdout log.
+func lastAttempts(snapDir string) map[string]string {
+	out := map[string]string{}
+	for _, a := range allAttempts(snapDir) {
+		out[a.key] = a.path
+	}
+	return out
+}
+
+// readRecords parses a stdout log's records with the hook contract's rules.
+func readRecords(path string, fn func(jsonl.Record)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("read records of %s: %w", path, err)
+	}
+	defer f.Close()
+	sp := &jsonl.Splitter{Emit: func(line []byte, truncated bool) {
+		if truncated {
+			return
+		}
+		if r, err := jsonl.ParseLine(line); err == nil {
+			fn(r)
+		}
+	}}
+	if _, err := io.Copy(sp, bufio.NewReader(f)); err != nil {
+		return fmt.Errorf("read records of %s: %w", path, err)
+	}
+	sp.Flush()
+	return nil
+}
+
+// collectWARCs appends every *.warc.gz below dir to the crawl's WARC of
+// this worker (remove: and deletes them, they are in the job's WARC now).
+func (e *Engine) collectWARCs(ident, dir string, remove bool) error {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".warc.gz") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	sort.Strings(files)
+	if err := e.warcs.appendFiles(e, ident, files); err != nil {
+		return err
+	}
+	if remove {
+		for _, f := range files {
+			_ = os.Remove(f)
+		}
+	}
+	return nil
+}

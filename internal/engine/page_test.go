@@ -1,0 +1,237 @@
+package engine
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// writeHook writes an executable hook script.
+func writeHook(t *testing.T, path, script string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755))
+}
+
+func pageEngine(t *testing.T, plugins string, configure func(*Config)) *Engine {
+	t.Helper()
+	cfg := Config{PluginDirs: []string{plugins}, ArchiveDir: t.TempDir(),
+		Env: []string{"PATH=" + os.Getenv("PATH")}, Timeout: 20 * time.Second, Grace: time.Second, LineCap: 1 << 20,
+		Instance: "host-1", MaxResponses: 100, Log: zap.NewNop()}
+	if configure != nil {
+		configure(&cfg)
+	}
+	e, err := New(cfg)
+	require.NoError(t, err)
+	return e
+}
+
+func testCrawl(plugins ...string) activities.Crawl {
+	return activities.Crawl{Job: activities.Job{Ident: "crawl1", URL: "http://site.test/", SnapshotID: "crawl1"},
+		MaxDepth: -1, PagePlugins: plugins, PageAttempts: 3, MaxLinks: 1000}
+}
+
+// readGzip reads a concatenation of gzip members.
+func readGzip(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	b, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestRunPageSetupStepsLinksAndWARC(t *testing.T) {
+	plugins := t.TempDir()
+	// Crawl setup: a daemon that lives until teardown, then a foreground hook.
+	writeHook(t, filepath.Join(plugins, "daemon", "on_CrawlSetup__90_daemon.daemon.bg.sh"), `
+echo "$CRAWL_DIR $1" > started
+trap 'echo stopped > stopped; exit 0' TERM
+while :; do sleep 0.05; done
+`)
+	writeHook(t, filepath.Join(plugins, "daemon", "on_CrawlSetup__91_wait.sh"), `
+n=$(cat ../setup-runs 2>/dev/null || echo 0); echo $((n+1)) > ../setup-runs
+while [ ! -f started ]; do sleep 0.01; done
+`)
+	writeHook(t, filepath.Join(plugins, "fetch", "on_Snapshot__21_fetch.sh"), `
+case "$1" in *bad*) echo '{"type":"Response","url":"http://site.test/bad","status":500,"bytes":3}'; exit 1;; esac
+printf '%s' "$1" | gzip > page.warc.gz
+echo '{"type":"Response","url":"'"${1#--url=}"'","status":200,"bytes":10}'
+echo '{"type":"Response","url":"http://site.test/s.css","status":200,"bytes":5}'
+echo "$USER_AGENT" > ua
+echo "$EXTRA_CONTEXT" > ctx
+echo '{"type":"ArchiveResult","status":"succeeded"}'
+`)
+	writeHook(t, filepath.Join(plugins, "links", "on_Snapshot__70_links.sh"), `
+echo '{"type":"Snapshot","url":"http://site.test/a","depth":9}'
+echo '{"type":"Snapshot","url":"http://site.test/b","parent":"http://site.test/"}'
+echo '{"type":"Snapshot","depth":1}'
+`)
+	require.NoError(t, os.WriteFile(filepath.Join(plugins, "links", "config.json"),
+		[]byte(`{"properties":{"LINKS_ENABLED":{"type":"boolean","default":false}}}`), 0o644))
+	writeHook(t, filepath.Join(plugins, "other", "on_Snapshot__10_other.sh"), "touch ran\n")
+	e := pageEngine(t, plugins, func(c *Config) { c.WARCMaxBytes = 60 })
+	cr := testCrawl("fetch", "links")
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	outs := make([]activities.PageOutcome, 3)
+	for i := range outs {
+		wg.Go(func() {
+			var err error
+			outs[i], err = e.RunPage(ctx, activities.PageRun{Crawl: cr,
+				Page:     activities.PageSpec{ID: int64(i + 2), URL: fmt.Sprintf("http://site.test/p%d", i), Depth: 2, Attempt: 1, UA: "rule-ua"},
+				Settings: model.Settings{Concurrency: 1, UserAgent: "job-ua"}})
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	crawlDir := filepath.Join(e.cfg.ArchiveDir, "crawls", "crawl1", "host-1")
+	runs, err := os.ReadFile(filepath.Join(crawlDir, "setup-runs"))
+	require.NoError(t, err)
+	assert.Equal(t, "1\n", string(runs), "setup runs once per crawl and worker, pages wait for it")
+	started, err := os.ReadFile(filepath.Join(crawlDir, "daemon", "started"))
+	require.NoError(t, err)
+	assert.Equal(t, crawlDir+" --url=http://site.test/\n", string(started), "setup hooks get CRAWL_DIR and --url only")
+
+	for i, out := range outs {
+		assert.Equal(t, activities.PageSucceeded, out.Status, out.Note)
+		assert.Len(t, out.Responses, 2)
+		assert.Equal(t, []activities.Discovered{{URL: "http://site.test/a"}, {URL: "http://site.test/b"}}, out.Links,
+			"invalid Snapshot records are dropped")
+		dir := e.pageDir("crawl1", int64(i+2))
+		ua, err := os.ReadFile(filepath.Join(dir, "fetch", "ua"))
+		require.NoError(t, err)
+		assert.Equal(t, "rule-ua\n", string(ua), "the rule's user agent wins")
+		ctxJSON, err := os.ReadFile(filepath.Join(dir, "fetch", "ctx"))
+		require.NoError(t, err)
+		assert.Contains(t, string(ctxJSON), `"depth":2`)
+		assert.Contains(t, string(ctxJSON), fmt.Sprintf(`"snapshot_id":"crawl1-p%d"`, i+2))
+		assert.NoFileExists(t, filepath.Join(dir, "other", "ran"), "only the page plugin set runs")
+		assert.NoFileExists(t, filepath.Join(dir, "fetch", "page.warc.gz"), "the page WARC moved into the job's")
+	}
+	warcs, err := filepath.Glob(filepath.Join(e.cfg.ArchiveDir, "crawls", "crawl1", "warc", "*.warc.gz"))
+	require.NoError(t, err)
+	sort.Strings(warcs)
+	require.Len(t, warcs, 3, "rotated at 60 bytes: one ~45-byte page member per file: %v", warcs)
+	assert.Equal(t, "crawl1-host-1-00001.warc.gz", filepath.Base(warcs[0]))
+	var all string
+	for _, w := range warcs {
+		all += readGzip(t, w)
+	}
+	for i := range outs {
+		assert.Contains(t, all, fmt.Sprintf("--url=http://site.test/p%d", i))
+	}
+
+	// A transient hook ends the page: later steps do not run, no links.
+	out, err := e.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 9, URL: "http://site.test/bad", Attempt: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, activities.PageTransient, out.Status)
+	assert.Contains(t, out.Note, "exit 1")
+	assert.Empty(t, out.Links)
+	require.Len(t, out.Responses, 1, "the failed attempt's responses are counted")
+	assert.Equal(t, 500, out.Responses[0].Status)
+
+	require.NoError(t, e.TeardownCrawl(ctx, "crawl1"))
+	assert.FileExists(t, filepath.Join(crawlDir, "daemon", "stopped"), "the daemon got SIGTERM at teardown")
+	require.NoError(t, e.TeardownCrawl(ctx, "crawl1"), "a second teardown is a no-op")
+
+	// A page plugin that is not installed is a configuration error.
+	_, err = e.RunPage(ctx, activities.PageRun{Crawl: testCrawl("fetch", "nosuch"), Page: activities.PageSpec{ID: 1, URL: "http://site.test/", Attempt: 1}})
+	require.ErrorIs(t, err, activities.ErrConfig)
+	assert.Contains(t, err.Error(), `"nosuch": not found`)
+}
+
+func TestRunPageBuiltinsInProcess(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/s.css":
+			w.Header().Set("Content-Type", "text/css")
+			fmt.Fprint(w, "body{}")
+		case "/gone":
+			http.NotFound(w, r)
+		default:
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<html><head><title>T %s</title><link rel=stylesheet href="/s.css"></head><body><a href="/a">a</a> <a href="mailto:x@y">m</a></body></html>`, r.URL.Path)
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	plugins, err := filepath.Abs("../../plugins")
+	require.NoError(t, err)
+	// No ARCHIVEFLOW_BIN and no archiveflow on PATH: executing a wrapper
+	// would fail, so every hook below ran in this process.
+	e := pageEngine(t, plugins, func(c *Config) { c.InProcessBuiltins = true })
+	cr := testCrawl("pagefetch", "title", "outlinks")
+	cr.Job.URL = srv.URL + "/"
+	ctx := context.Background()
+	for i, path := range []string{"/one", "/two"} {
+		out, err := e.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: int64(i + 2), URL: srv.URL + path, Depth: 1, Attempt: 1}})
+		require.NoError(t, err)
+		require.Equal(t, activities.PageSucceeded, out.Status, out.Note)
+		assert.Equal(t, []activities.Discovered{{URL: srv.URL + "/a"}}, out.Links)
+		title, err := os.ReadFile(filepath.Join(e.pageDir("crawl1", int64(i+2)), "title", "title.txt"))
+		require.NoError(t, err)
+		assert.Equal(t, "T "+path+"\n", string(title))
+	}
+	mu.Lock()
+	assert.Equal(t, map[string]int{"/one": 1, "/two": 1, "/s.css": 1}, hits, "each page fetched once, the shared stylesheet once per crawl")
+	mu.Unlock()
+	out, err := e.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 4, URL: srv.URL + "/gone", Attempt: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, activities.PageFailed, out.Status)
+	assert.Contains(t, out.Note, "404")
+	require.Len(t, out.Responses, 1)
+
+	warcs, err := filepath.Glob(filepath.Join(e.cfg.ArchiveDir, "crawls", "crawl1", "warc", "*.warc.gz"))
+	require.NoError(t, err)
+	require.Len(t, warcs, 1)
+	all := readGzip(t, warcs[0])
+	assert.Equal(t, 3, strings.Count(all, "WARC-Type: warcinfo"), "one per page")
+	assert.Equal(t, 4, strings.Count(all, "WARC-Type: response"), "three pages and the stylesheet")
+
+	// Without the option the wrappers are executed (and fail here).
+	e2 := pageEngine(t, plugins, nil)
+	out, err = e2.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 2, URL: srv.URL + "/one", Attempt: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, activities.PageTransient, out.Status)
+}
+
+func TestWrapperDetection(t *testing.T) {
+	ok := "#!/bin/sh\n# comment\nexec \"${ARCHIVEFLOW_BIN:-archiveflow}\" hook title \"$@\"\n"
+	assert.Equal(t, "title", parseWrapper([]byte(ok)))
+	for _, bad := range []string{
+		"#!/bin/bash\nexec \"${ARCHIVEFLOW_BIN:-archiveflow}\" hook title \"$@\"\n",
+		"#!/bin/sh\necho hi\nexec \"${ARCHIVEFLOW_BIN:-archiveflow}\" hook title \"$@\"\n",
+		"#!/bin/sh\nexec \"${ARCHIVEFLOW_BIN:-archiveflow}\" hook title \"$@\"\necho after\n",
+		"#!/bin/sh\nexec \"${ARCHIVEFLOW_BIN:-archiveflow}\" hook title --fast \"$@\"\n",
+	} {
+		assert.Empty(t, parseWrapper([]byte(bad)), bad)
+	}
+}

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/builtin"
+	"github.com/archiveflow/archiveflow/internal/hooks"
+	"github.com/archiveflow/archiveflow/internal/logging"
+	"github.com/archiveflow/archiveflow/internal/procs"
+)
+
+// setupTimeout bounds the foreground crawl setup hooks of one host.
+const setupTimeout = 10 * time.Minute
+
+// crawlDir is ARCHIVE_DIR/crawls/IDENT/INSTANCE: the crawl's directory on
+// this worker (CRAWL_DIR), where its setup hooks work.
+func (e *Engine) crawlDir(ident string) string {
+	return filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), safeName(e.cfg.Instance))
+}
+
+// safeName keeps a path element to [A-Za-z0-9._-].
+func safeName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	out := strings.TrimLeft(b.String(), ".")
+	if out == "" {
+		return "_"
+	}
+	return out
+}
+
+// crawlHosts are the crawls set up on this worker.
+type crawlHosts struct {
+	mu sync.Mutex
+	m  map[string]*crawlHost
+}
+
+// crawlHost is one crawl on this worker: its setup and the background
+// setup hooks that live until the crawl ends here.
+type crawlHost struct {
+	ready    chan struct{} // closed once setup is done
+	dir      string
+	cancelBG context.CancelFunc
+	bg       sync.WaitGroup
+	failed   []string // setup hooks that did not succeed
+}
+
+func (c *crawlHosts) idents() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.m))
+	for id := range c.m {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ensureSetup runs the crawl's on_CrawlSetup__ hooks on this worker once
+// (DESIGN.md §8; abx-dl's CrawlSetupEvent): in NN order with the hook
+// contract, cwd CRAWL_DIR/PLUGIN, argv --url=START_URL; foreground ones
+// run to their end, background (.bg) ones are started and live until
+// TeardownCrawl. Concurrent callers wait for the first one's setup. A
+// setup hook that fails is logged (its status stays in its runner files):
+// the crawl goes on and the hooks that need it fail on their own. A crawl
+// without setup hooks records nothing.
+func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
+	e.crawls.mu.Lock()
+	ch, ok := e.crawls.m[job.Ident]
+	if ok {
+		e.crawls.mu.Unlock()
+		select {
+		case <-ch.ready:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	found, err := hooks.DiscoverEvent(e.cfg.PluginDirs, hooks.EventCrawlSetup, e.log)
+	if err != nil {
+		e.crawls.mu.Unlock()
+		return fmt.Errorf("discover crawl setup hooks in %v: %w", e.cfg.PluginDirs, err)
+	}
+	if len(found.Hooks) == 0 {
+		e.crawls.mu.Unlock()
+		return nil
+	}
+	bgCtx, cancel := context.WithCancel(context.Background())
+	ch = &crawlHost{ready: make(chan struct{}), dir: e.crawlDir(job.Ident), cancelBG: cancel}
+	e.crawls.m[job.Ident] = ch
+	e.crawls.mu.Unlock()
+	defer close(ch.ready)
+
+	log := e.log.With(logging.Ident(job.Ident), zap.String("crawl_dir", ch.dir))
+	if err := os.MkdirAll(ch.dir, 0o755); err != nil {
+		return fmt.Errorf("create crawl dir: %w", err)
+	}
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
+	defer scancel()
+	plan := e.plan(found, job.Overrides, ch.dir)
+	for _, h := range plan.Hooks {
+		inv := invocation{job: job, hook: h, attempt: 1, snapDir: ch.dir, crawlDir: ch.dir, snapshotID: job.SnapshotID, noSnapshotArg: true}
+		switch h.Launch() {
+		case activities.LaunchSkip:
+			continue
+		case activities.LaunchConfigFailed:
+			ch.failed = append(ch.failed, h.Key())
+			log.Warn("crawl setup hook not run: configuration error", logging.Hook(h.Key()), zap.String("error", h.ConfigError))
+			continue
+		}
+		spec, err := e.spec(inv, nil, nil, nil)
+		if err != nil {
+			ch.failed = append(ch.failed, h.Key())
+			log.Warn("crawl setup hook not run", logging.Hook(h.Key()), zap.Error(err))
+			continue
+		}
+		if h.Background {
+			ch.bg.Add(1)
+			go func() {
+				defer ch.bg.Done()
+				res, err := procs.Run(bgCtx, spec)
+				if err != nil {
+					log.Warn("crawl setup background hook did not start", logging.Hook(h.Key()), zap.Error(err))
+					return
+				}
+				log.Info("crawl setup background hook ended", logging.Hook(h.Key()), zap.String("status", string(res.Status)), zap.String("reason", res.Reason))
+			}()
+			continue
+		}
+		res, err := procs.Run(sctx, spec)
+		switch {
+		case err != nil:
+			ch.failed = append(ch.failed, h.Key())
+			log.Warn("crawl setup hook did not run", logging.Hook(h.Key()), zap.Error(err))
+		case res.Transient || res.Status == "failed":
+			ch.failed = append(ch.failed, h.Key())
+			log.Warn("crawl setup hook failed; the crawl goes on", logging.Hook(h.Key()), zap.String("reason", res.Reason))
+		default:
+			log.Info("crawl setup hook done", logging.Hook(h.Key()), zap.String("status", string(res.Status)))
+		}
+	}
+	return nil
+}
+
+// plan turns discovered hooks into a plan with each plugin's resolved
+// enabled flag, timeout and configuration error (as Discover does).
+func (e *Engine) plan(found hooks.Plan, overrides map[string]string, snapDir string) activities.Plan {
+	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
+	src := e.sources(overrides, base)
+	resolved := map[string]*hooks.Resolved{}
+	configErr := map[string]string{}
+	for _, plugin := range found.Plugins() {
+		r, err := found.Schema(plugin).Resolve(src)
+		if err != nil {
+			configErr[plugin] = e.cfg.Secrets.Redact(err.Error())
+			continue
+		}
+		resolved[plugin] = r
+	}
+	plan := activities.Plan{Hooks: make([]activities.HookSpec, 0, len(found.Hooks))}
+	for _, h := range found.Hooks {
+		spec := activities.HookSpec{Plugin: h.Plugin, Name: h.Name, Path: h.Path, Step: h.Step, Background: h.Background,
+			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true}
+		if msg, bad := configErr[h.Plugin]; bad {
+			spec.ConfigError = msg
+		} else if r := resolved[h.Plugin]; r != nil {
+			spec.Enabled = r.Enabled
+			spec.Timeout = r.Timeout(e.cfg.Timeout)
+		}
+		if spec.Background {
+			// When stopped, a background hook gets its plugin's timeout as grace.
+			spec.Grace = spec.Timeout
+		}
+		plan.Hooks = append(plan.Hooks, spec)
+	}
+	return plan
+}
+
+// TeardownCrawl ends a crawl on this worker: its background setup hooks
+// get SIGTERM, then SIGKILL after their grace, and are waited for (or
+// until ctx ends); its WARC file is closed and the built-in hooks forget
+// it. A crawl this worker never set up is a no-op.
+func (e *Engine) TeardownCrawl(ctx context.Context, ident string) error {
+	e.crawls.mu.Lock()
+	ch := e.crawls.m[ident]
+	delete(e.crawls.m, ident)
+	e.crawls.mu.Unlock()
+	builtin.ForgetCrawl(e.crawlDir(ident))
+	e.plans.forget(ident)
+	werr := e.warcs.close(ident)
+	if ch == nil {
+		return werr
+	}
+	<-ch.ready
+	ch.cancelBG()
+	done := make(chan struct{})
+	go func() {
+		ch.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return errors.Join(werr, fmt.Errorf("crawl %s: setup hooks still stopping: %w", ident, ctx.Err()))
+	}
+	e.log.Info("crawl torn down on this worker", logging.Ident(ident), zap.Strings("failed_setup_hooks", ch.failed))
+	return werr
+}

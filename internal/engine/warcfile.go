@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// warcFiles are the job WARCs this worker writes: one open file per crawl,
+// ARCHIVE_DIR/crawls/IDENT/warc/IDENT-INSTANCE-NNNNN.warc.gz, rotated past
+// Config.WARCMaxBytes. INSTANCE is this worker process (HOSTNAME-PID), so
+// files of different hosts, or of one host's successive processes, never
+// collide. Page WARCs are gzip member streams: appending one is copying it.
+type warcFiles struct {
+	mu sync.Mutex
+	m  map[string]*jobWARC
+}
+
+type jobWARC struct {
+	mu   sync.Mutex
+	dir  string
+	base string // IDENT-INSTANCE
+	seq  int
+	f    *os.File
+	size int64
+}
+
+func (w *warcFiles) get(e *Engine, ident string) *jobWARC {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j := w.m[ident]
+	if j == nil {
+		j = &jobWARC{
+			dir:  filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), "warc"),
+			base: safeName(ident) + "-" + safeName(e.cfg.Instance),
+		}
+		w.m[ident] = j
+	}
+	return j
+}
+
+// appendFiles appends files, in order, to the crawl's WARC, rotating
+// before a file that would take it past the size limit (a file is never
+// split).
+func (w *warcFiles) appendFiles(e *Engine, ident string, files []string) error {
+	j := w.get(e, ident)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, path := range files {
+		src, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("open page warc %s: %w", path, err)
+		}
+		info, err := src.Stat()
+		if err != nil {
+			src.Close()
+			return fmt.Errorf("stat page warc %s: %w", path, err)
+		}
+		if err := j.ensureRoom(info.Size(), e.cfg.WARCMaxBytes); err != nil {
+			src.Close()
+			return err
+		}
+		n, err := io.Copy(j.f, src)
+		src.Close()
+		j.size += n
+		if err != nil {
+			return fmt.Errorf("append %s to %s: %w", path, j.f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// ensureRoom opens the next file when none is open or the current one
+// would grow past max with n more bytes.
+func (j *jobWARC) ensureRoom(n, max int64) error {
+	if j.f != nil && (max <= 0 || j.size == 0 || j.size+n <= max) {
+		return nil
+	}
+	if j.f != nil {
+		if err := j.closeFile(); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(j.dir, 0o755); err != nil {
+		return fmt.Errorf("create warc dir: %w", err)
+	}
+	if j.seq == 0 {
+		j.seq = lastSeq(j.dir, j.base)
+	}
+	for {
+		j.seq++
+		name := filepath.Join(j.dir, fmt.Sprintf("%s-%05d.warc.gz", j.base, j.seq))
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", name, err)
+		}
+		j.f, j.size = f, 0
+		return nil
+	}
+}
+
+// lastSeq is the highest sequence number of base's files in dir (0: none).
+func lastSeq(dir, base string) int {
+	entries, _ := os.ReadDir(dir)
+	last := 0
+	for _, en := range entries {
+		rest, ok := strings.CutPrefix(en.Name(), base+"-")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimSuffix(rest, ".warc.gz")); err == nil && n > last {
+			last = n
+		}
+	}
+	return last
+}
+
+func (j *jobWARC) closeFile() error {
+	if j.f == nil {
+		return nil
+	}
+	err := errors.Join(j.f.Sync(), j.f.Close())
+	j.f = nil
+	if err != nil {
+		return fmt.Errorf("close job warc: %w", err)
+	}
+	return nil
+}
+
+// close closes a crawl's WARC file (its crawl ended on this worker).
+func (w *warcFiles) close(ident string) error {
+	w.mu.Lock()
+	j := w.m[ident]
+	delete(w.m, ident)
+	w.mu.Unlock()
+	if j == nil {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.closeFile()
+}
+
+func (w *warcFiles) closeAll(log *zap.Logger) {
+	w.mu.Lock()
+	idents := make([]string, 0, len(w.m))
+	for id := range w.m {
+		idents = append(idents, id)
+	}
+	w.mu.Unlock()
+	for _, id := range idents {
+		if err := w.close(id); err != nil {
+			log.Warn("close job warc", zap.String("ident", id), zap.Error(err))
+		}
+	}
+}

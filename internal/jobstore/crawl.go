@@ -1,0 +1,194 @@
+package jobstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/scope"
+)
+
+// CrawlStore is the production activities.CrawlStore: a crawl's pages in
+// internal/frontier, its job hash, log and rules in internal/rkeys.
+type CrawlStore struct {
+	*RedisStore
+	Frontier *frontier.Frontier
+}
+
+var _ activities.CrawlStore = (*CrawlStore)(nil)
+
+// queuedField is ArchiveBot's items_queued: the frontier counts the pages
+// it makes READY for the first time, in the same scripts.
+const queuedField = "items_queued"
+
+// crawlErr maps frontier errors no retry can fix.
+func crawlErr(err error) error {
+	switch {
+	case errors.Is(err, frontier.ErrNotClaimed):
+		return fmt.Errorf("%w: %w", activities.ErrPageNotClaimed, err)
+	case errors.Is(err, frontier.ErrNoFrontier), errors.Is(err, frontier.ErrInvalidArgument),
+		errors.Is(err, frontier.ErrSeedConflict), errors.Is(err, frontier.ErrLeftoverKeys),
+		errors.Is(err, frontier.ErrUnknownPage), errors.Is(err, frontier.ErrOutOfOrder):
+		return fmt.Errorf("%w: %w", activities.ErrNotWritable, err)
+	}
+	return notWritable(err)
+}
+
+func pageCounts(c frontier.Counts) activities.PageCounts {
+	return activities.PageCounts{
+		Total: c.Total, Ready: c.Ready, Claimed: c.Claimed, Skipped: c.Skipped, Done: c.Done,
+		Succeeded: c.Succeeded, Failed: c.Failed, Deferred: c.Deferred, Propagating: c.Propagating,
+	}
+}
+
+func pageSpec(p frontier.Page) activities.PageSpec {
+	return activities.PageSpec{ID: p.ID, URL: p.URL, Depth: p.Depth, Attempt: p.Attempts, NoRecurse: p.NoRecurse}
+}
+
+// SeedCrawl seeds the frontier (items_queued counts the start page) and
+// claims the start page with the input's token.
+func (s *CrawlStore) SeedCrawl(ctx context.Context, in activities.SeedCrawlInput) (activities.SeedCrawlResult, error) {
+	_, err := s.Frontier.Seed(ctx, in.Ident, in.URL, frontier.Config{MaxDepth: in.MaxDepth, MaxAttempts: in.PageAttempts, QueuedField: queuedField})
+	if err != nil {
+		return activities.SeedCrawlResult{}, fmt.Errorf("seed crawl %s: %w", in.Ident, crawlErr(err))
+	}
+	pages, counts, err := s.Frontier.Claim(ctx, in.Ident, 1, in.Token, 0)
+	if err != nil {
+		return activities.SeedCrawlResult{}, fmt.Errorf("claim start page of %s: %w", in.Ident, crawlErr(err))
+	}
+	res := activities.SeedCrawlResult{Counts: pageCounts(counts)}
+	for _, p := range pages {
+		if p.ID == 1 {
+			ps := pageSpec(p)
+			res.Page = &ps
+		}
+	}
+	return res, nil
+}
+
+// Claim claims up to n pages for token.
+func (s *CrawlStore) Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]activities.PageSpec, activities.PageCounts, error) {
+	pages, counts, err := s.Frontier.Claim(ctx, ident, n, token, rulesVersion)
+	if err != nil {
+		return nil, activities.PageCounts{}, crawlErr(err)
+	}
+	out := make([]activities.PageSpec, len(pages))
+	for i, p := range pages {
+		out[i] = pageSpec(p)
+	}
+	return out, pageCounts(counts), nil
+}
+
+// Skip moves a page to SKIPPED.
+func (s *CrawlStore) Skip(ctx context.Context, ident string, pageID int64, reason string) error {
+	if err := s.Frontier.Skip(ctx, ident, pageID, reason); err != nil {
+		return crawlErr(err)
+	}
+	return nil
+}
+
+// Discover adds one batch of links.
+func (s *CrawlStore) Discover(ctx context.Context, ident string, pageID int64, attempt, batch int, links []activities.Link) (int, error) {
+	ls := make([]frontier.Link, len(links))
+	for i, l := range links {
+		ls[i] = frontier.Link{URL: l.URL, NoRecurse: l.NoRecurse, Requisite: l.Requisite}
+	}
+	res, err := s.Frontier.Discover(ctx, ident, pageID, attempt, batch, ls)
+	if err != nil {
+		return 0, crawlErr(err)
+	}
+	return res.Queued(), nil
+}
+
+// Complete ends a page attempt with ArchiveBot's counters: items_downloaded
+// counts 2xx and 3xx responses, bytes_downloaded the bytes fetched, and,
+// when archiveflow owns the response counters (redis.response_counters),
+// r1xx..r5xx, runk and error_count.
+func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, rc model.ResponseCounts, bytes int64) (activities.PageCounts, error) {
+	counters := []frontier.JobCounter{{Field: "items_downloaded", Delta: rc.R2xx + rc.R3xx}, {Field: "bytes_downloaded", Delta: bytes}}
+	if *s.Redis.Options().OwnResponseCounters {
+		counters = append(counters, frontier.JobCounter{Field: "r1xx", Delta: rc.R1xx}, frontier.JobCounter{Field: "r2xx", Delta: rc.R2xx},
+			frontier.JobCounter{Field: "r3xx", Delta: rc.R3xx}, frontier.JobCounter{Field: "r4xx", Delta: rc.R4xx},
+			frontier.JobCounter{Field: "r5xx", Delta: rc.R5xx}, frontier.JobCounter{Field: "runk", Delta: rc.Runk},
+			frontier.JobCounter{Field: "error_count", Delta: rc.Errors})
+	}
+	c, err := s.Frontier.Complete(ctx, ident, pageID, attempt, frontier.Outcome{Status: frontier.Status(status), Note: note, JobCounters: counters})
+	if err != nil {
+		return activities.PageCounts{}, crawlErr(err)
+	}
+	return pageCounts(c), nil
+}
+
+// Release returns claimed pages to READY.
+func (s *CrawlStore) Release(ctx context.Context, ident string, ids []int64) (activities.PageCounts, error) {
+	_, c, err := s.Frontier.ReleasePages(ctx, ident, ids)
+	if err != nil {
+		return activities.PageCounts{}, crawlErr(err)
+	}
+	return pageCounts(c), nil
+}
+
+// Counts reads the page counts.
+func (s *CrawlStore) Counts(ctx context.Context, ident string) (activities.PageCounts, error) {
+	c, err := s.Frontier.Counts(ctx, ident)
+	if err != nil {
+		return activities.PageCounts{}, crawlErr(err)
+	}
+	return pageCounts(c), nil
+}
+
+// LiveSettings reads ignores, the ignore-report flag and the latest rules.
+func (s *CrawlStore) LiveSettings(ctx context.Context, ident string) (activities.LiveSettings, error) {
+	live, err := s.Redis.CrawlLive(ctx, ident)
+	if err != nil {
+		return activities.LiveSettings{}, notWritable(err)
+	}
+	out := activities.LiveSettings{Ignores: live.Ignores, SuppressIgnoreReports: live.SuppressIgnoreReports}
+	if live.RulesVersion >= 0 {
+		rules, err := scope.ParseRules([]byte(live.RulesJSON))
+		if err != nil {
+			return out, fmt.Errorf("%w: rules version %d of %s: %w", activities.ErrNotWritable, live.RulesVersion, ident, err)
+		}
+		out.Rules = scope.Versioned{Version: live.RulesVersion, Rules: rules}
+	}
+	return out, nil
+}
+
+// SetRules stores a rules version.
+func (s *CrawlStore) SetRules(ctx context.Context, ident string, rules scope.Versioned) error {
+	list := rules.Rules
+	if list == nil {
+		list = scope.Rules{}
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return fmt.Errorf("encode rules of %s: %w", ident, err)
+	}
+	if err := s.Redis.SetRules(ctx, ident, rules.Version, string(b)); err != nil {
+		return notWritable(err)
+	}
+	return nil
+}
+
+// FinishCrawl finishes the job and gives its frontier the job's retention.
+func (s *CrawlStore) FinishCrawl(ctx context.Context, in activities.FinishInput) error {
+	if err := s.FinishJob(ctx, in); err != nil {
+		return err
+	}
+	ttl, err := s.Redis.JobTTL(ctx, in.Ident)
+	if err != nil {
+		return fmt.Errorf("retention of %s: %w", in.Ident, notWritable(err))
+	}
+	if ttl < time.Millisecond {
+		ttl = time.Millisecond
+	}
+	if err := s.Frontier.Expire(ctx, in.Ident, ttl); err != nil && !errors.Is(err, frontier.ErrNoFrontier) {
+		return fmt.Errorf("expire frontier of %s: %w", in.Ident, err)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package procs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/jsonl"
+)
+
+// Func is a hook run inside this process: it works in dir, writes the
+// hook's stdout and stderr to the writers and returns its exit code. It
+// must return soon after ctx ends (timeout or stop).
+type Func func(ctx context.Context, dir string, stdout, stderr io.Writer) int
+
+// RunFunc runs fn as one hook attempt inside this process, with Run's
+// contract for everything a process is not needed for: the spec's Dir is
+// created, stdout and stderr are kept byte for byte in the attempt's runner
+// files (STEM.ID.stdout.log, .stderr.log) and parsed with the same line
+// caps and callbacks, the timeout and cancellation reach fn through its
+// context, outputs are listed and the exit is mapped to a status by the
+// same rules (decide). Spec.Path and Args are recorded only. A fn that does
+// not return within the grace after its context ended is abandoned and the
+// attempt is transient.
+//
+// It is for built-in hooks that start no process of their own: starting
+// the worker's binary again to call the same function costs tens of
+// milliseconds of CPU per hook (docs/crawls.md).
+func RunFunc(ctx context.Context, spec Spec, fn Func) (Result, error) {
+	s, err := spec.normalize()
+	if err != nil {
+		return Result{}, err
+	}
+	log := s.Log.With(zap.String("hook", s.Stem), zap.String("attempt", s.AttemptID), zap.Bool("in_process", true))
+	beginRun()
+	defer endRun()
+	if err := context.Cause(ctx); err != nil {
+		return Result{}, fmt.Errorf("run hook %s: not started: %w", s.Stem, err)
+	}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("run hook %s: create dir: %w", s.Stem, err)
+	}
+	files := runnerFiles(s.Dir, s.Stem, s.AttemptID)
+	files.PID, files.Sh = "", ""
+	stdoutF, err := createOutput(files.Stdout)
+	if err != nil {
+		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
+	}
+	defer stdoutF.Close()
+	stderrF, err := createOutput(files.Stderr)
+	if err != nil {
+		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
+	}
+	defer stderrF.Close()
+
+	out := &stdoutSink{onRecord: s.OnRecord, log: log, lineCap: s.LineCap}
+	errs := &stderrSink{onLine: s.OnStderr}
+	stdout := &teeLines{file: stdoutF, sp: &jsonl.Splitter{Cap: s.LineCap, Emit: out.line}}
+	stderr := &teeLines{file: stderrF, sp: &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}}
+
+	res := Result{AttemptID: s.AttemptID, Files: files, StartedAt: time.Now(), ExitCode: -1}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if s.Timeout > 0 {
+		var tcancel context.CancelFunc
+		runCtx, tcancel = context.WithTimeout(runCtx, s.Timeout)
+		defer tcancel()
+	}
+	done := make(chan int, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				fmt.Fprintf(stderr, "panic: %v\n", p)
+				log.Error("in-process hook panicked", zap.Any("panic", p))
+				done <- 2
+			}
+		}()
+		done <- fn(runCtx, s.Dir, stdout, stderr)
+	}()
+	select {
+	case code := <-done:
+		res.ExitCode = code
+	case <-runCtx.Done():
+		if ctx.Err() != nil {
+			res.Canceled = true
+		} else {
+			res.TimedOut = true
+		}
+		select {
+		case code := <-done:
+			res.ExitCode = code
+		case <-time.After(s.Grace):
+			log.Warn("in-process hook did not return within the grace; abandoned", zap.Duration("grace", s.Grace))
+			res.ExitCode = exitSIGKILL
+		}
+	}
+	res.EndedAt = time.Now()
+	stdout.close()
+	stderr.close()
+	res.finish(s, out, errs, log)
+	return res, nil
+}
+
+// exitSIGKILL is what an abandoned in-process hook is recorded as: a hook
+// that needed SIGKILL.
+const exitSIGKILL = 128 + 9
+
+// teeLines keeps what a hook writes in its runner file and splits it into
+// lines for the sinks. Writes may come from several goroutines of the hook;
+// writes after close are refused.
+type teeLines struct {
+	mu     sync.Mutex
+	file   *os.File
+	sp     *jsonl.Splitter
+	closed bool
+}
+
+var errClosedOutput = errors.New("hook output closed: the attempt ended")
+
+func (t *teeLines) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return 0, errClosedOutput
+	}
+	if _, err := t.file.Write(p); err != nil {
+		return 0, err
+	}
+	return t.sp.Write(p)
+}
+
+func (t *teeLines) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.closed = true
+		t.sp.Flush()
+	}
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
+
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/scope"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// newFrontier reads and writes crawls' pages on b's Redis.
+func newFrontier(b *backend.Backend) *frontier.Frontier {
+	f, err := frontier.New(b.Redis, b.Store.Keys(), frontier.Options{})
+	if err != nil {
+		panic(err) // only a nil client fails, and b has one
+	}
+	return f
+}
+
+// crawlJSON is a crawl's part of `status --json`: ArchiveBot's counters
+// and its pages by state and by depth (from the frontier in Redis).
+type crawlJSON struct {
+	ItemsQueued     int64                  `json:"items_queued"`
+	ItemsDownloaded int64                  `json:"items_downloaded"`
+	Responses       model.ResponseCounts   `json:"responses"`
+	Pages           frontier.StateCounts   `json:"pages"`
+	Total           int64                  `json:"total"`
+	Propagating     int64                  `json:"propagating,omitempty"`
+	ByDepth         []frontier.DepthCounts `json:"by_depth"`
+}
+
+// crawlStatus reads a crawl's pages; nil when the job has no frontier
+// (yet, or any more).
+func crawlStatus(ctx context.Context, b *backend.Backend, id string) (*crawlJSON, error) {
+	c, err := newFrontier(b).Counts(ctx, id)
+	if errors.Is(err, frontier.ErrNoFrontier) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, withCode(exitUnavailable, err)
+	}
+	by := c.ByDepth
+	if by == nil {
+		by = []frontier.DepthCounts{}
+	}
+	return &crawlJSON{Pages: c.StateCounts, Total: c.Total, Propagating: c.Propagating, ByDepth: by}, nil
+}
+
+// printCrawl prints a crawl's pages by state and by depth.
+func printCrawl(w io.Writer, c *crawlJSON) {
+	p := c.Pages
+	fmt.Fprintf(w, "  items:    %d queued, %d downloaded; responses %d (1xx %d, 2xx %d, 3xx %d, 4xx %d, 5xx %d, unknown %d, errors %d)\n",
+		c.ItemsQueued, c.ItemsDownloaded, c.Responses.Count, c.Responses.R1xx, c.Responses.R2xx, c.Responses.R3xx,
+		c.Responses.R4xx, c.Responses.R5xx, c.Responses.Runk, c.Responses.Errors)
+	fmt.Fprintf(w, "  pages:    %d: %d ready, %d claimed, %d done (%d succeeded, %d failed), %d skipped, %d beyond the depth limit\n",
+		c.Total, p.Ready, p.Claimed, p.Done, p.Succeeded, p.Failed, p.Skipped, p.Deferred)
+	if len(c.ByDepth) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %-6s %8s %8s %8s %9s %7s %8s %8s\n", "depth", "ready", "claimed", "done", "succeeded", "failed", "skipped", "deferred")
+	for _, d := range c.ByDepth {
+		fmt.Fprintf(w, "  %-6d %8d %8d %8d %9d %7d %8d %8d\n", d.Depth, d.Ready, d.Claimed, d.Done, d.Succeeded, d.Failed, d.Skipped, d.Deferred)
+	}
+}
+
+// ---- pages ----
+
+func pagesCommand() *command {
+	return &command{
+		name:    "pages",
+		args:    "IDENT",
+		summary: "list a crawl's pages: URL, depth, state, attempts, status, parent",
+		details: `
+Reads the crawl's frontier in Redis, in discovery order (the start page is
+page 1). --state keeps one state (ready, claimed, skipped, done, deferred:
+found beyond the depth limit), --depth one depth; --limit bounds the list
+(--after continues after a page id).`,
+		examples: []string{
+			"starter pages 3mlbkdu1fpo7wt4lr2qf1mpsw",
+			"starter pages 3mlbkdu1fpo7wt4lr2qf1mpsw --state done --depth 2",
+			"starter pages https://example.com/ --state skipped --json",
+		},
+		flags: func(fs *pflag.FlagSet) {
+			fs.String("state", "", "only pages in this state: ready, claimed, skipped, done, deferred")
+			fs.Int("depth", -1, "only pages at this depth")
+			fs.Int("limit", 1000, "at most this many pages (1..10000)")
+			fs.Int64("after", 0, "start after this page id")
+		},
+		run: runPages,
+	}
+}
+
+// pageJSON is one page in `pages --json`.
+type pageJSON struct {
+	ID                int64  `json:"id"`
+	URL               string `json:"url"`
+	Depth             int    `json:"depth"`
+	State             string `json:"state"`
+	Status            string `json:"status,omitempty"`
+	Attempts          int    `json:"attempts"`
+	AttemptsRemaining int    `json:"attempts_remaining"`
+	Parent            int64  `json:"parent"`
+	ParentURL         string `json:"parent_url,omitempty"`
+	RulesVersion      int64  `json:"rules_version,omitempty"`
+	NoRecurse         bool   `json:"no_recurse,omitempty"`
+	Note              string `json:"note,omitempty"`
+}
+
+func runPages(ctx context.Context, a *app, inv *invocation) error {
+	id, err := oneIdent(inv)
+	if err != nil {
+		return err
+	}
+	var filter frontier.Filter
+	if raw, _ := inv.fs.GetString("state"); inv.fs.Changed("state") {
+		st, err := frontier.ParseState(raw)
+		if err != nil {
+			return usageErr("--state: %v", err)
+		}
+		filter.State = st
+	}
+	if inv.fs.Changed("depth") {
+		d, _ := inv.fs.GetInt("depth")
+		if d < 0 {
+			return usageErr("--depth %d: must be >= 0", d)
+		}
+		filter.Depth = &d
+	}
+	limit, _ := inv.fs.GetInt("limit")
+	if limit < 1 || limit > frontier.MaxPagesLimit {
+		return usageErr("--limit %d: must be 1..%d", limit, frontier.MaxPagesLimit)
+	}
+	after, _ := inv.fs.GetInt64("after")
+	if after < 0 {
+		return usageErr("--after %d: must be >= 0", after)
+	}
+	b, err := a.connectRedis(ctx, inv)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if _, err := getJob(ctx, b, id); err != nil {
+		return err
+	}
+	f := newFrontier(b)
+	pages, next, err := f.Pages(ctx, id, filter, after+1, limit)
+	if errors.Is(err, frontier.ErrNoFrontier) {
+		return withCode(exitNotFound, fmt.Errorf("job %s: has no pages: it is not a crawl (submit --depth inf or N), or its pages expired", id))
+	}
+	if err != nil {
+		return withCode(exitUnavailable, err)
+	}
+	parents := map[int64]string{}
+	out := make([]pageJSON, 0, len(pages))
+	for _, p := range pages {
+		pj := pageJSON{ID: p.ID, URL: p.URL, Depth: p.Depth, State: string(p.State), Status: string(p.Status), Attempts: p.Attempts,
+			AttemptsRemaining: p.AttemptsRemaining, Parent: p.Parent, RulesVersion: p.RulesVersion, NoRecurse: p.NoRecurse, Note: p.Note}
+		if p.Parent > 0 {
+			u, ok := parents[p.Parent]
+			if !ok {
+				if pp, err := f.PageByID(ctx, id, p.Parent); err == nil {
+					u = pp.URL
+				}
+				parents[p.Parent] = u
+			}
+			pj.ParentURL = u
+		}
+		out = append(out, pj)
+	}
+	if inv.json {
+		res := map[string]any{"ident": id, "pages": out}
+		if next > 0 {
+			res["next_after"] = next - 1
+		}
+		return writeJSON(a.stdout, res)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(a.stdout, "no pages")
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%7s  %5s  %-8s  %-9s  %8s  %7s  %s\n", "ID", "DEPTH", "STATE", "STATUS", "ATTEMPTS", "PARENT", "URL")
+	for _, p := range out {
+		fmt.Fprintf(a.stdout, "%7d  %5d  %-8s  %-9s  %8s  %7d  %s\n", p.ID, p.Depth, p.State, dash(p.Status),
+			strconv.Itoa(p.Attempts)+"/"+strconv.Itoa(p.Attempts+p.AttemptsRemaining), p.Parent, p.URL)
+		if p.Note != "" {
+			fmt.Fprintf(a.stdout, "%7s  note: %s\n", "", p.Note)
+		}
+	}
+	if next > 0 {
+		fmt.Fprintf(a.stdout, "more: --after %d\n", next-1)
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ---- rules ----
+
+func rulesCommand() *command {
+	return &command{
+		name:    "rules",
+		args:    "IDENT [FILE|-]",
+		summary: "show a crawl's rules, or replace them (a new version) from a JSON file",
+		details: `
+Rules (mnbot's): a JSON list, each rule a Go RE2 pattern searched in the
+URL and the settings it gives the URLs it matches:
+  [{"pattern": "^https?://example\\.com/calendar/", "skip": true},
+   {"pattern": "/calendar/2024/", "skip": false},
+   {"pattern": "^https?://cdn\\.example\\.net/", "accept": true},
+   {"pattern": "/m/", "ua": "Mozilla/5.0 (iPhone)"}]
+For each setting the last matching rule wins. skip=true moves a queued page
+to SKIPPED when it is dequeued; accept=true puts a URL in scope (fetched and
+followed), accept=false keeps it out; ua is the User-Agent the page is
+fetched with. A change is a new version: pages claimed and links found from
+then on use it; the attempts that used an older one keep its number
+(starter pages shows it). The workflow and Redis (IDENT_rules) have the new
+version when this returns.`,
+		examples: []string{
+			"starter rules 3mlbkdu1fpo7wt4lr2qf1mpsw",
+			"starter rules 3mlbkdu1fpo7wt4lr2qf1mpsw rules.json",
+			`echo '[{"pattern": "/calendar/", "skip": true}]' | starter rules 3mlbkdu1fpo7wt4lr2qf1mpsw -`,
+		},
+		run: runRules,
+	}
+}
+
+func runRules(ctx context.Context, a *app, inv *invocation) error {
+	if len(inv.args) < 1 || len(inv.args) > 2 {
+		return usageErr("want IDENT [FILE|-], got %d argument(s) (see: starter help rules)", len(inv.args))
+	}
+	id, err := parseIdent(inv.args[0])
+	if err != nil {
+		return err
+	}
+	var rules scope.Rules
+	set := len(inv.args) == 2
+	if set {
+		if rules, err = readRules(a, "rules", inv.args[1]); err != nil {
+			return withCode(exitUsage, err)
+		}
+	}
+	b, err := a.connect(ctx, inv)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if !set {
+		return showRules(ctx, a, inv, b, id)
+	}
+	if _, err := liveJob(ctx, b, id, "change its rules"); err != nil {
+		return err
+	}
+	version, err := applyRules(ctx, b, id, rules)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		return writeJSON(a.stdout, map[string]any{"ident": id, "rules": scope.Versioned{Version: version, Rules: rules}})
+	}
+	fmt.Fprintf(a.stdout, "%s rules (version %d): %d rule(s)\n", id, version, len(rules))
+	return nil
+}
+
+func showRules(ctx context.Context, a *app, inv *invocation, b *backend.Backend, id string) error {
+	st, err := crawlOf(ctx, b, id)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		return writeJSON(a.stdout, map[string]any{"ident": id, "rules": st.Rules})
+	}
+	fmt.Fprintf(a.stdout, "%s rules version %d: %d rule(s)\n", id, st.Rules.Version, len(st.Rules.Rules))
+	for i, r := range st.Rules.Rules {
+		fmt.Fprintf(a.stdout, "  %2d  %s", i+1, r.Pattern)
+		if r.Accept != nil {
+			fmt.Fprintf(a.stdout, "  accept=%t", *r.Accept)
+		}
+		if r.Skip != nil {
+			fmt.Fprintf(a.stdout, "  skip=%t", *r.Skip)
+		}
+		if r.UA != nil {
+			fmt.Fprintf(a.stdout, "  ua=%q", *r.UA)
+		}
+		fmt.Fprintln(a.stdout)
+	}
+	return nil
+}
+
+// crawlOf queries a crawl's workflow for its status.
+func crawlOf(ctx context.Context, b *backend.Backend, id string) (workflows.CrawlStatus, error) {
+	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	val, err := b.Temporal.QueryWorkflow(cctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return workflows.CrawlStatus{}, temporalErr(id, "query", err)
+	}
+	var st workflows.CrawlStatus
+	if err := val.Get(&st); err != nil {
+		return st, fmt.Errorf("query job %s: decode status: %w", id, err)
+	}
+	if st.Kind != "crawl" {
+		return st, withCode(exitConflict, fmt.Errorf("job %s is not a crawl: rules are for crawls (submit --depth inf or N)", id))
+	}
+	return st, nil
+}
+
+// applyRules sends the set_rules update and waits until the workflow and
+// Redis have the new version.
+func applyRules(ctx context.Context, b *backend.Backend, id string, rules scope.Rules) (int64, error) {
+	if _, err := crawlOf(ctx, b, id); err != nil {
+		return 0, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	h, err := b.Temporal.UpdateWorkflow(cctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		UpdateName:   workflows.UpdateSetRules,
+		Args:         []any{rules},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return 0, temporalErr(id, "update rules of", err)
+	}
+	var version int64
+	if err := h.Get(cctx, &version); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return 0, temporalErr(id, "update rules of", err)
+		}
+		return 0, withCode(exitConflict, fmt.Errorf("update rules of job %s: refused: %w", id, err))
+	}
+	return version, nil
+}

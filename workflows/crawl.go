@@ -1,0 +1,592 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/scope"
+	"github.com/archiveflow/archiveflow/internal/searchattr"
+)
+
+// CrawlWorkflow runs a crawl job (DESIGN.md §8, docs/crawls.md): the start
+// URL as a child SnapshotWorkflow with every plugin (ID IDENT/seed, in the
+// crawl-page role), then every further page as one RunPage activity on the
+// pool's shared queue, as many at once as the job's concurrency allows,
+// claimed from the frontier in Redis (internal/frontier) lowest depth
+// first. Redis is the frontier; the history holds only the pages in
+// flight. A run whose history grows past Timing.HistoryEvents stops
+// launching, drains and continues as new, carrying its settings, rules,
+// counts and the hosts to tear down. At the end every host that ran the
+// crawl's setup hooks tears them down, then the job's final state is
+// written.
+//
+// States: active → draining (no page ready, some in flight) → finished |
+// aborted (abort signal or cancel: pages in flight are stopped and their
+// claims released) | failed (the start page failed, or MaxDuration ran
+// out). It answers the status query, the abort signal, the set_settings
+// update and signal (concurrency 0 pauses) and the set_rules update.
+func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
+	if err := in.Validate(); err != nil {
+		return CrawlStatus{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("crawl input: %v", err), "InvalidCrawlInput", err)
+	}
+	c := newCrawl(ctx, in)
+	if err := c.registerHandlers(ctx); err != nil {
+		return CrawlStatus{}, fmt.Errorf("register handlers of %s: %w", c.ident(), err)
+	}
+	workflow.Go(ctx, func(gc workflow.Context) {
+		gc.Done().Receive(gc, nil)
+		c.stop(reasonCancelled, true)
+	})
+	stopDeadline := c.startDeadline()
+	workflow.Go(c.dctx, c.writes.run)
+
+	c.setState(model.StateActive, true)
+	if in.Carry == nil && len(c.rules.Rules) > 0 {
+		// The hosts judge links with the latest rules in Redis.
+		rin := activities.SetRulesInput{Ident: c.ident(), Rules: c.rules}
+		c.writes.enqueue("set rules", func(wc workflow.Context) error {
+			return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.SetRules, rin).Get(wc, nil)
+		})
+	}
+	if !c.carry.SeedDone {
+		c.runSeed()
+	}
+	c.loop()
+	stopDeadline()
+	if c.continueAsNew {
+		return c.handOn()
+	}
+	c.teardown()
+	c.finish()
+	if err := workflow.Await(c.dctx, func() bool { return workflow.AllHandlersFinished(c.dctx) && c.writes.idle() }); err != nil {
+		return c.status(), fmt.Errorf("await handlers of %s: %w", c.ident(), err)
+	}
+	return c.status(), nil
+}
+
+// crawl is the state of one CrawlWorkflow run.
+type crawl struct {
+	in    CrawlInput
+	runID string
+	carry CrawlCarry
+
+	dctx      workflow.Context // never cancelled: the run always ends cleanly
+	runCtx    workflow.Context // cancelled on stop: pages in flight stop
+	cancelRun workflow.CancelFunc
+
+	job      jobStatus
+	settings settingsState
+	rules    scope.Versioned
+
+	inflight  map[int64]activities.PageSpec
+	released  []int64 // pages stopped by an abort, to release
+	completed int64   // page activities ended in this run
+	claims    int     // claim requests of this run (token sequence)
+	launched  int64   // page activities launched in this run
+	counts    activities.PageCounts
+	// continueAsNew: the history is long enough; the run drains and hands on.
+	continueAsNew bool
+
+	attr   crawlAttr
+	writes writer
+}
+
+// crawlAttr is what the pages search attributes last showed.
+type crawlAttr struct {
+	done, queued int64
+	pending      bool
+}
+
+func newCrawl(ctx workflow.Context, in CrawlInput) *crawl {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	runCtx, cancel := workflow.WithCancel(dctx)
+	c := &crawl{
+		in: in, runID: workflow.GetInfo(ctx).WorkflowExecution.RunID,
+		dctx: dctx, runCtx: runCtx, cancelRun: cancel,
+		job:      jobStatus{state: model.StatePending},
+		settings: settingsState{current: in.Settings},
+		rules:    scope.Versioned{Rules: in.Rules},
+		inflight: map[int64]activities.PageSpec{},
+		writes:   writer{ctx: dctx},
+	}
+	if in.Carry != nil {
+		c.carry = *in.Carry
+		c.settings.version = c.carry.SettingsVersion
+		c.rules = c.carry.Rules
+		c.counts = c.carry.Counts
+		c.job.failure = c.carry.Failure
+	} else {
+		c.carry.Run = 1
+		if in.Timing.MaxDuration > 0 {
+			c.carry.Deadline = workflow.Now(ctx).Add(in.Timing.MaxDuration)
+		}
+	}
+	c.attr.done, c.attr.queued = -1, -1
+	return c
+}
+
+func (c *crawl) ident() string { return c.in.Crawl.Job.Ident }
+
+// CrawlSeedID is the workflow ID of the start page's snapshot of the crawl
+// whose workflow ID is crawlID.
+func CrawlSeedID(crawlID string) string { return crawlID + "/seed" }
+
+func (c *crawl) log() interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+	Error(string, ...any)
+} {
+	return workflow.GetLogger(c.dctx)
+}
+
+func (c *crawl) stopping() bool { return c.job.stopReason != "" }
+
+// stop cancels every page in flight and the start page's snapshot; the
+// loop then winds down. The first reason wins.
+func (c *crawl) stop(reason string, operator bool) {
+	if c.stopping() || c.job.state.Final() {
+		return
+	}
+	c.job.stopReason, c.job.aborted = reason, operator
+	c.log().Info("stopping crawl", "reason", reason)
+	c.cancelRun()
+}
+
+// startDeadline bounds the crawl (across runs) with a timer.
+func (c *crawl) startDeadline() func() {
+	if c.carry.Deadline.IsZero() {
+		return func() {}
+	}
+	tctx, cancel := workflow.WithCancel(c.dctx)
+	left := c.carry.Deadline.Sub(workflow.Now(c.dctx))
+	workflow.Go(tctx, func(gc workflow.Context) {
+		if left > 0 {
+			if err := workflow.NewTimerWithOptions(gc, left, workflow.TimerOptions{Summary: "job max duration"}).Get(gc, nil); err != nil {
+				return
+			}
+		}
+		c.stop(reasonDeadline, false)
+	})
+	return cancel
+}
+
+func (c *crawl) localCtx(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, redisOptions())
+}
+
+// runSeed claims the start page and runs it as a child SnapshotWorkflow
+// with every plugin, then completes it from what the snapshot left on its
+// host: its hooks' Snapshot records are the page's links.
+func (c *crawl) runSeed() {
+	var seeded activities.SeedCrawlResult
+	in := activities.SeedCrawlInput{Ident: c.ident(), URL: c.in.Crawl.Job.URL, MaxDepth: c.in.Crawl.MaxDepth,
+		PageAttempts: c.in.Crawl.PageAttempts, Token: fmt.Sprintf("%s/r%d/seed", c.runID, c.carry.Run)}
+	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.SeedCrawl, in).Get(c.dctx, &seeded); err != nil {
+		c.job.failure = fmt.Sprintf("seed the frontier: %v", err)
+		c.stop(c.job.failure, false)
+		return
+	}
+	c.setCounts(seeded.Counts)
+	if seeded.Page == nil {
+		c.carry.SeedDone = true // completed by an earlier run
+		return
+	}
+	page := *seeded.Page
+	c.inflight[page.ID] = page
+	defer delete(c.inflight, page.ID)
+	cctx := workflow.WithChildOptions(c.runCtx, workflow.ChildWorkflowOptions{
+		WorkflowID:          CrawlSeedID(c.ident()),
+		TaskQueue:           c.in.TaskQueue,
+		StaticSummary:       "start page " + summary(page.URL),
+		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WaitForCancellation: true,
+	})
+	var st Status
+	err := workflow.ExecuteChildWorkflow(cctx, SnapshotWorkflow, c.in.Seed).Get(c.dctx, &st)
+	if end, ok := EndStatus(err); ok {
+		// A failed or aborted snapshot (InputV2) ends its workflow with
+		// its Status as the error's details.
+		st, err = end, nil
+	}
+	if c.stopping() {
+		c.released = append(c.released, page.ID)
+		return
+	}
+	note := ""
+	switch {
+	case err != nil:
+		note = fmt.Sprintf("start page snapshot: %v", err)
+	case st.State != model.StateFinished:
+		note = fmt.Sprintf("start page snapshot %s: %s", st.State, st.Error)
+	}
+	var res activities.PageResult
+	if st.HostQueue != "" {
+		c.addHost(st.HostQueue)
+		seed := activities.SeedPageInput{Crawl: c.in.Crawl, Page: page, Succeeded: note == "", Note: note, Hooks: finalHooks(st)}
+		actx := workflow.WithActivityOptions(c.dctx, workflow.ActivityOptions{
+			TaskQueue:              st.HostQueue,
+			ActivityID:             c.ident() + "/seed/complete",
+			Summary:                "complete start page",
+			ScheduleToStartTimeout: c.in.Timing.HostScheduleToStart,
+			StartToCloseTimeout:    c.in.Timing.PageTimeout,
+			HeartbeatTimeout:       c.in.Timing.HeartbeatTimeout,
+			RetryPolicy:            pageRetry(c.in.Timing),
+		})
+		err = workflow.ExecuteActivity(actx, crawlHostActs.CompleteSeedPage, seed).Get(c.dctx, &res)
+	} else {
+		err = errors.New("the start page's snapshot ran on no host")
+	}
+	if err != nil {
+		res = c.completeFailed(page, fmt.Sprintf("%s; complete the start page: %v", note, err))
+	}
+	c.pageDone(res)
+	if res.Status != activities.PageSucceeded {
+		c.job.failure = "start page failed: " + strings.TrimPrefix(firstNonEmpty(note, res.Error), "; ")
+	}
+	c.carry.SeedDone = true
+}
+
+// finalHooks are the snapshot's hooks whose final status lets their links
+// count (succeeded or noresults), as PLUGIN/NAME.
+func finalHooks(st Status) []string {
+	var out []string
+	for _, h := range st.Hooks {
+		if h.Result != nil && (h.Result.Status == model.StatusSucceeded || h.Result.Status == model.StatusNoResults) {
+			out = append(out, h.Plugin+"/"+h.Hook)
+		}
+	}
+	return out
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// completeFailed records a page attempt failed when its activity could
+// not (CompletePage is idempotent: a page already completed stays as is).
+func (c *crawl) completeFailed(p activities.PageSpec, note string) activities.PageResult {
+	in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note}
+	var counts activities.PageCounts
+	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.CompletePage, in).Get(c.dctx, &counts); err != nil {
+		c.log().Error("record a page failed", "page", p.ID, "error", err)
+	}
+	return activities.PageResult{PageID: p.ID, Attempt: p.Attempt, Status: activities.PageFailed, Error: note, Counts: counts}
+}
+
+// loop claims pages and runs them until the frontier is finished, the
+// crawl stops, or the history is long enough to hand on.
+func (c *crawl) loop() {
+	idle := 0
+	for !c.stopping() {
+		if c.historyFull() {
+			c.continueAsNew = true
+			break
+		}
+		limit := c.settings.current.Concurrency
+		if len(c.inflight) >= limit {
+			seen, version := c.completed, c.settings.version
+			_ = workflow.Await(c.dctx, func() bool {
+				return c.stopping() || c.completed != seen || c.settings.version != version
+			})
+			continue
+		}
+		res := c.claim(limit - len(c.inflight))
+		for _, p := range res.Pages {
+			c.launch(p)
+		}
+		if len(res.Pages) > 0 || c.stopping() {
+			idle = 0
+			continue
+		}
+		if len(c.inflight) > 0 {
+			seen, version := c.completed, c.settings.version
+			_ = workflow.Await(c.dctx, func() bool {
+				return c.stopping() || c.completed != seen || c.settings.version != version
+			})
+			continue
+		}
+		if c.counts.Finished() {
+			break
+		}
+		// Nothing claimable, nothing in flight, yet the frontier is not
+		// finished: a propagation backlog (claims settle it) or stale
+		// queue entries. Look again shortly; never spin.
+		idle++
+		if idle > 20 && c.counts.Claimed > 0 && c.counts.Ready == 0 && c.counts.Propagating == 0 {
+			c.job.failure = fmt.Sprintf("%d pages stay claimed with nothing in flight", c.counts.Claimed)
+			c.log().Error("crawl cannot finish", "claimed", c.counts.Claimed)
+			break
+		}
+		_ = workflow.Sleep(c.runCtx, time.Second)
+	}
+	// Drain: every page in flight ends (stopped ones are released).
+	_ = workflow.Await(c.dctx, func() bool { return len(c.inflight) == 0 })
+	if len(c.released) > 0 {
+		slices.Sort(c.released)
+		var counts activities.PageCounts
+		in := activities.ReleasePagesInput{Ident: c.ident(), PageIDs: c.released}
+		if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.ReleasePages, in).Get(c.dctx, &counts); err != nil {
+			c.log().Error("release pages of a stopped crawl", "pages", len(c.released), "error", err)
+		} else {
+			c.setCounts(counts)
+		}
+		c.released = nil
+	}
+}
+
+// historyFull reports that this run's history reached its budget.
+func (c *crawl) historyFull() bool {
+	info := workflow.GetInfo(c.dctx)
+	return info.GetCurrentHistoryLength() >= c.in.Timing.HistoryEvents || info.GetContinueAsNewSuggested()
+}
+
+// claim claims up to n pages with the latest rules.
+func (c *crawl) claim(n int) activities.ClaimResult {
+	c.claims++
+	token := fmt.Sprintf("%s/r%d/claim-%d", c.runID, c.carry.Run, c.claims)
+	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: token, Rules: c.rules}
+	var res activities.ClaimResult
+	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.ClaimPages, in).Get(c.dctx, &res); err != nil {
+		// Only non-retryable errors get here (the frontier is gone).
+		c.job.failure = fmt.Sprintf("claim pages: %v", err)
+		c.stop(c.job.failure, false)
+		return activities.ClaimResult{}
+	}
+	c.setCounts(res.Counts)
+	return res
+}
+
+// pageRetry is the retry policy of a page activity: it reruns an attempt
+// that could not record its outcome (the worker died, Redis stayed down);
+// a page's own transient failures are new attempts of the frontier.
+func pageRetry(t CrawlTiming) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        30 * time.Second,
+		MaximumAttempts:        t.PageActivityAttempts,
+		NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+	}
+}
+
+// summary shortens a URL for a Web UI summary.
+func summary(u string) string {
+	if len(u) > 200 {
+		return u[:200] + "…"
+	}
+	return u
+}
+
+// launch runs one page attempt as a RunPage activity on the pool's queue.
+func (c *crawl) launch(p activities.PageSpec) {
+	c.inflight[p.ID] = p
+	c.launched++
+	opts := workflow.ActivityOptions{
+		TaskQueue:           c.in.TaskQueue,
+		ActivityID:          fmt.Sprintf("%s/page-%d#a%d", c.ident(), p.ID, p.Attempt),
+		Summary:             summary(p.URL),
+		StartToCloseTimeout: c.in.Timing.PageTimeout,
+		HeartbeatTimeout:    c.in.Timing.HeartbeatTimeout,
+		WaitForCancellation: true,
+		RetryPolicy:         pageRetry(c.in.Timing),
+	}
+	in := activities.RunPageInput{Crawl: c.in.Crawl, Page: p, Settings: c.settings.current}
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(c.runCtx, opts), crawlActs.RunPage, in)
+	workflow.Go(c.dctx, func(gc workflow.Context) {
+		var res activities.PageResult
+		err := fut.Get(gc, &res)
+		switch {
+		case err == nil:
+		case c.stopping() && temporal.IsCanceledError(err):
+			c.released = append(c.released, p.ID)
+			res = activities.PageResult{PageID: p.ID, Attempt: p.Attempt}
+		default:
+			res = c.completeFailed(p, fmt.Sprintf("page activity failed: %v", err))
+		}
+		delete(c.inflight, p.ID)
+		c.completed++
+		if res.Status != "" {
+			c.pageDone(res)
+		}
+	})
+}
+
+// pageDone takes a finished page attempt into account.
+func (c *crawl) pageDone(res activities.PageResult) {
+	if res.HostQueue != "" {
+		c.addHost(res.HostQueue)
+	}
+	c.setCounts(res.Counts)
+}
+
+// addHost remembers a host whose crawl setup must be torn down.
+func (c *crawl) addHost(q string) {
+	if i, found := slices.BinarySearch(c.carry.SetupHosts, q); !found {
+		c.carry.SetupHosts = slices.Insert(c.carry.SetupHosts, i, q)
+	}
+}
+
+// setCounts takes newer counts and moves between active and draining.
+func (c *crawl) setCounts(n activities.PageCounts) {
+	if n == (activities.PageCounts{}) {
+		return
+	}
+	c.counts = n
+	if !c.stopping() && !c.job.state.Final() {
+		switch {
+		case n.Ready == 0 && len(c.inflight) > 0 && c.job.state == model.StateActive:
+			c.setState(model.StateDraining, false)
+		case n.Ready > 0 && c.job.state == model.StateDraining:
+			c.setState(model.StateActive, false)
+		}
+	}
+	c.publishPages()
+}
+
+// handOn drains and continues as new, carrying the run's state.
+func (c *crawl) handOn() (CrawlStatus, error) {
+	c.upsertSearchAttributes()
+	if err := workflow.Await(c.dctx, func() bool { return workflow.AllHandlersFinished(c.dctx) && c.writes.idle() }); err != nil {
+		return c.status(), fmt.Errorf("await handlers of %s: %w", c.ident(), err)
+	}
+	next := c.in
+	next.Settings = c.settings.current
+	carry := c.carry
+	carry.Run++
+	carry.SettingsVersion = c.settings.version
+	carry.Rules = c.rules
+	carry.Counts = c.counts
+	carry.Failure = c.job.failure
+	carry.Pages += c.launched
+	next.Carry = &carry
+	c.log().Info("crawl continues as new", "run", carry.Run, "pages_launched", c.launched,
+		"history_events", workflow.GetInfo(c.dctx).GetCurrentHistoryLength())
+	return c.status(), workflow.NewContinueAsNewError(c.dctx, CrawlWorkflow, next)
+}
+
+// teardown ends the crawl on every host that ran its setup (a host that
+// is gone is skipped when nothing picks its queue up in time).
+func (c *crawl) teardown() {
+	var futs []workflow.Future
+	for _, q := range c.carry.SetupHosts {
+		actx := workflow.WithActivityOptions(c.dctx, workflow.ActivityOptions{
+			TaskQueue:              q,
+			ActivityID:             fmt.Sprintf("%s/teardown/%s", c.ident(), q),
+			Summary:                "tear down crawl on " + q,
+			ScheduleToStartTimeout: c.in.Timing.HostScheduleToStart,
+			StartToCloseTimeout:    c.in.Timing.TeardownTimeout,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		futs = append(futs, workflow.ExecuteActivity(actx, crawlHostActs.TeardownCrawl, activities.TeardownInput{Ident: c.ident()}))
+	}
+	for i, f := range futs {
+		if err := f.Get(c.dctx, nil); err != nil {
+			c.log().Warn("crawl teardown on a host", "host_queue", c.carry.SetupHosts[i], "error", err)
+		}
+	}
+}
+
+// finalState decides the crawl's final state and error.
+func (c *crawl) finalState() (model.JobState, string) {
+	switch {
+	case c.job.aborted:
+		return model.StateAborted, c.job.stopReason
+	case c.job.stopReason != "":
+		return model.StateFailed, c.job.stopReason
+	case c.job.failure != "":
+		return model.StateFailed, c.job.failure
+	}
+	return model.StateFinished, ""
+}
+
+// finish writes the final state once; the frontier expires with the job.
+func (c *crawl) finish() {
+	state, reason := c.finalState()
+	c.job.failure, c.job.state = reason, state
+	c.upsertSearchAttributes()
+	workflow.SetCurrentDetails(c.dctx, c.details())
+	in := activities.FinishInput{Ident: c.ident(), State: state, Error: reason, Key: c.runID + "/finish"}
+	c.writes.enqueue("finish crawl", func(wc workflow.Context) error {
+		return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.FinishCrawl, in).Get(wc, nil)
+	})
+	c.log().Info("crawl done", "state", string(state), "reason", reason, "pages", c.counts.Total,
+		"done", c.counts.Done, "failed", c.counts.Failed, "skipped", c.counts.Skipped)
+}
+
+// setState moves the crawl to a non-final state (always, when force).
+func (c *crawl) setState(state model.JobState, force bool) {
+	if c.job.state == state && !force {
+		return
+	}
+	c.job.state = state
+	c.upsertSearchAttributes()
+	workflow.SetCurrentDetails(c.dctx, c.details())
+	in := activities.JobStateInput{
+		Ident: c.ident(), State: state,
+		WorkflowID: workflow.GetInfo(c.dctx).WorkflowExecution.ID, RunID: c.runID,
+		Key: fmt.Sprintf("%s/state/%s", c.runID, state),
+	}
+	c.writes.enqueue("set job state", func(wc workflow.Context) error {
+		return workflow.ExecuteLocalActivity(c.localCtx(wc), poolActs.SetJobState, in).Get(wc, nil)
+	})
+}
+
+// publishPages upserts the pages search attributes at most once per
+// AttrInterval: a timer started at a change upserts what is current when
+// it fires.
+func (c *crawl) publishPages() {
+	if c.attr.pending {
+		return
+	}
+	c.attr.pending = true
+	workflow.Go(c.dctx, func(gc workflow.Context) {
+		err := workflow.NewTimerWithOptions(gc, c.in.Timing.AttrInterval, workflow.TimerOptions{Summary: "pages attribute"}).Get(gc, nil)
+		c.attr.pending = false
+		if err == nil && !c.job.state.Final() && (c.counts.Done != c.attr.done || c.counts.Queued() != c.attr.queued) {
+			c.upsertSearchAttributes()
+		}
+	})
+}
+
+func (c *crawl) upsertSearchAttributes() {
+	c.attr.done, c.attr.queued = c.counts.Done, c.counts.Queued()
+	err := workflow.UpsertTypedSearchAttributes(c.dctx,
+		searchattr.Ident.ValueSet(c.ident()),
+		searchattr.URL.ValueSet(c.in.Crawl.Job.URL),
+		searchattr.Pool.ValueSet(c.in.Pool),
+		searchattr.State.ValueSet(string(c.job.state)),
+		searchattr.PagesDone.ValueSet(c.counts.Done),
+		searchattr.PagesQueued.ValueSet(c.counts.Queued()),
+	)
+	if err != nil {
+		c.log().Warn("upsert search attributes", "error", err)
+	}
+}
+
+// details is the crawl's current details line in the Web UI.
+func (c *crawl) details() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s · %s · run %d · %d pages: %d done, %d queued", c.in.Crawl.Job.URL, c.job.state, c.carry.Run,
+		c.counts.Total, c.counts.Done, c.counts.Queued())
+	if !c.job.state.Final() && c.settings.current.Concurrency == 0 {
+		b.WriteString(" · paused (concurrency 0)")
+	}
+	if c.job.failure != "" {
+		b.WriteString(" · " + c.job.failure)
+	}
+	return b.String()
+}

@@ -1,0 +1,181 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/crawltest"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/scope"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+const crawlIdent = "c1"
+
+func crawlInput(concurrency int) workflows.CrawlInput {
+	job := activities.Job{Ident: crawlIdent, URL: "http://fake.test/", SnapshotID: crawlIdent}
+	seedJob := job
+	seedJob.CrawlPage = true
+	retry := workflows.Retry{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 3}
+	return workflows.CrawlInput{
+		Version:   workflows.InputComplete,
+		Crawl:     activities.Crawl{Job: job, MaxDepth: -1, PagePlugins: []string{"pagefetch"}, PageAttempts: 3, MaxLinks: 1000},
+		Pool:      "default",
+		TaskQueue: "q",
+		Settings:  model.Settings{Concurrency: concurrency},
+		Seed: workflows.SnapshotInput{Version: workflows.InputComplete, Job: seedJob, Pool: "default", TaskQueue: "q",
+			Settings: model.Settings{Concurrency: 1}, Retry: workflows.RetryPolicies{Default: retry},
+			Timing: workflows.Timing{HeartbeatTimeout: time.Minute, StartMargin: time.Minute, HostScheduleToStart: time.Minute,
+				BackgroundMaxRun: time.Hour, MaxClaims: 1}},
+		Timing: workflows.CrawlTiming{HeartbeatTimeout: time.Minute, PageTimeout: time.Minute, PageActivityAttempts: 3,
+			HostScheduleToStart: time.Minute, TeardownTimeout: time.Minute, HistoryEvents: 8000, AttrInterval: 5 * time.Second},
+	}
+}
+
+// crawlEnv is one run's test environment with the fake crawl's
+// activities. It models the run's history length from what ran: a page
+// activity costs eventsPerPage events (scheduled, started, completed and
+// a workflow task of its own: the worst case, no completions batched in
+// one task), a local activity one marker, so CrawlWorkflow's
+// continue-as-new is exercised as on a real server (the dev-server test
+// in workflows/devtest measures the real figure).
+type crawlEnv struct {
+	*testsuite.TestWorkflowEnvironment
+	events int
+}
+
+const eventsPerPage = 6
+
+func newCrawlEnv(t *testing.T, fake *crawltest.Fake) *crawlEnv {
+	var s testsuite.WorkflowTestSuite
+	e := &crawlEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment(), events: 10}
+	e.RegisterWorkflow(workflows.CrawlWorkflow)
+	e.RegisterWorkflowWithOptions(crawltest.SeedWorkflow, workflow.RegisterOptions{Name: "SnapshotWorkflow"})
+	e.RegisterActivity(fake.Activities())
+	e.SetCurrentHistoryLength(e.events)
+	e.SetOnActivityCompletedListener(func(*activity.Info, converter.EncodedValue, error) {
+		e.events += eventsPerPage
+		e.SetCurrentHistoryLength(e.events)
+	})
+	e.SetOnLocalActivityCompletedListener(func(*activity.Info, converter.EncodedValue, error) {
+		e.events++
+		e.SetCurrentHistoryLength(e.events)
+	})
+	return e
+}
+
+// runCrawl runs the crawl to its end, one test environment per run, and
+// returns the final status and the history events each run modelled.
+func runCrawl(t *testing.T, fake *crawltest.Fake, in workflows.CrawlInput) (workflows.CrawlStatus, []int) {
+	t.Helper()
+	var perRun []int
+	for run := 1; ; run++ {
+		require.Less(t, run, 1000, "the crawl does not end")
+		env := newCrawlEnv(t, fake)
+		env.ExecuteWorkflow(workflows.CrawlWorkflow, in)
+		require.True(t, env.IsWorkflowCompleted())
+		perRun = append(perRun, env.events)
+		err := env.GetWorkflowError()
+		var can *workflow.ContinueAsNewError
+		if errors.As(err, &can) {
+			require.Equal(t, "CrawlWorkflow", can.WorkflowType.Name)
+			var next workflows.CrawlInput
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+			require.NotNil(t, next.Carry)
+			require.Equal(t, run+1, next.Carry.Run)
+			in = next
+			continue
+		}
+		require.NoError(t, err)
+		var st workflows.CrawlStatus
+		require.NoError(t, env.GetWorkflowResult(&st))
+		return st, perRun
+	}
+}
+
+func TestCrawlRunsEveryPageOnce(t *testing.T) {
+	fake := crawltest.New(300, 3)
+	fake.TransientOnce = map[int64]bool{5: true, 40: true}
+	in := crawlInput(8)
+	in.Rules = scope.Rules{{Pattern: "/calendar/", Skip: scope.Bool(true)}}
+	st, runs := runCrawl(t, fake, in)
+	assert.Len(t, runs, 1)
+	r := fake.Report()
+	assert.Equal(t, int64(300), r.Known)
+	assert.Equal(t, int64(300), r.Done, "every page ends")
+	assert.Empty(t, r.Twice, "no page ends twice")
+	assert.Equal(t, int64(301), r.Runs, "299 pages, two retried once")
+	assert.Equal(t, model.StateFinished, r.Final)
+	assert.Equal(t, []int64{0}, r.Rules, "the initial rules are stored for the hosts")
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, int64(300), st.Counts.Done)
+	assert.Equal(t, int64(0), st.Counts.Queued())
+	assert.True(t, st.SeedDone)
+	assert.Equal(t, []string{"host-1", "host-seed"}, st.Hosts, "every host that ran a page is torn down")
+	assert.Contains(t, r.States, model.StateActive)
+}
+
+// TestCrawlHistoryStaysBoundedAt100000Pages crawls 100,000 no-op pages:
+// every run stays under the history budget (modelled, see crawlEnv), the
+// run hands everything on, every page ends exactly once. It takes about a
+// minute; under the race detector (CI) it crawls 20,000 pages (15 runs),
+// with -short 10,000.
+func TestCrawlHistoryStaysBoundedAt100000Pages(t *testing.T) {
+	pages := int64(100_000)
+	switch {
+	case testing.Short():
+		pages = 10_000
+	case raceEnabled:
+		pages = 20_000
+	}
+	fake := crawltest.New(pages, 10)
+	in := crawlInput(50)
+	st, runs := runCrawl(t, fake, in)
+	r := fake.Report()
+	assert.Equal(t, pages, r.Done)
+	assert.Empty(t, r.Twice)
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, len(runs), st.Run)
+	assert.Equal(t, pages-1, st.PagesLaunched)
+	for i, n := range runs {
+		// A run stops launching at the budget and drains what is in
+		// flight: at most one claim's pages more.
+		assert.LessOrEqual(t, n, in.Timing.HistoryEvents+eventsPerPage*in.Settings.Concurrency+100, "run %d", i+1)
+	}
+	assert.Less(t, max(runs[0], runs[len(runs)-1]), 10_000)
+	t.Logf("%d pages in %d runs; modelled events per run: first %d, last %d", pages, len(runs), runs[0], runs[len(runs)-1])
+}
+
+func TestCrawlAbortReleasesPagesInFlight(t *testing.T) {
+	fake := crawltest.New(50, 5)
+	env := newCrawlEnv(t, fake)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalAbort, workflows.AbortRequest{Reason: "test", By: "me"})
+	}, time.Minute)
+	// Pages take an hour: the abort finds them in flight.
+	env.OnActivity("RunPage", mock.Anything, mock.Anything).After(time.Hour).Return(
+		func(ctx context.Context, in activities.RunPageInput) (activities.PageResult, error) {
+			return activities.PageResult{}, ctx.Err()
+		})
+	env.ExecuteWorkflow(workflows.CrawlWorkflow, crawlInput(4))
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.CrawlStatus
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, model.StateAborted, st.State)
+	assert.Equal(t, "aborted: test (by me)", st.Error)
+	assert.Zero(t, st.Counts.Claimed, "the stopped pages' claims are released")
+	assert.Equal(t, int64(5), st.Counts.Ready, "the start page's five links, four of them released")
+	assert.Equal(t, int64(1), st.Counts.Done)
+	assert.Equal(t, model.StateAborted, fake.Report().Final)
+}

@@ -1,0 +1,169 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/scope"
+)
+
+// UpdateSetRules replaces a crawl's rules and returns the new rules
+// version once Redis has it. Payload: scope.Rules.
+const UpdateSetRules = "set_rules"
+
+// maxStatusPages bounds the pages in flight a status lists.
+const maxStatusPages = 100
+
+// CrawlStatus is the answer of QueryStatus on a crawl and its result.
+type CrawlStatus struct {
+	Ident           string                `json:"ident"`
+	URL             string                `json:"url"`
+	Kind            string                `json:"kind"` // "crawl"
+	State           model.JobState        `json:"state"`
+	Run             int                   `json:"run"`
+	MaxDepth        int                   `json:"max_depth"`
+	Settings        model.Settings        `json:"settings"`
+	SettingsVersion int                   `json:"settings_version"`
+	Rules           scope.Versioned       `json:"rules"`
+	Counts          activities.PageCounts `json:"counts"`
+	InFlight        []activities.PageSpec `json:"in_flight,omitempty"`
+	// PagesLaunched counts page attempts launched by every run so far.
+	PagesLaunched int64    `json:"pages_launched"`
+	SeedDone      bool     `json:"seed_done"`
+	Hosts         []string `json:"hosts,omitempty"`
+	Error         string   `json:"error,omitempty"`
+}
+
+func (c *crawl) status() CrawlStatus {
+	st := CrawlStatus{
+		Ident: c.ident(), URL: c.in.Crawl.Job.URL, Kind: "crawl", State: c.job.state, Run: c.carry.Run,
+		MaxDepth: c.in.Crawl.MaxDepth, Settings: c.settings.current, SettingsVersion: c.settings.version,
+		Rules: c.rules, Counts: c.counts, PagesLaunched: c.carry.Pages + c.launched, SeedDone: c.carry.SeedDone,
+		Hosts: slices.Clone(c.carry.SetupHosts), Error: c.job.failure,
+	}
+	if st.Error == "" && c.job.stopReason != "" {
+		st.Error = c.job.stopReason
+	}
+	ids := make([]int64, 0, len(c.inflight))
+	for id := range c.inflight {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids[:min(len(ids), maxStatusPages)] {
+		st.InFlight = append(st.InFlight, c.inflight[id])
+	}
+	return st
+}
+
+// registerHandlers installs the query, the signals and the updates.
+func (c *crawl) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CrawlStatus, error) { return c.status(), nil }); err != nil {
+		return fmt.Errorf("query %s: %w", QueryStatus, err)
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetSettings, c.updateSettings,
+		workflow.UpdateHandlerOptions{Validator: c.validateSettings})
+	if err != nil {
+		return fmt.Errorf("update %s: %w", UpdateSetSettings, err)
+	}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetRules, c.updateRules,
+		workflow.UpdateHandlerOptions{Validator: c.validateRules})
+	if err != nil {
+		return fmt.Errorf("update %s: %w", UpdateSetRules, err)
+	}
+	abortCh := workflow.GetSignalChannel(ctx, SignalAbort)
+	settingsCh := workflow.GetSignalChannel(ctx, SignalSetSettings)
+	workflow.Go(c.dctx, func(gc workflow.Context) {
+		for {
+			sel := workflow.NewSelector(gc)
+			sel.AddReceive(abortCh, func(ch workflow.ReceiveChannel, _ bool) {
+				var req AbortRequest
+				ch.Receive(gc, &req)
+				c.stop(req.reason(), true)
+			})
+			sel.AddReceive(settingsCh, func(ch workflow.ReceiveChannel, _ bool) {
+				var set model.Settings
+				ch.Receive(gc, &set)
+				if err := c.validateSettings(set); err != nil {
+					c.log().Warn("ignored set_settings signal", "error", err)
+					return
+				}
+				c.applySettings(set)
+			})
+			sel.Select(gc)
+		}
+	})
+	return nil
+}
+
+// refuseChange refuses any change once the crawl is stopping or final.
+func (c *crawl) refuseChange(what string) error {
+	if c.job.state.Final() || c.stopping() {
+		word := string(c.job.state)
+		if !c.job.state.Final() {
+			word = "stopping"
+		}
+		return fmt.Errorf("%s on %s: job is %s; it can no longer change", what, c.ident(), word)
+	}
+	return nil
+}
+
+func (c *crawl) validateSettings(set model.Settings) error {
+	if err := c.refuseChange(UpdateSetSettings); err != nil {
+		return err
+	}
+	if err := set.Validate(); err != nil {
+		return fmt.Errorf("set_settings on %s: %w", c.ident(), err)
+	}
+	return nil
+}
+
+// updateSettings applies new settings to every page launched from now on
+// (concurrency 0 pauses) and returns their version once Redis has them.
+func (c *crawl) updateSettings(ctx workflow.Context, set model.Settings) (int, error) {
+	seq, version := c.applySettings(set)
+	if err := c.writes.await(ctx, seq); err != nil {
+		return 0, fmt.Errorf("set_settings on %s: await redis write: %w", c.ident(), err)
+	}
+	return version, nil
+}
+
+func (c *crawl) applySettings(set model.Settings) (seq, version int) {
+	c.settings = settingsState{current: set, version: c.settings.version + 1}
+	workflow.SetCurrentDetails(c.dctx, c.details())
+	in := activities.SettingsInput{Ident: c.ident(), Settings: set, Version: c.settings.version,
+		Key: fmt.Sprintf("%s/settings/%d", c.runID, c.settings.version)}
+	seq = c.writes.enqueue("apply settings", func(wc workflow.Context) error {
+		return workflow.ExecuteLocalActivity(c.localCtx(wc), poolActs.ApplySettings, in).Get(wc, nil)
+	})
+	return seq, c.settings.version
+}
+
+func (c *crawl) validateRules(rules scope.Rules) error {
+	if err := c.refuseChange(UpdateSetRules); err != nil {
+		return err
+	}
+	if err := rules.Validate(); err != nil {
+		return fmt.Errorf("set_rules on %s: %w", c.ident(), err)
+	}
+	return nil
+}
+
+// updateRules makes rules the next version: pages claimed from now on are
+// skipped and given user agents by it, links found from now on are judged
+// by it; the attempts that used an older version keep its number. It
+// returns the version once Redis (IDENT_rules) has it.
+func (c *crawl) updateRules(ctx workflow.Context, rules scope.Rules) (int64, error) {
+	c.rules = scope.Versioned{Version: c.rules.Version + 1, Rules: rules}
+	in := activities.SetRulesInput{Ident: c.ident(), Rules: c.rules}
+	seq := c.writes.enqueue("set rules", func(wc workflow.Context) error {
+		return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.SetRules, in).Get(wc, nil)
+	})
+	if err := c.writes.await(ctx, seq); err != nil {
+		return 0, fmt.Errorf("set_rules on %s: await redis write: %w", c.ident(), err)
+	}
+	return in.Rules.Version, nil
+}

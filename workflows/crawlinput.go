@@ -1,0 +1,134 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/scope"
+)
+
+// CrawlTiming holds the crawl's timeouts and bounds; every value comes from
+// the configuration (internal/submit).
+type CrawlTiming struct {
+	// HeartbeatTimeout of page activities: how soon a dead worker is
+	// noticed (its page is run again by another worker).
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	// PageTimeout bounds one page attempt (StartToClose).
+	PageTimeout time.Duration `json:"page_timeout"`
+	// PageActivityAttempts is how often a page activity is run again when
+	// it could not record its outcome (worker lost, Redis down too long);
+	// then the page attempt is recorded failed.
+	PageActivityAttempts int32 `json:"page_activity_attempts"`
+	// HostScheduleToStart bounds the wait for a worker's own queue (the
+	// start page's completion and the teardown there).
+	HostScheduleToStart time.Duration `json:"host_schedule_to_start"`
+	// TeardownTimeout bounds the teardown on one host.
+	TeardownTimeout time.Duration `json:"teardown_timeout"`
+	// HistoryEvents is the history length at which a run stops launching
+	// pages, drains and continues as new.
+	HistoryEvents int `json:"history_events"`
+	// AttrInterval is how often at most the pages done/queued search
+	// attributes are upserted.
+	AttrInterval time.Duration `json:"attr_interval"`
+	// MaxDuration bounds the whole crawl (0 = none); it ends failed.
+	MaxDuration time.Duration `json:"max_duration"`
+}
+
+// Validate checks every timing.
+func (t CrawlTiming) Validate() error {
+	switch {
+	case t.HeartbeatTimeout <= 0:
+		return fmt.Errorf("crawl timing heartbeat_timeout %s: must be > 0", t.HeartbeatTimeout)
+	case t.PageTimeout <= 0:
+		return fmt.Errorf("crawl timing page_timeout %s: must be > 0", t.PageTimeout)
+	case t.PageActivityAttempts < 1:
+		return fmt.Errorf("crawl timing page_activity_attempts %d: must be >= 1", t.PageActivityAttempts)
+	case t.HostScheduleToStart <= 0:
+		return fmt.Errorf("crawl timing host_schedule_to_start %s: must be > 0", t.HostScheduleToStart)
+	case t.TeardownTimeout <= 0:
+		return fmt.Errorf("crawl timing teardown_timeout %s: must be > 0", t.TeardownTimeout)
+	case t.HistoryEvents < 100:
+		return fmt.Errorf("crawl timing history_events %d: must be >= 100", t.HistoryEvents)
+	case t.AttrInterval <= 0:
+		return fmt.Errorf("crawl timing attr_interval %s: must be > 0", t.AttrInterval)
+	case t.MaxDuration < 0:
+		return fmt.Errorf("crawl timing max_duration %s: must be >= 0 (0 = none)", t.MaxDuration)
+	}
+	return nil
+}
+
+// CrawlInput starts one CrawlWorkflow run. internal/submit builds it from
+// the configuration; a run that continues as new passes it on with Carry.
+type CrawlInput struct {
+	Version int              `json:"version"`
+	Crawl   activities.Crawl `json:"crawl"`
+	// Pool is the worker pool's name (a search attribute).
+	Pool string `json:"pool"`
+	// TaskQueue is the pool's shared queue: pages run on any of its workers.
+	TaskQueue string         `json:"task_queue"`
+	Settings  model.Settings `json:"settings"`
+	// Rules are the job's initial rules (version 0).
+	Rules scope.Rules `json:"rules,omitempty"`
+	// Seed is the start page's snapshot (every plugin): a child
+	// SnapshotWorkflow in the crawl-page role (Job.CrawlPage).
+	Seed   SnapshotInput `json:"seed"`
+	Timing CrawlTiming   `json:"timing"`
+	// Carry is the state the previous run handed on (nil for the first).
+	Carry *CrawlCarry `json:"carry,omitempty"`
+}
+
+// CrawlCarry is what a crawl run hands to the next (continue-as-new): the
+// frontier stays in Redis, only the workflow's own state travels.
+type CrawlCarry struct {
+	Run             int                   `json:"run"` // 2 for the second run, ...
+	SettingsVersion int                   `json:"settings_version"`
+	Rules           scope.Versioned       `json:"rules"`
+	SeedDone        bool                  `json:"seed_done"`
+	SetupHosts      []string              `json:"setup_hosts,omitempty"`
+	Counts          activities.PageCounts `json:"counts"`
+	// Deadline is the absolute end of MaxDuration (zero: none).
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Failure is why the crawl will end failed, if it will.
+	Failure string `json:"failure,omitempty"`
+	// Pages is how many page attempts earlier runs launched.
+	Pages int64 `json:"pages"`
+}
+
+// Validate checks that the input carries every value the workflow needs.
+func (in CrawlInput) Validate() error {
+	job := in.Crawl.Job
+	switch {
+	case in.Version != InputComplete:
+		return fmt.Errorf("crawl input version %d: must be %d (build the input with internal/submit)", in.Version, InputComplete)
+	case job.Ident == "" || job.URL == "" || job.SnapshotID == "":
+		return fmt.Errorf("crawl %q: ident, url and snapshot_id must be set", job.Ident)
+	case in.TaskQueue == "":
+		return fmt.Errorf("crawl %s: task_queue must not be empty", job.Ident)
+	case in.Crawl.MaxDepth < -1:
+		return fmt.Errorf("crawl %s: max depth %d: must be -1 (none) or >= 0", job.Ident, in.Crawl.MaxDepth)
+	case len(in.Crawl.PagePlugins) == 0:
+		return fmt.Errorf("crawl %s: page plugins must not be empty", job.Ident)
+	case in.Crawl.PageAttempts < 1:
+		return fmt.Errorf("crawl %s: page attempts %d: must be >= 1", job.Ident, in.Crawl.PageAttempts)
+	case !in.Seed.Job.CrawlPage || in.Seed.Job.Ident != job.Ident:
+		return fmt.Errorf("crawl %s: the seed snapshot must be a crawl page of the same job", job.Ident)
+	}
+	if err := in.Settings.Validate(); err != nil {
+		return fmt.Errorf("crawl %s settings: %w", job.Ident, err)
+	}
+	if err := in.Rules.Validate(); err != nil {
+		return fmt.Errorf("crawl %s: %w", job.Ident, err)
+	}
+	if _, err := scope.New(job.URL, in.Crawl.Scope); err != nil {
+		return fmt.Errorf("crawl %s: %w", job.Ident, err)
+	}
+	if err := in.Timing.Validate(); err != nil {
+		return fmt.Errorf("crawl %s: %w", job.Ident, err)
+	}
+	if err := in.Seed.Validate(); err != nil {
+		return fmt.Errorf("crawl %s seed: %w", job.Ident, err)
+	}
+	return nil
+}

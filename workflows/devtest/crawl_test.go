@@ -1,0 +1,155 @@
+//go:build dev
+
+package devtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/crawltest"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// crawlInput is a crawl of the fake site on queue q.
+func crawlInput(ident, q string, concurrency, historyEvents int) workflows.CrawlInput {
+	job := activities.Job{Ident: ident, URL: "http://fake.test/", SnapshotID: ident}
+	seed := job
+	seed.CrawlPage = true
+	retry := workflows.Retry{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumInterval: 100 * time.Millisecond, MaximumAttempts: 3}
+	return workflows.CrawlInput{
+		Version:   workflows.InputComplete,
+		Crawl:     activities.Crawl{Job: job, MaxDepth: -1, PagePlugins: []string{"pagefetch"}, PageAttempts: 3, MaxLinks: 1000},
+		Pool:      "devtest",
+		TaskQueue: q,
+		Settings:  model.Settings{Concurrency: concurrency},
+		Seed: workflows.SnapshotInput{Version: workflows.InputComplete, Job: seed, Pool: "devtest", TaskQueue: q,
+			Settings: model.Settings{Concurrency: 1}, Retry: workflows.RetryPolicies{Default: retry},
+			Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartMargin: 30 * time.Second, HostScheduleToStart: 30 * time.Second,
+				BackgroundMaxRun: time.Hour, MaxClaims: 1}},
+		Timing: workflows.CrawlTiming{HeartbeatTimeout: 10 * time.Second, PageTimeout: time.Minute, PageActivityAttempts: 3,
+			HostScheduleToStart: 10 * time.Second, TeardownTimeout: 10 * time.Second, HistoryEvents: historyEvents,
+			AttrInterval: time.Second},
+	}
+}
+
+// fakeCrawlWorker serves CrawlWorkflow with the fake crawl's activities
+// (and its stand-in start page) on queue q.
+func fakeCrawlWorker(t *testing.T, c client.Client, q string, fake *crawltest.Fake) {
+	w := worker.New(c, q, worker.Options{})
+	w.RegisterWorkflow(workflows.CrawlWorkflow)
+	w.RegisterWorkflowWithOptions(crawltest.SeedWorkflow, workflow.RegisterOptions{Name: "SnapshotWorkflow"})
+	w.RegisterActivity(fake.Activities())
+	// The teardown runs on the hosts' own queues.
+	for _, hq := range []string{"host-1", "host-seed"} {
+		hw := worker.New(c, hq, worker.Options{})
+		hw.RegisterActivity(fake.Activities())
+		require.NoError(t, hw.Start())
+		t.Cleanup(hw.Stop)
+	}
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+}
+
+// TestCrawlOnDevServer crawls 800 no-op pages on a real server with a
+// history budget of 500 events: the crawl continues as new run after
+// run, every run's real history stays within the budget plus what drains,
+// every page ends once, and each run's history replays.
+func TestCrawlOnDevServer(t *testing.T) {
+	e := start(t)
+	q := e.queue + "-crawl" // start's host polls e.queue without the fake activities
+	const pages, budget = 800, 500
+	fake := crawltest.New(pages, 5)
+	fakeCrawlWorker(t, e.c, q, fake)
+	in := crawlInput("devtestcrawl", q, 10, budget)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: in.Crawl.Job.Ident, TaskQueue: q}, workflows.CrawlWorkflow, in)
+	require.NoError(t, err)
+	var st workflows.CrawlStatus
+	require.NoError(t, run.Get(ctx, &st))
+
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	r := fake.Report()
+	assert.Equal(t, int64(pages), r.Done)
+	assert.Empty(t, r.Twice)
+	assert.Greater(t, st.Run, 2, "the crawl continued as new")
+
+	// Walk the runs back from the last: each run's history length.
+	desc, err := e.c.DescribeWorkflowExecution(ctx, in.Crawl.Job.Ident, "")
+	require.NoError(t, err)
+	runID := desc.WorkflowExecutionInfo.Execution.RunId
+	var lengths []int
+	var runPages int
+	for runID != "" {
+		h := history(ctx, t, e.c, in.Crawl.Job.Ident, runID)
+		lengths = append([]int{len(h.Events)}, lengths...)
+		for _, ev := range h.Events {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.ActivityType.GetName() == "RunPage" {
+				runPages++
+			}
+		}
+		replayCrawl(t, h)
+		first := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() == ""
+		if first || len(lengths) == 1 {
+			recordCrawl(t, h, first)
+		}
+		runID = h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+	}
+	require.Len(t, lengths, st.Run)
+	total := 0
+	for i, n := range lengths {
+		total += n
+		// It stops launching at the budget and drains at most one claim
+		// of pages (concurrency 10): ~7 events each.
+		assert.LessOrEqual(t, n, budget+10*8+50, "run %d: %d events", i+1, n)
+	}
+	t.Logf("%d pages in %d runs, %d events per run %v, %.2f events per page", pages, len(lengths), total/len(lengths), lengths, float64(total)/float64(runPages))
+}
+
+func history(ctx context.Context, t *testing.T, c client.Client, id, runID string) *historypb.History {
+	it := c.GetWorkflowHistory(ctx, id, runID, false, 0)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	return h
+}
+
+func replayCrawl(t *testing.T, h *historypb.History) {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.CrawlWorkflow)
+	r.RegisterWorkflow(workflows.SnapshotWorkflow)
+	require.NoError(t, r.ReplayWorkflowHistory(nil, h), "replay of the crawl run just recorded")
+}
+
+// recordCrawl stores the first and the last run's histories as testdata.
+func recordCrawl(t *testing.T, h *historypb.History, first bool) {
+	if os.Getenv("ARCHIVEFLOW_RECORD_HISTORIES") != "1" {
+		return
+	}
+	which := "last"
+	if first {
+		which = "first"
+	}
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
+	require.NoError(t, err)
+	name := fmt.Sprintf("%s.%s.v%d.json", strings.ReplaceAll(t.Name(), "/", "_"), which, workflows.InputComplete)
+	require.NoError(t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
+}
