@@ -3,13 +3,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	neturl "net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,6 +23,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/devredis"
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/ident"
+	"github.com/archiveflow/archiveflow/internal/webui"
 )
 
 // These tests run the CLI against the real embedded stack: an in-process
@@ -344,15 +342,9 @@ func TestFailedStartLeavesNothingBehind(t *testing.T) {
 // TestWebUIListsTheJobWithSearchAttributes loads the dev stack's Web UI in
 // headless Chromium and checks that the workflow list shows the job.
 func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		t.Skip("no chromium on PATH")
+	browser, err := webui.Chromium()
+	if err != nil {
+		t.Skip(err)
 	}
 	e := startSharedStack(t)
 	url := jobURL("ui")
@@ -362,21 +354,18 @@ func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
 
 	// Filtering by three of the search attributes proves they are set.
 	query := fmt.Sprintf(`ArchiveflowIdent=%q AND ArchiveflowURL=%q AND ArchiveflowPool="default"`, id, url)
-	page := e.cfg.Temporal.UIURL + "/namespaces/default/workflows?query=" + neturl.QueryEscape(query)
+	page := webui.WorkflowsURL(e.cfg.Temporal.UIURL, "default", query)
 	var dom string
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		var out bytes.Buffer
-		cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu",
-			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=15000", "--dump-dom", page)
-		cmd.Stdout = &out
-		if err := cmd.Run(); err != nil {
+		d, err := webui.DumpDOM(ctx, browser, page)
+		if err != nil {
+			t.Logf("web UI: %v", err)
 			return false
 		}
-		dom = out.String()
-		// A row links to the workflow page; the query alone only echoes the ident.
-		return strings.Contains(dom, "/namespaces/default/workflows/"+id+"/")
+		dom = d
+		return strings.Contains(dom, webui.WorkflowLink("default", id))
 	}, eventually, time.Second, "the Web UI never listed %s", id)
 	assert.Contains(t, dom, "SnapshotWorkflow")
 	assert.Contains(t, dom, "Completed")
