@@ -355,18 +355,10 @@ func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
 	// Filtering by three of the search attributes proves they are set.
 	query := fmt.Sprintf(`ArchiveflowIdent=%q AND ArchiveflowURL=%q AND ArchiveflowPool="default"`, id, url)
 	page := webui.WorkflowsURL(e.cfg.Temporal.UIURL, "default", query)
-	var dom string
-	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		d, err := webui.DumpDOM(ctx, browser, page)
-		if err != nil {
-			t.Logf("web UI: %v", err)
-			return false
-		}
-		dom = d
-		return strings.Contains(dom, webui.WorkflowLink("default", id))
-	}, eventually, time.Second, "the Web UI never listed %s", id)
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	dom, err := webui.WaitListed(ctx, browser, page, webui.WorkflowLink("default", id), time.Second)
+	require.NoError(t, err, "the Web UI lists %s", id)
 	assert.Contains(t, dom, "SnapshotWorkflow")
 	assert.Contains(t, dom, "Completed")
 }

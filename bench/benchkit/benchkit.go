@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -313,4 +314,29 @@ func keys(m map[string]*int64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Batches runs batch(i) for i in 0..b.N-1 with the benchmark timer on and
+// returns the wall time the runs took together; what comes before (setup,
+// warm-up) and after is not timed.
+func Batches(b *testing.B, batch func(i int)) time.Duration {
+	b.Helper()
+	b.ResetTimer()
+	var wall time.Duration
+	for i := range b.N {
+		t0 := time.Now()
+		batch(i)
+		wall += time.Since(t0)
+	}
+	b.StopTimer()
+	return wall
+}
+
+// ReportThroughput reports snapshots/s, hooks/s and ms/batch for b.N
+// batches of snapshots snapshots of hooksPer hooks each that took wall.
+func ReportThroughput(b *testing.B, snapshots, hooksPer int, wall time.Duration) {
+	n := float64(b.N * snapshots)
+	b.ReportMetric(n/wall.Seconds(), "snapshots/s")
+	b.ReportMetric(n*float64(hooksPer)/wall.Seconds(), "hooks/s")
+	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "ms/batch")
 }

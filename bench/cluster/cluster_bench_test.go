@@ -75,21 +75,12 @@ func benchThroughput(b *testing.B, c *cluster.Cluster, plugins string, workers i
 	redis0, err := benchkit.ReadRedisStats(ctx, e.Redis)
 	require.NoError(b, err)
 	cpu0 := cpuOf(b, c, procs, redis0.PID)
-	b.ResetTimer()
-	var wall time.Duration
-	for i := range b.N {
-		t0 := time.Now()
-		batch(b, e, fmt.Sprintf("run%d", i), *snapshots)
-		wall += time.Since(t0)
-	}
-	b.StopTimer()
+	wall := benchkit.Batches(b, func(i int) { batch(b, e, fmt.Sprintf("run%d", i), *snapshots) })
 	cpu1 := cpuOf(b, c, procs, redis0.PID)
 
+	benchkit.ReportThroughput(b, *snapshots, hooks, wall)
 	n := float64(b.N * *snapshots)
 	secs := wall.Seconds()
-	b.ReportMetric(n/secs, "snapshots/s")
-	b.ReportMetric(n*hooks/secs, "hooks/s")
-	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "ms/batch")
 	d := cpu1.sub(cpu0)
 	b.ReportMetric(d.server.Seconds()/secs, "cores-temporal")
 	b.ReportMetric(d.postgres.Seconds()/secs, "cores-postgres")

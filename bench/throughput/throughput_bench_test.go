@@ -66,23 +66,14 @@ func benchThroughput(b *testing.B, bin string, workers int) {
 	redis0, err := benchkit.ReadRedisStats(ctx, st.Redis)
 	require.NoError(b, err)
 	cpu0 := cpuOf(b, procs, redis0.PID)
-	b.ResetTimer()
-	var wall time.Duration
-	for i := range b.N {
-		t0 := time.Now()
-		batch(b, st, fmt.Sprintf("run%d", i), *snapshots)
-		wall += time.Since(t0)
-	}
-	b.StopTimer()
+	wall := benchkit.Batches(b, func(i int) { batch(b, st, fmt.Sprintf("run%d", i), *snapshots) })
 	redis1, err := benchkit.ReadRedisStats(ctx, st.Redis)
 	require.NoError(b, err)
 	cpu1 := cpuOf(b, procs, redis0.PID)
 
+	benchkit.ReportThroughput(b, *snapshots, hooks, wall)
 	n := float64(b.N * *snapshots)
 	secs := wall.Seconds()
-	b.ReportMetric(n/secs, "snapshots/s")
-	b.ReportMetric(n*hooks/secs, "hooks/s")
-	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "ms/batch")
 	b.ReportMetric((cpu1.server-cpu0.server).Seconds()/secs, "cores-server")
 	b.ReportMetric((cpu1.workers-cpu0.workers).Seconds()/secs, "cores-workers")
 	b.ReportMetric((cpu1.hooks-cpu0.hooks).Seconds()/secs, "cores-hooks")

@@ -43,7 +43,10 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// Building is most of a cold run; it may take what -timeout leaves
+	// after the suite's own few minutes, then fails cleanly (no orphan
+	// compiler or server left behind by the timeout's panic).
+	ctx, cancel := context.WithTimeout(context.Background(), buildBudget())
 	defer cancel()
 	bins, err := Build(ctx, filepath.Join(dir, "bin"))
 	if err != nil {
@@ -51,7 +54,9 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	fmt.Printf("cluster suite: built temporal-server, temporal-sql-tool, workers, starter in %s\n", bins.Took.Round(time.Millisecond))
-	c, err := Start(ctx, bins, dir, Options{})
+	startCtx, cancelStart := context.WithTimeout(context.Background(), deadline)
+	defer cancelStart()
+	c, err := Start(startCtx, bins, dir, Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster suite: start:", err)
 		return 1
@@ -68,6 +73,17 @@ func runSuite(m *testing.M) int {
 	}
 	fmt.Printf("cluster suite: %s in all\n", time.Since(begin).Round(time.Second))
 	return code
+}
+
+// buildBudget is the time the binaries may take to build: the test binary's
+// -timeout less 5 minutes for the tests, or 30 minutes without one.
+func buildBudget() time.Duration {
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 0 {
+			return max(d-5*time.Minute, time.Minute)
+		}
+	}
+	return 30 * time.Minute
 }
 
 // cluster returns the shared cluster, skipping in -short mode, and makes
@@ -189,6 +205,24 @@ func assertFinalCounters(t *testing.T, rdb *redis.Client, n int) {
 	assert.EqualValues(t, n, rdb.LLen(ctx, "finish_notifications").Val(), "finish_notifications")
 }
 
+// assertAllSucceeded checks that the n final jobs of a drill finished, each
+// with all its hooks succeeded and counted exactly once, in its job hash
+// and in the global counters.
+func assertAllSucceeded(t *testing.T, e *Env, final []Job, n, hooks int) {
+	t.Helper()
+	require.Len(t, final, n)
+	for _, j := range final {
+		assert.Equal(t, "finished", j.State, "job %s", j.Ident)
+		assert.EqualValues(t, hooks, j.HooksTotal, "job %s hooks_total", j.Ident)
+		assert.EqualValues(t, hooks, j.HooksSucceeded, "job %s hooks_succeeded: each hook counted once", j.Ident)
+		assert.Equal(t, 9, j.CurrentStep, "job %s current_step", j.Ident)
+	}
+	assertFinalCounters(t, e.Redis, n)
+	total := int64(hooks * n)
+	assert.Equal(t, map[string]int64{"all": total, "succeeded": total}, counters(t, e.Redis, "event_counters"),
+		"hooks that did not succeed: %v", failedEvents(t, e.Redis))
+}
+
 // TestFiftyJobsAcrossTwoWorkerProcesses submits 50 jobs with the starter
 // to two worker processes. Each job runs six hooks covering every status
 // (one of them fails once and is retried), and every counter in Redis is
@@ -283,11 +317,7 @@ func TestWorkerSIGKILLMidHook(t *testing.T) {
 
 	final := e.WaitFinal(t, n, deadline)
 	t.Logf("all %d jobs final %s after the SIGKILL", n, time.Since(killed).Round(time.Millisecond))
-	for _, j := range final {
-		assert.Equal(t, "finished", j.State, "job %s", j.Ident)
-		assert.EqualValues(t, 3, j.HooksTotal, "job %s hooks_total", j.Ident)
-		assert.EqualValues(t, 3, j.HooksSucceeded, "job %s hooks_succeeded: no double counting after the re-claim", j.Ident)
-	}
+	assertAllSucceeded(t, e, final, n, 3)
 	owners = readOwners(t, filepath.Join(events, "owners"))
 	for ident, pids := range owners {
 		if pids[0] == victim.Pid() {
@@ -295,9 +325,6 @@ func TestWorkerSIGKILLMidHook(t *testing.T) {
 			assert.Equal(t, survivor.Pid(), pids[len(pids)-1], "job %s: the surviving process finished it", ident)
 		}
 	}
-	assertFinalCounters(t, e.Redis, n)
-	assert.Equal(t, map[string]int64{"all": 3 * n, "succeeded": 3 * n}, counters(t, e.Redis, "event_counters"),
-		"hooks that did not succeed: %v", failedEvents(t, e.Redis))
 }
 
 // readOwners reads "PID IDENT" lines.
@@ -360,13 +387,5 @@ while :; do sleep 0.1; done`)
 
 	final := e.WaitFinal(t, n, deadline)
 	t.Logf("all %d jobs final %s after the kill", n, time.Since(begin).Round(time.Millisecond))
-	for _, j := range final {
-		assert.Equal(t, "finished", j.State, "job %s", j.Ident)
-		assert.EqualValues(t, 4, j.HooksTotal, "job %s hooks_total", j.Ident)
-		assert.EqualValues(t, 4, j.HooksSucceeded, "job %s hooks_succeeded: no double counting after the restart", j.Ident)
-		assert.Equal(t, 9, j.CurrentStep, "job %s current_step", j.Ident)
-	}
-	assertFinalCounters(t, e.Redis, n)
-	assert.Equal(t, map[string]int64{"all": 4 * n, "succeeded": 4 * n}, counters(t, e.Redis, "event_counters"),
-		"hooks that did not succeed: %v", failedEvents(t, e.Redis))
+	assertAllSucceeded(t, e, final, n, 4)
 }

@@ -44,8 +44,6 @@ var envSeq atomic.Int64
 type EnvOptions struct {
 	// Plugins is the plugin root the workers run hooks from.
 	Plugins string
-	// Slots per worker process (default 8).
-	Slots int
 	// Vars are more ARCHIVEFLOW_* settings; they come last and win.
 	Vars []string
 }
@@ -61,11 +59,9 @@ func NewEnv(tb testing.TB, bins Binaries, tmp *Temporal, namespace string, o Env
 	if !rs.Real() {
 		tb.Fatalf("the cluster suite needs a real redis-server (apt-get install redis-server)")
 	}
-	if o.Slots == 0 {
-		o.Slots = 8
-	}
 	n := envSeq.Add(1)
-	pool := config.Pool{Name: fmt.Sprintf("cluster%d", n), TaskQueue: fmt.Sprintf("cluster-%d-%d", os.Getpid(), n), Slots: o.Slots}
+	pool := config.Default().Pools[0] // the default slots
+	pool.Name, pool.TaskQueue = fmt.Sprintf("cluster%d", n), fmt.Sprintf("cluster-%d-%d", os.Getpid(), n)
 	pools, err := json.Marshal([]config.Pool{pool})
 	if err != nil {
 		tb.Fatalf("encode pools: %v", err)

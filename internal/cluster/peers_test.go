@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -66,14 +65,7 @@ func TestTwoServerProcessesOneKilledMidJob(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(events, "open"), nil, 0o644))
 	final := e.WaitFinal(t, n, deadline)
 	t.Logf("all %d jobs final %s after the peer's SIGKILL", n, time.Since(begin).Round(time.Millisecond))
-	for _, j := range final {
-		assert.Equal(t, "finished", j.State, "job %s", j.Ident)
-		assert.EqualValues(t, 3, j.HooksTotal, "job %s hooks_total", j.Ident)
-		assert.EqualValues(t, 3, j.HooksSucceeded, "job %s hooks_succeeded", j.Ident)
-	}
-	assertFinalCounters(t, e.Redis, n)
-	assert.Equal(t, map[string]int64{"all": 3 * n, "succeeded": 3 * n}, counters(t, e.Redis, "event_counters"),
-		"hooks that did not succeed: %v", failedEvents(t, e.Redis))
+	assertAllSucceeded(t, e, final, n, 3)
 
 	require.Eventually(t, func() bool {
 		rings, err = c.Temporal.Rings(ctx)

@@ -52,18 +52,10 @@ func TestWebUIListsJobsFilteredBySearchAttributes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		page := webui.WorkflowsURL(ui.URL(), c.Namespace, tc.query)
-		var dom string
-		require.Eventually(t, func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			d, err := webui.DumpDOM(ctx, browser, page)
-			if err != nil {
-				t.Logf("web UI: %v", err)
-				return false
-			}
-			dom = d
-			return strings.Contains(dom, webui.WorkflowLink(c.Namespace, tc.want.Ident))
-		}, deadline, time.Second, "the Web UI never listed %s for %s", tc.want.Ident, tc.query)
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		dom, err := webui.WaitListed(ctx, browser, page, webui.WorkflowLink(c.Namespace, tc.want.Ident), time.Second)
+		cancel()
+		require.NoError(t, err, "the Web UI lists %s for %s", tc.want.Ident, tc.query)
 		assert.NotContains(t, dom, webui.WorkflowLink(c.Namespace, tc.other.Ident), "query %s lists only %s", tc.query, tc.want.Ident)
 		assert.Contains(t, dom, "SnapshotWorkflow")
 		assert.Contains(t, dom, "Completed")

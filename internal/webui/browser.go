@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // browserNames are the Chromium-family executables Chromium looks for.
@@ -57,6 +58,31 @@ func DumpDOM(ctx context.Context, browser, url string) (string, error) {
 		return "", fmt.Errorf("%s --dump-dom %s: %w (stderr: %s)", browser, url, err, lastLine(stderr.String()))
 	}
 	return out.String(), nil
+}
+
+// WaitListed loads url in the browser every pollEvery until its DOM
+// contains want (e.g. a WorkflowLink) and returns that DOM, or fails when
+// ctx ends, with the last DOM's failure. Visibility is eventually
+// consistent: a job just finished may take a moment to be listed.
+func WaitListed(ctx context.Context, browser, url, want string, pollEvery time.Duration) (string, error) {
+	var lastErr error
+	for {
+		load, cancel := context.WithTimeout(ctx, time.Minute)
+		dom, err := DumpDOM(load, browser, url)
+		cancel()
+		if err == nil && strings.Contains(dom, want) {
+			return dom, nil
+		}
+		lastErr = err
+		if err == nil {
+			lastErr = fmt.Errorf("the page does not contain %s", want)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("web UI %s: %w (last: %v)", url, ctx.Err(), lastErr)
+		case <-time.After(pollEvery):
+		}
+	}
 }
 
 func lastLine(s string) string {
