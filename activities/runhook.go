@@ -14,16 +14,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
-	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
 // finalFlushTimeout bounds the last job-log write of an attempt, which runs
 // even when the attempt was cancelled.
 const finalFlushTimeout = 10 * time.Second
-
-// exitSIGTERM is the shell convention for "terminated by SIGTERM".
-const exitSIGTERM = 143
 
 // RunHook runs one attempt of one hook through the Runner. It heartbeats on
 // a ticker with Progress as details, so the workflow's heartbeat timeout
@@ -31,25 +28,24 @@ const exitSIGTERM = 143
 // hook within seconds; it streams stderr lines and Response records to the
 // job log in batches. It returns:
 //   - the final result as a value (succeeded, noresults, skipped, and the
-//     soft failure a hook printed itself), never the hook's stdout;
+//     soft failure a hook printed itself), never the hook's stdout, written
+//     to Redis under the hook's key (Recorded says whether that write
+//     succeeded);
 //   - a retryable ErrTypeTransient ApplicationError whose details carry the
 //     attempt's result, for failures the retry policy should retry;
 //   - a non-retryable ErrTypeConfig error for configuration errors;
 //   - a CanceledError when a foreground hook was stopped by cancellation.
 //
 // A background hook stopped by cancellation (the seal) always ends with a
-// final result: its own record, else succeeded when it exited 0 or by the
-// SIGTERM (143), else failed (it needed SIGKILL or crashed).
-func (a *Activities) RunHook(ctx context.Context, in RunHookInput) (model.ArchiveResult, error) {
+// final result: the runner's (which maps its exit, DESIGN.md §3), or
+// skipped when the hook never started before the seal.
+func (a *HostActivities) RunHook(ctx context.Context, in RunHookInput) (RunHookResult, error) {
 	if err := validateRunHook(in); err != nil {
-		return model.ArchiveResult{}, err
-	}
-	if a.runner == nil {
-		return model.ArchiveResult{}, invalidInput("run hook %s: this worker has no hook runner", in.Hook.Key())
+		return RunHookResult{}, err
 	}
 	attempt := in.AttemptsBefore + int(activity.GetInfo(ctx).Attempt)
-	log := a.log.With(zap.String("ident", in.Job.Ident), zap.String("hook", in.Hook.Key()),
-		zap.Int("step", in.Hook.Step), zap.Int("attempt", attempt))
+	log := a.log.With(logging.Ident(in.Job.Ident), logging.Hook(in.Hook.Key()),
+		zap.Int("step", in.Hook.Step), logging.Attempt(attempt))
 
 	sink := newRunSink(a.opts, in.Hook.Key())
 	stop := a.superviseAttempt(ctx, in, attempt, sink, log)
@@ -60,13 +56,13 @@ func (a *Activities) RunHook(ctx context.Context, in RunHookInput) (model.Archiv
 	if runErr != nil {
 		if errors.Is(runErr, ErrConfig) {
 			log.Warn("hook configuration error", zap.Error(runErr))
-			return model.ArchiveResult{}, configError(runErr)
+			return RunHookResult{}, configError(runErr)
 		}
 		outcome = Outcome{Transient: true, Error: runErr.Error()}
 	}
 	res := a.attemptResult(in, attempt, started, outcome)
 	if rs := sink.responses(); len(rs) > 0 {
-		c := rkeys.CountResponses(rs)
+		c := model.CountResponses(rs)
 		res.Responses = &c
 	}
 	cancelled := ctx.Err() != nil
@@ -76,35 +72,46 @@ func (a *Activities) RunHook(ctx context.Context, in RunHookInput) (model.Archiv
 		// come back is re-claimed by the workflow).
 		res.Error = "worker shut down during the hook: " + res.Error
 		log.Warn("hook interrupted by worker shutdown")
-		return res, transientError(in, res)
+		return RunHookResult{}, transientError(in, res)
 	}
 
 	switch {
 	case !outcome.Transient:
 		if _, err := model.ParseStatus(string(res.Status)); err != nil {
 			res.Status, res.Error = model.StatusFailed, fmt.Sprintf("hook reported an invalid result: %v", err)
-			return res, transientError(in, res)
+			return RunHookResult{}, transientError(in, res)
 		}
 		log.Info("hook finished", zap.String("status", string(res.Status)), zap.Int("exit_code", res.ExitCode))
-		a.recordFinal(ctx, in, res, sink, log)
-		return res, nil
+		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log)}, nil
 	case cancelled && in.Hook.Background:
-		res.Status = sealedStatus(res.ExitCode)
-		if res.Status == model.StatusSucceeded {
-			res.Error = ""
-		} else {
-			res.Error = fmt.Sprintf("stopped at seal: %s", res.Error)
-		}
-		log.Info("background hook stopped", zap.String("status", string(res.Status)), zap.Int("exit_code", res.ExitCode))
-		a.recordFinal(ctx, in, res, sink, log)
-		return res, nil
+		res = sealedResult(res, runErr != nil)
+		log.Info("background hook stopped", zap.String("status", string(res.Status)), zap.String("error", res.Error), zap.NamedError("run_error", runErr))
+		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log)}, nil
 	case cancelled:
 		log.Info("hook cancelled", zap.String("error", res.Error))
-		return model.ArchiveResult{}, temporal.NewCanceledError(res)
+		return RunHookResult{}, temporal.NewCanceledError(res)
 	default:
 		log.Warn("hook attempt failed", zap.String("error", res.Error), zap.Int("exit_code", res.ExitCode))
-		return res, transientError(in, res)
+		return RunHookResult{}, transientError(in, res)
 	}
+}
+
+// NotStartedBeforeSeal is the reason of a background hook recorded skipped
+// because the seal came before it started.
+const NotStartedBeforeSeal = "not started before the seal"
+
+// sealedResult is the final result of a background hook whose attempt the
+// seal ended without a final status from the runner: skipped when the hook
+// never started (the runner could not run it before the cancellation),
+// failed otherwise (a runner that maps its own exits does not get here).
+// Retrying is no option after the seal.
+func sealedResult(res model.ArchiveResult, neverStarted bool) model.ArchiveResult {
+	if neverStarted {
+		res.Status, res.OutputStr, res.Error = model.StatusSkipped, NotStartedBeforeSeal, ""
+		return res
+	}
+	res.Status, res.Error = model.StatusFailed, "stopped at seal: "+res.Error
+	return res
 }
 
 // workerStopping reports that this worker is shutting down.
@@ -118,10 +125,11 @@ func workerStopping(ctx context.Context) bool {
 }
 
 // recordFinal writes a final result with the attempt's responses, which
-// only this process holds, under the hook's idempotency key. The workflow
-// records every result again with the same key (a no-op when this write
-// landed), so a failed write here loses only the response counters.
-func (a *Activities) recordFinal(ctx context.Context, in RunHookInput, res model.ArchiveResult, sink *runSink, log *zap.Logger) {
+// only this process holds, under the hook's idempotency key, and reports
+// whether the write succeeded. When it did not, the workflow records the
+// result with the same key (the response counters then come from the
+// result's summary of them), so the result is never lost.
+func (a *HostActivities) recordFinal(ctx context.Context, in RunHookInput, res model.ArchiveResult, sink *runSink, log *zap.Logger) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 	defer cancel()
 	var err error
@@ -129,17 +137,10 @@ func (a *Activities) recordFinal(ctx context.Context, in RunHookInput, res model
 		err = a.store.RecordResult(wctx, ResultInput{Ident: in.Job.Ident, Result: res, Key: in.Key, Responses: sink.responses()})
 	})
 	if err != nil {
-		log.Warn("record result with responses", zap.Error(err))
+		log.Warn("record result with responses; the workflow records it", zap.Error(err))
+		return false
 	}
-}
-
-// sealedStatus maps the exit code of a background hook without a record that
-// was stopped by the seal.
-func sealedStatus(exitCode int) model.Status {
-	if exitCode == 0 || exitCode == exitSIGTERM {
-		return model.StatusSucceeded
-	}
-	return model.StatusFailed
+	return true
 }
 
 func validateRunHook(in RunHookInput) error {
@@ -172,7 +173,7 @@ func transientError(in RunHookInput, res model.ArchiveResult) error {
 
 // attemptResult completes the runner's record with the hook's identity and
 // caps the fields that go into workflow history.
-func (a *Activities) attemptResult(in RunHookInput, attempt int, started time.Time, o Outcome) model.ArchiveResult {
+func (a *HostActivities) attemptResult(in RunHookInput, attempt int, started time.Time, o Outcome) model.ArchiveResult {
 	res := o.Result
 	res.Plugin, res.Hook, res.Step, res.Background = in.Hook.Plugin, in.Hook.Name, in.Hook.Step, in.Hook.Background
 	res.Attempts = attempt
@@ -218,7 +219,7 @@ func truncate(s string, n int) string {
 
 // superviseAttempt starts the heartbeat and log-flush loop of one attempt
 // and returns the function that stops it and writes the last log batch.
-func (a *Activities) superviseAttempt(ctx context.Context, in RunHookInput, attempt int, sink *runSink, log *zap.Logger) func() {
+func (a *HostActivities) superviseAttempt(ctx context.Context, in RunHookInput, attempt int, sink *runSink, log *zap.Logger) func() {
 	loopCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	info := activity.GetInfo(ctx)
@@ -279,7 +280,7 @@ func (a *Activities) superviseAttempt(ctx context.Context, in RunHookInput, atte
 // for up to finalFlushTimeout each; without heartbeats that wait could
 // outlast the heartbeat timeout, and Temporal would run the finished hook
 // again.
-func (a *Activities) heartbeatWhile(ctx context.Context, attempt int, sink *runSink, fn func()) {
+func (a *HostActivities) heartbeatWhile(ctx context.Context, attempt int, sink *runSink, fn func()) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

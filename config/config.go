@@ -50,6 +50,10 @@ type Temporal struct {
 	TLS    TLS    `mapstructure:"tls"`
 	// UIURL is the Web UI base address used in printed links.
 	UIURL string `mapstructure:"ui_url"`
+	// Compression of gRPC requests to the server: "none", or "gzip" for a
+	// server behind a slow link. Payloads are small (no hook output goes
+	// through Temporal) and gzip costs CPU on both ends of every call.
+	Compression string `mapstructure:"compression"`
 }
 
 // Redis configures the Redis connection and the layout's limits.
@@ -76,6 +80,9 @@ type Redis struct {
 	RetainFailed    time.Duration `mapstructure:"retain_failed"`
 	// EventsTTL is how long an hourly events_archive list lives after its last event.
 	EventsTTL time.Duration `mapstructure:"events_ttl"`
+	// LogBatchWindow is how many recent job log batch ids are remembered per
+	// job, so a repeated log write is not appended twice.
+	LogBatchWindow int `mapstructure:"log_batch_window"`
 	// ResponseCounters: true = archiveflow writes r1xx..r5xx, runk and
 	// error_count; false = ArchiveBot's log analyzer owns them.
 	ResponseCounters bool `mapstructure:"response_counters"`
@@ -83,8 +90,13 @@ type Redis struct {
 
 // Plugins configures hook discovery and plugin config values.
 type Plugins struct {
-	// Dirs are plugin roots, searched in order; a later root's plugin of the
-	// same name overrides an earlier one.
+	// Builtin puts the built-in plugin set, embedded in the binary and
+	// written to ARCHIVE_DIR/plugins/builtin-HASH/ at worker start, first
+	// among the plugin roots; false leaves it out.
+	Builtin bool `mapstructure:"builtin"`
+	// Dirs are further plugin roots, searched in order after the built-in
+	// set; a later root's plugin of the same name overrides an earlier one
+	// (a built-in one included). Each must exist when a worker starts.
 	Dirs []string `mapstructure:"dirs"`
 	// Values are plugin config keys (e.g. WGET_TIMEOUT) set in the config
 	// file; they rank below job overrides and the process environment.
@@ -102,6 +114,29 @@ type Hooks struct {
 	// HeartbeatTimeout is how long Temporal waits for a heartbeat before it
 	// declares the worker dead and retries the hook elsewhere.
 	HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout"`
+	// JobHeartbeatInterval is how often a running hook pulses the job's
+	// ArchiveBot heartbeat field in Redis.
+	JobHeartbeatInterval time.Duration `mapstructure:"job_heartbeat_interval"`
+	// StartMargin is added to a foreground hook's timeout and grace to give
+	// its activity attempt a StartToClose timeout.
+	StartMargin time.Duration `mapstructure:"start_margin"`
+	// BackgroundMaxRun bounds how long a background hook may run before the
+	// seal stops it.
+	BackgroundMaxRun time.Duration `mapstructure:"background_max_run"`
+	// LogFlushInterval and LogBatch bound how long and how many of a hook's
+	// stderr lines and responses are buffered before a job log write.
+	LogFlushInterval time.Duration `mapstructure:"log_flush_interval"`
+	LogBatch         int           `mapstructure:"log_batch"`
+	// LogLinesPerAttempt caps the job log entries of one hook attempt;
+	// LogLineBytes caps one entry.
+	LogLinesPerAttempt int `mapstructure:"log_lines_per_attempt"`
+	LogLineBytes       int `mapstructure:"log_line_bytes"`
+	// ResultFieldBytes caps a result's output_str and output_json: results
+	// live in workflow history.
+	ResultFieldBytes int `mapstructure:"result_field_bytes"`
+	// ResponsesPerAttempt caps the Response records one attempt keeps in
+	// memory for the response counters.
+	ResponsesPerAttempt int `mapstructure:"responses_per_attempt"`
 }
 
 // RetryPolicy is an activity retry policy.
@@ -134,11 +169,15 @@ type Job struct {
 	// snapshot is re-claimed by another worker (from step 0: archives are
 	// per host). It bounds the recovery time after a worker dies.
 	HostTimeout time.Duration `mapstructure:"host_timeout"`
-	// StepAttributeDelay is how long a step must last before the
-	// ArchiveflowStep search attribute shows it; 0 upserts it at every
-	// step. Each upsert rewrites the workflow's visibility record, which on
-	// the embedded SQLite server costs more than a short step itself.
+	// StepAttributeDelay is how long a step (or a non-final state) must
+	// last before the ArchiveflowStep and ArchiveflowState search
+	// attributes show it; 0 upserts at every change. Each upsert rewrites
+	// the workflow's visibility record, which on the embedded SQLite server
+	// costs more server CPU than a no-op hook.
 	StepAttributeDelay time.Duration `mapstructure:"step_attribute_delay"`
+	// MaxClaims is how many times a snapshot may be claimed by a host (the
+	// first claim included) before the job fails as lost.
+	MaxClaims int `mapstructure:"max_claims"`
 }
 
 // Worker configures a worker process.
@@ -166,9 +205,10 @@ func Default() Config {
 		ArchiveDir: "./data/archive",
 		Log:        Log{Level: "info", Format: "console"},
 		Temporal: Temporal{
-			HostPort:  "127.0.0.1:7233",
-			Namespace: "default",
-			UIURL:     "http://127.0.0.1:8233",
+			HostPort:    "127.0.0.1:7233",
+			Namespace:   "default",
+			UIURL:       "http://127.0.0.1:8233",
+			Compression: "none",
 		},
 		Redis: Redis{
 			URL:              "redis://127.0.0.1:6379/0",
@@ -184,15 +224,25 @@ func Default() Config {
 			RetainAborted:    5 * time.Second,
 			RetainFailed:     48 * time.Hour,
 			EventsTTL:        3 * time.Hour,
+			LogBatchWindow:   4096,
 			ResponseCounters: true,
 		},
-		Plugins: Plugins{Dirs: []string{"./plugins"}},
+		Plugins: Plugins{Builtin: true, Dirs: []string{}},
 		Hooks: Hooks{
-			Timeout:           60 * time.Second,
-			Grace:             15 * time.Second,
-			LineCap:           1 << 20,
-			HeartbeatInterval: 2 * time.Second,
-			HeartbeatTimeout:  15 * time.Second,
+			Timeout:              60 * time.Second,
+			Grace:                15 * time.Second,
+			LineCap:              1 << 20,
+			HeartbeatInterval:    2 * time.Second,
+			HeartbeatTimeout:     15 * time.Second,
+			JobHeartbeatInterval: 5 * time.Second,
+			StartMargin:          30 * time.Second,
+			BackgroundMaxRun:     24 * time.Hour,
+			LogFlushInterval:     time.Second,
+			LogBatch:             200,
+			LogLinesPerAttempt:   20000,
+			LogLineBytes:         4096,
+			ResultFieldBytes:     8 << 10,
+			ResponsesPerAttempt:  1 << 20,
 		},
 		Retry: Retry{RetryPolicy: RetryPolicy{
 			InitialInterval:    time.Second,
@@ -209,7 +259,8 @@ func Default() Config {
 			HostTimeout:     2 * time.Minute,
 			// Long enough to skip the steps of a fast snapshot, short
 			// enough that a step an operator can watch is shown.
-			StepAttributeDelay: time.Second,
+			StepAttributeDelay: 5 * time.Second,
+			MaxClaims:          3,
 		},
 		Worker: Worker{
 			DrainTimeout:  30 * time.Second,

@@ -62,6 +62,7 @@ plugins:
 	assert.Equal(t, []int{4, 5}, cfg.Job.SequentialSteps, "comma list from env")
 	assert.Equal(t, "flagns", cfg.Redis.Namespace, "flag beats env and file")
 	assert.Equal(t, []string{"/a", "/b"}, cfg.Plugins.Dirs)
+	assert.True(t, cfg.Plugins.Builtin, "the built-in set stays first unless disabled")
 	assert.EqualValues(t, 120, cfg.Plugins.Values["wget_timeout"], "viper lower-cases map keys")
 	assert.Equal(t, Default().Redis.URL, cfg.Redis.URL, "untouched keys keep defaults")
 }
@@ -107,6 +108,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "bad int", env: map[string]string{"ARCHIVEFLOW_REDIS_LOG_CAP": "many"}, wantErr: []string{"log_cap", "many"}},
 		{name: "bad json", env: map[string]string{"ARCHIVEFLOW_POOLS": `[{"name":`}, wantErr: []string{"looks like JSON"}},
 		{name: "negative log cap", file: "redis:\n  log_cap: -5\n", wantErr: []string{"config redis.log_cap = -5: must be >= 1"}},
+		{name: "unknown compression", file: "temporal:\n  compression: zstd\n", wantErr: []string{`config temporal.compression = "zstd": must be one of none, gzip`}},
 		{name: "negative step attribute delay", file: "job:\n  step_attribute_delay: -1s\n", wantErr: []string{"config job.step_attribute_delay = -1s: must be >= 0 (0 = show every step at once)"}},
 		{name: "several problems at once", file: "log:\n  level: loud\njob:\n  concurrency: -1\n  fetch_depth: deep\n",
 			wantErr: []string{`log.level = "loud": must be one of debug, info, warn, error`, "job.concurrency = -1", `job.fetch_depth = "deep"`}},
@@ -122,6 +124,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "fraction for an integer", file: "pools:\n- {name: a, task_queue: archiveflow, slots: 2.5}\n", wantErr: []string{"pools[0].slots", "2.5 is not an integer"}},
 		{name: "fraction for an integer key", file: "redis:\n  log_cap: 10.5\n", wantErr: []string{"log_cap", "10.5 is not an integer"}},
 		{name: "bare number for a duration", file: "hooks:\n  timeout: 30\n", wantErr: []string{"timeout", "30 is a bare number, not a duration", "30s"}},
+		{name: "no plugins at all", env: map[string]string{"ARCHIVEFLOW_PLUGINS_BUILTIN": "false"}, wantErr: []string{"plugins.dirs = []: must list at least one plugin root when plugins.builtin is false"}},
 		{name: "tls pair", file: "redis:\n  tls:\n    cert_file: /c.pem\n", wantErr: []string{"redis.tls.cert_file", "set together"}},
 	}
 	for _, tc := range cases {

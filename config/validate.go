@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // FieldError is one invalid configuration value.
@@ -37,6 +39,7 @@ func (c *Config) Validate() error {
 		v.httpURL("temporal.ui_url", c.Temporal.UIURL)
 	}
 	v.tls("temporal.tls", c.Temporal.TLS)
+	v.oneOf("temporal.compression", c.Temporal.Compression, "none", "gzip")
 
 	v.redisURL("redis.url", c.Redis.URL)
 	v.tls("redis.tls", c.Redis.TLS)
@@ -52,9 +55,10 @@ func (c *Config) Validate() error {
 	v.check(c.Redis.RetainAborted >= 0, "redis.retain_aborted", c.Redis.RetainAborted, "must be >= 0")
 	v.check(c.Redis.RetainFailed >= 0, "redis.retain_failed", c.Redis.RetainFailed, "must be >= 0")
 	v.positiveDur("redis.events_ttl", c.Redis.EventsTTL)
+	v.check(c.Redis.LogBatchWindow >= 1, "redis.log_batch_window", c.Redis.LogBatchWindow, "must be >= 1")
 	v.check(!strings.ContainsAny(c.Redis.Namespace, " \t\r\n"), "redis.namespace", c.Redis.Namespace, "must not contain whitespace")
 
-	v.check(len(c.Plugins.Dirs) > 0, "plugins.dirs", c.Plugins.Dirs, "must list at least one plugin root")
+	v.check(c.Plugins.Builtin || len(c.Plugins.Dirs) > 0, "plugins.dirs", c.Plugins.Dirs, "must list at least one plugin root when plugins.builtin is false")
 	for i, d := range c.Plugins.Dirs {
 		v.nonEmpty(fmt.Sprintf("plugins.dirs[%d]", i), d)
 	}
@@ -64,6 +68,15 @@ func (c *Config) Validate() error {
 	v.check(c.Hooks.LineCap >= 1024, "hooks.line_cap", c.Hooks.LineCap, "must be >= 1024 bytes")
 	v.positiveDur("hooks.heartbeat_interval", c.Hooks.HeartbeatInterval)
 	v.check(c.Hooks.HeartbeatTimeout > c.Hooks.HeartbeatInterval, "hooks.heartbeat_timeout", c.Hooks.HeartbeatTimeout, "must be > hooks.heartbeat_interval")
+	v.positiveDur("hooks.job_heartbeat_interval", c.Hooks.JobHeartbeatInterval)
+	v.positiveDur("hooks.start_margin", c.Hooks.StartMargin)
+	v.positiveDur("hooks.background_max_run", c.Hooks.BackgroundMaxRun)
+	v.positiveDur("hooks.log_flush_interval", c.Hooks.LogFlushInterval)
+	v.check(c.Hooks.LogBatch >= 1, "hooks.log_batch", c.Hooks.LogBatch, "must be >= 1")
+	v.check(c.Hooks.LogLinesPerAttempt >= 1, "hooks.log_lines_per_attempt", c.Hooks.LogLinesPerAttempt, "must be >= 1")
+	v.check(c.Hooks.LogLineBytes >= 64, "hooks.log_line_bytes", c.Hooks.LogLineBytes, "must be >= 64 bytes")
+	v.check(c.Hooks.ResultFieldBytes >= 64, "hooks.result_field_bytes", c.Hooks.ResultFieldBytes, "must be >= 64 bytes")
+	v.check(c.Hooks.ResponsesPerAttempt >= 1, "hooks.responses_per_attempt", c.Hooks.ResponsesPerAttempt, "must be >= 1")
 
 	v.retry("retry", c.Retry.RetryPolicy, false)
 	for _, name := range sortedKeys(c.Retry.Plugins) {
@@ -76,11 +89,12 @@ func (c *Config) Validate() error {
 	}
 	v.check(c.Job.DelayMin >= 0, "job.delay_min", c.Job.DelayMin, "must be >= 0")
 	v.check(c.Job.DelayMax >= c.Job.DelayMin, "job.delay_max", c.Job.DelayMax, "must be >= job.delay_min")
-	v.oneOf("job.fetch_depth", c.Job.FetchDepth, "shallow", "inf")
+	v.oneOf("job.fetch_depth", c.Job.FetchDepth, model.FetchDepths...)
 	v.positiveDur("job.max_duration", c.Job.MaxDuration)
 	v.check(c.Job.StepAttributeDelay >= 0, "job.step_attribute_delay", c.Job.StepAttributeDelay, "must be >= 0 (0 = show every step at once)")
 	v.nonEmpty("job.task_queue", c.Job.TaskQueue)
 	v.check(c.Job.HostTimeout >= c.Hooks.HeartbeatTimeout, "job.host_timeout", c.Job.HostTimeout, "must be >= hooks.heartbeat_timeout")
+	v.check(c.Job.MaxClaims >= 1, "job.max_claims", c.Job.MaxClaims, "must be >= 1")
 
 	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)

@@ -39,6 +39,9 @@ type invocation struct {
 	cfg  *config.Config
 	log  *zap.Logger
 	json bool
+	// logsOnConsole: log records share the console (--log-level, dev's
+	// -v), so nothing is redrawn in place.
+	logsOnConsole bool
 }
 
 // app holds the CLI's I/O and its seams for tests.
@@ -48,11 +51,15 @@ type app struct {
 	now            func() time.Time
 	// pollInterval is how often --wait and logs -f look at a job.
 	pollInterval time.Duration
-	commands     []*command
+	// terminal reports stdout's terminal size; ok is false when stdout is
+	// not a terminal.
+	terminal func() (width, height int, ok bool)
+	commands []*command
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now, pollInterval: 500 * time.Millisecond}
+	a.terminal = func() (int, int, bool) { return terminalSize(a.stdout) }
 	a.commands = []*command{
 		submitCommand(), statusCommand(), listCommand(), abortCommand(), setCommand(),
 		ignoreCommand(), logsCommand(), pipelinesCommand(), devCommand(),
@@ -134,6 +141,7 @@ func (a *app) exec(ctx context.Context, c *command, args []string) error {
 	}
 	inv := &invocation{cmd: c, fs: fs, args: fs.Args()}
 	inv.json, _ = fs.GetBool("json")
+	inv.logsOnConsole = fs.Changed("log-level")
 	if !c.noConfig {
 		cfg, err := config.Load(config.Options{Flags: fs})
 		if err != nil {
@@ -158,7 +166,7 @@ func cliLogger(cfg *config.Config, fs *pflag.FlagSet) (*zap.Logger, error) {
 	if !fs.Changed("log-level") && lc.Level == config.Default().Log.Level {
 		lc.Level = "warn"
 	}
-	return logging.New(lc)
+	return logging.New(lc.Level, lc.Format)
 }
 
 // usage prints the command list.

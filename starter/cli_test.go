@@ -88,7 +88,7 @@ func TestSubmitRejectsBadInputBeforeAnythingIsStarted(t *testing.T) {
 		{"--delay with --at", []string{"https://example.com/", "--delay", "1h", "--at", future}, []string{"--delay and --at"}},
 		{"non-positive --delay", []string{"https://example.com/", "--delay", "-5s"}, []string{"--delay -5s: must be > 0"}},
 		{"nice out of range", []string{"https://example.com/", "--nice", "20"}, []string{"--nice 20: must be between -20 and 19"}},
-		{"bad depth", []string{"https://example.com/", "--depth", "deep"}, []string{`--depth "deep": must be shallow or inf`}},
+		{"bad depth", []string{"https://example.com/", "--depth", "deep"}, []string{`--depth: fetch_depth "deep": must be shallow or inf`}},
 		{"control character in user agent", []string{"https://example.com/", "--user-agent", "a\nb"}, []string{"--user-agent", "control characters"}},
 		{"unreadable -i file", []string{"-i", unreadable}, []string{"-i " + unreadable, "cannot read the URL file"}},
 		{"bad line in -i file", []string{"-i", urls}, []string{urls + " line 4", "ftp://example.org/"}},

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -45,11 +47,17 @@ its Web UI, Redis (a real redis-server when one is on PATH or named by
 DATA_DIR/redis; otherwise an embedded in-process Redis, said in the log),
 registers the search attributes and runs every configured worker pool.
 
-With URLs it submits them (all submit flags apply), shows live progress,
-prints where the outputs are and the Web UI link, then stops and exits
-with the jobs' result (0 finished, 1 failed or aborted); --keep keeps the
-stack running afterwards. Without URLs it runs until Ctrl-C; submit from
-another terminal with the printed command.`,
+The worker pools use the built-in plugins embedded in this binary
+(written to ARCHIVE_DIR/plugins/builtin-HASH/) and then plugins.dirs.
+Log records go to DATA_DIR/logs/dev.log (-v or --log-level: the console).
+
+With URLs it submits them (all submit flags apply) and follows them: a
+live view on a terminal, a line per step otherwise. Each job ends with a
+table of its hooks (step, status, attempts, duration, output, error or
+skip reason), where its files are and its Web UI link; then the stack
+stops and the command exits with the jobs' result (0 finished, 1 failed
+or aborted); --keep keeps the stack running afterwards. Without URLs it
+runs until Ctrl-C; submit from another terminal with the printed command.`,
 		examples: []string{
 			"go run -tags dev ./starter dev https://example.com/",
 			"go run -tags dev ./starter dev                      # stack only; Ctrl-C stops it",
@@ -63,6 +71,7 @@ another terminal with the printed command.`,
 			fs.Int("redis-port", defaultRedisPort, "Redis port (default: 6379 when free, else a free port; 0 = a free port)")
 			fs.String("redis-server", "", "redis-server executable (default: $"+devredis.EnvServer+", then PATH)")
 			fs.Bool("keep", false, "with URLs: keep the stack running after they finish")
+			fs.BoolP("verbose", "v", false, "log records on the console (default: DATA_DIR/logs/dev.log)")
 			submitCommand().flags(fs)
 		},
 		run: runDev,
@@ -107,14 +116,16 @@ func runDev(ctx context.Context, a *app, inv *invocation) error {
 		}
 		sub.wait = true
 	}
-	log, err := devLogger(inv.cfg)
+	verbose, _ := fs.GetBool("verbose")
+	log, logFile, err := devLogger(inv, absData, verbose)
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
+	defer func() { _ = log.Sync() }()
 	inv.log = log
 
 	st, err := startStack(ctx, inv, devredis.Options{
-		Mode: devredis.Mode(mode), ServerPath: redisServer, Port: redisPort, DataDir: filepath.Join(absData, "redis"), Log: log,
+		Mode: devredis.Mode(mode), ServerPath: redisServer, Port: redisPort, DataDir: filepath.Join(absData, "redis"), Persist: true, Log: log,
 	}, devserver.Options{
 		DataDir: filepath.Join(absData, "temporal"), FrontendPort: port, UIPort: uiPort, Log: log,
 		Namespace: inv.cfg.Temporal.Namespace,
@@ -123,10 +134,20 @@ func runDev(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	defer st.stop()
-	a.printStack(inv, st)
+	switch {
+	case sub != nil && inv.json:
+		// stdout carries the jobs' JSON result only.
+	case sub == nil || keep:
+		a.printStack(inv, st, logFile)
+	default:
+		a.printStackLine(inv, st, logFile)
+	}
 
 	if sub != nil {
 		err := a.devSubmit(ctx, inv, st.b, sub)
+		if !inv.json && ctx.Err() == nil && (err == nil || exitCode(err) == exitJobFailed) {
+			a.printNext(inv, keep)
+		}
 		if !keep || ctx.Err() != nil {
 			return err
 		}
@@ -144,10 +165,26 @@ func runDev(ctx context.Context, a *app, inv *invocation) error {
 	}
 }
 
-// devLogger logs at info unless told otherwise: the stack's own lines
-// (which Redis runs, the server address) are what the user reads.
-func devLogger(cfg *config.Config) (*zap.Logger, error) {
-	return logging.New(cfg.Log)
+// devLogFile is the dev stack's log, inside the data dir.
+const devLogFile = "logs/dev.log"
+
+// devLogger writes the stack's log records (Temporal, Redis, workers,
+// hooks started and finished) to DATA_DIR/logs/dev.log, so the console
+// shows the jobs only; with -v or --log-level they go to the console
+// instead. It returns the log file's path ("" on the console).
+func devLogger(inv *invocation, dataDir string, verbose bool) (*zap.Logger, string, error) {
+	cfg := inv.cfg.Log
+	if verbose || inv.fs.Changed("log-level") {
+		inv.logsOnConsole = true
+		log, err := logging.New(cfg.Level, cfg.Format)
+		return log, "", err
+	}
+	path := filepath.Join(dataDir, filepath.FromSlash(devLogFile))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, "", fmt.Errorf("log directory: %w", err)
+	}
+	log, err := logging.NewFile(path, cfg.Level, cfg.Format)
+	return log, path, err
 }
 
 // startStack starts Redis, Temporal and the worker pools, pointing the
@@ -161,6 +198,12 @@ func startStack(ctx context.Context, inv *invocation, ro devredis.Options, to de
 		}
 	}()
 	begin := time.Now()
+	// A configured plugins root that is missing is refused before anything
+	// starts; the built-in set is written into the archive dir.
+	roots, err := pools.PluginRoots(inv.cfg)
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
 	rs, err := devredis.Start(ctx, ro)
 	if err != nil {
 		return nil, withCode(exitUnavailable, err)
@@ -193,6 +236,7 @@ func startStack(ctx context.Context, inv *invocation, ro devredis.Options, to de
 	if err != nil {
 		return nil, err
 	}
+	deps.PluginDirs = roots
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
 	go func() { st.poolsErr <- pools.Run(pctx, deps, nil) }()
@@ -230,12 +274,8 @@ func (st *devStack) stop() {
 }
 
 // printStack tells the user where everything is.
-func (a *app) printStack(inv *invocation, st *devStack) {
+func (a *app) printStack(inv *invocation, st *devStack, logFile string) {
 	cfg := inv.cfg
-	redisKind := "real redis-server"
-	if !st.redis.Real() {
-		redisKind = "EMBEDDED in-process Redis (not persistent; install redis-server for a real one)"
-	}
 	archive, _ := filepath.Abs(cfg.ArchiveDir)
 	fmt.Fprintf(a.stdout, `archiveflow dev stack is up
   Temporal:  %s (namespace %s)
@@ -243,10 +283,62 @@ func (a *app) printStack(inv *invocation, st *devStack) {
   Redis:     %s (%s)
   archive:   %s
   pools:     %d (%s)
-Submit from another terminal:
-  go run ./starter submit --temporal-address %s --redis-url %s --archive-dir %s URL
-`, cfg.Temporal.HostPort, cfg.Temporal.Namespace, cfg.Temporal.UIURL, cfg.Redis.URL, redisKind, archive,
-		len(cfg.Pools), poolNames(cfg), cfg.Temporal.HostPort, cfg.Redis.URL, archive)
+`, cfg.Temporal.HostPort, cfg.Temporal.Namespace, cfg.Temporal.UIURL, cfg.Redis.URL, redisKind(st, true), archive,
+		len(cfg.Pools), poolNames(cfg))
+	if logFile != "" {
+		fmt.Fprintf(a.stdout, "  logs:      %s (-v shows them here)\n", logFile)
+	}
+	fmt.Fprintf(a.stdout, "Submit from another terminal:\n  %s URL\n", submitCommandLine(cfg))
+}
+
+// printStackLine is printStack in one line, for a run with URLs: the
+// jobs' results are what the user came for.
+func (a *app) printStackLine(inv *invocation, st *devStack, logFile string) {
+	cfg := inv.cfg
+	line := fmt.Sprintf("archiveflow dev: Temporal %s, Web UI %s, Redis %s (%s)",
+		cfg.Temporal.HostPort, cfg.Temporal.UIURL, cfg.Redis.URL, redisKind(st, false))
+	if logFile != "" {
+		line += "; logs: " + logFile
+	}
+	fmt.Fprintln(a.stdout, line)
+}
+
+// redisKind says which Redis the stack runs.
+func redisKind(st *devStack, long bool) string {
+	switch {
+	case st.redis.Real():
+		return "real redis-server"
+	case long:
+		return "EMBEDDED in-process Redis (not persistent; install redis-server for a real one)"
+	}
+	return "EMBEDDED, not persistent"
+}
+
+// submitCommandLine is the submit command that reaches the stack from
+// another terminal: flags only where the stack differs from the defaults.
+func submitCommandLine(cfg *config.Config) string {
+	d := config.Default()
+	cmd := cliName(false) + " submit"
+	if cfg.Temporal.HostPort != d.Temporal.HostPort {
+		cmd += " --temporal-address " + cfg.Temporal.HostPort
+	}
+	if cfg.Redis.URL != d.Redis.URL {
+		cmd += " --redis-url " + config.RedactURL(cfg.Redis.URL)
+	}
+	archive, _ := filepath.Abs(cfg.ArchiveDir)
+	if def, _ := filepath.Abs(d.ArchiveDir); archive != def {
+		cmd += " --archive-dir " + archive
+	}
+	return cmd
+}
+
+// printNext ends a `dev URL...` run with how to archive another URL.
+func (a *app) printNext(inv *invocation, keep bool) {
+	if keep {
+		fmt.Fprintf(a.stdout, "Archive another URL: %s URL\n", submitCommandLine(inv.cfg))
+		return
+	}
+	fmt.Fprintf(a.stdout, "Archive another URL: %s dev URL   (--keep keeps the stack up for starter submit)\n", cliName(true))
 }
 
 func poolNames(cfg *config.Config) string {
@@ -267,9 +359,7 @@ func (a *app) devSubmit(ctx context.Context, inv *invocation, b *backend.Backend
 	if err != nil {
 		return err
 	}
-	if err := a.printSubmitted(inv, s, done); err != nil {
-		return err
-	}
+	// The live view or the progress lines name each job at once.
 	return a.waitJobs(ctx, inv, b, done)
 }
 
@@ -285,4 +375,28 @@ func portFree(port int) bool {
 	}
 	_ = l.Close()
 	return true
+}
+
+// cliName is how the user runs this CLI: `go run [-tags dev] ./starter`
+// under go run, the executable's name when PATH finds it, else its path.
+func cliName(dev bool) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "starter"
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		if dev {
+			return "go run -tags dev ./starter"
+		}
+		return "go run ./starter"
+	}
+	base := filepath.Base(exe)
+	if p, err := exec.LookPath(base); err == nil {
+		if a, err1 := os.Stat(p); err1 == nil {
+			if b, err2 := os.Stat(exe); err2 == nil && os.SameFile(a, b) {
+				return base
+			}
+		}
+	}
+	return exe
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/devredis"
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/ident"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/webui"
 )
 
@@ -52,10 +54,15 @@ id=""
 for a in "$@"; do case "$a" in --snapshot-id=*) id="${a#--snapshot-id=}";; esac; done
 echo "slow hook waiting for its gate" >&2
 while [ ! -e "$ARCHIVEFLOW_TEST_GATES/$id" ]; do sleep 0.05; done
+if [ "$(cat "$ARCHIVEFLOW_TEST_GATES/$id")" = fail ]; then
+  echo '{"type":"ArchiveResult","status":"failed","error":"gate said fail"}'
+  exit 0
+fi
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"gate opened"}'
 `
 
 const fetchHook = `#!/bin/sh
+case "$*" in *doomed-*) echo '{"type":"ArchiveResult","status":"failed","error":"told to fail"}'; exit 0;; esac
 echo "fetch hook says hello" >&2
 printf 'page' > page.txt
 echo '{"type":"Response","url":"http://example.invalid/","status":200,"bytes":4}'
@@ -88,6 +95,7 @@ func startSharedStack(t *testing.T) *stackEnv {
 		c := config.Default()
 		c.ArchiveDir = filepath.Join(root, "archive")
 		c.Plugins.Dirs = []string{plugins}
+		c.Plugins.Builtin = false // the fixture hooks only
 		c.Retry.InitialInterval, c.Retry.MaximumInterval = 100*time.Millisecond, 100*time.Millisecond
 		c.Redis.RetainAborted = time.Hour // keep aborted jobs readable by the test
 		inv := &invocation{cfg: &c, log: zap.NewNop()}
@@ -171,13 +179,45 @@ func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 	assert.Contains(t, res.stdout, id+"  FINISHED")
 	assert.Contains(t, res.stdout, "hooks: 2 total, 2 succeeded")
 	outputs := filepath.Join(e.cfg.ArchiveDir, "snapshots", id)
-	assert.Contains(t, res.stdout, "outputs: "+outputs)
+	assert.Contains(t, res.stdout, "files:   "+outputs)
 	assert.FileExists(t, filepath.Join(outputs, "fetch", "page.txt"))
+	assert.Regexp(t, `(?m)^  1     fetch\s+succeeded  1\s+\d+\.\ds\s+page\.txt$`, res.stdout, "the results table")
+	assert.Regexp(t, `(?m)^  2     slow\s+succeeded  1\s+\d+\.\ds\s+gate opened$`, res.stdout)
+	assert.NotContains(t, res.stdout, "\x1b[", "not a terminal: plain lines, nothing redrawn")
 
+	// status of the finished job: Redis' counts and the closed workflow's
+	// per-hook results.
 	j := e.status(t, id)
 	assert.Equal(t, "finished", string(j.State))
 	assert.EqualValues(t, 2, j.HooksSucceeded)
 	assert.Equal(t, url, j.URL)
+	assert.Equal(t, "temporal", j.HooksSource)
+	require.Len(t, j.Hooks, 2)
+	assert.Equal(t, "fetch", j.Hooks[0].Plugin)
+	assert.Equal(t, model.StatusSucceeded, j.Hooks[0].Status)
+	assert.Equal(t, 1, j.Hooks[0].Attempts)
+	assert.Equal(t, "page.txt", j.Hooks[0].Output)
+	res = e.run(t, "status", id)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Regexp(t, `(?m)^  STEP  HOOK\s+STATUS\s+TRIES  TIME  OUTPUT / ERROR$`, res.stdout)
+	assert.Regexp(t, `(?m)^  2     slow\s+succeeded  1\s+\d+\.\ds\s+gate opened$`, res.stdout)
+
+	// Temporal unreachable: status still answers from Redis and says so.
+	res = runCLI(t, "", "status", id, "--temporal-address", closedAddr(t), "--redis-url", e.cfg.Redis.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "state:    finished")
+	assert.Contains(t, res.stdout, "results:  per-hook results unavailable: Temporal is unreachable")
+
+	// One hook's own files, where the worker keeps them.
+	res = e.run(t, "logs", id, "--hook", "fetch")
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Regexp(t, `(?m)^==> `+regexp.QuoteMeta(filepath.Join(outputs, "fetch", "on_Snapshot__10_fetch."))+`[0-9a-f]{32}\.stdout\.log <==$`, res.stdout)
+	assert.Contains(t, res.stdout, `{"type":"ArchiveResult","status":"succeeded","output_str":"page.txt"}`)
+	assert.Contains(t, res.stdout, "fetch hook says hello", "its stderr file too")
+	elsewhere := runCLI(t, "", "logs", id, "--hook", "fetch", "--archive-dir", t.TempDir(), "--redis-url", e.cfg.Redis.URL)
+	assert.Equal(t, exitNotFound, elsewhere.code)
+	assert.Contains(t, elsewhere.stderr, "hook logs stay on the worker host that ran the job")
+	assert.Contains(t, elsewhere.stderr, "pipeline ")
 
 	res = e.run(t, "list", "--state", "finished")
 	require.Equal(t, exitOK, res.code, res.stderr)
@@ -206,6 +246,9 @@ func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out))
 	require.Len(t, out.Jobs, 1)
 	assert.Equal(t, "finished", string(out.Jobs[0].State))
+	require.Len(t, out.Jobs[0].Hooks, 2, "--json carries the results table")
+	assert.Equal(t, "slow", out.Jobs[0].Hooks[1].Plugin)
+	assert.Equal(t, "gate opened", out.Jobs[0].Hooks[1].Output)
 }
 
 func TestRunningJobCanBeSteeredAndAborted(t *testing.T) {
@@ -342,10 +385,7 @@ func TestFailedStartLeavesNothingBehind(t *testing.T) {
 // TestWebUIListsTheJobWithSearchAttributes loads the dev stack's Web UI in
 // headless Chromium and checks that the workflow list shows the job.
 func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
-	browser, err := webui.Chromium()
-	if err != nil {
-		t.Skip(err)
-	}
+	browser := chromium(t)
 	e := startSharedStack(t)
 	url := jobURL("ui")
 	id := identOf(t, url)
@@ -354,11 +394,52 @@ func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
 
 	// Filtering by three of the search attributes proves they are set.
 	query := fmt.Sprintf(`ArchiveflowIdent=%q AND ArchiveflowURL=%q AND ArchiveflowPool="default"`, id, url)
-	page := webui.WorkflowsURL(e.cfg.Temporal.UIURL, "default", query)
-	ctx, cancel := context.WithTimeout(context.Background(), eventually)
-	defer cancel()
-	dom, err := webui.WaitListed(ctx, browser, page, webui.WorkflowLink("default", id), time.Second)
-	require.NoError(t, err, "the Web UI lists %s", id)
+	dom := e.webUIList(t, browser, query, id)
 	assert.Contains(t, dom, "SnapshotWorkflow")
 	assert.Contains(t, dom, "Completed")
+}
+
+// A job that failed is a Failed workflow: the Web UI's list query for
+// failed workflows finds it and shows it so, and --wait still reads the
+// job's Status from the failure.
+func TestWebUIShowsAFailedJobAsFailed(t *testing.T) {
+	browser := chromium(t)
+	e := startSharedStack(t)
+	url := jobURL("doomed")
+	id := identOf(t, url)
+	require.NoError(t, os.WriteFile(filepath.Join(e.gates, id), []byte("fail"), 0o644))
+
+	res := e.run(t, "submit", url, "--wait")
+	assert.Equal(t, exitJobFailed, res.code, res.stdout)
+	assert.Contains(t, res.stdout, id+"  FAILED")
+	assert.Contains(t, res.stdout, "2 total, 0 succeeded, 0 noresults, 0 skipped, 2 failed", "the Status came with the failure")
+	assert.Contains(t, res.stdout, "error: every hook failed")
+	assert.Equal(t, "failed", string(e.status(t, id).State))
+
+	dom := e.webUIList(t, browser, fmt.Sprintf(`ArchiveflowIdent=%q AND ExecutionStatus="Failed"`, id), id)
+	assert.Contains(t, dom, "Failed")
+	assert.NotContains(t, dom, "Completed")
+}
+
+// chromium is the headless browser the Web UI tests use; without one they
+// are skipped.
+func chromium(t *testing.T) string {
+	t.Helper()
+	browser, err := webui.Chromium()
+	if err != nil {
+		t.Skip(err)
+	}
+	return browser
+}
+
+// webUIList loads the Web UI's workflow list for query in headless
+// browser until it shows a row of workflow id, and returns the page.
+func (e *stackEnv) webUIList(t *testing.T, browser, query, id string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	page := webui.WorkflowsURL(e.cfg.Temporal.UIURL, "default", query)
+	dom, err := webui.WaitListed(ctx, browser, page, webui.WorkflowLink("default", id), time.Second)
+	require.NoError(t, err, "the Web UI lists %s for %s", id, query)
+	return dom
 }

@@ -93,8 +93,14 @@ func statusCommand() *command {
 	return &command{
 		name:    "status",
 		args:    "IDENT",
-		summary: "show one job: state, step, hooks, bytes, settings, Web UI link",
-		details: "IDENT may also be the job's URL. Reads the Redis job hash.",
+		summary: "show one job: state, step, bytes, settings, Web UI link and each hook's result",
+		details: `
+IDENT may also be the job's URL. Reads the Redis job hash, then asks the
+job's workflow for each hook's result (step, status, attempts, duration,
+output or error; for skipped hooks the reason): Temporal answers for a
+finished job too while it retains the workflow. When Temporal cannot
+answer, the per-hook table is left out and the reason is said; the counts
+come from Redis.`,
 		examples: []string{
 			"starter status 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter status https://example.com/ --json",
@@ -126,6 +132,9 @@ type jobJSON struct {
 	FinishedAt     time.Time      `json:"finished_at,omitzero"`
 	ExpiresIn      string         `json:"expires_in,omitempty"`
 	UI             string         `json:"ui,omitempty"`
+	hooksDone      int64          // rkeys.JobView.HooksDone
+	// hooksView (status only) is each hook's result from the workflow.
+	hooksView
 }
 
 func toJSON(v rkeys.JobView, ui string) jobJSON {
@@ -135,7 +144,7 @@ func toJSON(v rkeys.JobView, ui string) jobJSON {
 		HooksSkipped: v.HooksSkipped, HooksNoResults: v.HooksNoResults, Bytes: v.BytesDownloaded,
 		Settings: v.Settings, FetchDepth: v.FetchDepth, TaskQueue: v.TaskQueue, WorkflowID: v.WorkflowID,
 		RunID: v.RunID, PipelineID: v.PipelineID, QueuedAt: v.QueuedAt, StartedAt: v.StartedAt,
-		FinishedAt: v.FinishedAt, UI: ui,
+		FinishedAt: v.FinishedAt, UI: ui, hooksDone: v.HooksDone(),
 	}
 	if v.TTL > 0 {
 		j.ExpiresIn = v.TTL.Round(time.Second).String()
@@ -158,6 +167,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	j := toJSON(v, uiLink(inv.cfg.Temporal, id))
+	j.hooksView = a.statusHooks(ctx, inv, v)
 	if inv.json {
 		return writeJSON(a.stdout, j)
 	}
@@ -165,7 +175,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	fmt.Fprintf(w, "%s  %s\n", j.Ident, j.URL)
 	fmt.Fprintf(w, "  state:    %s (step %d/9)\n", j.State, j.CurrentStep)
 	fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
-		j.HooksSucceeded+j.HooksFailed+j.HooksSkipped+j.HooksNoResults, j.HooksTotal,
+		j.hooksDone, j.HooksTotal,
 		j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
 	fmt.Fprintf(w, "  bytes:    %s\n", humanBytes(j.Bytes))
 	fmt.Fprintf(w, "  settings: concurrency %d, delay %d-%d ms, depth %s", j.Settings.Concurrency, j.Settings.DelayMinMS, j.Settings.DelayMaxMS, j.FetchDepth)
@@ -191,6 +201,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	if j.UI != "" {
 		fmt.Fprintf(w, "  Web UI:   %s\n", j.UI)
 	}
+	a.printStatusHooks(j.hooksView)
 	return nil
 }
 
@@ -207,7 +218,7 @@ func listCommand() *command {
 			"starter list --state failed --json",
 		},
 		flags: func(fs *pflag.FlagSet) {
-			fs.String("state", "", "only jobs in this state: pending, active, draining, finished, aborted, failed")
+			fs.String("state", "", "only jobs in this state: "+model.JobStateNames())
 		},
 		run: runList,
 	}
@@ -259,9 +270,8 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 	}
 	fmt.Fprintf(a.stdout, "%-25s  %-8s  %4s  %7s  %10s  %s\n", "IDENT", "STATE", "STEP", "HOOKS", "BYTES", "URL")
 	for _, j := range jobs {
-		done := j.HooksSucceeded + j.HooksFailed + j.HooksSkipped + j.HooksNoResults
 		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %7s  %10s  %s\n", j.Ident, j.State, j.CurrentStep,
-			fmt.Sprintf("%d/%d", done, j.HooksTotal), humanBytes(j.Bytes), j.URL)
+			fmt.Sprintf("%d/%d", j.hooksDone, j.HooksTotal), humanBytes(j.Bytes), j.URL)
 	}
 	return nil
 }

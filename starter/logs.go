@@ -17,18 +17,26 @@ func logsCommand() *command {
 	return &command{
 		name:    "logs",
 		args:    "IDENT",
-		summary: "print a job's log from Redis; -f follows it live (the updates channel)",
+		summary: "print a job's log from Redis (-f follows it live), or one hook's files (--hook)",
 		details: `
 Prints IDENT_log oldest first: hook stderr lines, downloads and ignored
 URLs. With -f it keeps following as the job writes (it subscribes to the
 "updates" channel, as ArchiveBot's dashboard does) and exits when the job
-reaches a final state. --json prints each entry as ArchiveBot's packet.`,
+reaches a final state. --json prints each entry as ArchiveBot's packet.
+
+--hook NAME prints one hook's own files instead: the stdout and stderr
+of each of its attempts, which the runner keeps in the snapshot
+directory (ARCHIVE_DIR/snapshots/IDENT/PLUGIN/HOOK.ATTEMPT.stdout.log and
+.stderr.log) on the worker host that ran the job. NAME is a plugin name
+(all its hooks), a hook file name or its stem.`,
 		examples: []string{
 			"starter logs 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter logs -f 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter logs -f https://example.com/ --json | jq .",
+			"starter logs 3mlbkdu1fpo7wt4lr2qf1mpsw --hook wget",
 		},
 		flags: func(fs *pflag.FlagSet) {
+			fs.String("hook", "", "print this hook's stdout and stderr files instead (a plugin name, a hook file name or its stem)")
 			fs.BoolP("follow", "f", false, "follow the log until the job ends")
 			fs.Int64("after", 0, "only entries with a score greater than this")
 		},
@@ -46,6 +54,12 @@ func runLogs(ctx context.Context, a *app, inv *invocation) error {
 	}
 	follow, _ := inv.fs.GetBool("follow")
 	after, _ := inv.fs.GetInt64("after")
+	if hook, _ := inv.fs.GetString("hook"); inv.fs.Changed("hook") {
+		if hook == "" || follow || inv.fs.Changed("after") {
+			return usageErr("--hook %q: give a plugin or hook name, without -f or --after (it prints the hook's files)", hook)
+		}
+		return runHookLogs(ctx, a, inv, id, hook)
+	}
 	if after < 0 {
 		return usageErr("--after %d: must be >= 0", after)
 	}

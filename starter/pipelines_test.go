@@ -10,13 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
 func TestPipelinesShowsTheLogBacklog(t *testing.T) {
 	srv := testredis.Start(t)
-	store, err := rkeys.NewStore(srv.Client(), rkeys.Options{}, zap.NewNop())
+	cfg := config.Default()
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
 	require.NoError(t, err)
 	ctx := context.Background()
 	base := rkeys.Pipeline{Hostname: "w1", FQDN: "w1", Status: "running", StartedAt: time.Now(), TaskQueues: []string{"archiveflow"}}

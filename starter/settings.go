@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/archiveflow/archiveflow/internal/backend"
-	"github.com/archiveflow/archiveflow/internal/ignores"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -211,11 +210,9 @@ func runIgnore(ctx context.Context, a *app, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if pattern == "" {
-		return usageErr("ignore pattern: must not be empty")
-	}
-	if op == "add" {
-		if err := ignores.Validate(pattern); err != nil {
+	// A pattern to add must be valid; one to remove must at least not be blank.
+	if op == "add" || strings.TrimSpace(pattern) == "" {
+		if err := model.ValidateIgnore(pattern); err != nil {
 			return withCode(exitUsage, err)
 		}
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/ident"
-	"github.com/archiveflow/archiveflow/internal/ignores"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -56,7 +55,7 @@ listed in Redis' "scheduled" index until it starts.`,
 			fs.StringArray("ignore", nil, "ignore pattern, Go RE2 (repeatable)")
 			fs.String("user-agent", "", "User-Agent for the hooks (default: job.user_agent)")
 			fs.String("depth", "", "fetch depth: shallow or inf (default: job.fetch_depth)")
-			fs.Bool("wait", false, "show live progress and exit 1 if a job failed or was aborted")
+			fs.Bool("wait", false, "follow the jobs (live view on a terminal), show each one's hooks table; exit 1 if a job failed or was aborted")
 			fs.Bool("force", false, "replace a retained finished job with the same ident")
 		},
 		run: runSubmit,
@@ -129,8 +128,9 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 
 	patterns, _ := fs.GetStringArray("ignore")
 	for _, p := range patterns {
-		if err := ignores.Validate(p); err != nil {
+		if err := model.ValidateIgnore(p); err != nil {
 			fail(fmt.Errorf("--ignore: %w", err))
+			patterns = nil // reported once, not again by the settings check
 		}
 	}
 	s.settings.Ignores = patterns
@@ -147,8 +147,8 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 	if fs.Changed("depth") {
 		s.depth, _ = fs.GetString("depth")
 	}
-	if s.depth != "shallow" && s.depth != "inf" {
-		fail(fmt.Errorf("--depth %q: must be shallow or inf", s.depth))
+	if err := model.ValidateFetchDepth(s.depth); err != nil {
+		fail(fmt.Errorf("--depth: %w", err))
 	}
 
 	delay, notBefore, err := parseStart(fs, a.now())

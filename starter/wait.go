@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ type progress struct {
 func progressOf(v rkeys.JobView) progress {
 	return progress{
 		State: v.State, Step: v.CurrentStep, Hooks: v.HooksTotal, Bytes: v.BytesDownloaded,
-		HooksDone: v.HooksSucceeded + v.HooksFailed + v.HooksSkipped + v.HooksNoResults,
+		HooksDone: v.HooksDone(),
 	}
 }
 
@@ -37,11 +38,13 @@ type outcome struct {
 	submitted
 	State     model.JobState     `json:"state"`
 	Error     string             `json:"error,omitempty"`
-	Hooks     []hookOutcome      `json:"hooks,omitempty"`
 	Counters  *workflowsCounters `json:"counters,omitempty"`
 	Elapsed   time.Duration      `json:"elapsed_ns"`
 	OutputDir string             `json:"output_dir"`
-	status    *workflows.Status
+	// HostQueue is the host queue of the worker that ran the hooks: the
+	// output dir is on that host.
+	HostQueue string `json:"host_queue,omitempty"`
+	hooksView
 }
 
 // workflowsCounters aliases the workflow's counters for JSON output.
@@ -54,20 +57,15 @@ type workflowsCounters = struct {
 	Bytes     int64 `json:"output_bytes"`
 }
 
-type hookOutcome struct {
-	Hook   string       `json:"hook"`
-	Status model.Status `json:"status"`
-	Error  string       `json:"error,omitempty"`
-}
-
 type result struct {
 	idx int
 	st  workflows.Status
 	err error
 }
 
-// waitJobs follows the jobs until each ends, printing progress as it
-// changes, and returns exit 1 when any did not finish successfully.
+// waitJobs follows the jobs until each ends (a live view on a terminal,
+// progress lines otherwise), shows each one's results table, and returns
+// exit 1 when any did not finish successfully.
 func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend, jobs []submitted) error {
 	start := a.now()
 	results := make(chan result, len(jobs))
@@ -75,28 +73,34 @@ func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend,
 		go func() {
 			var st workflows.Status
 			err := b.Temporal.GetWorkflow(ctx, j.WorkflowID, j.RunID).Get(ctx, &st)
+			if end, ok := workflows.EndStatus(err); ok {
+				// A failed or aborted job ends its workflow so, its Status
+				// in the error's details.
+				st, err = end, nil
+			}
 			results <- result{idx: i, st: st, err: err}
 		}()
 	}
-	last := make([]progress, len(jobs))
+	rep := a.newReporter(inv, b, jobs)
+	defer rep.close()
 	outcomes := make([]*outcome, len(jobs))
 	tick := time.NewTicker(a.pollInterval)
 	defer tick.Stop()
 	for remaining := len(jobs); remaining > 0; {
 		select {
 		case <-ctx.Done():
+			rep.close()
 			return withCode(exitJobFailed, fmt.Errorf("stopped waiting (%v); the jobs keep running: follow them with starter status IDENT", ctx.Err()))
 		case r := <-results:
 			remaining--
-			o := a.outcomeOf(inv, jobs[r.idx], r, a.now().Sub(start))
+			o := a.outcomeOf(ctx, inv, b, jobs[r.idx], r, a.now().Sub(start))
 			outcomes[r.idx] = o
-			if !inv.json {
-				a.printOutcome(o)
-			}
+			rep.finished(r.idx, o)
 		case <-tick.C:
-			a.showProgress(ctx, inv, b, jobs, outcomes, last, a.now().Sub(start))
+			rep.progress(ctx, a.now().Sub(start))
 		}
 	}
+	rep.close()
 	failed := 0
 	for _, o := range outcomes {
 		if o.State != model.StateFinished {
@@ -114,36 +118,16 @@ func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend,
 	return nil
 }
 
-// showProgress prints a line for every running job whose progress changed.
-func (a *app) showProgress(ctx context.Context, inv *invocation, b *backend.Backend, jobs []submitted, outcomes []*outcome, last []progress, elapsed time.Duration) {
-	if inv.json {
-		return
-	}
-	for i, j := range jobs {
-		if outcomes[i] != nil {
-			continue
-		}
-		v, err := b.Store.GetJob(ctx, j.Ident)
-		if err != nil {
-			continue // transient: the next tick tries again
-		}
-		p := progressOf(v)
-		if p == last[i] {
-			continue
-		}
-		last[i] = p
-		fmt.Fprintf(a.stdout, "%s  %-8s step %d/9  hooks %d/%d  %s  %s\n",
-			j.Ident, p.State, p.Step, p.HooksDone, p.Hooks, humanBytes(p.Bytes), elapsed.Round(100*time.Millisecond))
-	}
-}
-
-// outcomeOf turns a workflow result into an outcome.
-func (a *app) outcomeOf(inv *invocation, j submitted, r result, elapsed time.Duration) *outcome {
+// outcomeOf turns a workflow result into an outcome. A workflow that
+// ended with an error (a failed or aborted job) still has its Status: as
+// the error's details, or by querying the closed workflow.
+func (a *app) outcomeOf(ctx context.Context, inv *invocation, b *backend.Backend, j submitted, r result, elapsed time.Duration) *outcome {
 	dir, err := filepath.Abs(filepath.Join(inv.cfg.ArchiveDir, "snapshots", j.Ident))
 	if err != nil {
 		dir = filepath.Join(inv.cfg.ArchiveDir, "snapshots", j.Ident)
 	}
 	o := &outcome{submitted: j, Elapsed: elapsed, OutputDir: dir}
+	st := r.st
 	if r.err != nil {
 		o.State = model.StateFailed
 		var canceled *temporal.CanceledError
@@ -152,42 +136,76 @@ func (a *app) outcomeOf(inv *invocation, j submitted, r result, elapsed time.Dur
 			o.State = model.StateAborted
 		}
 		o.Error = r.err.Error()
-		return o
+		var ok bool
+		if st, ok = statusFromError(r.err); !ok {
+			var qerr error
+			st, qerr = queryStatus(ctx, b.Temporal, j.WorkflowID, j.RunID, statusQueryTimeout)
+			ok = qerr == nil && st.State.Final()
+		}
+		if !ok {
+			return o
+		}
 	}
-	st := r.st
-	o.status = &st
-	o.State, o.Error = st.State, st.Error
+	o.State = st.State
+	if st.Error != "" || r.err == nil {
+		o.Error = st.Error
+	}
+	o.HostQueue = st.HostQueue
 	o.Counters = &workflowsCounters{
 		Total: st.Counters.Total, Succeeded: st.Counters.Succeeded, Failed: st.Counters.Failed,
 		Skipped: st.Counters.Skipped, NoResults: st.Counters.NoResults, Bytes: st.Counters.OutputSize,
 	}
-	for _, h := range st.Hooks {
-		ho := hookOutcome{Hook: h.Plugin + "/" + h.Hook}
-		if h.Result != nil {
-			ho.Status, ho.Error = h.Result.Status, h.Result.Error
-		}
-		o.Hooks = append(o.Hooks, ho)
-	}
+	o.hooksView = hooksViewOf(st)
 	return o
 }
 
-// printOutcome prints how a job ended, where its outputs are and its link.
-func (a *app) printOutcome(o *outcome) {
-	fmt.Fprintf(a.stdout, "%s  %s  %s in %s\n", o.Ident, strings.ToUpper(string(o.State)), o.URL, o.Elapsed.Round(100*time.Millisecond))
+// printOutcome prints how a job ended, its hooks table, where its files
+// are (and the index page to open) and its Web UI link; width cuts the
+// table's lines (0: not a terminal).
+func (a *app) printOutcome(o *outcome, width int) {
+	line := fmt.Sprintf("%s  %s  %s in %s", o.Ident, strings.ToUpper(string(o.State)), o.URL, o.Elapsed.Round(100*time.Millisecond))
 	if c := o.Counters; c != nil {
-		fmt.Fprintf(a.stdout, "  hooks: %d total, %d succeeded, %d noresults, %d skipped, %d failed; %s of output\n",
-			c.Total, c.Succeeded, c.NoResults, c.Skipped, c.Failed, humanBytes(c.Bytes))
-	}
-	for _, h := range o.Hooks {
-		if h.Status == model.StatusFailed {
-			fmt.Fprintf(a.stdout, "  failed hook %s: %s\n", h.Hook, h.Error)
+		line += fmt.Sprintf(" — hooks: %d total, %d succeeded", c.Total, c.Succeeded)
+		for _, n := range []struct {
+			n    int
+			what string
+		}{{c.NoResults, "noresults"}, {c.Skipped, "skipped"}, {c.Failed, "failed"}} {
+			if n.n > 0 {
+				line += fmt.Sprintf(", %d %s", n.n, n.what)
+			}
 		}
+		line += "; " + humanBytes(c.Bytes) + " of output"
+	}
+	fmt.Fprintln(a.stdout, line)
+	if len(o.Hooks) > 0 {
+		writeHookTable(a.stdout, o.Hooks, o.Hints, width)
 	}
 	if o.Error != "" {
-		fmt.Fprintf(a.stdout, "  error: %s\n", o.Error)
+		fmt.Fprintf(a.stdout, "  error:   %s\n", oneLine(o.Error))
 	}
-	fmt.Fprintf(a.stdout, "  outputs: %s\n", o.OutputDir)
+	fmt.Fprintf(a.stdout, "  files:   %s\n", filesLine(o.OutputDir, o.HostQueue))
 	if o.UI != "" {
-		fmt.Fprintf(a.stdout, "  Web UI: %s\n", o.UI)
+		fmt.Fprintf(a.stdout, "  Web UI:  %s\n", o.UI)
 	}
+}
+
+// indexPages are the pages that present a snapshot, best first, relative
+// to its directory.
+var indexPages = []string{"index.html", filepath.Join("index", "index.html")}
+
+// filesLine says where a job's files are: the directory and the index
+// page to open when this host has them, else on which worker host.
+func filesLine(dir, hostQueue string) string {
+	if _, err := os.Stat(dir); err != nil {
+		if hostQueue != "" {
+			return fmt.Sprintf("%s on the worker host of %s", dir, hostQueue)
+		}
+		return dir + " on the worker host that ran the job"
+	}
+	for _, p := range indexPages {
+		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {
+			return fmt.Sprintf("%s  (open %s)", dir, p)
+		}
+	}
+	return dir
 }

@@ -80,13 +80,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "workers: %v\n", err)
 		return 2
 	}
-	log, err := logging.New(cfg.Log)
+	// A configured plugins root that is missing stops the start here,
+	// named, rather than failing every job at discovery.
+	roots, err := pools.PluginRoots(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "workers: %v\n", err)
+		return 2
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		fmt.Fprintf(stderr, "workers: %v\n", err)
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	if err := serve(ctx, cfg, names, log); err != nil {
+	if err := serve(ctx, cfg, names, roots, log); err != nil {
 		log.Error("workers stopped", zap.Error(err))
 		return 1
 	}
@@ -94,7 +101,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 // serve connects to the backends and runs the pools until ctx ends.
-func serve(ctx context.Context, cfg *config.Config, names []string, log *zap.Logger) error {
+func serve(ctx context.Context, cfg *config.Config, names, pluginRoots []string, log *zap.Logger) error {
 	be, err := backend.Open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -104,5 +111,6 @@ func serve(ctx context.Context, cfg *config.Config, names []string, log *zap.Log
 	if err != nil {
 		return err
 	}
+	d.PluginDirs = pluginRoots
 	return pools.Run(ctx, d, names)
 }

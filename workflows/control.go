@@ -1,9 +1,10 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
-	"regexp"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/archiveflow/archiveflow/activities"
@@ -71,25 +72,25 @@ func (s *snapshot) status() Status {
 	st := Status{
 		Ident:           s.in.Job.Ident,
 		URL:             s.in.Job.URL,
-		State:           s.state,
-		CurrentStep:     s.step,
-		Settings:        s.settings,
-		SettingsVersion: s.settingsVersion,
-		HostQueue:       s.hostQueue,
-		Claims:          s.claim,
-		Error:           s.failure,
-		Counters:        s.counters,
+		State:           s.job.state,
+		CurrentStep:     s.claim.step,
+		Settings:        s.settings.current,
+		SettingsVersion: s.settings.version,
+		HostQueue:       s.claim.hostQueue,
+		Claims:          s.claim.n,
+		Error:           s.job.failure,
+		Counters:        s.claim.counters,
 		Hooks:           make([]HookStatus, 0, len(s.plan.Hooks)),
 	}
-	if st.Error == "" && s.stopReason != "" {
-		st.Error = s.stopReason
+	if st.Error == "" && s.job.stopReason != "" {
+		st.Error = s.job.stopReason
 	}
 	for _, h := range s.plan.Hooks {
 		hs := HookStatus{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background, Phase: PhasePending}
-		if res, ok := s.results[h.Key()]; ok {
+		if res, ok := s.claim.results[h.Key()]; ok {
 			r := res
 			hs.Phase, hs.Result = PhaseDone, &r
-		} else if s.running[h.Key()] {
+		} else if s.claim.running[h.Key()] {
 			hs.Phase = PhaseRunning
 		}
 		st.Hooks = append(st.Hooks, hs)
@@ -144,28 +145,24 @@ func (s *snapshot) abort(req AbortRequest) {
 	s.stop(reason, true)
 }
 
-// validateSettings rejects settings out of range, ignore patterns that do
-// not compile, and any change once the job is stopping or final.
+// validateSettings rejects settings model.Settings.Validate refuses (ranges,
+// ignore patterns), so the Redis store is never asked to write what it
+// cannot, and any change once the job is stopping or final.
 func (s *snapshot) validateSettings(set model.Settings) error {
-	if s.state.Final() || s.stopReason != "" {
+	if s.job.state.Final() || s.job.stopReason != "" {
 		return fmt.Errorf("set_settings on %s: job is %s; settings can no longer change", s.in.Job.Ident, s.stateWord())
 	}
 	if err := set.Validate(); err != nil {
 		return fmt.Errorf("set_settings on %s: %w", s.in.Job.Ident, err)
 	}
-	for _, re := range set.Ignores {
-		if _, err := regexp.Compile(re); err != nil {
-			return fmt.Errorf("set_settings on %s: ignore pattern %q: must be an RE2 expression: %w", s.in.Job.Ident, re, err)
-		}
-	}
 	return nil
 }
 
 func (s *snapshot) stateWord() string {
-	if s.stopReason != "" && !s.state.Final() {
+	if s.job.stopReason != "" && !s.job.state.Final() {
 		return "stopping"
 	}
-	return string(s.state)
+	return string(s.job.state)
 }
 
 // updateSettings handles UpdateSetSettings: new settings take effect for
@@ -183,17 +180,50 @@ func (s *snapshot) updateSettings(ctx workflow.Context, set model.Settings) (int
 // settings_age bump, publish). It returns the write's sequence number and
 // the new settings version.
 func (s *snapshot) applySettings(set model.Settings) (seq, version int) {
-	s.settings = set
-	s.settingsVersion++
+	s.settings = settingsState{current: set, version: s.settings.version + 1}
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	in := activities.SettingsInput{
 		Ident:    s.in.Job.Ident,
 		Settings: set,
-		Version:  s.settingsVersion,
-		Key:      fmt.Sprintf("%s/settings/%d", s.runID, s.settingsVersion),
+		Version:  s.settings.version,
+		Key:      fmt.Sprintf("%s/settings/%d", s.runID, s.settings.version),
 	}
 	seq = s.writes.enqueue("apply settings", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.ApplySettings, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.ApplySettings, in).Get(c, nil)
 	})
-	return seq, s.settingsVersion
+	return seq, s.settings.version
+}
+
+// ErrTypeJobFailed is the ApplicationError type of a SnapshotWorkflow whose
+// job failed (InputV2); its details are the final Status.
+const ErrTypeJobFailed = "JobFailed"
+
+// endError is how the workflow of a job that did not finish ends (InputV2):
+// failed with a non-retryable ErrTypeJobFailed error, aborted as canceled,
+// each carrying st as details, so Temporal's status, Failures view and
+// metrics say what the job's state says. A finished job has none.
+func endError(st Status) error {
+	switch st.State {
+	case model.StateFailed:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("job %s failed: %s", st.Ident, st.Error), ErrTypeJobFailed, nil, st)
+	case model.StateAborted:
+		return temporal.NewCanceledError(st)
+	}
+	return nil
+}
+
+// EndStatus reads the final Status of a SnapshotWorkflow from the error its
+// run returned: a job that failed or was aborted ends its workflow failed
+// or canceled with the Status as the error's details (InputV2). ok is
+// false when err carries no Status (any other error, or none).
+func EndStatus(err error) (st Status, ok bool) {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == ErrTypeJobFailed && appErr.HasDetails() {
+		return st, appErr.Details(&st) == nil
+	}
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) && canceled.HasDetails() {
+		return st, canceled.Details(&st) == nil
+	}
+	return Status{}, false
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -133,10 +134,14 @@ func softFail(context.Context, activities.RunRequest, activities.Sink) (activiti
 	return activities.Outcome{Result: model.ArchiveResult{Status: model.StatusFailed, Error: "no title found"}}, nil
 }
 
-// untilCancelled blocks until the attempt is cancelled, then reports the
-// exit of a hook stopped by SIGTERM.
-func untilCancelled(ctx context.Context, _ activities.RunRequest, _ activities.Sink) (activities.Outcome, error) {
+// untilCancelled blocks until the attempt is cancelled, then reports what
+// the runner reports for a hook stopped by SIGTERM: a foreground hook's
+// stop is transient, a background hook's (the seal) succeeded.
+func untilCancelled(ctx context.Context, req activities.RunRequest, _ activities.Sink) (activities.Outcome, error) {
 	<-ctx.Done()
+	if req.Hook.Background {
+		return activities.Outcome{Result: model.ArchiveResult{Status: model.StatusSucceeded, ExitCode: 143}}, nil
+	}
 	return activities.Outcome{Transient: true, Error: "terminated", Result: model.ArchiveResult{ExitCode: 143}}, nil
 }
 
@@ -175,6 +180,25 @@ func (d fakeDiscoverer) Discover(context.Context, activities.DiscoverInput) (act
 	return d.plan, nil
 }
 
+// fakeSealer records every seal.
+type fakeSealer struct {
+	mu    sync.Mutex
+	seals []activities.SealInput
+}
+
+func (f *fakeSealer) Seal(_ context.Context, in activities.SealInput) (activities.SealReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seals = append(f.seals, in)
+	return activities.SealReport{Files: []string{"/archive/snapshots/" + in.Job.SnapshotID + "/index.jsonl"}}, nil
+}
+
+func (f *fakeSealer) all() []activities.SealInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]activities.SealInput(nil), f.seals...)
+}
+
 // fakeStore records every write.
 type fakeStore struct {
 	mu       sync.Mutex
@@ -184,6 +208,8 @@ type fakeStore struct {
 	finishes []activities.FinishInput
 	settings []activities.SettingsInput
 	calls    int
+	// failResults fails that many RecordResult calls first (Redis down).
+	failResults int
 }
 
 func newFakeStore() *fakeStore {
@@ -210,6 +236,10 @@ func (s *fakeStore) RecordResult(_ context.Context, in activities.ResultInput) e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	if s.failResults > 0 {
+		s.failResults--
+		return errors.New("redis: connection refused")
+	}
 	if _, dup := s.results[in.Key]; dup {
 		return nil
 	}
@@ -268,46 +298,69 @@ type harness struct {
 	env    *testsuite.TestWorkflowEnvironment
 	runner *fakeRunner
 	store  *fakeStore
-	acts   *activities.Activities
+	sealer *fakeSealer
+	pool   *activities.PoolActivities
+	host   *activities.HostActivities
+	// endErr is the workflow's error of the last run: a failed or aborted
+	// job's (InputV2), nil for a finished one.
+	endErr error
 }
 
 func newHarness(t *testing.T, p activities.Plan) *harness {
 	t.Helper()
-	h := &harness{t: t, runner: newFakeRunner(), store: newFakeStore()}
+	h := &harness{t: t, runner: newFakeRunner(), store: newFakeStore(), sealer: &fakeSealer{}}
 	h.SetLogger(testLogger{t})
 	h.env = h.NewTestWorkflowEnvironment()
 	h.env.SetTestTimeout(60 * time.Second)
 	// As the workers do: heartbeats (and so cancellations) are not held
 	// back for 80% of the heartbeat timeout.
 	h.env.SetWorkerOptions(worker.Options{MaxHeartbeatThrottleInterval: 50 * time.Millisecond})
-	a, err := activities.New(fakeDiscoverer{plan: p}, h.runner, h.store, zap.NewNop(),
-		activities.Options{HostQueue: testHostQueue, HeartbeatInterval: 20 * time.Millisecond, LogFlushInterval: 50 * time.Millisecond})
+	var err error
+	h.pool, err = activities.NewPool(h.store, nil, fakeDiscoverer{plan: p}, testHostQueue, zap.NewNop())
 	require.NoError(t, err)
-	h.acts = a
+	h.host, err = activities.NewHost(fakeDiscoverer{plan: p}, h.runner, h.sealer, h.store, zap.NewNop(), activities.Options{
+		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,
+		LogFlushInterval: 50 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
+		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
+	})
+	require.NoError(t, err)
 	h.env.RegisterWorkflow(SnapshotWorkflow)
 	h.env.RegisterWorkflow(BackgroundHookWorkflow)
-	h.env.RegisterActivity(a)
+	h.env.RegisterActivity(h.pool)
+	h.env.RegisterActivity(h.host)
 	return h
 }
 
+// input is a complete input as internal/submit builds one, with the
+// timings of these tests.
 func input(concurrency int) SnapshotInput {
 	return SnapshotInput{
-		Job:       activities.Job{Ident: testIdent, URL: testURL},
-		Pool:      testPool,
-		TaskQueue: testQueue,
-		Settings:  model.Settings{Concurrency: concurrency, UserAgent: "ua/1"},
+		Version:         InputVersion,
+		Job:             activities.Job{Ident: testIdent, URL: testURL, SnapshotID: testIdent},
+		Pool:            testPool,
+		TaskQueue:       testQueue,
+		Settings:        model.Settings{Concurrency: concurrency, UserAgent: "ua/1"},
+		SequentialSteps: []int{5},
 		Retry: RetryPolicies{Default: Retry{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3,
 		}},
+		Timing: Timing{HeartbeatTimeout: 10 * time.Second, StartMargin: 30 * time.Second, HostScheduleToStart: 2 * time.Minute,
+			BackgroundMaxRun: 24 * time.Hour, MaxClaims: 3},
 	}
 }
 
-// run executes the workflow and returns its final Status.
+// run executes the workflow and returns its final Status: its result, or,
+// for a job that failed or was aborted, the details of the workflow's
+// error (kept in h.endErr).
 func (h *harness) run(in SnapshotInput) Status {
 	h.t.Helper()
 	h.env.ExecuteWorkflow(SnapshotWorkflow, in)
 	require.True(h.t, h.env.IsWorkflowCompleted(), "workflow did not complete")
-	require.NoError(h.t, h.env.GetWorkflowError())
+	if h.endErr = h.env.GetWorkflowError(); h.endErr != nil {
+		st, ok := EndStatus(h.endErr)
+		require.True(h.t, ok, "workflow error without a Status: %v", h.endErr)
+		return st
+	}
 	var st Status
 	require.NoError(h.t, h.env.GetWorkflowResult(&st))
 	return st

@@ -24,6 +24,14 @@ func skippedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
 	return r
 }
 
+// notStartedResult records a background hook that the seal (or a stop)
+// reached before it started: skipped, never succeeded.
+func notStartedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
+	r := baseResult(h)
+	r.Status, r.OutputStr, r.StartedAt, r.EndedAt = model.StatusSkipped, activities.NotStartedBeforeSeal, now, now
+	return r
+}
+
 // configFailedResult records a hook whose plugin configuration is invalid.
 func configFailedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
 	r := baseResult(h)

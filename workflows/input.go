@@ -10,10 +10,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
-// DefaultSequentialSteps are the steps whose hooks run one at a time when a
-// job does not say otherwise: step 5, the DOM extractors sharing one tab.
-var DefaultSequentialSteps = []int{5}
-
 // Retry is one activity retry policy for hook attempts.
 type Retry struct {
 	InitialInterval    time.Duration `json:"initial_interval"`
@@ -38,9 +34,6 @@ func (r Retry) Validate() error {
 	return nil
 }
 
-// DefaultRetry is the hook retry policy when a job carries none.
-var DefaultRetry = Retry{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 3}
-
 // RetryPolicies are the hook retry policies of a job: a default and per
 // plugin overrides (keyed by plugin name).
 type RetryPolicies struct {
@@ -57,6 +50,7 @@ func (p RetryPolicies) For(plugin string) Retry {
 }
 
 // Timing holds the timeouts the workflow derives activity options from.
+// Every value comes from the configuration (internal/submit).
 type Timing struct {
 	// HeartbeatTimeout of hook activities: how soon a dead worker or a
 	// cancellation is noticed. Must exceed the workers' heartbeat interval.
@@ -82,58 +76,77 @@ type Timing struct {
 	StepAttributeDelay time.Duration `json:"step_attribute_delay,omitempty"`
 }
 
-// DefaultTiming is used for every Timing field left zero.
-var DefaultTiming = Timing{
-	HeartbeatTimeout:    10 * time.Second,
-	StartMargin:         30 * time.Second,
-	HostScheduleToStart: 2 * time.Minute,
-	BackgroundMaxRun:    24 * time.Hour,
-	MaxDuration:         0,
-	MaxClaims:           3,
+// Validate checks that every timing is set and in range.
+func (t Timing) Validate() error {
+	switch {
+	case t.HeartbeatTimeout <= 0:
+		return fmt.Errorf("timing heartbeat_timeout %s: must be > 0", t.HeartbeatTimeout)
+	case t.StartMargin <= 0:
+		return fmt.Errorf("timing start_margin %s: must be > 0", t.StartMargin)
+	case t.HostScheduleToStart <= 0:
+		return fmt.Errorf("timing host_schedule_to_start %s: must be > 0", t.HostScheduleToStart)
+	case t.BackgroundMaxRun <= 0:
+		return fmt.Errorf("timing background_max_run %s: must be > 0", t.BackgroundMaxRun)
+	case t.MaxDuration < 0:
+		return fmt.Errorf("timing max_duration %s: must be >= 0 (0 = none)", t.MaxDuration)
+	case t.MaxClaims < 1:
+		return fmt.Errorf("timing max_claims %d: must be >= 1", t.MaxClaims)
+	case t.StepAttributeDelay < 0:
+		return fmt.Errorf("timing step_attribute_delay %s: must be >= 0", t.StepAttributeDelay)
+	}
+	return nil
 }
 
-func (t Timing) withDefaults() Timing {
-	d := DefaultTiming
-	if t.HeartbeatTimeout <= 0 {
-		t.HeartbeatTimeout = d.HeartbeatTimeout
-	}
-	if t.StartMargin <= 0 {
-		t.StartMargin = d.StartMargin
-	}
-	if t.HostScheduleToStart <= 0 {
-		t.HostScheduleToStart = d.HostScheduleToStart
-	}
-	if t.BackgroundMaxRun <= 0 {
-		t.BackgroundMaxRun = d.BackgroundMaxRun
-	}
-	if t.MaxClaims <= 0 {
-		t.MaxClaims = d.MaxClaims
-	}
-	return t
-}
+// SnapshotInput versions. The workflow behaves as the version its input was
+// built with says, so every recorded history replays; internal/submit
+// builds InputVersion.
+const (
+	// InputComplete (1): the input carries every value (internal/submit
+	// builds it from the configuration).
+	InputComplete = 1
+	// InputV2 (2) changes four things: a job that ends failed or aborted
+	// ends its workflow failed or canceled, with its Status as the error's
+	// details (EndStatus reads it); the seal writes the snapshot's index on
+	// the claimed host (SealSnapshot); the state and step search
+	// attributes show a change once it has lasted
+	// Timing.StepAttributeDelay (a final state at once); and a hook whose
+	// heartbeat times out asks at once whether its host is alive
+	// (HostLiveness) instead of being retried on the host's queue.
+	InputV2 = 2
+	// InputVersion is the version of every input built now.
+	InputVersion = InputV2
+)
 
 // SnapshotInput starts one snapshot workflow.
 type SnapshotInput struct {
-	Job activities.Job `json:"job"`
+	// Version is InputVersion for every input built now; 0 marks an
+	// input recorded before inputs carried every value, which left some
+	// to the workflow (see recorded).
+	Version int            `json:"version,omitempty"`
+	Job     activities.Job `json:"job"`
 	// Pool is the worker pool's name (a search attribute).
 	Pool string `json:"pool"`
 	// TaskQueue is the pool's shared task queue: the host claim, Redis
 	// writes and background child workflows run there.
 	TaskQueue string         `json:"task_queue"`
 	Settings  model.Settings `json:"settings"`
-	// SequentialSteps run one hook at a time; nil means DefaultSequentialSteps.
+	// SequentialSteps run one hook at a time (none when empty).
 	SequentialSteps []int         `json:"sequential_steps"`
 	Retry           RetryPolicies `json:"retry"`
 	Timing          Timing        `json:"timing"`
 }
 
-// Validate checks what the workflow cannot run without.
+// Validate checks that the input carries every value the workflow needs.
 func (in SnapshotInput) Validate() error {
 	switch {
+	case in.Version < InputComplete || in.Version > InputVersion:
+		return fmt.Errorf("input version %d: must be %d..%d (build the input with internal/submit)", in.Version, InputComplete, InputVersion)
 	case in.Job.Ident == "":
 		return fmt.Errorf("job ident: must not be empty")
 	case in.Job.URL == "":
 		return fmt.Errorf("job %s: url must not be empty", in.Job.Ident)
+	case in.Job.SnapshotID == "":
+		return fmt.Errorf("job %s: snapshot_id must not be empty", in.Job.Ident)
 	case in.TaskQueue == "":
 		return fmt.Errorf("job %s: task_queue must not be empty", in.Job.Ident)
 	}
@@ -145,8 +158,8 @@ func (in SnapshotInput) Validate() error {
 			return fmt.Errorf("job %s: sequential step %d: must be 0..9", in.Job.Ident, s)
 		}
 	}
-	if in.Timing.StepAttributeDelay < 0 {
-		return fmt.Errorf("job %s: timing step_attribute_delay %s: must be >= 0", in.Job.Ident, in.Timing.StepAttributeDelay)
+	if err := in.Timing.Validate(); err != nil {
+		return fmt.Errorf("job %s: %w", in.Job.Ident, err)
 	}
 	if err := in.Retry.Default.Validate(); err != nil {
 		return fmt.Errorf("job %s default retry: %w", in.Job.Ident, err)
@@ -159,17 +172,34 @@ func (in SnapshotInput) Validate() error {
 	return nil
 }
 
-// withDefaults fills the optional fields.
-func (in SnapshotInput) withDefaults() SnapshotInput {
-	if in.SequentialSteps == nil {
-		in.SequentialSteps = DefaultSequentialSteps
+// since reports whether the input was built with version v or later.
+func (in SnapshotInput) since(v int) bool { return in.Version >= v }
+
+// recorded completes an input of Version 0, recorded before inputs
+// carried every value, with the values the workflow then filled in, so
+// those histories replay unchanged. A complete input is returned as is.
+// These are not defaults: config.Default() owns those, and internal/submit
+// puts them into every new input.
+func (in SnapshotInput) recorded() SnapshotInput {
+	if in.Version != 0 {
+		return in
 	}
-	if in.Retry.Default == (Retry{}) {
-		in.Retry.Default = DefaultRetry
+	in.Version = InputComplete
+	if in.SequentialSteps == nil {
+		in.SequentialSteps = []int{5}
 	}
 	if in.Job.SnapshotID == "" {
 		in.Job.SnapshotID = in.Job.Ident
 	}
-	in.Timing = in.Timing.withDefaults()
+	t := &in.Timing
+	if t.StartMargin <= 0 {
+		t.StartMargin = 30 * time.Second
+	}
+	if t.BackgroundMaxRun <= 0 {
+		t.BackgroundMaxRun = 24 * time.Hour
+	}
+	if t.MaxClaims <= 0 {
+		t.MaxClaims = 3
+	}
 	return in
 }

@@ -12,6 +12,9 @@
 // every hook failed, the host was lost more than Timing.MaxClaims times, or
 // Timing.MaxDuration ran out. It is finished otherwise, even if single hooks
 // failed, and aborted after an abort signal or a Temporal cancel request.
+// From InputV2 on a failed job fails its workflow and an aborted one cancels
+// it, with the job's Status as the error's details (EndStatus), so
+// Temporal's own views tell the job's end.
 //
 // Host affinity: the snapshot claims a worker's own task queue (ClaimHost
 // on the pool's queue) and sends every hook there. Archives are not on
@@ -44,7 +47,8 @@ const (
 	reasonDeadline  = "job exceeded its maximum duration"
 )
 
-// snapshot is the state of one SnapshotWorkflow run.
+// snapshot is the state of one SnapshotWorkflow run, in parts that change
+// together.
 type snapshot struct {
 	in    SnapshotInput
 	runID string
@@ -55,32 +59,72 @@ type snapshot struct {
 	runCtx    workflow.Context
 	cancelRun workflow.CancelFunc
 
-	state model.JobState
-	step  int
-	// attrStep is the step the search attributes last showed; stepTimer
-	// says a delayed step upsert is pending (see publishStep).
-	attrStep        int
-	stepTimer       bool
-	settings        model.Settings
-	settingsVersion int
+	job      jobStatus
+	settings settingsState
+	plan     hookPlan
+	claim    claim
+	attr     stepAttribute
+	writes   writer
+}
 
-	claim     int
-	hostQueue string
-	hostLost  bool
-	plan      activities.Plan
-	names     map[string]int // hook file name → count in plan
-	results   map[string]model.ArchiveResult
-	running   map[string]bool
-	counters  activities.Counters
-	fgActive  int
-	bgLive    int
-	bgCancels []workflow.CancelFunc
-
+// jobStatus is where the job stands as a whole.
+type jobStatus struct {
+	state      model.JobState
 	stopReason string // abort reason, reasonCancelled or reasonDeadline
 	aborted    bool   // stopped by an operator (abort signal or cancel)
 	failure    string // why the job failed, if it did
+}
 
-	writes writer
+// settingsState are the job's current settings and their generation (the
+// set_settings handlers change them).
+type settingsState struct {
+	current model.Settings
+	version int
+}
+
+// hookPlan is the discovered plan and how often each hook file name occurs
+// in it.
+type hookPlan struct {
+	activities.Plan
+	names map[string]int // hook file name → count in plan
+}
+
+// claim is one claim of the snapshot by a host: everything a lost host
+// takes with it. A re-claim starts from a fresh claim (newClaim).
+type claim struct {
+	n          int // 1 for the first claim
+	hostQueue  string
+	discovered bool // the plan was discovered on this claim's host
+	hostLost   bool
+	step       int
+	results    map[string]model.ArchiveResult
+	running    map[string]bool
+	counters   activities.Counters
+	fgActive   int
+	bgLive     int
+	bgCancels  []workflow.CancelFunc
+}
+
+// newClaim is claim n, from step 0, with Redis counters to be rewritten
+// as absolute values for a plan of total hooks.
+func newClaim(n, total int) claim {
+	return claim{
+		n:        n,
+		results:  map[string]model.ArchiveResult{},
+		running:  map[string]bool{},
+		counters: activities.Counters{Total: total},
+	}
+}
+
+// stepAttribute is what the state and step search attributes show: the
+// step and state they last showed, and the delayed upsert that is pending
+// (see publishStep, showLater).
+type stepAttribute struct {
+	shown      int
+	shownState model.JobState
+	pending    bool
+	// cancelLater cancels the pending delayed upsert (InputV2).
+	cancelLater workflow.CancelFunc
 }
 
 // SnapshotWorkflow runs one snapshot: it claims a worker host, discovers
@@ -89,10 +133,11 @@ type snapshot struct {
 // BackgroundHookWorkflow children), seals (cancels and awaits background
 // children) and writes the final job state. It answers the `status` query,
 // the `abort` signal and the `set_settings` update and signal. It returns
-// the final Status; a failed or aborted job is a completed workflow whose
-// Status says so.
+// the final Status. A failed or aborted job ends the workflow failed or
+// canceled with that Status as the error's details (InputV2; before it, a
+// completed workflow whose Status says so).
 func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
-	in = in.withDefaults()
+	in = in.recorded()
 	if err := in.Validate(); err != nil {
 		return Status{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("snapshot input: %v", err), "InvalidSnapshotInput", err)
 	}
@@ -112,22 +157,24 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 	if err := workflow.Await(s.dctx, func() bool { return workflow.AllHandlersFinished(s.dctx) && s.writes.idle() }); err != nil {
 		return s.status(), fmt.Errorf("await handlers of %s: %w", in.Job.Ident, err)
 	}
-	return s.status(), nil
+	st := s.status()
+	if !in.since(InputV2) {
+		return st, nil
+	}
+	return st, endError(st)
 }
 
 func newSnapshot(ctx workflow.Context, in SnapshotInput) *snapshot {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	s := &snapshot{
+	return &snapshot{
 		in:       in,
 		runID:    workflow.GetInfo(ctx).WorkflowExecution.RunID,
 		dctx:     dctx,
-		state:    model.StatePending,
-		settings: in.Settings,
-		results:  map[string]model.ArchiveResult{},
-		running:  map[string]bool{},
+		job:      jobStatus{state: model.StatePending},
+		settings: settingsState{current: in.Settings},
+		claim:    newClaim(0, 0),
+		writes:   writer{ctx: dctx},
 	}
-	s.writes = writer{ctx: dctx}
-	return s
 }
 
 // log is the workflow's replay-safe logger.
@@ -166,143 +213,161 @@ func (s *snapshot) startDeadline() func() {
 // stop cancels every running hook and background child; the step loop and
 // the seal then wind down. The first reason wins.
 func (s *snapshot) stop(reason string, operator bool) {
-	if s.stopReason != "" || s.state.Final() {
+	if s.job.stopReason != "" || s.job.state.Final() {
 		return
 	}
-	s.stopReason, s.aborted = reason, operator
+	s.job.stopReason, s.job.aborted = reason, operator
 	s.log().Info("stopping snapshot", "reason", reason)
 	if s.cancelRun != nil {
 		s.cancelRun()
 	}
 }
 
-func (s *snapshot) stopping() bool { return s.stopReason != "" || s.hostLost }
+func (s *snapshot) stopping() bool { return s.job.stopReason != "" || s.claim.hostLost }
 
 // execute claims a host and runs the plan, re-claiming when the host is lost.
 func (s *snapshot) execute() {
-	for s.claim = 1; ; s.claim++ {
-		err := s.runClaim()
+	for n := 1; ; n++ {
+		err := s.runClaim(n)
 		switch {
-		case err == nil || s.stopReason != "":
+		case err == nil || s.job.stopReason != "":
 			return
 		case !errors.Is(err, errHostLost):
-			s.failure = err.Error()
+			s.job.failure = err.Error()
 			return
-		case s.claim >= s.in.Timing.MaxClaims:
-			s.failure = fmt.Sprintf("snapshot host lost %d times (max_claims %d)", s.claim, s.in.Timing.MaxClaims)
+		case n >= s.in.Timing.MaxClaims:
+			s.job.failure = fmt.Sprintf("snapshot host lost %d times (max_claims %d)", n, s.in.Timing.MaxClaims)
 			return
 		}
-		s.log().Warn("snapshot host lost; re-claiming from step 0", "host_queue", s.hostQueue, "claim", s.claim)
+		s.log().Warn("snapshot host lost; re-claiming from step 0", "host_queue", s.claim.hostQueue, "claim", n)
 	}
 }
 
-// runClaim is one claim of the snapshot: host, discovery, steps, seal.
-func (s *snapshot) runClaim() error {
+// runClaim is claim n of the snapshot: host, discovery, steps, seal. It
+// forgets the results of a lost claim: the new host starts from step 0 and
+// Redis counters are rewritten as absolute values.
+func (s *snapshot) runClaim(n int) error {
 	s.runCtx, s.cancelRun = workflow.WithCancel(s.dctx)
 	defer s.cancelRun()
-	s.resetClaim()
+	s.claim = newClaim(n, len(s.plan.Hooks))
 	if s.stopping() {
 		return nil
 	}
-	if err := s.claimHost(); err != nil {
-		return err
-	}
-	if err := s.discover(); err != nil {
-		return err
+	if s.in.since(InputV2) {
+		if err := s.claimAndDiscover(); err != nil {
+			return err
+		}
+	} else {
+		if err := s.claimHost(); err != nil {
+			return err
+		}
+		if err := s.discover(); err != nil {
+			return err
+		}
 	}
 	for step := 0; step <= 9 && !s.stopping(); step++ {
 		s.enterStep(step)
 		s.runStep(step)
 	}
 	s.seal()
-	if s.hostLost && s.stopReason == "" {
+	if s.claim.hostLost && s.job.stopReason == "" {
 		return errHostLost
 	}
 	return nil
 }
 
-// resetClaim forgets the results of a lost claim: the new host starts from
-// step 0 and Redis counters are rewritten as absolute values.
-func (s *snapshot) resetClaim() {
-	s.hostLost = false
-	s.results = map[string]model.ArchiveResult{}
-	s.running = map[string]bool{}
-	s.counters = activities.Counters{Total: len(s.plan.Hooks)}
-	s.bgCancels = nil
-	s.step = 0
-}
-
 func (s *snapshot) claimHost() error {
-	actx := workflow.WithActivityOptions(s.runCtx, claimOptions(s.in.TaskQueue, s.in.Job.Ident+"/claim"+claimSuffix(s.claim)))
+	actx := workflow.WithActivityOptions(s.runCtx, claimOptions(s.in.TaskQueue, s.in.Job.Ident+"/claim"+claimSuffix(s.claim.n)))
 	var queue string
-	if err := workflow.ExecuteActivity(actx, acts.ClaimHost, s.in.Job.Ident).Get(s.dctx, &queue); err != nil {
+	if err := workflow.ExecuteActivity(actx, poolActs.ClaimHost, s.in.Job.Ident).Get(s.dctx, &queue); err != nil {
 		if s.stopping() {
 			return nil
 		}
 		return fmt.Errorf("claim host for %s: %w", s.in.Job.Ident, err)
 	}
-	s.hostQueue = queue
+	s.claim.hostQueue = queue
 	s.enqueueState(model.StateActive)
 	return nil
 }
 
+// claimAndDiscover claims a host and discovers the hooks on it in one
+// activity on the pool's queue (InputV2): the worker that takes it is the
+// host.
+func (s *snapshot) claimAndDiscover() error {
+	id := s.in.Job.Ident + "/claim" + claimSuffix(s.claim.n)
+	actx := workflow.WithActivityOptions(s.runCtx, claimAndDiscoverOptions(s.in.TaskQueue, id))
+	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
+	var c activities.Claim
+	if err := workflow.ExecuteActivity(actx, poolActs.ClaimAndDiscover, in).Get(s.dctx, &c); err != nil {
+		if s.stopping() {
+			return nil
+		}
+		return fmt.Errorf("claim a host and discover hooks for %s: %w", s.in.Job.Ident, err)
+	}
+	s.claim.hostQueue = c.HostQueue
+	s.enqueueState(model.StateActive)
+	return s.setPlan(c.Plan)
+}
+
 // hostCheck tells a busy claimed host from a lost one (see hostwait.go).
 func (s *snapshot) hostCheck() hostCheck {
-	return hostCheck{poolQueue: s.in.TaskQueue, hostQueue: s.hostQueue, timing: s.in.Timing}
+	return hostCheck{poolQueue: s.in.TaskQueue, hostQueue: s.claim.hostQueue, timing: s.in.Timing, fast: s.in.since(InputV2)}
 }
 
 // discover runs DiscoverHooks on the claimed host. While it times out
 // before start on a host that is alive (busy), it is scheduled again.
 func (s *snapshot) discover() error {
-	id := s.in.Job.Ident + "/discover" + claimSuffix(s.claim)
+	id := s.in.Job.Ident + "/discover" + claimSuffix(s.claim.n)
 	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
-	check := s.hostCheck()
 	var plan activities.Plan
-	var err error
-	for round := 1; ; round++ {
-		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.hostQueue, id+requeueSuffix(round), s.in.Timing))
-		err = workflow.ExecuteActivity(actx, acts.DiscoverHooks, in).Get(s.dctx, &plan)
-		if err == nil || !isScheduleToStart(err) || s.stopping() || check.lost(s.runCtx, checkID(id, round)) || s.stopping() {
-			break
-		}
-	}
+	err := s.hostCheck().untilStarted(s.runCtx, s.dctx, id, &plan, nil, func(r round) workflow.Future {
+		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.claim.hostQueue, id+requeueSuffix(r.n), r.wait))
+		return workflow.ExecuteActivity(actx, hostActs.DiscoverHooks, in)
+	})
 	switch {
-	case err != nil && isScheduleToStart(err) && s.stopping():
-		return nil
-	case err != nil && isScheduleToStart(err):
-		s.hostLost = true
-		return errHostLost
 	case err != nil && s.stopping():
 		return nil
+	case err != nil && isHostLost(err):
+		s.claim.hostLost = true
+		return errHostLost
 	case err != nil:
 		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
 	}
+	return s.setPlan(plan)
+}
+
+// setPlan installs the plan discovered on this claim's host.
+func (s *snapshot) setPlan(plan activities.Plan) error {
 	if err := plan.Validate(); err != nil {
 		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
 	}
-	s.plan = plan
-	s.names = map[string]int{}
+	s.plan = hookPlan{Plan: plan, names: map[string]int{}}
 	for _, h := range plan.Hooks {
-		s.names[h.Name]++
+		s.plan.names[h.Name]++
 	}
-	s.counters = activities.Counters{Total: len(plan.Hooks)}
+	s.claim.counters = activities.Counters{Total: len(plan.Hooks)}
+	s.claim.discovered = true
 	return nil
 }
 
 // enterStep publishes the new current step.
 func (s *snapshot) enterStep(step int) {
-	s.step = step
-	s.publishStep()
+	s.claim.step = step
+	if s.in.since(InputV2) {
+		s.showLater()
+	} else {
+		s.publishStep()
+	}
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	in := activities.StepInput{Ident: s.in.Job.Ident, Step: step, HooksTotal: len(s.plan.Hooks)}
 	s.writes.enqueue("set step", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.SetStep, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetStep, in).Get(c, nil)
 	})
 }
 
 // limit is how many foreground hooks of step may run at once.
 func (s *snapshot) limit(step int) int {
-	n := s.settings.Concurrency
+	n := s.settings.current.Concurrency
 	if n > 1 && slices.Contains(s.in.SequentialSteps, step) {
 		n = 1
 	}
@@ -319,7 +384,7 @@ func (s *snapshot) canLaunch(h activities.HookSpec) bool {
 	if h.Background || !h.Enabled || h.ConfigError != "" {
 		return true
 	}
-	return s.fgActive < n
+	return s.claim.fgActive < n
 }
 
 // runStep launches the hooks of step in plan order as slots free up and
@@ -336,16 +401,16 @@ func (s *snapshot) runStep(step int) {
 		s.launch(queue[0])
 		queue = queue[1:]
 	}
-	_ = workflow.Await(s.dctx, func() bool { return s.fgActive == 0 })
+	_ = workflow.Await(s.dctx, func() bool { return s.claim.fgActive == 0 })
 }
 
 func (s *snapshot) launch(h activities.HookSpec) {
 	now := workflow.Now(s.dctx)
 	switch {
 	case !h.Enabled:
-		s.complete(h, skippedResult(h, now))
+		s.complete(h, activities.RunHookResult{ArchiveResult: skippedResult(h, now)})
 	case h.ConfigError != "":
-		s.complete(h, configFailedResult(h, now))
+		s.complete(h, activities.RunHookResult{ArchiveResult: configFailedResult(h, now)})
 	case h.Background:
 		s.startBackground(h)
 	default:
@@ -354,19 +419,19 @@ func (s *snapshot) launch(h activities.HookSpec) {
 }
 
 func (s *snapshot) startForeground(h activities.HookSpec) {
-	s.fgActive++
-	s.running[h.Key()] = true
+	s.claim.fgActive++
+	s.claim.running[h.Key()] = true
 	id, in, r := s.activityID(h), s.runInput(h), s.in.Retry.For(h.Plugin)
-	opts := hookActivityOptions(h, id, s.hostQueue, r, s.in.Timing)
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), acts.RunHook, in)
 	check := s.hostCheck()
+	opts := hookActivityOptions(h, id, s.claim.hostQueue, r, s.in.Timing, s.in.Timing.HostScheduleToStart, check.fast)
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), hostActs.RunHook, in)
 	// The goroutine's context is a child of runCtx, so a stop or a lost
 	// host also cancels a hook scheduled again on a busy host.
 	workflow.Go(s.runCtx, func(c workflow.Context) {
-		defer func() { s.fgActive-- }()
+		defer func() { s.claim.fgActive-- }()
 		res, err := hookOnHost(c, fut, in, id, r, check)
 		if err != nil {
-			res = s.failedResult(h, err)
+			res = activities.RunHookResult{ArchiveResult: s.failedResult(h, err)}
 		}
 		s.complete(h, res)
 	})
@@ -374,22 +439,29 @@ func (s *snapshot) startForeground(h activities.HookSpec) {
 
 func (s *snapshot) startBackground(h activities.HookSpec) {
 	cctx, cancel := workflow.WithCancel(s.runCtx)
-	s.bgCancels = append(s.bgCancels, cancel)
-	s.bgLive++
-	s.running[h.Key()] = true
+	s.claim.bgCancels = append(s.claim.bgCancels, cancel)
+	s.claim.bgLive++
+	s.claim.running[h.Key()] = true
 	cctx = workflow.WithChildOptions(cctx, backgroundChildOptions(s.childID(h), s.in.TaskQueue, h.Name))
 	fut := workflow.ExecuteChildWorkflow(cctx, BackgroundHookWorkflow, BackgroundInput{
 		Run:        s.runInput(h),
-		HostQueue:  s.hostQueue,
+		HostQueue:  s.claim.hostQueue,
 		ActivityID: s.activityID(h),
 		Retry:      s.in.Retry.For(h.Plugin),
 		Timing:     s.in.Timing,
+		Version:    s.in.Version,
 	})
 	workflow.Go(s.dctx, func(c workflow.Context) {
-		defer func() { s.bgLive-- }()
-		var res model.ArchiveResult
-		if err := fut.Get(c, &res); err != nil {
-			res = s.failedResult(h, err)
+		defer func() { s.claim.bgLive-- }()
+		var res activities.RunHookResult
+		err := fut.Get(c, &res)
+		switch {
+		case err == nil:
+		case temporal.IsCanceledError(err):
+			// Cancelled before the child ran: its hook never started.
+			res = activities.RunHookResult{ArchiveResult: notStartedResult(h, workflow.Now(s.dctx))}
+		default:
+			res = activities.RunHookResult{ArchiveResult: s.failedResult(h, err)}
 		}
 		s.complete(h, res)
 	})
@@ -397,59 +469,96 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 
 // failedResult maps a hook's final error, noting a lost host or a stop.
 func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveResult {
-	if isScheduleToStart(err) && s.stopReason == "" {
-		if !s.hostLost {
-			s.hostLost = true
-			s.log().Warn("hook's host queue is not polled; host lost", "hook", h.Key(), "host_queue", s.hostQueue)
+	if isHostLost(err) && s.job.stopReason == "" {
+		if !s.claim.hostLost {
+			s.claim.hostLost = true
+			s.log().Warn("hook's host queue is not polled; host lost", "hook", h.Key(), "host_queue", s.claim.hostQueue)
 			s.cancelRun()
 		}
 	}
 	res := resultFromError(h, s.in.Retry.For(h.Plugin), err, workflow.Now(s.dctx))
-	if s.stopReason != "" && temporal.IsCanceledError(err) {
-		res.Error = "stopped: " + s.stopReason
+	if s.job.stopReason != "" && temporal.IsCanceledError(err) {
+		res.Error = "stopped: " + s.job.stopReason
 	}
 	return res
 }
 
 // complete records a hook's final result, unless its claim was lost (the
-// next claim runs the hook again).
-func (s *snapshot) complete(h activities.HookSpec, res model.ArchiveResult) {
-	delete(s.running, h.Key())
-	if s.hostLost && s.stopReason == "" {
+// next claim runs the hook again). RunHook writes the results it returns
+// to Redis itself; the workflow writes a result only when RunHook did not
+// (Redis was down, the hook never ran, the result is the workflow's own).
+func (s *snapshot) complete(h activities.HookSpec, res activities.RunHookResult) {
+	delete(s.claim.running, h.Key())
+	if s.claim.hostLost && s.job.stopReason == "" {
 		return
 	}
-	s.results[h.Key()] = res
-	s.counters.Add(res)
-	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res, Counters: s.counters, Key: s.runKey(h)}
+	s.claim.results[h.Key()] = res.ArchiveResult
+	s.claim.counters.Add(res.ArchiveResult)
+	if res.Recorded {
+		return
+	}
+	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res.ArchiveResult, Counters: s.claim.counters, Key: s.runKey(h)}
 	s.writes.enqueue("record result", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.RecordResult, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.RecordResult, in).Get(c, nil)
 	})
 }
 
 // seal cancels the background children still running and waits for their
-// results (their hooks get SIGTERM, then SIGKILL after the grace).
+// results (their hooks get SIGTERM, then SIGKILL after the grace). Then,
+// from InputV2 on, the claimed host writes the snapshot's index.
 func (s *snapshot) seal() {
-	if s.bgLive > 0 && s.stopReason == "" && !s.hostLost {
+	if s.claim.bgLive > 0 && s.job.stopReason == "" && !s.claim.hostLost {
 		s.setState(model.StateDraining)
 	}
-	for _, cancel := range s.bgCancels {
+	for _, cancel := range s.claim.bgCancels {
 		cancel()
 	}
-	_ = workflow.Await(s.dctx, func() bool { return s.bgLive == 0 && s.fgActive == 0 })
+	_ = workflow.Await(s.dctx, func() bool { return s.claim.bgLive == 0 && s.claim.fgActive == 0 })
+	if s.in.since(InputV2) && s.claim.discovered && !s.claim.hostLost {
+		s.sealOnHost()
+	}
+}
+
+// sealOnHost runs SealSnapshot on the claimed host with every final result
+// in plan order. A host lost now loses the snapshot's directory with it:
+// the claim is lost like any other. Any other failure is logged: the job's
+// outcome does not depend on its index.
+func (s *snapshot) sealOnHost() {
+	state, reason := s.finalState()
+	in := activities.SealInput{Job: s.in.Job, State: state, Error: reason}
+	for _, h := range s.plan.Hooks {
+		if res, ok := s.claim.results[h.Key()]; ok {
+			in.Results = append(in.Results, res)
+		}
+	}
+	id := s.in.Job.Ident + "/seal" + claimSuffix(s.claim.n)
+	// The seal runs even when the job was stopped: on dctx, never runCtx.
+	err := s.hostCheck().untilStarted(s.dctx, s.dctx, id, nil, nil, func(r round) workflow.Future {
+		actx := workflow.WithActivityOptions(s.dctx, sealOptions(s.claim.hostQueue, id+requeueSuffix(r.n), r.wait))
+		return workflow.ExecuteActivity(actx, hostActs.SealSnapshot, in)
+	})
+	switch {
+	case err == nil:
+	case isHostLost(err) && s.job.stopReason == "":
+		s.claim.hostLost = true
+		s.log().Warn("host lost at the seal", "host_queue", s.claim.hostQueue)
+	default:
+		s.log().Error("seal on the host failed; the snapshot has no final index", "host_queue", s.claim.hostQueue, "error", err)
+	}
 }
 
 // finalState decides the job's final state and error.
 func (s *snapshot) finalState() (model.JobState, string) {
 	switch {
-	case s.aborted:
-		return model.StateAborted, s.stopReason
-	case s.stopReason != "":
-		return model.StateFailed, s.stopReason
-	case s.failure != "":
-		return model.StateFailed, s.failure
+	case s.job.aborted:
+		return model.StateAborted, s.job.stopReason
+	case s.job.stopReason != "":
+		return model.StateFailed, s.job.stopReason
+	case s.job.failure != "":
+		return model.StateFailed, s.job.failure
 	case len(s.plan.Hooks) == 0:
 		return model.StateFailed, "no hooks discovered"
-	case s.counters.Failed == s.counters.Total:
+	case s.claim.counters.Failed == s.claim.counters.Total:
 		return model.StateFailed, "every hook failed"
 	}
 	return model.StateFinished, ""
@@ -458,22 +567,27 @@ func (s *snapshot) finalState() (model.JobState, string) {
 // finish writes the final state once.
 func (s *snapshot) finish() {
 	state, reason := s.finalState()
-	s.failure = reason
-	s.state = state
-	s.upsertSearchAttributes()
+	s.job.failure = reason
+	s.job.state = state
+	s.showNow()
 	workflow.SetCurrentDetails(s.dctx, s.details())
-	in := activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: s.counters, Key: s.runID + "/finish"}
+	c := s.claim.counters
+	in := activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: c, Key: s.runID + "/finish"}
 	s.writes.enqueue("finish job", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.FinishJob, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.FinishJob, in).Get(c, nil)
 	})
 	s.log().Info("snapshot done", "state", string(state), "reason", reason,
-		"succeeded", s.counters.Succeeded, "failed", s.counters.Failed, "total", s.counters.Total)
+		"succeeded", c.Succeeded, "failed", c.Failed, "total", c.Total)
 }
 
 // setState moves the job to a non-final state.
 func (s *snapshot) setState(state model.JobState) {
-	s.state = state
-	s.upsertSearchAttributes()
+	s.job.state = state
+	if s.in.since(InputV2) {
+		s.showLater()
+	} else {
+		s.upsertSearchAttributes()
+	}
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	s.enqueueState(state)
 }
@@ -484,11 +598,11 @@ func (s *snapshot) enqueueState(state model.JobState) {
 		State:      state,
 		WorkflowID: workflow.GetInfo(s.dctx).WorkflowExecution.ID,
 		RunID:      s.runID,
-		TaskQueue:  s.hostQueue,
-		Key:        fmt.Sprintf("%s/claim-%d/state/%s", s.runID, s.claim, state),
+		TaskQueue:  s.claim.hostQueue,
+		Key:        fmt.Sprintf("%s/claim-%d/state/%s", s.runID, s.claim.n, state),
 	}
 	s.writes.enqueue("set job state", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), acts.SetJobState, in).Get(c, nil)
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetJobState, in).Get(c, nil)
 	})
 }
 
@@ -506,27 +620,62 @@ func (s *snapshot) publishStep() {
 		s.upsertSearchAttributes()
 		return
 	}
-	if s.stepTimer {
+	if s.attr.pending {
 		return
 	}
-	s.stepTimer = true
+	s.attr.pending = true
 	workflow.Go(s.dctx, func(c workflow.Context) {
 		err := workflow.Sleep(c, d)
-		s.stepTimer = false
-		if err == nil && s.step != s.attrStep {
+		s.attr.pending = false
+		if err == nil && s.claim.step != s.attr.shown {
 			s.upsertSearchAttributes()
 		}
 	})
 }
 
+// showLater shows the current state and step in the search attributes
+// once they have lasted StepAttributeDelay (InputV2): every change of
+// either cancels the pending upsert and starts a new one, so a short step
+// or state costs two timer events in a workflow task that runs anyway,
+// never a visibility write or a workflow task of its own, and a long one
+// shows after the delay. Without a delay every change is upserted at once.
+func (s *snapshot) showLater() {
+	if s.attr.cancelLater != nil {
+		s.attr.cancelLater()
+		s.attr.cancelLater = nil
+	}
+	d := s.in.Timing.StepAttributeDelay
+	if d <= 0 {
+		s.upsertSearchAttributes()
+		return
+	}
+	tctx, cancel := workflow.WithCancel(s.dctx)
+	s.attr.cancelLater = cancel
+	workflow.Go(tctx, func(c workflow.Context) {
+		t := workflow.NewTimerWithOptions(c, d, workflow.TimerOptions{Summary: "show step"})
+		if t.Get(c, nil) == nil && (s.claim.step != s.attr.shown || s.job.state != s.attr.shownState) {
+			s.upsertSearchAttributes()
+		}
+	})
+}
+
+// showNow shows the final state (and the step of the end) at once.
+func (s *snapshot) showNow() {
+	if s.attr.cancelLater != nil {
+		s.attr.cancelLater()
+		s.attr.cancelLater = nil
+	}
+	s.upsertSearchAttributes()
+}
+
 func (s *snapshot) upsertSearchAttributes() {
-	s.attrStep = s.step
+	s.attr.shown, s.attr.shownState = s.claim.step, s.job.state
 	err := workflow.UpsertTypedSearchAttributes(s.dctx,
 		searchattr.Ident.ValueSet(s.in.Job.Ident),
 		searchattr.URL.ValueSet(s.in.Job.URL),
 		searchattr.Pool.ValueSet(s.in.Pool),
-		searchattr.State.ValueSet(string(s.state)),
-		searchattr.Step.ValueSet(int64(s.step)),
+		searchattr.State.ValueSet(string(s.job.state)),
+		searchattr.Step.ValueSet(int64(s.claim.step)),
 	)
 	if err != nil {
 		s.log().Warn("upsert search attributes", "error", err)
@@ -536,12 +685,12 @@ func (s *snapshot) upsertSearchAttributes() {
 // details is the workflow's current details line in the Web UI.
 func (s *snapshot) details() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s · %s · step %d/9", s.in.Job.URL, s.state, s.step)
-	if !s.state.Final() && s.limit(s.step) == 0 {
+	fmt.Fprintf(&b, "%s · %s · step %d/9", s.in.Job.URL, s.job.state, s.claim.step)
+	if !s.job.state.Final() && s.limit(s.claim.step) == 0 {
 		b.WriteString(" · paused (concurrency 0)")
 	}
-	if s.failure != "" {
-		b.WriteString(" · " + s.failure)
+	if s.job.failure != "" {
+		b.WriteString(" · " + s.job.failure)
 	}
 	return b.String()
 }
@@ -554,13 +703,13 @@ func (s *snapshot) redisCtx(c workflow.Context) workflow.Context {
 }
 
 func (s *snapshot) runInput(h activities.HookSpec) activities.RunHookInput {
-	return activities.RunHookInput{Job: s.in.Job, Hook: h, Settings: s.settings, Key: s.runKey(h)}
+	return activities.RunHookInput{Job: s.in.Job, Hook: h, Settings: s.settings.current, Key: s.runKey(h)}
 }
 
 // hookRef is the hook's name in IDs: its file name, or PLUGIN/NAME when two
 // plugins ship a hook of the same file name.
 func (s *snapshot) hookRef(h activities.HookSpec) string {
-	if s.names[h.Name] > 1 {
+	if s.plan.names[h.Name] > 1 {
 		return h.Key()
 	}
 	return h.Name
@@ -568,12 +717,12 @@ func (s *snapshot) hookRef(h activities.HookSpec) string {
 
 // activityID is IDENT/step-N/HOOK (plus a claim suffix after a re-claim).
 func (s *snapshot) activityID(h activities.HookSpec) string {
-	return fmt.Sprintf("%s/step-%d/%s%s", s.in.Job.Ident, h.Step, s.hookRef(h), claimSuffix(s.claim))
+	return fmt.Sprintf("%s/step-%d/%s%s", s.in.Job.Ident, h.Step, s.hookRef(h), claimSuffix(s.claim.n))
 }
 
 // childID is IDENT/bg/HOOK (plus a claim suffix after a re-claim).
 func (s *snapshot) childID(h activities.HookSpec) string {
-	return fmt.Sprintf("%s/bg/%s%s", s.in.Job.Ident, s.hookRef(h), claimSuffix(s.claim))
+	return fmt.Sprintf("%s/bg/%s%s", s.in.Job.Ident, s.hookRef(h), claimSuffix(s.claim.n))
 }
 
 // runKey is the idempotency key of a hook's result: one per hook and

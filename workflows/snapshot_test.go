@@ -74,7 +74,8 @@ func TestSequentialSteps(t *testing.T) {
 		step       int
 		wantMax    int
 	}{
-		{"default makes step 5 sequential", nil, 5, 1},
+		{"step 5 listed (the configured default) is sequential", []int{5}, 5, 1},
+		{"no list runs step 5 in parallel", nil, 5, 3},
 		{"explicit empty list runs step 5 in parallel", []int{}, 5, 3},
 		{"explicit step 3 is sequential", []int{3}, 3, 1},
 		{"step not listed runs in parallel", []int{3}, 4, 3},
@@ -145,11 +146,12 @@ func TestBackgroundHookRunsAcrossStepsAndIsCancelledAtSeal(t *testing.T) {
 	}
 	// The seal cancels the child after every foreground hook ended. The
 	// test environment resolves a cancelled activity at once, without the
-	// result a real server delivers after the runner's SIGTERM, so the
-	// workflow records its fallback; the activity tests cover the runner side.
+	// result a real server delivers after the runner's SIGTERM (the engine
+	// tests cover that side), so to the workflow this is an activity that
+	// never reported: a hook the seal reached before it started.
 	res := result(t, st, bg)
-	assert.Equal(t, model.StatusFailed, res.Status)
-	assert.Equal(t, "stopped at seal before the hook reported a result", res.Error)
+	assert.Equal(t, model.StatusSkipped, res.Status)
+	assert.Equal(t, activities.NotStartedBeforeSeal, res.OutputStr)
 	assert.True(t, res.Background)
 	assert.Equal(t, 2, res.Step)
 	assert.Contains(t, h.store.states, model.StateDraining, "draining while the background hook is stopped")
@@ -351,12 +353,12 @@ func TestConcurrencyZeroPausesUntilSettingsChange(t *testing.T) {
 func TestHostLossReclaimsFromStepZero(t *testing.T) {
 	const first, lost, last = "on_Snapshot__00_a.sh", "on_Snapshot__30_b.sh", "on_Snapshot__90_c.sh"
 	h := newHarness(t, plan(first, lost, last))
-	h.env.OnActivity(h.acts.RunHook, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.RunHookInput) (model.ArchiveResult, error) {
+	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.RunHookInput) (activities.RunHookResult, error) {
 			if in.Hook.Name == lost && !strings.Contains(activity.GetInfo(ctx).ActivityID, "#claim-") {
-				return model.ArchiveResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+				return activities.RunHookResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 			}
-			return h.acts.RunHook(ctx, in)
+			return h.host.RunHook(ctx, in)
 		})
 
 	st := h.run(input(2))
@@ -373,9 +375,9 @@ func TestHostLossReclaimsFromStepZero(t *testing.T) {
 func TestHostLostTooOftenFailsTheJob(t *testing.T) {
 	const a = "on_Snapshot__00_a.sh"
 	h := newHarness(t, plan(a))
-	h.env.OnActivity(h.acts.RunHook, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.RunHookInput) (model.ArchiveResult, error) {
-			return model.ArchiveResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RunHookInput) (activities.RunHookResult, error) {
+			return activities.RunHookResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		})
 	in := input(1)
 	in.Timing.MaxClaims = 2
@@ -435,6 +437,12 @@ func TestInvalidInputFailsTheWorkflow(t *testing.T) {
 		{"negative concurrency", func(in *SnapshotInput) { in.Settings.Concurrency = -1 }, "concurrency -1: must be >= 0"},
 		{"bad sequential step", func(in *SnapshotInput) { in.SequentialSteps = []int{10} }, "sequential step 10: must be 0..9"},
 		{"negative step attribute delay", func(in *SnapshotInput) { in.Timing.StepAttributeDelay = -time.Second }, "timing step_attribute_delay -1s: must be >= 0"},
+		{"missing start margin", func(in *SnapshotInput) { in.Timing.StartMargin = 0 }, "timing start_margin 0s: must be > 0"},
+		{"missing heartbeat timeout", func(in *SnapshotInput) { in.Timing.HeartbeatTimeout = 0 }, "timing heartbeat_timeout 0s: must be > 0"},
+		{"missing max claims", func(in *SnapshotInput) { in.Timing.MaxClaims = 0 }, "timing max_claims 0: must be >= 1"},
+		{"missing retry", func(in *SnapshotInput) { in.Retry.Default = Retry{} }, "default retry: initial_interval 0s: must be > 0"},
+		{"missing snapshot id", func(in *SnapshotInput) { in.Job.SnapshotID = "" }, "snapshot_id must not be empty"},
+		{"empty ignore pattern", func(in *SnapshotInput) { in.Settings.Ignores = []string{""} }, `ignore pattern "": must not be empty`},
 		{"bad plugin retry", func(in *SnapshotInput) {
 			in.Retry.PerPlugin = map[string]Retry{"wget": {InitialInterval: time.Second, BackoffCoefficient: 0.5, MaximumInterval: time.Second, MaximumAttempts: 1}}
 		}, "retry of plugin wget: backoff_coefficient 0.5: must be >= 1"},
@@ -467,4 +475,90 @@ func TestPerPluginRetryOverride(t *testing.T) {
 	assert.Equal(t, 5, count(h.runner.snapshot(), a, "start"))
 	assert.Equal(t, 3, result(t, st, b).Attempts)
 	assert.Equal(t, 3, count(h.runner.snapshot(), b, "start"))
+}
+
+// An input recorded before inputs carried every value (Version 0) runs with
+// the values the workflow filled in then, so its history replays; a
+// complete input is left as it is.
+func TestRecordedInputKeepsItsValues(t *testing.T) {
+	old := SnapshotInput{Job: activities.Job{Ident: "abc", URL: testURL}, TaskQueue: testQueue,
+		Timing: Timing{HeartbeatTimeout: 5 * time.Second, HostScheduleToStart: 30 * time.Second}}
+	got := old.recorded()
+	assert.Equal(t, InputComplete, got.Version)
+	assert.Equal(t, []int{5}, got.SequentialSteps)
+	assert.Equal(t, "abc", got.Job.SnapshotID)
+	assert.Equal(t, Timing{HeartbeatTimeout: 5 * time.Second, StartMargin: 30 * time.Second, HostScheduleToStart: 30 * time.Second,
+		BackgroundMaxRun: 24 * time.Hour, MaxClaims: 3}, got.Timing)
+
+	in := input(1)
+	in.SequentialSteps = nil
+	assert.Equal(t, in, in.recorded(), "a complete input is not changed: no list means no sequential step")
+}
+
+// The seal can reach a background hook before its activity started: it is
+// recorded skipped with the reason, never succeeded and never failed with
+// no attempt.
+func TestBackgroundHookNotStartedBeforeSealIsSkipped(t *testing.T) {
+	const bg, fg = "on_Snapshot__90_late.bg.sh", "on_Snapshot__10_a.sh"
+	h := newHarness(t, plan(fg, bg))
+	// The background hook is launched last and sealed at once; its
+	// activity never reports (an hour is never reached: the seal comes
+	// first). The other hook runs for real.
+	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.MatchedBy(func(in activities.RunHookInput) bool {
+		return in.Hook.Name == bg
+	})).After(time.Hour).Return(activities.RunHookResult{}, nil)
+	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(h.host.RunHook)
+
+	st := h.run(input(1))
+
+	assert.Equal(t, model.StateFinished, st.State)
+	res := result(t, st, bg)
+	assert.Equal(t, model.StatusSkipped, res.Status)
+	assert.Equal(t, activities.NotStartedBeforeSeal, res.OutputStr)
+	assert.Empty(t, res.Error)
+	assert.True(t, res.Background)
+	assert.Equal(t, 1, st.Counters.Skipped)
+	assert.Zero(t, st.Counters.Failed)
+	recorded := map[string]model.Status{}
+	for _, in := range h.store.results {
+		recorded[in.Result.Hook] = in.Result.Status
+	}
+	assert.Equal(t, model.StatusSkipped, recorded[bg], "Redis counts it skipped")
+}
+
+// A set_settings update or signal that sends an empty ignore pattern (which
+// the starter never does) is refused by the workflow's validator, so the
+// Redis store is never asked to write it and every later write of the job
+// goes through: a valid change after it is applied and the job finishes.
+func TestEmptyIgnorePatternIsRefusedAndLaterWritesGoThrough(t *testing.T) {
+	names := []string{"on_Snapshot__00_a.sh", "on_Snapshot__10_b.sh"}
+	h := newHarness(t, plan(names...))
+	var rejected error
+	version := 0
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalSetSettings, model.Settings{Concurrency: 1, Ignores: []string{""}})
+		h.env.UpdateWorkflow(UpdateSetSettings, "empty", &testsuite.TestUpdateCallback{
+			OnAccept:   func() { t.Error("an empty ignore pattern was accepted") },
+			OnReject:   func(err error) { rejected = err },
+			OnComplete: func(any, error) {},
+		}, model.Settings{Concurrency: 1, Ignores: []string{`\.css$`, ""}})
+		h.env.UpdateWorkflow(UpdateSetSettings, "good", &testsuite.TestUpdateCallback{
+			OnAccept:   func() {},
+			OnReject:   func(err error) { t.Errorf("valid settings rejected: %v", err) },
+			OnComplete: func(v any, err error) { version, _ = v.(int) },
+		}, model.Settings{Concurrency: 2, Ignores: []string{`\.css$`}})
+	}, time.Hour)
+
+	st := h.run(input(0))
+
+	require.Error(t, rejected)
+	assert.Contains(t, rejected.Error(), `ignore pattern "": must not be empty`)
+	assert.Equal(t, 1, version, "the valid change is the first settings version")
+	require.Len(t, h.store.settings, 1, "nothing invalid reached the store")
+	assert.Equal(t, []string{`\.css$`}, h.store.settings[0].Settings.Ignores)
+	assert.Equal(t, model.StateFinished, st.State)
+	require.Len(t, h.store.finishes, 1, "the final write went through")
+	for _, n := range names {
+		assert.Equal(t, model.StatusSucceeded, result(t, st, n).Status)
+	}
 }

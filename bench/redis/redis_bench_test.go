@@ -19,6 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveflow/archiveflow/bench/benchkit"
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -59,7 +61,8 @@ func (c *counters) report(b *testing.B, units int, unit string) {
 	b.ReportMetric(float64(d.Commands)/float64(units), "server-cmds/"+unit)
 }
 
-func setup(b *testing.B, opts rkeys.Options) (*rkeys.Store, *counters, string) {
+// setup starts a Redis and a Store with the configured defaults.
+func setup(b *testing.B) (*rkeys.Store, *counters, string) {
 	b.Helper()
 	srv := testredis.Start(b)
 	if !srv.Real() {
@@ -68,7 +71,8 @@ func setup(b *testing.B, opts rkeys.Options) (*rkeys.Store, *counters, string) {
 	rdb := srv.Client()
 	cnt := &counters{rt: &benchkit.RoundTrips{}, rdb: rdb}
 	rdb.AddHook(cnt.rt)
-	st, err := rkeys.NewStore(rdb, opts, nil)
+	cfg := config.Default()
+	st, err := rkeys.NewStore(rdb, backend.StoreOptions(&cfg), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,7 +88,7 @@ func setup(b *testing.B, opts rkeys.Options) (*rkeys.Store, *counters, string) {
 }
 
 func BenchmarkRecordResult(b *testing.B) {
-	st, cnt, id := setup(b, rkeys.Options{})
+	st, cnt, id := setup(b)
 	ctx := context.Background()
 	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__50_wget.sh", Step: 5, Status: model.StatusSucceeded,
 		StartedAt: time.Now(), EndedAt: time.Now(), OutputBytes: 4096}
@@ -107,7 +111,7 @@ func BenchmarkRecordResult(b *testing.B) {
 func BenchmarkAppendLog(b *testing.B) {
 	for _, batch := range []int{1, 16, 64, 256} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			st, cnt, id := setup(b, rkeys.Options{})
+			st, cnt, id := setup(b)
 			ctx := context.Background()
 			packets := make([]rkeys.Packet, batch)
 			for i := range packets {

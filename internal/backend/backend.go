@@ -101,6 +101,7 @@ func StoreOptions(cfg *config.Config) rkeys.Options {
 		},
 		EventsTTL:           c.EventsTTL,
 		PipelineTTL:         cfg.Worker.PipelineTTL,
+		LogBatchWindow:      c.LogBatchWindow,
 		OwnResponseCounters: rkeys.Bool(c.ResponseCounters),
 	}
 }

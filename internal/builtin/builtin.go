@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
+	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -98,7 +99,7 @@ func Run(ctx context.Context, args []string, env hookio.LookupEnv, stdout, stder
 		fmt.Fprintf(stderr, "hook %q: unknown; must be one of %s\n", name, strings.Join(Names(), ", "))
 		return ExitUsage
 	}
-	log := newLogger(stderr).With(zap.String("hook", name))
+	log := newLogger(stderr).With(logging.Hook(name))
 	defer func() { _ = log.Sync() }()
 	out := hookio.NewEmitter(stdout)
 

@@ -118,7 +118,7 @@ func wgetArgs(inv *hookio.Invocation, extra []string) []string {
 	if inv.UserAgent != "" {
 		args = append(args, "--user-agent="+inv.UserAgent)
 	}
-	if inv.FetchDepth == hookio.DepthInf {
+	if inv.FetchDepth == model.FetchInf {
 		args = append(args, "--recursive", "--level=inf", "--no-parent")
 	} else {
 		// No recursion: requisites may come from other hosts (CDNs).

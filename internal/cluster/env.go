@@ -73,6 +73,7 @@ func NewEnv(tb testing.TB, bins Binaries, tmp *Temporal, namespace string, o Env
 		"ARCHIVEFLOW_REDIS_URL=" + rs.URL,
 		"ARCHIVEFLOW_POOLS=" + string(pools),
 		"ARCHIVEFLOW_JOB_TASK_QUEUE=" + pool.TaskQueue,
+		"ARCHIVEFLOW_PLUGINS_BUILTIN=false", // the test's fixture hooks only
 		"ARCHIVEFLOW_PLUGINS_DIRS=" + o.Plugins,
 		"ARCHIVEFLOW_LOG_FORMAT=json",
 		"ARCHIVEFLOW_HOOKS_HEARTBEAT_INTERVAL=500ms",

@@ -1,9 +1,11 @@
-// Package devredis owns the Redis server of the embedded dev stack
-// (`starter dev`): a real redis-server child process when one is configured
-// or found on PATH, persisting under the stack's data directory, otherwise
-// an in-process miniredis server listening on TCP. Which of the two runs is
-// always said in the log and available from Server.Kind, because miniredis
-// is a stand-in: it keeps nothing across restarts.
+// Package devredis owns starting a Redis server on this machine, for the
+// embedded dev stack (`starter dev`) and, through internal/testredis, for
+// tests: a real redis-server child process when one is configured or found
+// on PATH, otherwise an in-process miniredis server listening on TCP. Which
+// of the two runs is always said in the log and available from
+// Server.Kind, because miniredis is a stand-in: it keeps nothing across
+// restarts of the process. A server can be taken down as an outage would
+// (Shutdown) and brought back on the same address with its data (Restart).
 package devredis
 
 import (
@@ -53,49 +55,64 @@ const (
 	ModeEmbedded Mode = "embedded"
 )
 
-// Defaults.
+// Bounds of a real server's start and stop.
 const (
 	DefaultStartTimeout = 30 * time.Second
 	DefaultStopTimeout  = 10 * time.Second
 )
 
 // Options configures Start. The zero value runs in ModeAuto on a free
-// loopback port without persistence.
+// loopback port in a temporary directory, without persistence.
 type Options struct {
 	// Mode: "" or ModeAuto, ModeReal, ModeEmbedded.
 	Mode Mode
 	// ServerPath is the redis-server executable. "" = $ARCHIVEFLOW_REDIS_SERVER,
 	// then redis-server on PATH.
 	ServerPath string
-	// DataDir, when set, is where a real redis-server keeps its
-	// append-only file and log, so jobs survive a restart of the stack.
-	// It is created if missing. The embedded server ignores it.
+	// DataDir is where a real redis-server keeps its log and the dataset
+	// Shutdown saves; it is created if missing. "" = a temporary directory,
+	// removed by Stop. The embedded server ignores it.
 	DataDir string
+	// Persist keeps every write in an append-only file under DataDir, so
+	// jobs survive a restart of the stack (`starter dev`). It needs DataDir.
+	Persist bool
 	// Port to listen on (127.0.0.1). 0 picks a free port.
 	Port int
-	// StartTimeout bounds how long the server may take to answer PING.
+	// StartTimeout bounds how long the server may take to answer PING
+	// (0 = DefaultStartTimeout).
 	StartTimeout time.Duration
 	// Log receives what runs and why. nil discards.
 	Log *zap.Logger
 }
 
-// Server is a running dev Redis server.
+// Server is a running Redis server.
 type Server struct {
 	kind Kind
 	addr string
 	log  *zap.Logger
 
-	// real server
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	waitErr error
-	logPath string
+	// real server: bin, dir, port and persist relaunch it on the same
+	// address; proc is nil while it is shut down.
+	bin, dir string
+	tempDir  bool
+	port     int
+	persist  bool
+	timeout  time.Duration
+	mu       sync.Mutex
+	proc     *process
 
 	// embedded server
 	mini *miniredis.Miniredis
 
 	stopOnce sync.Once
 	stopErr  error
+}
+
+// process is one launched redis-server and the channel closed when it exits.
+type process struct {
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
 }
 
 // Start starts the server chosen by opts and returns once it answers PING.
@@ -115,7 +132,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if mode == ModeEmbedded {
 		return startEmbedded(opts, log, "embedded mode requested")
 	}
-	bin, err := findServer(opts.ServerPath)
+	bin, err := FindServer(opts.ServerPath)
 	if err != nil {
 		if mode == ModeReal {
 			return nil, fmt.Errorf("start redis: %w (install redis-server, set %s, or use the embedded server)", err, EnvServer)
@@ -137,12 +154,15 @@ func (o Options) validate() error {
 	if o.StartTimeout < 0 {
 		return fmt.Errorf("redis start timeout %s: must be >= 0", o.StartTimeout)
 	}
+	if o.Persist && o.DataDir == "" {
+		return errors.New("redis persist: needs a data dir")
+	}
 	return nil
 }
 
-// findServer resolves the redis-server executable: explicit path, then
+// FindServer resolves the redis-server executable: explicit path, then
 // $ARCHIVEFLOW_REDIS_SERVER, then PATH.
-func findServer(explicit string) (string, error) {
+func FindServer(explicit string) (string, error) {
 	if explicit == "" {
 		explicit = os.Getenv(EnvServer)
 	}
@@ -173,20 +193,18 @@ func startEmbedded(opts Options, log *zap.Logger, why string) (*Server, error) {
 }
 
 func startReal(ctx context.Context, opts Options, log *zap.Logger, bin string) (*Server, error) {
-	dir := opts.DataDir
-	persist := dir != ""
-	if !persist {
+	s := &Server{kind: KindReal, log: log, bin: bin, dir: opts.DataDir, persist: opts.Persist, timeout: opts.StartTimeout}
+	if s.timeout == 0 {
+		s.timeout = DefaultStartTimeout
+	}
+	if s.dir == "" {
 		tmp, err := os.MkdirTemp("", "archiveflow-redis-")
 		if err != nil {
 			return nil, fmt.Errorf("start redis-server: temp dir: %w", err)
 		}
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("start redis-server: data dir %s: %w", dir, err)
-	}
-	timeout := opts.StartTimeout
-	if timeout == 0 {
-		timeout = DefaultStartTimeout
+		s.dir, s.tempDir = tmp, true
+	} else if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("start redis-server: data dir %s: %w", s.dir, err)
 	}
 	// A free port picked here may be taken before redis binds it: retry
 	// with a fresh one unless the caller fixed the port.
@@ -196,19 +214,22 @@ func startReal(ctx context.Context, opts Options, log *zap.Logger, bin string) (
 	}
 	var lastErr error
 	for i := 0; i < attempts; i++ {
-		port := opts.Port
-		if port == 0 {
+		s.port = opts.Port
+		if s.port == 0 {
 			p, err := freePort()
 			if err != nil {
-				return nil, fmt.Errorf("start redis-server: pick a free port: %w", err)
+				lastErr = fmt.Errorf("pick a free port: %w", err)
+				break
 			}
-			port = p
+			s.port = p
 		}
-		s, err := launch(ctx, bin, dir, port, persist, timeout, log)
+		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		p, err := s.launch(ctx)
 		if err == nil {
+			s.proc = p
 			log.Info("using a real redis-server",
-				zap.String("binary", bin), zap.String("url", s.URL()), zap.Int("pid", s.cmd.Process.Pid),
-				zap.String("dir", dir), zap.Bool("persistent", persist))
+				zap.String("binary", bin), zap.String("url", s.URL()), zap.Int("pid", p.cmd.Process.Pid),
+				zap.String("dir", s.dir), zap.Bool("persistent", s.persist))
 			return s, nil
 		}
 		lastErr = err
@@ -216,20 +237,25 @@ func startReal(ctx context.Context, opts Options, log *zap.Logger, bin string) (
 			break
 		}
 	}
+	if s.tempDir {
+		_ = os.RemoveAll(s.dir)
+	}
 	return nil, fmt.Errorf("start redis-server %s: %w", bin, lastErr)
 }
 
-func launch(ctx context.Context, bin, dir string, port int, persist bool, timeout time.Duration, log *zap.Logger) (*Server, error) {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	logPath := filepath.Join(dir, "redis.log")
+// launch starts redis-server on s's port and dir and waits for PING.
+// Without Persist the dataset is saved only by Shutdown (dump.rdb in dir),
+// which the next launch loads.
+func (s *Server) launch(ctx context.Context) (*process, error) {
+	logPath := filepath.Join(s.dir, "redis.log")
 	appendOnly := "no"
-	if persist {
+	if s.persist {
 		appendOnly = "yes"
 	}
-	cmd := exec.Command(bin,
-		"--port", strconv.Itoa(port),
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
-		"--dir", dir,
+		"--dir", s.dir,
 		"--save", "",
 		"--appendonly", appendOnly,
 		"--logfile", logPath,
@@ -239,23 +265,22 @@ func launch(ctx context.Context, bin, dir string, port int, persist bool, timeou
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	s := &Server{kind: KindReal, addr: addr, cmd: cmd, exited: make(chan struct{}), logPath: logPath, log: log}
+	p := &process{cmd: cmd, exited: make(chan struct{})}
 	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.exited)
+		p.waitErr = cmd.Wait()
+		close(p.exited)
 	}()
-	if err := s.waitReady(ctx, timeout); err != nil {
-		_ = cmd.Process.Kill()
-		<-s.exited
+	if err := waitReady(ctx, s.addr, p, s.timeout); err != nil {
+		p.kill()
 		return nil, fmt.Errorf("%w; server log: %s", err, tail(logPath, 2000))
 	}
-	return s, nil
+	return p, nil
 }
 
 // waitReady polls PING until it answers, the process exits, ctx ends or
 // timeout passes.
-func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: s.addr, DialTimeout: time.Second, MaxRetries: -1})
+func waitReady(ctx context.Context, addr string, p *process, timeout time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -270,13 +295,18 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case <-s.exited:
-			return fmt.Errorf("redis-server on %s exited before answering PING: %v", s.addr, s.waitErr)
+		case <-p.exited:
+			return fmt.Errorf("redis-server on %s exited before answering PING: %v", addr, p.waitErr)
 		case <-ctx.Done():
-			return fmt.Errorf("redis-server on %s did not answer PING within %s: %v", s.addr, timeout, lastErr)
+			return fmt.Errorf("redis-server on %s did not answer PING within %s: %v", addr, timeout, lastErr)
 		case <-tick.C:
 		}
 	}
+}
+
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
 }
 
 // Kind says which server runs.
@@ -291,17 +321,66 @@ func (s *Server) Addr() string { return s.addr }
 // URL is redis://host:port/0.
 func (s *Server) URL() string { return "redis://" + s.addr + "/0" }
 
-// Exited is closed when a real redis-server exits (never for the embedded
-// server, which lives as long as the process).
-func (s *Server) Exited() <-chan struct{} {
+// Embedded is the in-process server (its clock can be moved), nil for a
+// real one.
+func (s *Server) Embedded() *miniredis.Miniredis { return s.mini }
+
+// Shutdown takes the server down as an outage would, keeping its data:
+// a real server saves its dataset (SHUTDOWN SAVE) and exits, so its port
+// refuses connections until Restart. Shutting down a server that is not
+// running is an error.
+func (s *Server) Shutdown(ctx context.Context) error {
 	if s.kind == KindEmbedded {
+		s.mini.Close()
 		return nil
 	}
-	return s.exited
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return fmt.Errorf("shut down redis-server on %s: it is not running", s.addr)
+	}
+	p := s.proc
+	c := redis.NewClient(&redis.Options{Addr: s.addr, DialTimeout: 5 * time.Second, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	// SHUTDOWN never replies on success: the connection just closes.
+	err := c.ShutdownSave(ctx).Err()
+	select {
+	case <-p.exited:
+	case <-ctx.Done():
+		p.kill()
+		return fmt.Errorf("shut down redis-server on %s: no exit after SHUTDOWN SAVE (%v)", s.addr, err)
+	}
+	s.proc = nil
+	return nil
 }
 
-// Stop shuts the server down: SIGTERM to redis-server (it flushes its
-// append-only file), SIGKILL after DefaultStopTimeout. Idempotent.
+// Restart starts a server Shutdown took down again, on the same address
+// with the data it saved, and returns once it answers PING.
+func (s *Server) Restart(ctx context.Context) error {
+	if s.kind == KindEmbedded {
+		if err := s.mini.Restart(); err != nil {
+			return fmt.Errorf("restart embedded redis on %s: %w", s.addr, err)
+		}
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		return fmt.Errorf("restart redis-server on %s: it is already running", s.addr)
+	}
+	p, err := s.launch(ctx)
+	if err != nil {
+		return fmt.Errorf("restart redis-server on %s: %w", s.addr, err)
+	}
+	s.proc = p
+	return nil
+}
+
+// Stop shuts the server down for good: SIGTERM to redis-server (it
+// flushes its append-only file), SIGKILL after DefaultStopTimeout, and the
+// temporary directory removed. Idempotent.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() { s.stopErr = s.stop() })
 	return s.stopErr
@@ -313,24 +392,33 @@ func (s *Server) stop() error {
 		s.log.Info("embedded redis stopped", zap.String("addr", s.addr))
 		return nil
 	}
+	if s.tempDir {
+		defer os.RemoveAll(s.dir)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.proc
+	if p == nil {
+		return nil // shut down and not restarted
+	}
+	s.proc = nil
 	select {
-	case <-s.exited:
-		return fmt.Errorf("redis-server on %s had already exited: %v", s.addr, s.waitErr)
+	case <-p.exited:
+		return fmt.Errorf("redis-server on %s had already exited: %v", s.addr, p.waitErr)
 	default:
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop redis-server pid %d: %w", s.cmd.Process.Pid, err)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop redis-server pid %d: %w", p.cmd.Process.Pid, err)
 	}
 	timer := time.NewTimer(DefaultStopTimeout)
 	defer timer.Stop()
 	select {
-	case <-s.exited:
+	case <-p.exited:
 		s.log.Info("redis-server stopped", zap.String("addr", s.addr))
 		return nil
 	case <-timer.C:
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		return fmt.Errorf("stop redis-server pid %d: no exit within %s of SIGTERM; killed", s.cmd.Process.Pid, DefaultStopTimeout)
+		p.kill()
+		return fmt.Errorf("stop redis-server pid %d: no exit within %s of SIGTERM; killed", p.cmd.Process.Pid, DefaultStopTimeout)
 	}
 }
 

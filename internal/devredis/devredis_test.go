@@ -114,16 +114,13 @@ func TestRealServerPersistsUnderDataDirAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 
-	s1 := start(t, Options{ServerPath: bin, DataDir: dir})
+	s1 := start(t, Options{ServerPath: bin, DataDir: dir, Persist: true})
 	require.NoError(t, client(t, s1).Set(ctx, "job", "kept", 0).Err())
 	require.NoError(t, s1.Stop())
-	select {
-	case <-s1.Exited():
-	default:
-		t.Fatal("Stop returned before redis-server exited")
-	}
+	_, err := client(t, s1).Ping(ctx).Result()
+	require.Error(t, err, "Stop returns once redis-server is gone")
 
-	s2 := start(t, Options{ServerPath: bin, DataDir: dir})
+	s2 := start(t, Options{ServerPath: bin, DataDir: dir, Persist: true})
 	assert.Equal(t, "kept", client(t, s2).Get(ctx, "job").Val())
 	assert.FileExists(t, filepath.Join(dir, "redis.log"))
 }
@@ -157,6 +154,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		{"negative port", Options{Port: -1}, "redis port -1: must be 0"},
 		{"port too large", Options{Port: 70000}, "redis port 70000"},
 		{"negative timeout", Options{StartTimeout: -time.Second}, "redis start timeout -1s: must be >= 0"},
+		{"persist without a data dir", Options{Persist: true}, "redis persist: needs a data dir"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,4 +163,15 @@ func TestOptionsAreValidated(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// Without a data dir a real server runs in a temporary one, which Stop
+// removes.
+func TestRealServerRemovesItsTemporaryDir(t *testing.T) {
+	bin := requireRealRedis(t)
+	s := start(t, Options{ServerPath: bin})
+	dir := s.dir
+	require.DirExists(t, dir)
+	require.NoError(t, s.Stop())
+	assert.NoDirExists(t, dir)
 }

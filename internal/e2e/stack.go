@@ -19,11 +19,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/ident"
+	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/pools"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -80,6 +80,7 @@ func TestConfig(t testing.TB, srv *devserver.Server, redisURL, pluginDir string)
 	cfg.Temporal.Namespace = srv.Namespace()
 	cfg.Redis.URL = redisURL
 	cfg.Plugins.Dirs = []string{pluginDir}
+	cfg.Plugins.Builtin = false // the test's fixture hooks only
 	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queueSeq.Add(1))
 	cfg.Pools = []config.Pool{{Name: "e2e", TaskQueue: queue, Slots: 8}}
 	cfg.Job.TaskQueue = queue
@@ -130,7 +131,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 	deps := pools.Deps{
 		Config:    s.Config,
 		Client:    s.Client,
-		Store:     &activities.RedisStore{Redis: s.Store, PipelineID: pipe.ID()},
+		Store:     &jobstore.RedisStore{Redis: s.Store, PipelineID: pipe.ID()},
 		Pipelines: pipe,
 		Log:       zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		Env:       env,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,10 +19,17 @@ import (
 // and returns its path.
 func BuildWorkers(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "workers")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/archiveflow/archiveflow/workers").CombinedOutput()
+	return BuildCommand(tb, "github.com/archiveflow/archiveflow/workers")
+}
+
+// BuildCommand builds the main package pkg into a temporary directory of
+// tb and returns the binary's path.
+func BuildCommand(tb testing.TB, pkg string) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), filepath.Base(pkg))
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 	if err != nil {
-		tb.Fatalf("go build workers: %v: %s", err, out)
+		tb.Fatalf("go build %s: %v: %s", pkg, err, out)
 	}
 	return bin
 }
@@ -48,6 +56,7 @@ func StartWorker(tb testing.TB, bin string, cfg *config.Config, name string, ext
 		"ARCHIVEFLOW_POOLS="+string(pools),
 		"ARCHIVEFLOW_JOB_TASK_QUEUE="+cfg.Job.TaskQueue,
 		"ARCHIVEFLOW_PLUGINS_DIRS="+strings.Join(cfg.Plugins.Dirs, ","),
+		"ARCHIVEFLOW_PLUGINS_BUILTIN="+strconv.FormatBool(cfg.Plugins.Builtin),
 		"ARCHIVEFLOW_ARCHIVE_DIR="+filepath.Join(tb.TempDir(), name),
 		"ARCHIVEFLOW_HOOKS_TIMEOUT="+cfg.Hooks.Timeout.String(),
 		"ARCHIVEFLOW_HOOKS_GRACE="+cfg.Hooks.Grace.String(),

@@ -15,8 +15,11 @@ import (
 // ConfigFile is the name of a plugin's config schema inside its directory.
 const ConfigFile = "config.json"
 
-// Steps is the number of steps of a snapshot (0..9).
-const Steps = 10
+// ErrInvalidPlugins marks a discovery error that only a change of the
+// configuration or of the plugin files can fix, so retrying is pointless: a
+// plugins root that is missing or not a directory, a malformed config.json,
+// an executable file that breaks the hook name grammar.
+var ErrInvalidPlugins = errors.New("invalid plugin set")
 
 // Hook is one discovered, executable on_Snapshot hook.
 type Hook struct {
@@ -42,15 +45,6 @@ func (h Hook) ID() string { return h.Plugin + "/" + h.Name }
 type Plan struct {
 	Hooks   []Hook             `json:"hooks"`
 	Schemas map[string]*Schema `json:"schemas"`
-}
-
-// ByStep groups the hooks by step, each group in execution order.
-func (p Plan) ByStep() [Steps][]Hook {
-	var steps [Steps][]Hook
-	for _, h := range p.Hooks {
-		steps[h.Step] = append(steps[h.Step], h)
-	}
-	return steps
 }
 
 // Schema returns plugin's schema, or an empty schema for an unknown plugin.
@@ -137,9 +131,12 @@ func collectPlugins(dirs []string, log *zap.Logger) (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("discover hooks: plugins root %q: %w", root, err)
 		}
-		entries, err := readRoot(abs)
+		if err := CheckRoot(abs); err != nil {
+			return nil, fmt.Errorf("discover hooks: %w", err)
+		}
+		entries, err := os.ReadDir(abs)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("discover hooks: read plugins root %s: %w", abs, err)
 		}
 		for _, e := range entries {
 			dir := filepath.Join(abs, e.Name())
@@ -164,22 +161,20 @@ func collectPlugins(dirs []string, log *zap.Logger) (map[string]string, error) {
 	return plugins, nil
 }
 
-func readRoot(root string) ([]os.DirEntry, error) {
+// CheckRoot checks that root, a plugins root, is an existing directory.
+// A missing root or one that is not a directory is ErrInvalidPlugins.
+func CheckRoot(root string) error {
 	info, err := os.Stat(root)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("discover hooks: plugins root %s does not exist", root)
+		return fmt.Errorf("plugins root %s does not exist: %w", root, ErrInvalidPlugins)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("discover hooks: plugins root %s: %w", root, err)
+		return fmt.Errorf("plugins root %s: %w", root, err)
 	}
 	if !info.IsDir() {
-		return nil, fmt.Errorf("discover hooks: plugins root %s is not a directory", root)
+		return fmt.Errorf("plugins root %s is not a directory: %w", root, ErrInvalidPlugins)
 	}
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return nil, fmt.Errorf("discover hooks: read plugins root %s: %w", root, err)
-	}
-	return entries, nil
+	return nil
 }
 
 // loadPlugin returns the executable hooks of one plugin directory and its
@@ -201,6 +196,10 @@ func loadPlugin(plugin, dir string, log *zap.Logger) ([]Hook, *Schema, error) {
 	}
 	schema, err := LoadSchema(filepath.Join(dir, ConfigFile), plugin)
 	if err != nil {
+		var readErr *fs.PathError
+		if !errors.As(err, &readErr) { // not an I/O error: the file is malformed
+			err = fmt.Errorf("%w: %w", err, ErrInvalidPlugins)
+		}
 		return nil, nil, fmt.Errorf("discover hooks: plugin %s: %w", plugin, err)
 	}
 	if !schema.SupportsRuntime() {
@@ -242,7 +241,7 @@ func loadHook(plugin, dir, name string, log *zap.Logger) (Hook, bool, error) {
 	}
 	n, err := ParseName(name)
 	if err != nil {
-		return Hook{}, false, fmt.Errorf("discover hooks: plugin %s: %s: %w", plugin, path, err)
+		return Hook{}, false, fmt.Errorf("discover hooks: plugin %s: %s: %w: %w", plugin, path, err, ErrInvalidPlugins)
 	}
 	if !n.Numbered {
 		log.Warn("hook has no __NN_ order prefix: running it in step 9 after the numbered hooks",

@@ -83,16 +83,16 @@ func TestDiscoverOrderAndSteps(t *testing.T) {
 	}, hookIDs(plan.Hooks))
 	assert.Equal(t, []string{"a", "chrome", "late", "title", "wget"}, plan.Plugins())
 
-	steps := plan.ByStep()
-	var perStep [Steps]int
-	for i, hooks := range steps {
-		perStep[i] = len(hooks)
-		for _, h := range hooks {
-			assert.Equal(t, i, h.Step, h.ID())
+	var perStep [10]int
+	var step9 []string
+	for _, h := range plan.Hooks {
+		perStep[h.Step]++
+		if h.Step == 9 {
+			step9 = append(step9, h.ID())
 		}
 	}
-	assert.Equal(t, [Steps]int{1, 1, 0, 0, 0, 3, 1, 0, 0, 2}, perStep)
-	assert.Equal(t, "late/on_Snapshot__unnumbered.sh", steps[9][1].ID(), "unnumbered sorts after 9x")
+	assert.Equal(t, [10]int{1, 1, 0, 0, 0, 3, 1, 0, 0, 2}, perStep)
+	assert.Equal(t, "late/on_Snapshot__unnumbered.sh", step9[1], "unnumbered sorts after 9x")
 
 	wget := plan.Hooks[5]
 	absRoot, err := filepath.Abs(root)
@@ -161,18 +161,23 @@ func TestDiscoverRoots(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), missing)
 		assert.Contains(t, err.Error(), "does not exist")
+		assert.ErrorIs(t, err, ErrInvalidPlugins, "no retry creates a missing root")
+		assert.ErrorIs(t, CheckRoot(missing), ErrInvalidPlugins)
 	})
 	t.Run("root that is a file is an error", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "file")
 		writeFile(t, file, "", 0o644)
 		_, err := Discover([]string{file}, nil)
 		require.ErrorContains(t, err, "not a directory")
+		assert.ErrorIs(t, err, ErrInvalidPlugins)
+	})
+	t.Run("existing root passes the check", func(t *testing.T) {
+		assert.NoError(t, CheckRoot(t.TempDir()))
 	})
 	t.Run("empty root is fine", func(t *testing.T) {
 		plan, err := Discover([]string{t.TempDir()}, nil)
 		require.NoError(t, err)
 		assert.Empty(t, plan.Hooks)
-		assert.Empty(t, plan.ByStep()[0])
 	})
 	t.Run("no roots is fine", func(t *testing.T) {
 		plan, err := Discover(nil, nil)
@@ -254,6 +259,7 @@ func TestDiscoverErrors(t *testing.T) {
 			for _, w := range tt.want {
 				assert.Contains(t, err.Error(), w)
 			}
+			assert.ErrorIs(t, err, ErrInvalidPlugins, "a malformed plugin is not retried")
 		})
 	}
 }

@@ -51,7 +51,7 @@ func requireConfigError(t *testing.T, err error, key, value, rule string) *Confi
 	for _, part := range []string{ce.Plugin, key, rule} {
 		assert.Contains(t, ce.Error(), part)
 	}
-	assert.True(t, IsConfigError(fmt.Errorf("wrapped: %w", err)))
+	assert.ErrorAs(t, fmt.Errorf("wrapped: %w", err), &ce)
 	return ce
 }
 

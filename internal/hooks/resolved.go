@@ -1,7 +1,6 @@
 package hooks
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -39,12 +38,6 @@ func (e *ConfigError) Error() string {
 		msg += " (from " + e.Source + ")"
 	}
 	return msg
-}
-
-// IsConfigError reports whether err is (or wraps) a *ConfigError.
-func IsConfigError(err error) bool {
-	var ce *ConfigError
-	return errors.As(err, &ce)
 }
 
 // Resolved is a plugin's configuration after resolution and validation.

@@ -8,6 +8,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -39,33 +40,6 @@ func ParseStatus(s string) (Status, error) {
 type OutputFile struct {
 	Path string `json:"path"` // relative to the hook's working directory
 	Size int64  `json:"size"`
-}
-
-// Response is one HTTP fetch reported by a hook with a `Response` JSONL record.
-type Response struct {
-	URL    string `json:"url"`
-	Status int    `json:"status"` // HTTP status; 0 = no response (network error)
-	Bytes  int64  `json:"bytes"`
-	// WgetCode is the fetcher's own result code when it has one (ArchiveBot's
-	// `wget_code` field, e.g. "RETRFINISHED" or "NETWORK_ERROR").
-	WgetCode string `json:"wget_code,omitempty"`
-}
-
-// ResponseCounts summarises the Response records of one hook run: how many,
-// by status class (anything outside 100..599 is Runk) and how many were
-// errors, as ArchiveBot's counters r1xx..r5xx, runk and error_count count
-// them. It travels in the ArchiveResult so the workflow can write the
-// counters itself, with retries, whatever happens to the hook's worker.
-type ResponseCounts struct {
-	Count int64 `json:"count"`
-	R1xx  int64 `json:"r1xx,omitempty"`
-	R2xx  int64 `json:"r2xx,omitempty"`
-	R3xx  int64 `json:"r3xx,omitempty"`
-	R4xx  int64 `json:"r4xx,omitempty"`
-	R5xx  int64 `json:"r5xx,omitempty"`
-	Runk  int64 `json:"runk,omitempty"`
-	// Errors counts responses that ArchiveBot marks is_error.
-	Errors int64 `json:"errors,omitempty"`
 }
 
 // ArchiveResult is the record of one hook's run, final after retries.
@@ -105,6 +79,15 @@ const (
 // JobStates lists every JobState in lifecycle order.
 var JobStates = []JobState{StatePending, StateActive, StateDraining, StateFinished, StateAborted, StateFailed}
 
+// JobStateNames lists the job states for messages: "pending, active, …".
+func JobStateNames() string {
+	names := make([]string, len(JobStates))
+	for i, st := range JobStates {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
+
 // Final reports whether s is a terminal state.
 func (s JobState) Final() bool {
 	return s == StateFinished || s == StateAborted || s == StateFailed
@@ -117,28 +100,5 @@ func ParseJobState(s string) (JobState, error) {
 			return st, nil
 		}
 	}
-	return "", fmt.Errorf("job state %q: must be one of pending, active, draining, finished, aborted, failed", s)
-}
-
-// Settings are the job settings that may change while a job runs
-// (ArchiveBot's `set` commands and archiveflow's set_settings signal).
-type Settings struct {
-	Concurrency int      `json:"concurrency"` // 0 pauses the job
-	DelayMinMS  int      `json:"delay_min"`   // milliseconds, as ArchiveBot stores them
-	DelayMaxMS  int      `json:"delay_max"`
-	UserAgent   string   `json:"user_agent,omitempty"`
-	Ignores     []string `json:"ignores,omitempty"` // RE2 patterns
-}
-
-// Validate checks the settings' ranges.
-func (s Settings) Validate() error {
-	switch {
-	case s.Concurrency < 0:
-		return fmt.Errorf("concurrency %d: must be >= 0", s.Concurrency)
-	case s.DelayMinMS < 0:
-		return fmt.Errorf("delay_min %d ms: must be >= 0", s.DelayMinMS)
-	case s.DelayMaxMS < s.DelayMinMS:
-		return fmt.Errorf("delay_max %d ms: must be >= delay_min (%d ms)", s.DelayMaxMS, s.DelayMinMS)
-	}
-	return nil
+	return "", fmt.Errorf("job state %q: must be one of %s", s, JobStateNames())
 }

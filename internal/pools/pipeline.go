@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
@@ -118,7 +118,7 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 	return Deps{
 		Config:    cfg,
 		Client:    be.Temporal,
-		Store:     &activities.RedisStore{Redis: be.Store, PipelineID: pipe.ID()},
+		Store:     &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID()},
 		Pipelines: pipe,
 		Log:       log,
 		Env:       append(os.Environ(), "ARCHIVEFLOW_BIN="+self),

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/testredis"
@@ -21,7 +23,8 @@ import (
 // sees log batches that have not reached Redis yet and ones refused for good.
 func TestPipelineReportsLogOutboxBacklog(t *testing.T) {
 	srv := testredis.Start(t)
-	store, err := rkeys.NewStore(srv.Client(), rkeys.Options{}, zap.NewNop())
+	cfg := config.Default()
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
 	require.NoError(t, err)
 	archive := t.TempDir()
 	pipe, err := NewRedisPipeline(store, "w1", archive)

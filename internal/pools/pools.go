@@ -2,10 +2,11 @@
 // pool it polls the pool's shared Temporal task queue (snapshot and background
 // workflows, host claims, Redis writes) and a task queue only this process
 // polls (the hooks of the snapshots it claimed, so they run on the host that
-// holds their directories). It sweeps leftover hook processes at start,
-// registers the process as an ArchiveBot pipeline with periodic host stats,
-// and shuts down gracefully: stop polling, let running hooks finish within the
-// drain timeout, then cancel them.
+// holds their directories). It decides the host's plugin roots (the
+// embedded built-in set first, then plugins.dirs), sweeps leftover hook
+// processes at start, registers the process as an ArchiveBot pipeline with
+// periodic host stats, and shuts down gracefully: stop polling, let running
+// hooks finish within the drain timeout, then cancel them.
 package pools
 
 import (
@@ -24,8 +25,11 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/engine"
+	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/procs"
+	"github.com/archiveflow/archiveflow/plugins"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -44,7 +48,8 @@ type Pipelines interface {
 type Deps struct {
 	Config *config.Config
 	Client client.Client
-	// Store writes job state, results and logs to Redis.
+	// Store writes job state, results and logs to Redis; when it also is an
+	// activities.HostRegistry (internal/jobstore's is), HostAlive asks it.
 	Store activities.Store
 	// Pipelines may be nil (no pipeline registration).
 	Pipelines Pipelines
@@ -55,6 +60,54 @@ type Deps struct {
 	// Instance distinguishes host queues of several processes on one host;
 	// default HOSTNAME-PID.
 	Instance string
+	// PluginDirs are the plugin roots in discovery order, from PluginRoots;
+	// nil means Run calls PluginRoots itself.
+	PluginDirs []string
+}
+
+// BuiltinDir is where a worker host materialises the built-in plugin set,
+// inside the archive dir that holds the host's other state (snapshots,
+// outbox): ARCHIVE_DIR/plugins/builtin-HASH/.
+func BuiltinDir(archiveDir string) string {
+	return filepath.Join(archiveDir, "plugins")
+}
+
+// PluginRoots returns this worker host's plugin roots in discovery order:
+// the built-in set (config plugins.builtin; materialised under
+// BuiltinDir) first, then plugins.dirs in their order, so a later root's
+// plugin overrides an earlier one of the same name, a built-in one
+// included. A configured root that is missing or not a directory is a
+// *config.FieldError naming it: the worker must not start.
+func PluginRoots(cfg *config.Config) ([]string, error) {
+	var roots []string
+	var errs []error
+	for i, d := range cfg.Plugins.Dirs {
+		abs, err := filepath.Abs(d)
+		if err == nil {
+			err = hooks.CheckRoot(abs)
+		}
+		if err != nil {
+			errs = append(errs, &config.FieldError{Key: fmt.Sprintf("plugins.dirs[%d]", i), Value: d,
+				Rule: "must be an existing plugin root directory (" + err.Error() + ")"})
+			continue
+		}
+		roots = append(roots, abs)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if !cfg.Plugins.Builtin {
+		return roots, nil
+	}
+	archiveDir, err := filepath.Abs(cfg.ArchiveDir)
+	if err != nil {
+		return nil, fmt.Errorf("archive dir %s: %w", cfg.ArchiveDir, err)
+	}
+	builtin, err := plugins.Materialise(BuiltinDir(archiveDir))
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{builtin}, roots...), nil
 }
 
 // Select returns the configured pools named by names (all when empty).
@@ -116,6 +169,12 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	if err := os.MkdirAll(filepath.Join(archiveDir, "snapshots"), 0o755); err != nil {
 		return fmt.Errorf("create archive dir: %w", err)
 	}
+	if d.PluginDirs == nil {
+		if d.PluginDirs, err = PluginRoots(d.Config); err != nil {
+			return err
+		}
+	}
+	log.Info("plugin roots (a later root's plugin overrides an earlier one)", zap.Strings("dirs", d.PluginDirs))
 	sweep(archiveDir, d.Config.Hooks.Grace, log)
 	logOutbox, stopOutbox, err := startLogOutbox(archiveDir, d.Store, log)
 	if err != nil {
@@ -180,28 +239,49 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	return nil
 }
 
-// newPoolWorkers builds the shared-queue worker and the host-queue worker.
+// newPoolWorkers builds the pool's two workers, each registering only what
+// runs on its queue: the shared queue's worker runs the workflows, the host
+// claim and liveness check and, as local activities, the Redis writes
+// (PoolActivities); the host queue's worker runs discovery and the hooks
+// (HostActivities).
 func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, log *zap.Logger) ([]worker.Worker, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
-	engine := &activities.Engine{
-		PluginDirs:     absDirs(cfg.Plugins.Dirs),
-		ArchiveDir:     archiveDir,
-		File:           cfg.Plugins.Values,
-		Env:            d.Env,
-		DefaultTimeout: cfg.Hooks.Timeout,
-		Grace:          cfg.Hooks.Grace,
-		Log:            plog,
-	}
-	acts, err := activities.New(engine, engine, d.Store, plog, activities.Options{
-		HostQueue:         HostQueue(p, instance),
-		HeartbeatInterval: cfg.Hooks.HeartbeatInterval,
-		LogOutbox:         logOutbox,
+	eng, err := engine.New(engine.Config{
+		PluginDirs: d.PluginDirs,
+		ArchiveDir: archiveDir,
+		File:       cfg.Plugins.Values,
+		Env:        d.Env,
+		Timeout:    cfg.Hooks.Timeout,
+		Grace:      cfg.Hooks.Grace,
+		LineCap:    cfg.Hooks.LineCap,
+		Log:        plog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
-	opts := worker.Options{
+	hosts, _ := d.Store.(activities.HostRegistry)
+	poolActs, err := activities.NewPool(d.Store, hosts, eng, HostQueue(p, instance), plog)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	hostActs, err := activities.NewHost(eng, eng, eng, d.Store, plog, ActivityOptions(cfg, logOutbox))
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	opts := WorkerOptions(cfg, p)
+	shared := worker.New(d.Client, p.TaskQueue, opts)
+	workflows.Register(shared)
+	shared.RegisterActivity(poolActs)
+
+	host := worker.New(d.Client, HostQueue(p, instance), opts)
+	host.RegisterActivity(hostActs)
+	return []worker.Worker{shared, host}, nil
+}
+
+// WorkerOptions are the Temporal worker options of both queues of pool p.
+func WorkerOptions(cfg *config.Config, p config.Pool) worker.Options {
+	return worker.Options{
 		MaxConcurrentActivityExecutionSize: p.Slots,
 		// Stop waits this long for running activities, then cancels their
 		// contexts, which makes the runner SIGTERM the hooks: nothing orphaned.
@@ -210,13 +290,23 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		// heartbeat timeout, so cancellation reaches a hook within seconds.
 		MaxHeartbeatThrottleInterval: time.Second,
 	}
-	shared := worker.New(d.Client, p.TaskQueue, opts)
-	workflows.Register(shared)
-	shared.RegisterActivity(acts)
+}
 
-	host := worker.New(d.Client, HostQueue(p, instance), opts)
-	host.RegisterActivity(acts)
-	return []worker.Worker{shared, host}, nil
+// ActivityOptions are the hook activities' options from the configuration
+// (config hooks.*); logOutbox may be nil.
+func ActivityOptions(cfg *config.Config, logOutbox *outbox.Outbox) activities.Options {
+	h := cfg.Hooks
+	return activities.Options{
+		HeartbeatInterval:    h.HeartbeatInterval,
+		JobHeartbeatInterval: h.JobHeartbeatInterval,
+		LogFlushInterval:     h.LogFlushInterval,
+		LogBatch:             h.LogBatch,
+		LogLinesPerRun:       h.LogLinesPerAttempt,
+		LogLineBytes:         h.LogLineBytes,
+		ResultFieldBytes:     h.ResultFieldBytes,
+		ResponsesPerRun:      h.ResponsesPerAttempt,
+		LogOutbox:            logOutbox,
+	}
 }
 
 // startLogOutbox opens the process's job-log outbox in ARCHIVE_DIR/outbox
@@ -245,17 +335,6 @@ func startLogOutbox(archiveDir string, store activities.Store, log *zap.Logger) 
 				zap.Int("batches", len(pending)), zap.String("outbox", ob.Dir()))
 		}
 	}, nil
-}
-
-func absDirs(dirs []string) []string {
-	out := make([]string, 0, len(dirs))
-	for _, d := range dirs {
-		if a, err := filepath.Abs(d); err == nil {
-			d = a
-		}
-		out = append(out, d)
-	}
-	return out
 }
 
 // sweep kills hook processes left by a crashed worker on this host.

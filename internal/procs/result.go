@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -55,36 +54,17 @@ type Counts struct {
 	StderrLines int64 // non-blank stderr lines
 }
 
-// ResponseSummary aggregates the Response records of one attempt (they feed
-// ArchiveBot's items_downloaded, r1xx..r5xx and runk counters).
+// ResponseSummary aggregates the Response records of one attempt: the
+// counters by class (model.ResponseCounts, which owns ArchiveBot's
+// bucketing) and the bytes fetched.
 type ResponseSummary struct {
-	Count int64
+	model.ResponseCounts
 	Bytes int64
-	R1xx  int64
-	R2xx  int64
-	R3xx  int64
-	R4xx  int64
-	R5xx  int64
-	Runk  int64 // status 0 (no response) or outside 100..599
 }
 
 func (s *ResponseSummary) add(r model.Response) {
-	s.Count++
+	s.ResponseCounts.Add(r)
 	s.Bytes += r.Bytes
-	switch r.Status / 100 {
-	case 1:
-		s.R1xx++
-	case 2:
-		s.R2xx++
-	case 3:
-		s.R3xx++
-	case 4:
-		s.R4xx++
-	case 5:
-		s.R5xx++
-	default:
-		s.Runk++
-	}
 }
 
 // Result is the outcome of one hook attempt. Exactly one of Status (final)
@@ -149,24 +129,32 @@ func (r Result) ArchiveResult() model.ArchiveResult {
 		ar.OutputJSON = r.Last.OutputJSON
 		ar.Error = r.Last.Error
 	}
-	if r.Transient {
+	switch {
+	case r.Transient:
 		ar.Error = r.Err().Error()
+	case r.Status == model.StatusFailed && r.Last == nil:
+		ar.Error = r.Reason
 	}
 	return ar
 }
 
 func hookFromRunnerFile(path string) string {
-	m := runnerFileRe.FindStringSubmatch(filepath.Base(path))
-	if m == nil {
-		return ""
-	}
-	return m[1]
+	f, _ := ParseRunnerFile(path)
+	return f.Stem
 }
 
-// decide applies the status mapping of DESIGN.md §3, in order:
+// exitSIGTERM is the exit code of a process killed by SIGTERM (128+15):
+// how a background hook that obeyed the seal's SIGTERM usually ends.
+const exitSIGTERM = 128 + int(syscall.SIGTERM)
+
+// decide applies the status mapping of DESIGN.md §3, in order. It is the
+// only mapping of an exit to a status: callers take Status and Transient as
+// they are.
 //  1. the last ArchiveResult record's status wins (whatever the exit);
-//  2. a background hook stopped by its context (the seal) with no record
-//     and exit 0 or 143 (SIGTERM) succeeded;
+//  2. a background hook stopped by its context (the seal) without a record
+//     succeeded when it exited 0 or by the SIGTERM (143), and failed
+//     otherwise (it needed SIGKILL, or crashed): final either way, there is
+//     no retry after the seal;
 //  3. timeout or cancellation without a record: transient;
 //  4. no record: exit 0 → noresults, exit 10 → skipped;
 //  5. anything else (other exit, death by signal): transient.
@@ -176,9 +164,12 @@ func decide(r *Result, background bool, timeout time.Duration) {
 		r.Status = r.Last.Status
 		r.Reason = fmt.Sprintf("ArchiveResult record status %s (exit %d)", r.Status, r.ExitCode)
 		r.SoftFailed = r.Status == model.StatusFailed && r.ExitCode == 0
-	case background && r.Canceled && (r.ExitCode == 0 || r.ExitCode == 128+int(syscall.SIGTERM)):
+	case background && r.Canceled && (r.ExitCode == 0 || r.ExitCode == exitSIGTERM):
 		r.Status = model.StatusSucceeded
 		r.Reason = fmt.Sprintf("background hook stopped by the seal, no record, exit %d", r.ExitCode)
+	case background && r.Canceled:
+		r.Status = model.StatusFailed
+		r.Reason = fmt.Sprintf("background hook stopped by the seal, no record, exit %d (not by the SIGTERM)", r.ExitCode)
 	case r.TimedOut:
 		r.Transient = true
 		r.Reason = fmt.Sprintf("timed out after %s (exit %d)", timeout, r.ExitCode)

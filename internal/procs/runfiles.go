@@ -21,16 +21,13 @@ const MarkerEnv = "ARCHIVEFLOW_ATTEMPT_ID"
 
 // Runner file suffixes, after "STEM.ID".
 const (
-	suffixStdout = ".stdout.log"
-	suffixStderr = ".stderr.log"
-	suffixPID    = ".pid"
-	suffixSh     = ".sh"
+	SuffixStdout = ".stdout.log"
+	SuffixStderr = ".stderr.log"
+	SuffixPID    = ".pid"
+	SuffixSh     = ".sh"
 )
 
-var (
-	attemptIDRe  = regexp.MustCompile(`^[0-9a-f]{32}$`)
-	runnerFileRe = regexp.MustCompile(`^(.+)\.([0-9a-f]{32})\.(stdout\.log|stderr\.log|pid|sh)$`)
-)
+var attemptIDRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // NewAttemptID returns a fresh attempt ID: 32 lower-case hex characters.
 func NewAttemptID() (string, error) {
@@ -44,20 +41,40 @@ func NewAttemptID() (string, error) {
 // ValidAttemptID reports whether id has the attempt ID shape.
 func ValidAttemptID(id string) bool { return attemptIDRe.MatchString(id) }
 
+// RunnerFile is the name of one of the runner's own files, split:
+// STEM.ATTEMPTID + Suffix (DESIGN.md §3). This is the only definition of
+// that name pattern; everything that must tell runner files from hook
+// output (the runner, the sweep, the built-in hooks) asks ParseRunnerFile.
+type RunnerFile struct {
+	Stem      string // the hook's file name without its extension; never empty
+	AttemptID string // 32 lower-case hex characters
+	Suffix    string // SuffixStdout, SuffixStderr, SuffixPID or SuffixSh
+}
+
+// ParseRunnerFile splits the base name of path when it is a runner file:
+// a non-empty STEM, a dot, 32 lower-case hex characters and one of the
+// runner suffixes. It is checked for every output file, so it avoids
+// regular expressions.
+func ParseRunnerFile(path string) (RunnerFile, bool) {
+	name := filepath.Base(path)
+	for _, suf := range []string{SuffixStdout, SuffixStderr, SuffixPID, SuffixSh} {
+		if rest, ok := strings.CutSuffix(name, suf); ok {
+			n := len(rest)
+			if n > 33 && rest[n-33] == '.' && isLowerHex(rest[n-32:]) {
+				return RunnerFile{Stem: rest[:n-33], AttemptID: rest[n-32:], Suffix: suf}, true
+			}
+			return RunnerFile{}, false
+		}
+	}
+	return RunnerFile{}, false
+}
+
 // IsRunnerFile reports whether the base name of path is one of the runner's
 // own files (STEM.<32 hex>.stdout.log|stderr.log|pid|sh), which are never
 // hook output.
-// It is checked for every output file, so it avoids the regexp.
 func IsRunnerFile(path string) bool {
-	name := filepath.Base(path)
-	for _, suf := range []string{suffixStdout, suffixStderr, suffixPID, suffixSh} {
-		if rest, ok := strings.CutSuffix(name, suf); ok {
-			// rest must be "STEM.<32 hex>" with a non-empty STEM.
-			n := len(rest)
-			return n > 33 && rest[n-33] == '.' && isLowerHex(rest[n-32:])
-		}
-	}
-	return false
+	_, ok := ParseRunnerFile(path)
+	return ok
 }
 
 func isLowerHex(s string) bool {
@@ -81,10 +98,10 @@ type Files struct {
 func runnerFiles(dir, stem, id string) Files {
 	base := filepath.Join(dir, stem+"."+id)
 	return Files{
-		Stdout: base + suffixStdout,
-		Stderr: base + suffixStderr,
-		PID:    base + suffixPID,
-		Sh:     base + suffixSh,
+		Stdout: base + SuffixStdout,
+		Stderr: base + SuffixStderr,
+		PID:    base + SuffixPID,
+		Sh:     base + SuffixSh,
 	}
 }
 

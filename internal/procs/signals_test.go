@@ -153,6 +153,9 @@ while :; do sleep 0.05; done`, model.StatusSucceeded},
 		{"record wins", `trap 'echo "{\"type\":\"ArchiveResult\",\"status\":\"noresults\"}"; exit 143' TERM
 touch ready
 while :; do sleep 0.05; done`, model.StatusNoResults},
+		{"no record, traps SIGTERM and exits 3: failed, final", `trap 'exit 3' TERM
+touch ready
+while :; do sleep 0.05; done`, model.StatusFailed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,6 +173,9 @@ while :; do sleep 0.05; done`, model.StatusNoResults},
 			assert.True(t, res.Canceled)
 			require.False(t, res.Transient, res.Reason)
 			assert.Equal(t, tc.status, res.Status)
+			if tc.status == model.StatusFailed {
+				assert.Contains(t, res.ArchiveResult().Error, "stopped by the seal")
+			}
 		})
 	}
 }

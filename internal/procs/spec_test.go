@@ -126,4 +126,7 @@ func TestIsRunnerFile(t *testing.T) {
 	for name, want := range tests {
 		assert.Equal(t, want, IsRunnerFile(name), name)
 	}
+	f, ok := ParseRunnerFile("/a/b/on_Snapshot__10_wget.bg.0123456789abcdef0123456789abcdef.stdout.log")
+	require.True(t, ok)
+	assert.Equal(t, RunnerFile{Stem: "on_Snapshot__10_wget.bg", AttemptID: "0123456789abcdef0123456789abcdef", Suffix: SuffixStdout}, f)
 }

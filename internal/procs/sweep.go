@@ -12,19 +12,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// SweepReport says what one Sweep found and did.
+// SweepReport says what one SweepGrace found and did.
 type SweepReport struct {
 	PIDFiles int      // runner .pid files found
 	Skipped  []string // pid files of attempts still supervised by a live runner
 	Killed   []int    // hook pids whose process tree was terminated
 	Removed  []string // stale pid files removed
 	Errors   []string // per-file problems (unreadable or unparsable files are removed too)
-}
-
-// Sweep terminates hooks left running by a crashed or killed runner under
-// root, with DefaultGrace between SIGTERM and SIGKILL. See SweepGrace.
-func Sweep(root string, log *zap.Logger) (SweepReport, error) {
-	return SweepGrace(root, DefaultGrace, log)
 }
 
 // SweepGrace walks root for runner .pid files. A file whose owner runner is
@@ -46,12 +40,12 @@ func SweepGrace(root string, grace time.Duration, log *zap.Logger) (SweepReport,
 			}
 			return err
 		}
-		m := runnerFileRe.FindStringSubmatch(d.Name())
-		if d.IsDir() || m == nil || m[3] != "pid" {
+		f, ok := ParseRunnerFile(d.Name())
+		if d.IsDir() || !ok || f.Suffix != SuffixPID {
 			return nil
 		}
 		rep.PIDFiles++
-		sweepOne(path, m[2], grace, log.With(zap.String("pid_file", path), zap.String("attempt", m[2])), &rep)
+		sweepOne(path, f.AttemptID, grace, log.With(zap.String("pid_file", path), zap.String("attempt", f.AttemptID)), &rep)
 		return nil
 	})
 	if err != nil {

@@ -148,7 +148,7 @@ func TestSweepKillsMarkedChildrenOfDeadLeader(t *testing.T) {
 }
 
 func TestSweepMissingRoot(t *testing.T) {
-	rep, err := Sweep(filepath.Join(t.TempDir(), "nope"), nil)
+	rep, err := SweepGrace(filepath.Join(t.TempDir(), "nope"), DefaultGrace, nil)
 	require.NoError(t, err)
 	assert.Zero(t, rep.PIDFiles)
 }

@@ -194,7 +194,7 @@ func TestCompatLogAnalyzerNeverDoubleCounts(t *testing.T) {
 			require.NoError(t, err)
 
 			inc, _ := analyzeLogs(ctx, t, e.rdb, j.Ident)
-			ours := CountResponses(resps)
+			ours := model.CountResponses(resps)
 			h := e.rdb.HGetAll(ctx, j.Ident).Val()
 			total := func(field string, analyzer int64) int64 { return rubyToI(h[field]) + analyzer }
 			// Whoever owns the counters, the sum of what archiveflow wrote and
@@ -220,7 +220,7 @@ func TestCompatFirehoseAndDashboard(t *testing.T) {
 	require.NoError(t, e.store.CreateJob(ctx, j))
 	require.NoError(t, e.store.SetState(ctx, j.Ident, model.StateActive))
 	_, err := e.store.AppendLog(ctx, j.Ident, "b", []Packet{
-		Stdout(t0, "hello"), Download(t0, model.Response{URL: "http://example.com/", Status: 200}), Ignore(t0, "http://example.com/x.css", `\.css$`, "accept_url"),
+		Stdout(t0, "hello"), Download(t0, model.Response{URL: "http://example.com/", Status: 200}), Packet{Type: PacketIgnore, TS: t0, URL: "http://example.com/x.css", Pattern: `\.css$`, Source: "accept_url"},
 	})
 	require.NoError(t, err)
 

@@ -49,9 +49,46 @@ func newEnv(t *testing.T, opts Options) *env {
 		opts.Host = "worker1"
 		opts.PID = 4242
 	}
-	st, err := NewStore(rdb, opts, nil)
+	st, err := NewStore(rdb, testOptions(opts), nil)
 	require.NoError(t, err)
 	return &env{srv: srv, rdb: rdb, store: st, clock: c}
+}
+
+// testPacketCap is the packet cap of these tests.
+const testPacketCap = 64 << 10
+
+// testOptions fills the fields opts leaves zero with the values of these
+// tests (ArchiveBot's retention, 10,000 log entries, ...).
+func testOptions(opts Options) Options {
+	if opts.LogCap == 0 {
+		opts.LogCap = 10000
+	}
+	if opts.PacketCap == 0 {
+		opts.PacketCap = testPacketCap
+	}
+	r := &opts.Retention
+	if r.Completed == 0 {
+		r.Completed = 48 * time.Hour
+	}
+	if r.Aborted == 0 {
+		r.Aborted = 5 * time.Second
+	}
+	if r.Failed == 0 {
+		r.Failed = 48 * time.Hour
+	}
+	if opts.EventsTTL == 0 {
+		opts.EventsTTL = 3 * time.Hour
+	}
+	if opts.PipelineTTL == 0 {
+		opts.PipelineTTL = 30 * time.Second
+	}
+	if opts.LogBatchWindow == 0 {
+		opts.LogBatchWindow = 4096
+	}
+	if opts.OwnResponseCounters == nil {
+		opts.OwnResponseCounters = Bool(true)
+	}
+	return opts
 }
 
 func testJob(t *testing.T, raw string) Job {

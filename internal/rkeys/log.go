@@ -8,6 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/logging"
 )
 
 // AppendLog appends packets to IDENT_log in one round trip (one Lua script
@@ -44,8 +46,8 @@ func (s *Store) AppendLog(ctx context.Context, ident, batchID string, packets []
 		}
 		args = append(args, enc)
 	}
-	keys := []string{s.keys.Job(ident), s.keys.Log(ident), s.keys.LogBatches(ident)}
-	score, err := appendLogScript.Run(ctx, s.rdb, keys, args...).Int64()
+	keys := map[string]string{"job": s.keys.Job(ident), "log": s.keys.Log(ident), "logbatches": s.keys.LogBatches(ident)}
+	score, err := s.run(ctx, appendLogScript, keys, args...).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("append log of job %s (%d packets): %w", ident, len(packets), err)
 	}
@@ -54,6 +56,33 @@ func (s *Store) AppendLog(ctx context.Context, ident, batchID string, packets []
 	}
 	return score, nil
 }
+
+// appendLogScript appends a batch of packets with ArchiveBot's logger
+// semantics, trims the log to its cap and publishes once.
+// ARGV: ident channel cap batch_id window own(0|1) packets...
+var appendLogScript = newScript([]string{"job", "log", "logbatches"}, false, `
+if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
+local batch = ARGV[4]
+if batch ~= '' and redis.call('ZSCORE', logbatches, batch) then return CODE_NOOP end
+local score = 0
+for i = 7, #ARGV do
+  score = redis.call('HINCRBY', job, 'log_score', 1)
+  redis.call('ZADD', log, score, ARGV[i])
+end
+local cap = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYRANK', log, 0, -(cap + 1))
+inherit_ttl(job, log)
+if ARGV[6] == '1' and score > 0 then
+  redis.call('HSET', job, 'last_analyzed_log_entry', score)
+end
+if batch ~= '' then
+  redis.call('ZADD', logbatches, score, batch)
+  redis.call('ZREMRANGEBYRANK', logbatches, 0, -(tonumber(ARGV[5]) + 1))
+  inherit_ttl(job, logbatches)
+end
+redis.call('PUBLISH', ARGV[2], ARGV[1])
+return score
+`)
 
 // LogEntry is one IDENT_log entry with its score.
 type LogEntry struct {
@@ -152,7 +181,7 @@ func (s *Store) follow(ctx context.Context, msgs <-chan *redis.Message, ident st
 				return err
 			}
 			if err != nil {
-				s.log.Warn("malformed log entry", zap.String("ident", ident), zap.Error(err))
+				s.log.Warn("malformed log entry", logging.Ident(ident), zap.Error(err))
 			}
 			for _, e := range entries {
 				select {

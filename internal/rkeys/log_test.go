@@ -32,12 +32,12 @@ func TestPacketEncoding(t *testing.T) {
 			`{"type":"download","ts":1700000000.25,"url":"http://e.x/","response_code":0,"wget_code":"NETWORK_ERROR","is_error":true,"is_warning":false}`},
 		{"download wget code", Download(ts, model.Response{URL: "http://e.x/", Status: 200, WgetCode: "RETRFINISHED"}),
 			`{"type":"download","ts":1700000000.25,"url":"http://e.x/","response_code":200,"wget_code":"RETRFINISHED","is_error":false,"is_warning":false}`},
-		{"ignore", Ignore(ts, "http://e.x/a.css", `\.css$`, "accept_url"),
+		{"ignore", Packet{Type: PacketIgnore, TS: ts, URL: "http://e.x/a.css", Pattern: `\.css$`, Source: "accept_url"},
 			`{"type":"ignore","ts":1700000000.25,"url":"http://e.x/a.css","pattern":"\\.css$","source":"accept_url"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.p.Encode(DefaultPacketCap)
+			got, err := tc.p.Encode(testPacketCap)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 			back, err := DecodePacket(got)
@@ -46,13 +46,13 @@ func TestPacketEncoding(t *testing.T) {
 			assert.Equal(t, tc.p.URL, back.URL)
 		})
 	}
-	_, err := Packet{Type: "trace"}.Encode(DefaultPacketCap)
+	_, err := Packet{Type: "trace"}.Encode(testPacketCap)
 	require.ErrorContains(t, err, `log packet type "trace"`)
 }
 
 func TestPacketCapTruncates(t *testing.T) {
 	long := strings.Repeat("é\"<", 10000)
-	for _, p := range []Packet{Stdout(t0, long), Download(t0, model.Response{URL: "http://e.x/" + long, Status: 200}), Ignore(t0, "http://e.x/", long, "")} {
+	for _, p := range []Packet{Stdout(t0, long), Download(t0, model.Response{URL: "http://e.x/" + long, Status: 200}), Packet{Type: PacketIgnore, TS: t0, URL: "http://e.x/", Pattern: long}} {
 		t.Run(string(p.Type), func(t *testing.T) {
 			out, err := p.Encode(1024)
 			require.NoError(t, err)
@@ -74,7 +74,7 @@ func TestAppendLogLoggerSemantics(t *testing.T) {
 	_, err := ps.Receive(ctx)
 	require.NoError(t, err)
 
-	batch := []Packet{Stdout(time.Time{}, "one"), Download(t0, model.Response{URL: "http://example.com/", Status: 200}), Ignore(t0, "http://x/", "x", "")}
+	batch := []Packet{Stdout(time.Time{}, "one"), Download(t0, model.Response{URL: "http://example.com/", Status: 200}), Packet{Type: PacketIgnore, TS: t0, URL: "http://x/", Pattern: "x"}}
 	var last int64
 	twice(t, e, func() error {
 		var err error

@@ -6,18 +6,8 @@ import (
 	"time"
 )
 
-// Defaults (ArchiveBot's retention: 48 h completed, 5 s aborted).
-const (
-	DefaultLogCap            = 10000
-	DefaultPacketCap         = 64 << 10
-	DefaultRetentionFinished = 48 * time.Hour
-	DefaultRetentionAborted  = 5 * time.Second
-	DefaultRetentionFailed   = 48 * time.Hour
-	DefaultEventsTTL         = 3 * time.Hour
-	DefaultPipelineTTL       = 30 * time.Second
-	DefaultLogBatchWindow    = 4096
-	minPacketCap             = 512
-)
+// minPacketCap is the smallest packet cap that fits a download packet.
+const minPacketCap = 512
 
 // Retention is how long a finished job's keys stay in Redis, per final state.
 type Retention struct {
@@ -26,29 +16,31 @@ type Retention struct {
 	Failed    time.Duration // state failed
 }
 
-// Options configure a Store. Zero values take the documented defaults.
+// Options configure a Store. The layout's values are required (they come
+// from the resolved configuration, see internal/backend); only Host, PID and
+// Now default to this process and the real clock.
 type Options struct {
 	// Namespace prefixes every key and channel; empty by default because
 	// ArchiveBot's tools assume full control of the database.
 	Namespace string
 	// LogCap is the maximum number of entries kept in each IDENT_log; the
-	// oldest are trimmed on every append (default 10,000).
+	// oldest are trimmed on every append.
 	LogCap int
 	// PacketCap is the maximum size in bytes of one encoded log packet;
-	// longer messages/URLs are truncated with a marker (default 64 KiB).
+	// longer messages/URLs are truncated with a marker.
 	PacketCap int
 	// Retention of finished jobs.
 	Retention Retention
 	// EventsTTL is the expiry of an events_archive hour list after its last
-	// event, and of executive_instance records (default 3 h).
+	// event, and of executive_instance records.
 	EventsTTL time.Duration
 	// PipelineTTL is the expiry of pipeline:ID records, refreshed on every
-	// report, so a crashed worker disappears by itself (default 30 s).
+	// report, so a crashed worker disappears by itself.
 	PipelineTTL time.Duration
 	// LogBatchWindow is how many recent log batch ids are remembered per job
-	// to make a repeated AppendLog a no-op (default 4096).
+	// to make a repeated AppendLog a no-op.
 	LogBatchWindow int
-	// OwnResponseCounters: when true (default) archiveflow writes r1xx..r5xx,
+	// OwnResponseCounters (required): when true archiveflow writes r1xx..r5xx,
 	// runk and error_count from hook Responses and moves
 	// last_analyzed_log_entry past its own download packets so ArchiveBot's
 	// log analyzer never counts them again; when false archiveflow never
@@ -65,35 +57,8 @@ type Options struct {
 // Bool returns a pointer to b, for Options.OwnResponseCounters.
 func Bool(b bool) *bool { return &b }
 
-// withDefaults fills zero values and validates the result.
+// withDefaults fills Host, PID and Now and validates the result.
 func (o Options) withDefaults() (Options, error) {
-	if o.LogCap == 0 {
-		o.LogCap = DefaultLogCap
-	}
-	if o.PacketCap == 0 {
-		o.PacketCap = DefaultPacketCap
-	}
-	if o.Retention.Completed == 0 {
-		o.Retention.Completed = DefaultRetentionFinished
-	}
-	if o.Retention.Aborted == 0 {
-		o.Retention.Aborted = DefaultRetentionAborted
-	}
-	if o.Retention.Failed == 0 {
-		o.Retention.Failed = DefaultRetentionFailed
-	}
-	if o.EventsTTL == 0 {
-		o.EventsTTL = DefaultEventsTTL
-	}
-	if o.PipelineTTL == 0 {
-		o.PipelineTTL = DefaultPipelineTTL
-	}
-	if o.LogBatchWindow == 0 {
-		o.LogBatchWindow = DefaultLogBatchWindow
-	}
-	if o.OwnResponseCounters == nil {
-		o.OwnResponseCounters = Bool(true)
-	}
 	if o.Host == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -124,6 +89,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("redis pipeline ttl %s: must be >= 1s", o.PipelineTTL)
 	case o.LogBatchWindow < 1:
 		return o, fmt.Errorf("redis log batch window %d: must be >= 1", o.LogBatchWindow)
+	case o.OwnResponseCounters == nil:
+		return o, fmt.Errorf("redis own response counters: must be set (true or false)")
 	}
 	return o, nil
 }

@@ -47,37 +47,12 @@ func Stdout(ts time.Time, message string) Packet {
 }
 
 // Download returns a download packet for one fetch, with is_error and
-// is_warning computed by ArchiveBot's rules.
+// is_warning computed by ArchiveBot's rules (model.Response).
 func Download(ts time.Time, r model.Response) Packet {
-	code := wgetCode(r)
 	return Packet{
-		Type: PacketDownload, TS: ts, URL: r.URL, ResponseCode: r.Status, WgetCode: code,
-		IsError: isError(r.Status, code), IsWarning: r.Status >= 400 && r.Status < 500,
+		Type: PacketDownload, TS: ts, URL: r.URL, ResponseCode: r.Status, WgetCode: r.FetcherCode(),
+		IsError: r.IsError(), IsWarning: r.IsWarning(),
 	}
-}
-
-// Ignore returns an ignore packet: url skipped because it matched pattern.
-func Ignore(ts time.Time, url, pattern, source string) Packet {
-	return Packet{Type: PacketIgnore, TS: ts, URL: url, Pattern: pattern, Source: source}
-}
-
-// wgetCode is the fetcher's code, "OK" for a response without one, and
-// "NETWORK_ERROR" for no response at all.
-func wgetCode(r model.Response) string {
-	switch {
-	case r.WgetCode != "":
-		return r.WgetCode
-	case r.Status > 0:
-		return "OK"
-	default:
-		return "NETWORK_ERROR"
-	}
-}
-
-// isError follows ArchiveBot's pipeline: 5xx, or a fetcher code other than
-// success ("OK"; wget's "RETRFINISHED" is also success), or no response.
-func isError(status int, code string) bool {
-	return status >= 500 || status == 0 || (code != "OK" && code != "RETRFINISHED")
 }
 
 type stdoutWire struct {

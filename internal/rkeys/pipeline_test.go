@@ -195,7 +195,7 @@ func TestNamespacePrefixesEverything(t *testing.T) {
 func TestRedisDownFailsPromptly(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 200 * time.Millisecond, MaxRetries: 1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	st, err := NewStore(rdb, Options{}, nil)
+	st, err := NewStore(rdb, testOptions(Options{}), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -231,9 +231,11 @@ func TestNewStoreValidation(t *testing.T) {
 		{Options{PipelineTTL: -time.Second}, "pipeline ttl"},
 	}
 	for _, tc := range tests {
-		_, err := NewStore(rdb, tc.opts, nil)
+		_, err := NewStore(rdb, testOptions(tc.opts), nil)
 		require.ErrorContains(t, err, tc.want)
 	}
-	_, err := NewStore(nil, Options{}, nil)
+	_, err := NewStore(rdb, Options{}, nil)
+	require.ErrorContains(t, err, "log cap 0: must be >= 1", "the layout's values are required")
+	_, err = NewStore(nil, Options{}, nil)
 	require.ErrorContains(t, err, "client must not be nil")
 }

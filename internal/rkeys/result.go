@@ -9,36 +9,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
-// ResponseCounts are ArchiveBot's response buckets for a set of fetches.
-type ResponseCounts = model.ResponseCounts
-
-// CountResponses buckets responses the way ArchiveBot's log analyzer does
-// (by response_code; anything outside 100..599 is runk) and counts errors
-// with the same rule as the download packets' is_error.
-func CountResponses(rs []model.Response) ResponseCounts {
-	c := ResponseCounts{Count: int64(len(rs))}
-	for _, r := range rs {
-		switch {
-		case r.Status >= 100 && r.Status < 200:
-			c.R1xx++
-		case r.Status >= 200 && r.Status < 300:
-			c.R2xx++
-		case r.Status >= 300 && r.Status < 400:
-			c.R3xx++
-		case r.Status >= 400 && r.Status < 500:
-			c.R4xx++
-		case r.Status >= 500 && r.Status < 600:
-			c.R5xx++
-		default:
-			c.Runk++
-		}
-		if isError(r.Status, wgetCode(r)) {
-			c.Errors++
-		}
-	}
-	return c
-}
-
 // Event is the Flapjack-style JSON event appended to events_archive:HOUR
 // for every final ArchiveResult.
 type Event struct {
@@ -110,17 +80,17 @@ func (s *Store) event(ident, opID string, r model.ArchiveResult, responses int) 
 // It reports whether this call applied the result.
 func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.ArchiveResult, responses []model.Response) (bool, error) {
 	if opID == "" {
-		return false, fmt.Errorf("record result of job %s hook %s: op id must not be empty (repeat-safety key)", ident, r.Hook)
+		return false, fmt.Errorf("record result of job %s hook %s: %w: op id must not be empty (repeat-safety key)", ident, r.Hook, ErrInvalid)
 	}
 	if _, err := model.ParseStatus(string(r.Status)); err != nil {
-		return false, fmt.Errorf("record result of job %s hook %s: %w", ident, r.Hook, err)
+		return false, fmt.Errorf("record result of job %s hook %s: %w: %w", ident, r.Hook, ErrInvalid, err)
 	}
 	if r.OutputBytes < 0 {
-		return false, fmt.Errorf("record result of job %s hook %s: output bytes %d: must be >= 0", ident, r.Hook, r.OutputBytes)
+		return false, fmt.Errorf("record result of job %s hook %s: %w: output bytes %d: must be >= 0", ident, r.Hook, ErrInvalid, r.OutputBytes)
 	}
 	// The responses themselves (the hook's activity holds them) or, when
 	// the workflow records the result, the summary the result carries.
-	c := CountResponses(responses)
+	c := model.CountResponses(responses)
 	if len(responses) == 0 && r.Responses != nil {
 		c = *r.Responses
 	}
@@ -137,11 +107,9 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 	if end.IsZero() {
 		end = s.now()
 	}
-	keys := []string{
-		s.keys.Job(ident), s.keys.Ops(ident), s.keys.EventsArchive(end),
-		s.keys.EventCounters(), s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID),
-	}
-	code, err := recordResultScript.Run(ctx, s.rdb, keys,
+	keys := map[string]string{"job": s.keys.Job(ident), "ops": s.keys.Ops(ident), "events": s.keys.EventsArchive(end),
+		"counters": s.keys.EventCounters(), "instance_counters": s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID)}
+	code, err := s.run(ctx, recordResultScript, keys,
 		"result:"+opID, string(r.Status), r.OutputBytes, c.Count, own,
 		c.R1xx, c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.Runk, c.Errors,
 		string(evJSON), seconds(s.opts.EventsTTL), unixInt(s.now())).Int()
@@ -153,6 +121,35 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 	}
 	return code == codeApplied, nil
 }
+
+// recordResultScript counts one final ArchiveResult exactly once.
+// ARGV: op_key status output_bytes items own(0|1) r1xx r2xx r3xx r4xx r5xx
+// runk errors event_json events_ttl ts
+var recordResultScript = newScript([]string{"job", "ops", "events", "counters", "instance_counters"}, false, `
+if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
+if redis.call('SADD', ops, ARGV[1]) == 0 then return CODE_NOOP end
+inherit_ttl(job, ops)
+local status = ARGV[2]
+redis.call('HINCRBY', job, 'hooks_' .. status, 1)
+redis.call('HINCRBY', job, 'bytes_downloaded', ARGV[3])
+redis.call('HINCRBY', job, 'items_queued', ARGV[4])
+redis.call('HINCRBY', job, 'items_downloaded', ARGV[4])
+if ARGV[5] == '1' then
+  local names = {'r1xx', 'r2xx', 'r3xx', 'r4xx', 'r5xx', 'runk', 'error_count'}
+  for i, name in ipairs(names) do
+    local v = tonumber(ARGV[5 + i])
+    if v ~= 0 then redis.call('HINCRBY', job, name, v) end
+  end
+end
+redis.call('HSET', job, 'ts', ARGV[15])
+redis.call('RPUSH', events, ARGV[13])
+redis.call('EXPIRE', events, ARGV[14])
+for _, k in ipairs({counters, instance_counters}) do
+  redis.call('HINCRBY', k, 'all', 1)
+  redis.call('HINCRBY', k, status, 1)
+end
+return CODE_APPLIED
+`)
 
 // errMalformed marks a Redis value that does not have the documented encoding.
 var errMalformed = errors.New("malformed redis value")

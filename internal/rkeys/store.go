@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -23,6 +23,10 @@ var (
 	ErrJobNotFound = errors.New("job not found")
 	// ErrJobFinal: the job is finished, aborted or failed; it cannot move.
 	ErrJobFinal = errors.New("job is in a final state")
+	// ErrInvalid: a value breaks a rule of the layout (an empty ident, a
+	// step out of range, settings model.Settings.Validate refuses); it is
+	// never written, and writing it again cannot succeed.
+	ErrInvalid = errors.New("invalid value")
 )
 
 // Store reads and writes archiveflow's Redis layout.
@@ -89,37 +93,19 @@ func (j Job) validate() error {
 		return errors.New("job ident: must not be empty")
 	case j.URL == "":
 		return fmt.Errorf("job %s url: must not be empty", j.Ident)
-	case j.FetchDepth != "shallow" && j.FetchDepth != "inf":
-		return fmt.Errorf("job %s fetch_depth %q: must be shallow or inf", j.Ident, j.FetchDepth)
 	case j.HooksTotal < 0:
 		return fmt.Errorf("job %s hooks_total %d: must be >= 0", j.Ident, j.HooksTotal)
 	case j.CreateOp == "" && j.WorkflowID == "":
 		return fmt.Errorf("job %s: create op or workflow id must be set (repeat-safety key)", j.Ident)
 	}
+	if err := model.ValidateFetchDepth(j.FetchDepth); err != nil {
+		return fmt.Errorf("job %s %w", j.Ident, err)
+	}
 	if _, err := url.Parse(j.URL); err != nil {
 		return fmt.Errorf("job %s url %q: %w", j.Ident, j.URL, err)
 	}
-	return validateSettings(j.Ident, j.Settings)
-}
-
-func validateSettings(ident string, st model.Settings) error {
-	if err := st.Validate(); err != nil {
-		return fmt.Errorf("job %s settings: %w", ident, err)
-	}
-	for _, p := range st.Ignores {
-		if err := validateIgnore(ident, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func validateIgnore(ident, pattern string) error {
-	if pattern == "" {
-		return fmt.Errorf("job %s ignore pattern: must not be empty", ident)
-	}
-	if _, err := regexp.Compile(pattern); err != nil {
-		return fmt.Errorf("job %s ignore pattern %q: must be a valid RE2 regular expression: %w", ident, pattern, err)
+	if err := j.Settings.Validate(); err != nil {
+		return fmt.Errorf("job %s settings: %w", j.Ident, err)
 	}
 	return nil
 }
@@ -133,21 +119,13 @@ func unixFloat(t time.Time) string {
 	return strconv.FormatFloat(float64(t.UnixMicro())/1e6, 'f', -1, 64)
 }
 
-func (s *Store) stateKeys() []string {
-	out := make([]string, 0, len(model.JobStates))
-	for _, st := range model.JobStates {
-		out = append(out, s.keys.State(st))
-	}
-	return out
-}
-
 // CreateJob writes a new job: the IDENT hash with ArchiveBot's fields and
 // archiveflow's, IDENT_ignores, state:pending, time-index, the pending list
 // and `scheduled` when delayed. It returns ErrJobExists (wrapped with the
 // reason) when the ident is running, or retained and Replace is false.
 func (s *Store) CreateJob(ctx context.Context, j Job) error {
 	if err := j.validate(); err != nil {
-		return err
+		return fmt.Errorf("create job: %w: %w", ErrInvalid, err)
 	}
 	if j.CreateOp == "" {
 		j.CreateOp = j.WorkflowID
@@ -212,11 +190,10 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 	for _, f := range fields {
 		args = append(args, f)
 	}
-	keys := append([]string{
-		s.keys.Job(j.Ident), s.keys.Log(j.Ident), s.keys.Ignores(j.Ident), s.keys.Ops(j.Ident), s.keys.LogBatches(j.Ident),
-		s.keys.Pending(), s.keys.Working(), s.keys.TimeIndex(), s.keys.Scheduled(), s.keys.ScheduledPurge(),
-	}, s.stateKeys()...)
-	code, err := createJobScript.Run(ctx, s.rdb, keys, args...).Int()
+	keys := s.jobKeys(j.Ident)
+	keys["pending"], keys["working"], keys["time_index"] = s.keys.Pending(), s.keys.Working(), s.keys.TimeIndex()
+	keys["scheduled"], keys["purge"] = s.keys.Scheduled(), s.keys.ScheduledPurge()
+	code, err := s.run(ctx, createJobScript, keys, args...).Int()
 	if err != nil {
 		return fmt.Errorf("create job %s: %w", j.Ident, err)
 	}
@@ -227,12 +204,45 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 		return fmt.Errorf("create job %s for %s: %w: a finished job is retained (ttl %s); request a fresh job explicitly to replace it",
 			j.Ident, j.URL, ErrJobExists, s.ttl(ctx, j.Ident))
 	case codeNoop:
-		s.log.Debug("create job repeated", zap.String("ident", j.Ident), zap.String("create_op", j.CreateOp))
+		s.log.Debug("create job repeated", logging.Ident(j.Ident), zap.String("create_op", j.CreateOp))
 	default:
-		s.log.Info("job created", zap.String("ident", j.Ident), zap.String("url", j.URL))
+		s.log.Info("job created", logging.Ident(j.Ident), zap.String("url", j.URL))
 	}
 	return nil
 }
+
+// createJobScript registers a job, replacing a retained final one when
+// asked. ARGV: ident create_op replace(0|1) queued_at not_before(empty = none)
+// n_ignores ignores... fields...(name value pairs)
+var createJobScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches",
+	"pending", "working", "time_index", "scheduled", "purge"}, withStates, `
+local ident = ARGV[1]
+if redis.call('EXISTS', job) == 1 then
+  if redis.call('HGET', job, 'create_op') == ARGV[2] then return CODE_NOOP end
+  local final = is_final(redis.call('HGET', job, 'state')) or redis.call('HEXISTS', job, 'finished_at') == 1
+  if not final then return CODE_RUNNING end
+  if ARGV[3] ~= '1' then return CODE_RETAINED end
+end
+for _, k in ipairs({job, log, ignores, ops, logbatches}) do redis.call('DEL', k) end
+redis.call('LREM', pending, 0, ident)
+redis.call('LREM', working, 0, ident)
+redis.call('ZREM', scheduled, ident)
+redis.call('ZREM', purge, ident)
+local n = tonumber(ARGV[6])
+local pos = 7
+for i = 1, n do
+  redis.call('SADD', ignores, ARGV[pos])
+  pos = pos + 1
+end
+local fields = {}
+for i = pos, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', job, unpack(fields))
+move_to(ident, 'pending')
+redis.call('ZADD', time_index, ARGV[4], ident)
+if ARGV[5] ~= '' then redis.call('ZADD', scheduled, ARGV[5], ident) end
+redis.call('LPUSH', pending, ident)
+return CODE_APPLIED
+`)
 
 func (s *Store) ttl(ctx context.Context, ident string) string {
 	d, err := s.rdb.TTL(ctx, s.keys.Job(ident)).Result()
@@ -240,210 +250,6 @@ func (s *Store) ttl(ctx context.Context, ident string) string {
 		return "unknown"
 	}
 	return d.String()
-}
-
-// SetState moves a job between the non-final states (pending, active,
-// draining): the hash's state, the state:STATE sets, the pending/working
-// lists and time-index change in one script. Moving to active records
-// started_at (once) and removes the job from `scheduled`. Final states are
-// reached only through Finish.
-func (s *Store) SetState(ctx context.Context, ident string, state model.JobState) error {
-	if _, err := model.ParseJobState(string(state)); err != nil {
-		return fmt.Errorf("set state of job %s: %w", ident, err)
-	}
-	if state.Final() {
-		return fmt.Errorf("set state of job %s to %s: final states are written by Finish", ident, state)
-	}
-	now := s.now()
-	keys := append([]string{s.keys.Job(ident), s.keys.Pending(), s.keys.Working(), s.keys.Scheduled(), s.keys.TimeIndex()}, s.stateKeys()...)
-	code, err := setStateScript.Run(ctx, s.rdb, keys, ident, string(state), unixInt(now), unixFloat(now)).Int()
-	if err != nil {
-		return fmt.Errorf("set state of job %s to %s: %w", ident, state, err)
-	}
-	return codeErr(code, "set state of job %s to %s", ident, state)
-}
-
-// codeErr maps a script's negative return code to a typed error.
-func codeErr(code int, format string, args ...any) error {
-	switch code {
-	case codeNotFound:
-		return fmt.Errorf(format+": %w", append(args, ErrJobNotFound)...)
-	case codeFinal:
-		return fmt.Errorf(format+": %w", append(args, ErrJobFinal)...)
-	}
-	return nil
-}
-
-// setFields writes absolute fields on an existing job.
-func (s *Store) setFields(ctx context.Context, what, ident string, pairs ...string) error {
-	args := make([]any, 0, len(pairs)+2)
-	for _, p := range pairs {
-		args = append(args, p)
-	}
-	args = append(args, "ts", unixInt(s.now()))
-	code, err := setFieldsScript.Run(ctx, s.rdb, []string{s.keys.Job(ident)}, args...).Int()
-	if err != nil {
-		return fmt.Errorf("%s of job %s: %w", what, ident, err)
-	}
-	return codeErr(code, "%s of job %s", what, ident)
-}
-
-// SetStep records the workflow's current step (0–9).
-func (s *Store) SetStep(ctx context.Context, ident string, step int) error {
-	if step < 0 || step > 9 {
-		return fmt.Errorf("set step of job %s: step %d: must be 0..9", ident, step)
-	}
-	return s.setFields(ctx, "set step", ident, "current_step", strconv.Itoa(step))
-}
-
-// SetHooksTotal records how many hooks the job runs (known after discovery).
-func (s *Store) SetHooksTotal(ctx context.Context, ident string, n int) error {
-	if n < 0 {
-		return fmt.Errorf("set hooks_total of job %s: %d: must be >= 0", ident, n)
-	}
-	return s.setFields(ctx, "set hooks_total", ident, "hooks_total", strconv.Itoa(n))
-}
-
-// RunInfo identifies where a job runs.
-type RunInfo struct {
-	WorkflowID, RunID, TaskQueue string
-	PipelineID                   string // hex id of the worker's pipeline:ID record
-}
-
-// SetRun records the workflow run, task queue and pipeline running the job
-// (absolute values; empty fields are left unchanged).
-func (s *Store) SetRun(ctx context.Context, ident string, r RunInfo) error {
-	var pairs []string
-	add := func(name, v string) {
-		if v != "" {
-			pairs = append(pairs, name, v)
-		}
-	}
-	add("workflow_id", r.WorkflowID)
-	add("run_id", r.RunID)
-	add("task_queue", r.TaskQueue)
-	if r.PipelineID != "" {
-		add("pipeline_id", PipelineMember(r.PipelineID))
-	}
-	if len(pairs) == 0 {
-		return fmt.Errorf("set run of job %s: nothing to set", ident)
-	}
-	return s.setFields(ctx, "set run", ident, pairs...)
-}
-
-// RequestAbort sets ArchiveBot's abort_requested flag (what the bot's
-// !abort writes); the workflow layer turns it into its abort signal.
-func (s *Store) RequestAbort(ctx context.Context, ident string) error {
-	return s.setFields(ctx, "request abort", ident, "abort_requested", "true")
-}
-
-// Heartbeat bumps ArchiveBot's heartbeat counter and heartbeat_at. It is a
-// liveness pulse, deliberately an increment: a repeated heartbeat is a
-// harmless extra pulse, not a miscount.
-func (s *Store) Heartbeat(ctx context.Context, ident string) error {
-	code, err := heartbeatScript.Run(ctx, s.rdb, []string{s.keys.Job(ident)}, unixInt(s.now())).Int()
-	if err != nil {
-		return fmt.Errorf("heartbeat of job %s: %w", ident, err)
-	}
-	return codeErr(code, "heartbeat of job %s", ident)
-}
-
-// Finish moves a job to its final state (finished, aborted or failed)
-// exactly once: finished_at, ArchiveBot's aborted/failed flags, the
-// jobs_completed/jobs_aborted/jobs_failed counter, finish_notifications,
-// state sets, removal from pending/working/scheduled, a scheduled-purge
-// entry and the retention EXPIRE of every key of the job. A repeated Finish
-// of a job already final is a no-op; of an expired job, ErrJobNotFound.
-func (s *Store) Finish(ctx context.Context, ident string, state model.JobState) error {
-	if !state.Final() {
-		return fmt.Errorf("finish job %s: state %q: must be finished, aborted or failed", ident, state)
-	}
-	ret := s.retention(state)
-	now := s.now()
-	keys := []string{
-		s.keys.Job(ident), s.keys.Log(ident), s.keys.Ignores(ident), s.keys.Ops(ident), s.keys.LogBatches(ident),
-		s.keys.Pending(), s.keys.Working(), s.keys.JobsCounter(state), s.keys.FinishNotifications(),
-		s.keys.Scheduled(), s.keys.ScheduledPurge(),
-	}
-	keys = append(keys, s.stateKeys()...)
-	code, err := finishScript.Run(ctx, s.rdb, keys,
-		ident, string(state), unixInt(now), seconds(ret), unixInt(now.Add(ret)), s.keys.LogChannel()).Int()
-	if err != nil {
-		return fmt.Errorf("finish job %s as %s: %w", ident, state, err)
-	}
-	if code == codeApplied {
-		s.log.Info("job finished", zap.String("ident", ident), zap.String("state", string(state)), zap.Duration("retention", ret))
-	}
-	return codeErr(code, "finish job %s as %s", ident, state)
-}
-
-func (s *Store) retention(state model.JobState) time.Duration {
-	switch state {
-	case model.StateAborted:
-		return s.opts.Retention.Aborted
-	case model.StateFailed:
-		return s.opts.Retention.Failed
-	default:
-		return s.opts.Retention.Completed
-	}
-}
-
-// SetSettings writes the job's settings as absolute values (concurrency,
-// delay_min, delay_max, user_agent and the whole IDENT_ignores set). When
-// anything changed, settings_age is bumped and published on
-// archivebot:job:IDENT; an identical repeat changes nothing. It returns the
-// new settings_age, or 0 when nothing changed.
-func (s *Store) SetSettings(ctx context.Context, ident string, st model.Settings) (int64, error) {
-	if err := validateSettings(ident, st); err != nil {
-		return 0, err
-	}
-	fields := []string{
-		"concurrency", strconv.Itoa(st.Concurrency),
-		"delay_min", strconv.Itoa(st.DelayMinMS),
-		"delay_max", strconv.Itoa(st.DelayMaxMS),
-		"user_agent", st.UserAgent,
-	}
-	args := []any{s.keys.JobChannel(ident), unixInt(s.now()), "1", len(fields) / 2}
-	for _, f := range fields {
-		args = append(args, f)
-	}
-	for _, p := range st.Ignores {
-		args = append(args, p)
-	}
-	age, err := setSettingsScript.Run(ctx, s.rdb, []string{s.keys.Job(ident), s.keys.Ignores(ident)}, args...).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("set settings of job %s: %w", ident, err)
-	}
-	if age < 0 {
-		return 0, codeErr(int(age), "set settings of job %s", ident)
-	}
-	return age, nil
-}
-
-// AddIgnore adds one ignore pattern (RE2); settings_age moves only when the
-// pattern was new. It returns the new settings_age or 0 when unchanged.
-func (s *Store) AddIgnore(ctx context.Context, ident, pattern string) (int64, error) {
-	if err := validateIgnore(ident, pattern); err != nil {
-		return 0, err
-	}
-	return s.ignore(ctx, "add", ident, pattern)
-}
-
-// RemoveIgnore removes one ignore pattern; see AddIgnore.
-func (s *Store) RemoveIgnore(ctx context.Context, ident, pattern string) (int64, error) {
-	return s.ignore(ctx, "rm", ident, pattern)
-}
-
-func (s *Store) ignore(ctx context.Context, op, ident, pattern string) (int64, error) {
-	age, err := ignoreScript.Run(ctx, s.rdb, []string{s.keys.Job(ident), s.keys.Ignores(ident)},
-		op, pattern, s.keys.JobChannel(ident), unixInt(s.now())).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("ignore %s %q on job %s: %w", op, pattern, ident, err)
-	}
-	if age < 0 {
-		return 0, codeErr(int(age), "ignore %s %q on job %s", op, pattern, ident)
-	}
-	return age, nil
 }
 
 // DeleteJob removes every key of a job and its entries in every index and

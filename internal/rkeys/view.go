@@ -27,7 +27,7 @@ type JobView struct {
 	SettingsAge                  int64
 	BytesDownloaded              int64
 	ItemsDownloaded, ItemsQueued int64
-	Responses                    ResponseCounts
+	Responses                    model.ResponseCounts
 	LogScore, Heartbeat          int64
 	QueuedAt                     time.Time
 	StartedAt, FinishedAt        time.Time // zero when not yet
@@ -42,6 +42,11 @@ type JobView struct {
 
 // Final reports whether the job reached a final state.
 func (v JobView) Final() bool { return v.State.Final() }
+
+// HooksDone counts the hooks with a final result, whatever their status.
+func (v JobView) HooksDone() int64 {
+	return v.HooksSucceeded + v.HooksFailed + v.HooksSkipped + v.HooksNoResults
+}
 
 // GetJob reads one job in one round trip (HGETALL, SMEMBERS, PTTL).
 // ErrJobNotFound when the hash does not exist; a malformed field is an
@@ -163,7 +168,7 @@ func parseJob(ident string, h map[string]string) (JobView, error) {
 	v.BytesDownloaded = p.int64("bytes_downloaded")
 	v.ItemsDownloaded = p.int64("items_downloaded")
 	v.ItemsQueued = p.int64("items_queued")
-	v.Responses = ResponseCounts{
+	v.Responses = model.ResponseCounts{
 		R1xx: p.int64("r1xx"), R2xx: p.int64("r2xx"), R3xx: p.int64("r3xx"),
 		R4xx: p.int64("r4xx"), R5xx: p.int64("r5xx"), Runk: p.int64("runk"), Errors: p.int64("error_count"),
 	}
@@ -213,39 +218,4 @@ func (s *Store) ListJobs(ctx context.Context, state model.JobState) ([]string, e
 		return idents[a] < idents[b]
 	})
 	return idents, nil
-}
-
-// Summary is ArchiveBot's `!status` summary counts.
-type Summary struct {
-	Pending, Working           int64
-	Completed, Aborted, Failed int64
-}
-
-// Summary reads the counts ArchiveBot's bot reports for `!status`.
-func (s *Store) Summary(ctx context.Context) (Summary, error) {
-	pipe := s.rdb.Pipeline()
-	p := pipe.LLen(ctx, s.keys.Pending())
-	w := pipe.LLen(ctx, s.keys.Working())
-	c := pipe.Get(ctx, s.keys.JobsCounter(model.StateFinished))
-	a := pipe.Get(ctx, s.keys.JobsCounter(model.StateAborted))
-	f := pipe.Get(ctx, s.keys.JobsCounter(model.StateFailed))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return Summary{}, fmt.Errorf("read job summary: %w", err)
-	}
-	out := Summary{Pending: p.Val(), Working: w.Val()}
-	for _, x := range []struct {
-		cmd *redis.StringCmd
-		dst *int64
-		key string
-	}{{c, &out.Completed, "jobs_completed"}, {a, &out.Aborted, "jobs_aborted"}, {f, &out.Failed, "jobs_failed"}} {
-		if x.cmd.Err() != nil {
-			continue
-		}
-		n, err := strconv.ParseInt(x.cmd.Val(), 10, 64)
-		if err != nil {
-			return Summary{}, fmt.Errorf("read job summary: %s = %q: %w: must be an integer", x.key, x.cmd.Val(), errMalformed)
-		}
-		*x.dst = n
-	}
-	return out, nil
 }

@@ -41,25 +41,30 @@ type Request struct {
 	Replace bool
 }
 
-// Input builds the workflow input from configuration.
+// Input builds the workflow input from configuration: every value the
+// workflow needs is in it (the workflow fills in nothing).
 func Input(cfg *config.Config, r Request) workflows.SnapshotInput {
 	per := make(map[string]workflows.Retry, len(cfg.Retry.Plugins))
 	for _, plugin := range slices.Sorted(maps.Keys(cfg.Retry.Plugins)) {
 		per[plugin] = Retry(cfg.Retry.PolicyFor(plugin))
 	}
 	return workflows.SnapshotInput{
+		Version: workflows.InputVersion,
 		Job: activities.Job{
 			Ident: r.Ident, URL: r.URL, SnapshotID: r.Ident, FetchDepth: r.FetchDepth,
 		},
 		Pool:            r.Pool.Name,
 		TaskQueue:       r.Pool.TaskQueue,
 		Settings:        r.Settings,
-		SequentialSteps: cfg.Job.SequentialSteps,
+		SequentialSteps: slices.Clone(cfg.Job.SequentialSteps),
 		Retry:           workflows.RetryPolicies{Default: Retry(cfg.Retry.RetryPolicy), PerPlugin: per},
 		Timing: workflows.Timing{
 			HeartbeatTimeout:    cfg.Hooks.HeartbeatTimeout,
+			StartMargin:         cfg.Hooks.StartMargin,
 			HostScheduleToStart: cfg.Job.HostTimeout,
+			BackgroundMaxRun:    cfg.Hooks.BackgroundMaxRun,
 			MaxDuration:         cfg.Job.MaxDuration,
+			MaxClaims:           cfg.Job.MaxClaims,
 			StepAttributeDelay:  cfg.Job.StepAttributeDelay,
 		},
 	}

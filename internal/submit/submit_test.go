@@ -10,6 +10,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/searchattr"
+	"github.com/archiveflow/archiveflow/workflows"
 )
 
 func TestInputFromConfig(t *testing.T) {
@@ -25,8 +26,15 @@ func TestInputFromConfig(t *testing.T) {
 	assert.Equal(t, cfg.Retry.InitialInterval, in.Retry.For("wget").InitialInterval, "override inherits unset fields")
 	assert.Equal(t, 90*time.Second, in.Timing.HostScheduleToStart)
 	assert.Equal(t, cfg.Hooks.HeartbeatTimeout, in.Timing.HeartbeatTimeout)
-	assert.Equal(t, time.Second, in.Timing.StepAttributeDelay, "the configured default")
+	assert.Equal(t, 5*time.Second, in.Timing.StepAttributeDelay, "the configured default")
 	assert.Equal(t, []int{5}, in.SequentialSteps)
+	assert.Equal(t, workflows.Timing{
+		HeartbeatTimeout: cfg.Hooks.HeartbeatTimeout, StartMargin: cfg.Hooks.StartMargin, HostScheduleToStart: 90 * time.Second,
+		BackgroundMaxRun: cfg.Hooks.BackgroundMaxRun, MaxDuration: cfg.Job.MaxDuration, MaxClaims: cfg.Job.MaxClaims,
+		StepAttributeDelay: cfg.Job.StepAttributeDelay,
+	}, in.Timing, "every timing comes from the configuration")
+	assert.Equal(t, workflows.Retry{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 3},
+		in.Retry.Default, "config's retry policy, not one of the workflow's own")
 }
 
 func TestStartOptions(t *testing.T) {

@@ -2,7 +2,6 @@ package testredis
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/internal/devredis"
 )
 
 func TestStartServesRedis(t *testing.T) {
@@ -21,7 +22,7 @@ func TestStartServesRedis(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "v", got)
 	assert.Contains(t, s.URL, s.Addr)
-	if _, err := findServer(); err == nil {
+	if _, err := devredis.FindServer(""); err == nil {
 		assert.True(t, s.Real(), "a redis-server is installed, so Start must use it")
 	}
 }
@@ -41,31 +42,6 @@ func TestFallbackToMiniredis(t *testing.T) {
 	s := Start(t)
 	assert.False(t, s.Real())
 	require.NoError(t, s.Client().Ping(context.Background()).Err())
-}
-
-func TestFindServerHonoursEnv(t *testing.T) {
-	fake := filepath.Join(t.TempDir(), "redis-server")
-	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\n"), 0o755))
-	t.Setenv(EnvServer, fake)
-	got, err := findServer()
-	require.NoError(t, err)
-	assert.Equal(t, fake, got)
-
-	t.Setenv(EnvServer, fake+".missing")
-	_, err = findServer()
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), EnvServer)
-}
-
-func TestBrokenServerReportsLog(t *testing.T) {
-	// A "server" that exits at once must produce a clear error, not a hang.
-	fake := filepath.Join(t.TempDir(), "redis-server")
-	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho boom >&2\nexit 3\n"), 0o755))
-	port, err := freePort()
-	require.NoError(t, err)
-	_, err = launch(t, fake, t.TempDir(), port)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "exited before answering PING")
 }
 
 // TestStopRestartKeepsDataAndAddress checks the outage drill's primitive:

@@ -5,5 +5,9 @@
 // `-tags dev`:
 //
 //	go test -race -tags dev ./workflows/devtest/
-//	ARCHIVEFLOW_RECORD_HISTORIES=1 go test -tags dev ./workflows/devtest/  # rewrite ../testdata
+//	ARCHIVEFLOW_RECORD_HISTORIES=1 go test -tags dev ./workflows/devtest/  # rewrite ../testdata/*.vN.json
+//
+// A recording is named TEST.vN.json after the SnapshotInput version that
+// made it; the histories of earlier versions (TEST.json: version 0) stay and
+// keep replaying.
 package devtest

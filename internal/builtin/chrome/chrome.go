@@ -23,6 +23,16 @@ var Candidates = []string{"chromium", "chromium-browser", "google-chrome", "goog
 // ErrNotFound means no Chromium executable could be found.
 var ErrNotFound = errors.New("no Chromium found")
 
+// Missing reports whether reason, a browser hook's skip reason, says it
+// was skipped because no Chromium was found.
+func Missing(reason string) bool { return strings.Contains(reason, ErrNotFound.Error()) }
+
+// EnableHint tells the user how to enable the hooks of plugins that were
+// skipped because no Chromium was found.
+func EnableHint(plugins []string) string {
+	return "install chromium (or set CHROME_BINARY) to enable " + strings.Join(plugins, ", ")
+}
+
 // Find returns the path of the Chromium to use: configured when non-empty
 // (a path or a name on PATH), else the first of Candidates on PATH.
 func Find(configured string) (string, error) {

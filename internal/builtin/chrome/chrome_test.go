@@ -39,6 +39,9 @@ func TestFind(t *testing.T) {
 	_, err = Find("")
 	require.ErrorIs(t, err, ErrNotFound)
 	assert.Contains(t, err.Error(), "none of chromium, chromium-browser")
+	assert.True(t, Missing("screenshot needs Chromium: "+err.Error()), "a skip reason built from the error is recognised")
+	assert.False(t, Missing("WGET_ENABLED is False"))
+	assert.Equal(t, "install chromium (or set CHROME_BINARY) to enable screenshot, pdf", EnableHint([]string{"screenshot", "pdf"}))
 }
 
 func TestRunPassesURLAsOneArgument(t *testing.T) {

@@ -32,7 +32,7 @@ func TestParseValid(t *testing.T) {
 	assert.Equal(t, "s1", inv.SnapshotID)
 	assert.Equal(t, []string{"--extra"}, inv.ExtraArgs)
 	assert.Equal(t, 7*time.Second, inv.Timeout, "<PLUGIN>_TIMEOUT wins over TIMEOUT")
-	assert.Equal(t, DepthInf, inv.FetchDepth)
+	assert.Equal(t, model.FetchInf, inv.FetchDepth)
 	assert.Equal(t, 250*time.Millisecond, inv.DelayMin)
 	assert.Equal(t, 750*time.Millisecond, inv.DelayMax)
 	assert.Equal(t, []string{`\.jpg$`, `^https://x/`}, inv.IgnorePatterns)
@@ -43,7 +43,7 @@ func TestParseDefaults(t *testing.T) {
 	inv, err := Parse("title", []string{"--url=http://example.org/"}, envOf(nil))
 	require.NoError(t, err)
 	assert.Equal(t, DefaultTimeout, inv.Timeout)
-	assert.Equal(t, DepthShallow, inv.FetchDepth)
+	assert.Equal(t, model.FetchShallow, inv.FetchDepth)
 	assert.Zero(t, inv.DelayMax)
 	assert.Nil(t, inv.IgnorePatterns)
 
@@ -65,11 +65,11 @@ func TestParseRejects(t *testing.T) {
 		{"ftp url", []string{"--url=ftp://h/x"}, nil, "must be an absolute http or https URL"},
 		{"bad timeout", ok, map[string]string{"TITLE_TIMEOUT": "soon"}, `env TITLE_TIMEOUT="soon": must be a positive integer`},
 		{"zero timeout", ok, map[string]string{"TIMEOUT": "0"}, `env TIMEOUT="0": must be a positive integer`},
-		{"bad depth", ok, map[string]string{"FETCH_DEPTH": "deep"}, `env FETCH_DEPTH="deep": must be "shallow" or "inf"`},
+		{"bad depth", ok, map[string]string{"FETCH_DEPTH": "deep"}, `env FETCH_DEPTH: fetch_depth "deep": must be shallow or inf`},
 		{"negative delay", ok, map[string]string{"DELAY_MIN": "-1"}, `env DELAY_MIN="-1": must be a non-negative integer`},
 		{"max below min", ok, map[string]string{"DELAY_MIN": "500", "DELAY_MAX": "100"}, "env DELAY_MAX=100 ms: must be >= DELAY_MIN (500 ms)"},
 		{"ignores not json", ok, map[string]string{"IGNORE_PATTERNS": "*.jpg"}, "env IGNORE_PATTERNS=\"*.jpg\": must be a JSON array"},
-		{"ignore not regexp", ok, map[string]string{"IGNORE_PATTERNS": `["(unclosed"]`}, `pattern "(unclosed": must be a valid regular expression`},
+		{"ignore not regexp", ok, map[string]string{"IGNORE_PATTERNS": `["(unclosed"]`}, `env IGNORE_PATTERNS: ignore pattern "(unclosed": not a valid Go RE2 regular expression`},
 		{"extra context", ok, map[string]string{"EXTRA_CONTEXT": "[1]"}, "env EXTRA_CONTEXT=\"[1]\": must be a JSON object"},
 	}
 	for _, tt := range tests {

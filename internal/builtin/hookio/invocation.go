@@ -8,24 +8,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // ExitSkipped is the exit code with which a hook reports `skipped` when it
 // prints no ArchiveResult record.
 const ExitSkipped = 10
 
-// DefaultTimeout applies when neither <PLUGIN>_TIMEOUT nor TIMEOUT is set.
-const DefaultTimeout = 60 * time.Second
-
-// Fetch depths understood by FETCH_DEPTH.
-const (
-	DepthShallow = "shallow"
-	DepthInf     = "inf"
-)
+// DefaultTimeout applies when neither <PLUGIN>_TIMEOUT nor TIMEOUT is set
+// (a hook run by hand): the configured default, config hooks.timeout.
+var DefaultTimeout = config.Default().Hooks.Timeout
 
 // LookupEnv looks one environment variable up (os.LookupEnv in production).
 type LookupEnv func(key string) (string, bool)
@@ -50,7 +47,7 @@ type Invocation struct {
 	ArchiveDir     string        // ARCHIVE_DIR
 	Timeout        time.Duration // <PLUGIN>_TIMEOUT, else TIMEOUT, else 60 s
 	UserAgent      string        // USER_AGENT (may be empty)
-	FetchDepth     string        // DepthShallow or DepthInf
+	FetchDepth     string        // model.FetchShallow or model.FetchInf
 	DelayMin       time.Duration // DELAY_MIN (milliseconds in the env)
 	DelayMax       time.Duration // DELAY_MAX
 	IgnorePatterns []string      // IGNORE_PATTERNS, each a valid RE2 pattern
@@ -63,7 +60,7 @@ type Invocation struct {
 // name) and environment. Bad input yields an error naming the argument or
 // variable, its value and the rule it breaks.
 func Parse(plugin string, args []string, env LookupEnv) (*Invocation, error) {
-	inv := &Invocation{Plugin: plugin, env: env, FetchDepth: DepthShallow}
+	inv := &Invocation{Plugin: plugin, env: env, FetchDepth: model.FetchShallow}
 	if err := inv.parseArgs(args); err != nil {
 		return nil, err
 	}
@@ -109,8 +106,8 @@ func (inv *Invocation) parseEnv() error {
 	inv.Timeout = timeout
 
 	if v, ok := inv.env("FETCH_DEPTH"); ok && v != "" {
-		if v != DepthShallow && v != DepthInf {
-			return fmt.Errorf("env FETCH_DEPTH=%q: must be %q or %q", v, DepthShallow, DepthInf)
+		if err := model.ValidateFetchDepth(v); err != nil {
+			return fmt.Errorf("env FETCH_DEPTH: %w", err)
 		}
 		inv.FetchDepth = v
 	}
@@ -172,8 +169,8 @@ func (inv *Invocation) ignorePatterns() ([]string, error) {
 		return nil, fmt.Errorf("env IGNORE_PATTERNS=%q: must be a JSON array of strings: %w", v, err)
 	}
 	for _, p := range pats {
-		if _, err := regexp.Compile(p); err != nil {
-			return nil, fmt.Errorf("env IGNORE_PATTERNS: pattern %q: must be a valid regular expression: %w", p, err)
+		if err := model.ValidateIgnore(p); err != nil {
+			return nil, fmt.Errorf("env IGNORE_PATTERNS: %w", err)
 		}
 	}
 	return pats, nil

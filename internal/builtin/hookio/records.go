@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -17,8 +18,9 @@ type Result struct {
 	Error      string // human-readable reason for failed/skipped
 }
 
-// Emitter writes JSONL records to a hook's stdout. It is safe for concurrent
-// use: each record is one Write of one complete line.
+// Emitter writes JSONL records (internal/jsonl owns their format) to a
+// hook's stdout. It is safe for concurrent use: each record is one Write of
+// one complete line.
 type Emitter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -27,39 +29,20 @@ type Emitter struct {
 // NewEmitter returns an Emitter writing to w.
 func NewEmitter(w io.Writer) *Emitter { return &Emitter{w: w} }
 
-type archiveResultRecord struct {
-	Type       string       `json:"type"`
-	Status     model.Status `json:"status"`
-	OutputStr  string       `json:"output_str"`
-	OutputJSON any          `json:"output_json,omitempty"`
-	Error      string       `json:"error,omitempty"`
-}
-
-type snapshotRecord struct {
-	Type  string `json:"type"`
-	URL   string `json:"url"`
-	Depth int    `json:"depth"`
-}
-
-type tagRecord struct {
-	Type string `json:"type"`
-	Name string `json:"name"`
-}
-
-type responseRecord struct {
-	Type string `json:"type"`
-	model.Response
-}
-
 // Result writes an ArchiveResult record.
 func (e *Emitter) Result(r Result) error {
 	if _, err := model.ParseStatus(string(r.Status)); err != nil {
 		return fmt.Errorf("emit ArchiveResult: %w", err)
 	}
-	return e.write(archiveResultRecord{
-		Type: "ArchiveResult", Status: r.Status, OutputStr: r.OutputStr,
-		OutputJSON: r.OutputJSON, Error: r.Error,
-	})
+	ar := &jsonl.ArchiveResult{Status: r.Status, OutputStr: r.OutputStr, Error: r.Error}
+	if r.OutputJSON != nil {
+		raw, err := json.Marshal(r.OutputJSON)
+		if err != nil {
+			return fmt.Errorf("emit ArchiveResult: encode output_json: %w", err)
+		}
+		ar.OutputJSON = raw
+	}
+	return e.write(jsonl.Record{Type: jsonl.TypeArchiveResult, ArchiveResult: ar})
 }
 
 // Snapshot writes a Snapshot record for a discovered URL.
@@ -67,23 +50,23 @@ func (e *Emitter) Snapshot(url string, depth int) error {
 	return e.write(SnapshotRecord(url, depth))
 }
 
-// SnapshotRecord is the value Emitter.Snapshot marshals; hooks that also keep
+// SnapshotRecord is the record Emitter.Snapshot writes; hooks that also keep
 // the records in a file (outlinks' urls.jsonl) marshal the same value.
-func SnapshotRecord(url string, depth int) any {
-	return snapshotRecord{Type: "Snapshot", URL: url, Depth: depth}
+func SnapshotRecord(url string, depth int) jsonl.Record {
+	return jsonl.Record{Type: jsonl.TypeSnapshot, Snapshot: &jsonl.Snapshot{URL: url, Depth: depth}}
 }
 
 // Tag writes a Tag record.
 func (e *Emitter) Tag(name string) error {
-	return e.write(tagRecord{Type: "Tag", Name: name})
+	return e.write(jsonl.Record{Type: jsonl.TypeTag, Tag: &jsonl.Tag{Name: name}})
 }
 
 // Response writes a Response record for one HTTP fetch.
 func (e *Emitter) Response(r model.Response) error {
-	return e.write(responseRecord{Type: "Response", Response: r})
+	return e.write(jsonl.Record{Type: jsonl.TypeResponse, Response: &r})
 }
 
-func (e *Emitter) write(rec any) error {
+func (e *Emitter) write(rec jsonl.Record) error {
 	line, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode record: %w", err)

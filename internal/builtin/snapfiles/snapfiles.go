@@ -1,30 +1,22 @@
 // Package snapfiles owns the layout of a snapshot directory as the built-in
 // hooks see it: one sub-directory per plugin, holding the plugin's output
-// files and the runner's own files (HOOK_STEM.<32 hex>.{stdout.log,
-// stderr.log,pid,sh}, DESIGN.md §3), which are never output.
+// files and the runner's own files, which are never output (their name
+// pattern is internal/procs' ParseRunnerFile; the records in their stdout
+// logs are internal/jsonl's).
 package snapfiles
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strings"
 
-	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/jsonl"
+	"github.com/archiveflow/archiveflow/internal/procs"
 )
-
-var runnerFile = regexp.MustCompile(`\.[0-9a-f]{32}\.(stdout\.log|stderr\.log|pid|sh)$`)
-
-// IsRunnerFile reports whether a file name is one of the runner's own files.
-func IsRunnerFile(name string) bool {
-	return runnerFile.MatchString(filepath.Base(name))
-}
 
 // File is one output file, its path relative to the snapshot directory
 // (slash-separated).
@@ -60,18 +52,18 @@ func Walk(root string, skip func(rel string, isDir bool) bool) ([]File, error) {
 			}
 			return nil
 		}
-		if d.IsDir() || !d.Type().IsRegular() || IsRunnerFile(rel) {
+		if d.IsDir() || !d.Type().IsRegular() || procs.IsRunnerFile(rel) {
 			return nil
 		}
-		info, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
+		switch info, err := d.Info(); {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // removed since it was listed
+		case err != nil:
 			return err
+		default:
+			files = append(files, File{Path: rel, Size: info.Size()})
+			return nil
 		}
-		files = append(files, File{Path: rel, Size: info.Size()})
-		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("walk snapshot dir %s: %w", root, err)
@@ -96,13 +88,10 @@ func Plugins(snapDir string) ([]string, error) {
 }
 
 // HookResult is the last ArchiveResult record a hook printed, as read back
-// from the runner's stdout log.
+// from the runner's stdout log, with the hook's file stem.
 type HookResult struct {
-	Hook       string          `json:"hook"`
-	Status     model.Status    `json:"status"`
-	OutputStr  string          `json:"output_str,omitempty"`
-	OutputJSON json.RawMessage `json:"output_json,omitempty"`
-	Error      string          `json:"error,omitempty"`
+	Hook string `json:"hook"`
+	jsonl.ArchiveResult
 }
 
 // LastResults reads the runner stdout logs in pluginDir and returns, per hook
@@ -121,14 +110,15 @@ func LastResults(pluginDir string) ([]HookResult, error) {
 	newest := map[string]latest{}
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasSuffix(name, ".stdout.log") || !IsRunnerFile(name) {
+		f, ok := procs.ParseRunnerFile(name)
+		if !ok || f.Suffix != procs.SuffixStdout {
 			continue
 		}
 		info, err := e.Info()
 		if err != nil {
 			continue
 		}
-		stem := runnerFile.ReplaceAllString(name, "")
+		stem := f.Stem
 		if cur, ok := newest[stem]; !ok || info.ModTime().UnixNano() > cur.mod {
 			newest[stem] = latest{filepath.Join(pluginDir, name), info.ModTime().UnixNano()}
 		}
@@ -156,18 +146,9 @@ func lastRecord(path string) (HookResult, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 || line[0] != '{' {
-			continue
+		if rec, err := jsonl.ParseLine(sc.Bytes()); err == nil && rec.Type == jsonl.TypeArchiveResult {
+			last.ArchiveResult = *rec.ArchiveResult
 		}
-		var rec struct {
-			Type string `json:"type"`
-			HookResult
-		}
-		if json.Unmarshal(line, &rec) != nil || rec.Type != "ArchiveResult" {
-			continue
-		}
-		last = rec.HookResult
 	}
 	// An over-long line ends the scan early; what was read so far stands.
 	if err := sc.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {

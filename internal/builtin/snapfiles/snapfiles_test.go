@@ -3,13 +3,13 @@ package snapfiles
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -22,35 +22,18 @@ func write(t *testing.T, path, data string) {
 	require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
 }
 
-func TestIsRunnerFile(t *testing.T) {
-	tests := []struct {
-		name string
-		want bool
-	}{
-		{"on_Snapshot__60_wget.bg." + id1 + ".stdout.log", true},
-		{"on_Snapshot__60_wget.bg." + id1 + ".stderr.log", true},
-		{"on_Snapshot__60_wget.bg." + id1 + ".pid", true},
-		{"dir/hook." + id1 + ".sh", true},
-		{"hook." + strings.ToUpper(id1) + ".pid", false},
-		{"hook.0123.pid", false},
-		{"wget.log", false},
-		{"hook." + id1 + ".stdout.log.gz", false},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, IsRunnerFile(tt.name), tt.name)
-	}
-}
-
 func TestWalk(t *testing.T) {
 	root := t.TempDir()
 	write(t, filepath.Join(root, "wget", "warc", "a.warc.gz"), "12345")
 	write(t, filepath.Join(root, "wget", "hook."+id1+".stdout.log"), "x")
+	// No hook stem: not a runner file (procs.ParseRunnerFile), so output.
+	write(t, filepath.Join(root, "wget", "."+id1+".pid"), "12")
 	write(t, filepath.Join(root, "title", "title.txt"), "t")
 	write(t, filepath.Join(root, "index", "index.json"), "{}")
 	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(root, "title", "link")))
 	files, err := Walk(root, func(rel string, isDir bool) bool { return isDir && rel == "index" })
 	require.NoError(t, err)
-	assert.Equal(t, []File{{Path: "title/title.txt", Size: 1}, {Path: "wget/warc/a.warc.gz", Size: 5}}, files)
+	assert.Equal(t, []File{{Path: "title/title.txt", Size: 1}, {Path: "wget/." + id1 + ".pid", Size: 2}, {Path: "wget/warc/a.warc.gz", Size: 5}}, files)
 }
 
 func TestLastResults(t *testing.T) {
@@ -68,7 +51,7 @@ func TestLastResults(t *testing.T) {
 	got, err := LastResults(dir)
 	require.NoError(t, err)
 	assert.Equal(t, []HookResult{
-		{Hook: "on_Snapshot__20_headers", Status: model.StatusSucceeded, OutputStr: "HTTP 200"},
+		{Hook: "on_Snapshot__20_headers", ArchiveResult: jsonl.ArchiveResult{Status: model.StatusSucceeded, OutputStr: "HTTP 200"}},
 		{Hook: "on_Snapshot__21_other"},
 	}, got, "the newest attempt's last record per hook")
 }

@@ -1,4 +1,9 @@
-package activities
+// Package jobstore adapts internal/rkeys to the activities' Store and
+// HostRegistry: it maps each activity input onto the rkeys operations that
+// write it, and marks the rkeys errors no retry can fix (a job gone or
+// final, a malformed or invalid value) with activities.ErrNotWritable, so
+// the workflow's ordered writer never retries them forever.
+package jobstore
 
 import (
 	"context"
@@ -7,11 +12,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
-// RedisStore is the production Store: it writes through internal/rkeys,
-// which owns every key, encoding and idempotency script.
+// RedisStore is the production activities.Store and activities.HostRegistry:
+// it writes through internal/rkeys, which owns every key, encoding and
+// idempotency script.
 type RedisStore struct {
 	Redis *rkeys.Store
 	// PipelineID is this worker's pipeline:ID (hex), recorded in the job
@@ -19,18 +26,23 @@ type RedisStore struct {
 	PipelineID string
 }
 
-var _ Store = (*RedisStore)(nil)
+var (
+	_ activities.Store        = (*RedisStore)(nil)
+	_ activities.HostRegistry = (*RedisStore)(nil)
+)
 
-// notWritable marks the rkeys errors no retry can fix with ErrNotWritable.
+// notWritable marks the rkeys errors no retry can fix with
+// activities.ErrNotWritable.
 func notWritable(err error) error {
-	if errors.Is(err, rkeys.ErrJobNotFound) || errors.Is(err, rkeys.ErrJobFinal) || rkeys.IsMalformed(err) {
-		return fmt.Errorf("%w: %w", ErrNotWritable, err)
+	if errors.Is(err, rkeys.ErrJobNotFound) || errors.Is(err, rkeys.ErrJobFinal) ||
+		errors.Is(err, rkeys.ErrInvalid) || rkeys.IsMalformed(err) {
+		return fmt.Errorf("%w: %w", activities.ErrNotWritable, err)
 	}
 	return err
 }
 
 // SetJobState records where the job runs and moves it to a non-final state.
-func (s *RedisStore) SetJobState(ctx context.Context, in JobStateInput) error {
+func (s *RedisStore) SetJobState(ctx context.Context, in activities.JobStateInput) error {
 	run := rkeys.RunInfo{WorkflowID: in.WorkflowID, RunID: in.RunID, TaskQueue: in.TaskQueue}
 	if in.TaskQueue != "" {
 		// Only the host that claimed the snapshot names its pipeline.
@@ -48,7 +60,7 @@ func (s *RedisStore) SetJobState(ctx context.Context, in JobStateInput) error {
 }
 
 // SetStep records the current step and the plan's hook count.
-func (s *RedisStore) SetStep(ctx context.Context, in StepInput) error {
+func (s *RedisStore) SetStep(ctx context.Context, in activities.StepInput) error {
 	if err := s.Redis.SetHooksTotal(ctx, in.Ident, in.HooksTotal); err != nil {
 		return fmt.Errorf("set hooks_total of %s: %w", in.Ident, notWritable(err))
 	}
@@ -59,7 +71,7 @@ func (s *RedisStore) SetStep(ctx context.Context, in StepInput) error {
 }
 
 // RecordResult counts one final result once per Key.
-func (s *RedisStore) RecordResult(ctx context.Context, in ResultInput) error {
+func (s *RedisStore) RecordResult(ctx context.Context, in activities.ResultInput) error {
 	if _, err := s.Redis.RecordResult(ctx, in.Ident, in.Key, in.Result, in.Responses); err != nil {
 		return fmt.Errorf("record result %s: %w", in.Key, notWritable(err))
 	}
@@ -67,7 +79,7 @@ func (s *RedisStore) RecordResult(ctx context.Context, in ResultInput) error {
 }
 
 // FinishJob logs why a job did not finish cleanly, then finishes it once.
-func (s *RedisStore) FinishJob(ctx context.Context, in FinishInput) error {
+func (s *RedisStore) FinishJob(ctx context.Context, in activities.FinishInput) error {
 	if in.Error != "" {
 		msg := fmt.Sprintf("archiveflow: job %s: %s", in.State, in.Error)
 		if _, err := s.Redis.AppendLog(ctx, in.Ident, in.Key+"/log", []rkeys.Packet{rkeys.Stdout(time.Now(), msg)}); err != nil {
@@ -83,7 +95,7 @@ func (s *RedisStore) FinishJob(ctx context.Context, in FinishInput) error {
 // ApplySettings writes the settings as absolute values; rkeys bumps
 // settings_age and publishes only when something changed, so a repeat is
 // a no-op.
-func (s *RedisStore) ApplySettings(ctx context.Context, in SettingsInput) error {
+func (s *RedisStore) ApplySettings(ctx context.Context, in activities.SettingsInput) error {
 	if _, err := s.Redis.SetSettings(ctx, in.Ident, in.Settings); err != nil {
 		return fmt.Errorf("set settings of %s: %w", in.Ident, notWritable(err))
 	}
@@ -93,11 +105,11 @@ func (s *RedisStore) ApplySettings(ctx context.Context, in SettingsInput) error 
 // AppendLog writes stderr lines as stdout packets (ArchiveBot's name for
 // the pipeline's own output) prefixed with the plugin, and responses as
 // download packets, in one batch.
-func (s *RedisStore) AppendLog(ctx context.Context, ident, key string, seq int, entries []LogEntry) error {
+func (s *RedisStore) AppendLog(ctx context.Context, ident, key string, seq int, entries []activities.LogEntry) error {
 	packets := make([]rkeys.Packet, 0, len(entries))
 	for _, e := range entries {
 		switch {
-		case e.Kind == LogDownload && e.Response != nil:
+		case e.Kind == activities.LogDownload && e.Response != nil:
 			packets = append(packets, rkeys.Download(e.Time, *e.Response))
 		default:
 			packets = append(packets, rkeys.Stdout(e.Time, "["+e.Hook+"] "+e.Message))
@@ -115,4 +127,13 @@ func (s *RedisStore) Heartbeat(ctx context.Context, ident string) error {
 		return fmt.Errorf("heartbeat of %s: %w", ident, notWritable(err))
 	}
 	return nil
+}
+
+// QueueLease reads the live pipeline:ID records (internal/rkeys).
+func (s *RedisStore) QueueLease(ctx context.Context, queue string) (time.Duration, error) {
+	lease, err := s.Redis.QueueLease(ctx, queue)
+	if err != nil {
+		return 0, fmt.Errorf("check host queue %s: %w", queue, err)
+	}
+	return lease, nil
 }

@@ -1,4 +1,8 @@
-package activities
+// Package engine owns running hooks on a worker host: discovery, per-attempt
+// config resolution, the hook environment, and supervision through
+// internal/procs. Engine is the production activities.Discoverer and
+// activities.Runner.
+package engine
 
 import (
 	"context"
@@ -13,10 +17,36 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
+
+// Config is what an Engine needs; every value comes from the resolved
+// configuration (internal/pools builds it).
+type Config struct {
+	// PluginDirs are searched in order; a later dir's plugin of the same
+	// name overrides an earlier one (config plugins.dirs).
+	PluginDirs []string
+	// ArchiveDir holds snapshots/SNAPSHOT_ID/ directories (config archive_dir).
+	ArchiveDir string
+	// File is the archiveflow config file's plugin settings, KEY → value
+	// (config plugins.values).
+	File map[string]any
+	// Env is the worker's environment as KEY=VALUE; nil means os.Environ().
+	Env []string
+	// Timeout is TIMEOUT when no plugin setting says otherwise (config
+	// hooks.timeout).
+	Timeout time.Duration
+	// Grace is the SIGTERM → SIGKILL delay of foreground hooks (config
+	// hooks.grace).
+	Grace time.Duration
+	// LineCap is the longest stdout line a hook may print (config
+	// hooks.line_cap).
+	LineCap int
+	Log     *zap.Logger
+}
 
 // Engine is the production Discoverer and Runner: discovery and plugin
 // configuration from internal/hooks, process supervision from internal/procs.
@@ -25,51 +55,39 @@ import (
 // attempt (the values go into the hook's env), so config values, which may
 // be secrets, never enter workflow history.
 type Engine struct {
-	// PluginDirs are searched in order; a later dir's plugin of the same
-	// name overrides an earlier one.
-	PluginDirs []string
-	// ArchiveDir holds snapshots/SNAPSHOT_ID/ directories.
-	ArchiveDir string
-	// File is the archiveflow config file's plugin settings (KEY → value).
-	File map[string]any
-	// Env is the worker's environment as KEY=VALUE; nil means os.Environ().
-	Env []string
-	// DefaultTimeout is TIMEOUT when nothing sets it (DESIGN: 60 s).
-	DefaultTimeout time.Duration
-	// Grace is the SIGTERM → SIGKILL delay of foreground hooks (15 s).
-	Grace time.Duration
-	Log   *zap.Logger
+	cfg Config
+	log *zap.Logger
 }
 
 var (
-	_ Discoverer = (*Engine)(nil)
-	_ Runner     = (*Engine)(nil)
+	_ activities.Discoverer = (*Engine)(nil)
+	_ activities.Runner     = (*Engine)(nil)
 )
 
-func (e *Engine) log() *zap.Logger {
-	if e.Log == nil {
-		return zap.NewNop()
+// New checks cfg and returns its Engine.
+func New(cfg Config) (*Engine, error) {
+	switch {
+	case len(cfg.PluginDirs) == 0:
+		return nil, errors.New("hook engine: plugin dirs must not be empty")
+	case cfg.ArchiveDir == "":
+		return nil, errors.New("hook engine: archive dir must not be empty")
+	case cfg.Timeout <= 0:
+		return nil, fmt.Errorf("hook engine: timeout %s: must be > 0", cfg.Timeout)
+	case cfg.Grace < 0:
+		return nil, fmt.Errorf("hook engine: grace %s: must be >= 0", cfg.Grace)
+	case cfg.LineCap <= 0:
+		return nil, fmt.Errorf("hook engine: line cap %d: must be > 0", cfg.LineCap)
 	}
-	return e.Log
-}
-
-func (e *Engine) defaultTimeout() time.Duration {
-	if e.DefaultTimeout > 0 {
-		return e.DefaultTimeout
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
 	}
-	return 60 * time.Second
-}
-
-func (e *Engine) grace() time.Duration {
-	if e.Grace > 0 {
-		return e.Grace
-	}
-	return procs.DefaultGrace
+	return &Engine{cfg: cfg, log: log}, nil
 }
 
 func (e *Engine) environ() []string {
-	if e.Env != nil {
-		return e.Env
+	if e.cfg.Env != nil {
+		return e.cfg.Env
 	}
 	return os.Environ()
 }
@@ -79,10 +97,7 @@ func (e *Engine) snapDir(snapshotID string) (string, error) {
 	if snapshotID == "" || snapshotID != filepath.Base(snapshotID) || strings.HasPrefix(snapshotID, ".") {
 		return "", fmt.Errorf("snapshot id %q: must be a single path element not starting with a dot", snapshotID)
 	}
-	if e.ArchiveDir == "" {
-		return "", errors.New("archive dir: must be configured")
-	}
-	return filepath.Join(e.ArchiveDir, "snapshots", snapshotID), nil
+	return filepath.Join(e.cfg.ArchiveDir, "snapshots", snapshotID), nil
 }
 
 // sources are the config sources of one snapshot.
@@ -93,21 +108,25 @@ func (e *Engine) sources(overrides map[string]string, base map[string]string) ho
 			env[k] = v
 		}
 	}
-	return hooks.Sources{Job: overrides, Env: env, File: e.File, Base: base}
+	return hooks.Sources{Job: overrides, Env: env, File: e.cfg.File, Base: base}
 }
 
 // Discover finds the hooks and resolves each plugin's enabled flag, timeout
 // and configuration error.
-func (e *Engine) Discover(ctx context.Context, in DiscoverInput) (Plan, error) {
-	found, err := hooks.Discover(e.PluginDirs, e.log())
+func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (activities.Plan, error) {
+	found, err := hooks.Discover(e.cfg.PluginDirs, e.log)
+	if errors.Is(err, hooks.ErrInvalidPlugins) {
+		// A missing root or a malformed plugin: retrying cannot fix it.
+		return activities.Plan{}, fmt.Errorf("discover hooks in %v: %w: %w", e.cfg.PluginDirs, err, activities.ErrConfig)
+	}
 	if err != nil {
-		return Plan{}, fmt.Errorf("discover hooks in %v: %w", e.PluginDirs, err)
+		return activities.Plan{}, fmt.Errorf("discover hooks in %v: %w", e.cfg.PluginDirs, err)
 	}
 	snapDir, err := e.snapDir(in.SnapshotID)
 	if err != nil {
-		return Plan{}, fmt.Errorf("discover hooks for %s: %w: %w", in.Ident, err, ErrConfig)
+		return activities.Plan{}, fmt.Errorf("discover hooks for %s: %w: %w", in.Ident, err, activities.ErrConfig)
 	}
-	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.ArchiveDir}
+	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
 	src := e.sources(in.Overrides, base)
 	resolved := map[string]*hooks.Resolved{}
 	configErr := map[string]string{}
@@ -119,15 +138,15 @@ func (e *Engine) Discover(ctx context.Context, in DiscoverInput) (Plan, error) {
 		}
 		resolved[plugin] = r
 	}
-	plan := Plan{Hooks: make([]HookSpec, 0, len(found.Hooks))}
+	plan := activities.Plan{Hooks: make([]activities.HookSpec, 0, len(found.Hooks))}
 	for _, h := range found.Hooks {
-		spec := HookSpec{Plugin: h.Plugin, Name: h.Name, Path: h.Path, Step: h.Step, Background: h.Background,
-			Timeout: e.defaultTimeout(), Grace: e.grace(), Enabled: true}
+		spec := activities.HookSpec{Plugin: h.Plugin, Name: h.Name, Path: h.Path, Step: h.Step, Background: h.Background,
+			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true}
 		if msg, bad := configErr[h.Plugin]; bad {
 			spec.ConfigError = msg
 		} else if r := resolved[h.Plugin]; r != nil {
 			spec.Enabled = r.Enabled
-			spec.Timeout = r.Timeout(e.defaultTimeout())
+			spec.Timeout = r.Timeout(e.cfg.Timeout)
 		}
 		if spec.Background {
 			// At the seal a background hook gets its plugin's timeout as grace.
@@ -139,19 +158,19 @@ func (e *Engine) Discover(ctx context.Context, in DiscoverInput) (Plan, error) {
 }
 
 // Run runs one attempt of a hook through procs.Run.
-func (e *Engine) Run(ctx context.Context, req RunRequest, sink Sink) (Outcome, error) {
+func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
 	spec, err := e.spec(req, sink)
 	if err != nil {
-		return Outcome{}, err
+		return activities.Outcome{}, err
 	}
 	res, err := procs.Run(ctx, spec)
 	if err != nil {
 		if procs.IsPermanent(err) {
-			return Outcome{}, fmt.Errorf("run hook %s: %w: %w", req.Hook.Key(), err, ErrConfig)
+			return activities.Outcome{}, fmt.Errorf("run hook %s: %w: %w", req.Hook.Key(), err, activities.ErrConfig)
 		}
-		return Outcome{}, fmt.Errorf("run hook %s: %w", req.Hook.Key(), err)
+		return activities.Outcome{}, fmt.Errorf("run hook %s: %w", req.Hook.Key(), err)
 	}
-	out := Outcome{Result: res.ArchiveResult(), Transient: res.Transient}
+	out := activities.Outcome{Result: res.ArchiveResult(), Transient: res.Transient}
 	if res.Transient {
 		out.Error = res.Reason
 		if len(res.StderrTail) > 0 {
@@ -163,24 +182,24 @@ func (e *Engine) Run(ctx context.Context, req RunRequest, sink Sink) (Outcome, e
 
 // spec builds the procs.Spec of one attempt: argv, env, cwd, timeouts and
 // the live callbacks (DESIGN.md §3 Invocation).
-func (e *Engine) spec(req RunRequest, sink Sink) (procs.Spec, error) {
+func (e *Engine) spec(req activities.RunRequest, sink activities.Sink) (procs.Spec, error) {
 	h := req.Hook
 	snapDir, err := e.snapDir(req.Job.SnapshotID)
 	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, ErrConfig)
+		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, activities.ErrConfig)
 	}
 	schema, err := hooks.LoadSchema(filepath.Join(filepath.Dir(h.Path), hooks.ConfigFile), h.Plugin)
 	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, ErrConfig)
+		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, activities.ErrConfig)
 	}
-	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.ArchiveDir}
+	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
 	resolved, err := schema.Resolve(e.sources(req.Job.Overrides, base))
 	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, ErrConfig)
+		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, activities.ErrConfig)
 	}
 	timeout := resolved.Timeout(h.Timeout)
 	if timeout <= 0 {
-		timeout = e.defaultTimeout()
+		timeout = e.cfg.Timeout
 	}
 	env, err := e.env(req, snapDir, timeout, resolved)
 	if err != nil {
@@ -195,6 +214,7 @@ func (e *Engine) spec(req RunRequest, sink Sink) (procs.Spec, error) {
 		Timeout:    timeout,
 		Grace:      h.Grace,
 		Background: h.Background,
+		LineCap:    e.cfg.LineCap,
 		OnStderr:   sink.StderrLine,
 		OnRecord: func(r jsonl.Record) {
 			sink.Record()
@@ -202,7 +222,7 @@ func (e *Engine) spec(req RunRequest, sink Sink) (procs.Spec, error) {
 				sink.Response(*r.Response)
 			}
 		},
-		Log: e.log(),
+		Log: e.log,
 	}
 	if h.Background {
 		spec.Timeout = 0
@@ -212,7 +232,7 @@ func (e *Engine) spec(req RunRequest, sink Sink) (procs.Spec, error) {
 
 // env is the hook's environment: the worker's, the resolved plugin config,
 // then archiveflow's own keys (later entries win).
-func (e *Engine) env(req RunRequest, snapDir string, timeout time.Duration, r *hooks.Resolved) ([]string, error) {
+func (e *Engine) env(req activities.RunRequest, snapDir string, timeout time.Duration, r *hooks.Resolved) ([]string, error) {
 	extra, err := json.Marshal(map[string]any{
 		"snapshot_id": req.Job.SnapshotID,
 		"ident":       req.Job.Ident,
@@ -236,7 +256,7 @@ func (e *Engine) env(req RunRequest, snapDir string, timeout time.Duration, r *h
 	env = append(env, r.Env()...)
 	env = append(env,
 		"SNAP_DIR="+snapDir,
-		"ARCHIVE_DIR="+e.ArchiveDir,
+		"ARCHIVE_DIR="+e.cfg.ArchiveDir,
 		"TIMEOUT="+secs,
 		hooks.TimeoutKey(req.Hook.Plugin)+"="+secs,
 		"FETCH_DEPTH="+req.Job.FetchDepth,

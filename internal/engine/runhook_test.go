@@ -1,4 +1,4 @@
-package activities
+package engine
 
 import (
 	"context"
@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -38,8 +39,8 @@ type memStore struct {
 	// down makes AppendLog and RecordResult fail as with Redis unreachable.
 	down    atomic.Bool
 	mu      sync.Mutex
-	logs    []LogEntry
-	results []ResultInput
+	logs    []activities.LogEntry
+	results []activities.ResultInput
 	batches map[string]bool
 	line    chan string
 }
@@ -50,10 +51,10 @@ func newMemStore() *memStore {
 	return &memStore{batches: map[string]bool{}, line: make(chan string, 1024)}
 }
 
-func (s *memStore) SetJobState(context.Context, JobStateInput) error { return nil }
-func (s *memStore) SetStep(context.Context, StepInput) error         { return nil }
-func (s *memStore) Heartbeat(context.Context, string) error          { return nil }
-func (s *memStore) RecordResult(_ context.Context, in ResultInput) error {
+func (s *memStore) SetJobState(context.Context, activities.JobStateInput) error { return nil }
+func (s *memStore) SetStep(context.Context, activities.StepInput) error         { return nil }
+func (s *memStore) Heartbeat(context.Context, string) error                     { return nil }
+func (s *memStore) RecordResult(_ context.Context, in activities.ResultInput) error {
 	if s.down.Load() {
 		return errRedisDown
 	}
@@ -62,9 +63,9 @@ func (s *memStore) RecordResult(_ context.Context, in ResultInput) error {
 	s.results = append(s.results, in)
 	return nil
 }
-func (s *memStore) FinishJob(context.Context, FinishInput) error       { return nil }
-func (s *memStore) ApplySettings(context.Context, SettingsInput) error { return nil }
-func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, entries []LogEntry) error {
+func (s *memStore) FinishJob(context.Context, activities.FinishInput) error       { return nil }
+func (s *memStore) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
+func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, entries []activities.LogEntry) error {
 	if s.down.Load() {
 		return errRedisDown
 	}
@@ -77,7 +78,7 @@ func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, e
 	s.batches[id] = true
 	s.logs = append(s.logs, entries...)
 	for _, e := range entries {
-		if e.Kind == LogStdout {
+		if e.Kind == activities.LogStdout {
 			select {
 			case s.line <- e.Message:
 			default:
@@ -87,10 +88,10 @@ func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, e
 	return nil
 }
 
-func (s *memStore) entries() []LogEntry {
+func (s *memStore) entries() []activities.LogEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]LogEntry(nil), s.logs...)
+	return append([]activities.LogEntry(nil), s.logs...)
 }
 
 // waitLine blocks until the job log receives want.
@@ -115,8 +116,18 @@ type fixture struct {
 	plugins string
 	archive string
 	store   *memStore
-	acts    *Activities
+	acts    *activities.HostActivities
 	engine  *Engine
+}
+
+// testOptions are the hook activity options of these tests: short
+// intervals so heartbeats and log flushes happen within a test.
+func testOptions() activities.Options {
+	return activities.Options{
+		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,
+		LogFlushInterval: 20 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
+		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
+	}
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -124,22 +135,30 @@ func newFixture(t *testing.T) *fixture {
 	root := t.TempDir()
 	f := &fixture{t: t, root: root, plugins: filepath.Join(root, "plugins"), archive: filepath.Join(root, "archive"), store: newMemStore()}
 	require.NoError(t, os.MkdirAll(f.plugins, 0o755))
-	f.engine = &Engine{PluginDirs: []string{f.plugins}, ArchiveDir: f.archive, Env: []string{"PATH=" + os.Getenv("PATH")},
-		DefaultTimeout: 30 * time.Second, Grace: 5 * time.Second, Log: zap.NewNop()}
-	a, err := New(f.engine, f.engine, f.store, zap.NewNop(), Options{HostQueue: "q@host", HeartbeatInterval: 20 * time.Millisecond, LogFlushInterval: 20 * time.Millisecond})
+	e, err := New(Config{PluginDirs: []string{f.plugins}, ArchiveDir: f.archive, Env: []string{"PATH=" + os.Getenv("PATH")},
+		Timeout: 30 * time.Second, Grace: 5 * time.Second, LineCap: 1 << 20, Log: zap.NewNop()})
 	require.NoError(t, err)
-	f.acts = a
+	f.engine = e
+	f.withOptions(testOptions())
 	return f
 }
 
+// withOptions rebuilds the fixture's activities with opts.
+func (f *fixture) withOptions(opts activities.Options) {
+	f.t.Helper()
+	a, err := activities.NewHost(f.engine, f.engine, f.engine, f.store, zap.NewNop(), opts)
+	require.NoError(f.t, err)
+	f.acts = a
+}
+
 // hook writes an executable shell hook and returns its spec.
-func (f *fixture) hook(plugin, name, body string) HookSpec {
+func (f *fixture) hook(plugin, name, body string) activities.HookSpec {
 	f.t.Helper()
 	dir := filepath.Join(f.plugins, plugin)
 	require.NoError(f.t, os.MkdirAll(dir, 0o755))
 	path := filepath.Join(dir, name)
 	require.NoError(f.t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
-	return HookSpec{Plugin: plugin, Name: name, Path: path, Step: int(name[13] - '0'), Background: strings.Contains(name, ".bg."),
+	return activities.HookSpec{Plugin: plugin, Name: name, Path: path, Step: int(name[13] - '0'), Background: strings.Contains(name, ".bg."),
 		Timeout: 30 * time.Second, Grace: 5 * time.Second, Enabled: true}
 }
 
@@ -150,9 +169,9 @@ func (f *fixture) config(plugin, doc string) {
 	require.NoError(f.t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(doc), 0o644))
 }
 
-func runInput(h HookSpec) RunHookInput {
-	return RunHookInput{
-		Job:      Job{Ident: "abc123", URL: "https://example.com/", SnapshotID: "abc123"},
+func runInput(h activities.HookSpec) activities.RunHookInput {
+	return activities.RunHookInput{
+		Job:      activities.Job{Ident: "abc123", URL: "https://example.com/", SnapshotID: "abc123"},
 		Hook:     h,
 		Settings: model.Settings{Concurrency: 1, UserAgent: "archiveflow-test/1", Ignores: []string{`\.css$`}},
 		Key:      "run-1/claim-1/step-1/" + h.Key(),
@@ -166,18 +185,27 @@ func (f *fixture) env() *testsuite.TestActivityEnvironment {
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(f.acts)
 	env.SetTestTimeout(time.Minute)
+	env.SetWorkerOptions(workerOptions)
 	return env
 }
+
+// workerOptions deliver every heartbeat, as the workers do (internal/pools),
+// instead of holding them back for the SDK's default 30 s: tests that wait
+// for a heartbeat to report progress must not depend on the first one
+// coming late enough.
+var workerOptions = worker.Options{MaxHeartbeatThrottleInterval: 10 * time.Millisecond}
 
 // envWithParent returns an activity environment whose activity contexts
 // derive from parent: cancelling it is how the tests cancel a hook.
 func (f *fixture) envWithParent(parent context.Context) *testsuite.TestActivityEnvironment {
 	env := f.env()
-	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: parent})
+	opts := workerOptions
+	opts.BackgroundActivityContext = parent
+	env.SetWorkerOptions(opts)
 	return env
 }
 
-func (f *fixture) run(env *testsuite.TestActivityEnvironment, in RunHookInput) (model.ArchiveResult, error) {
+func (f *fixture) run(env *testsuite.TestActivityEnvironment, in activities.RunHookInput) (model.ArchiveResult, error) {
 	f.t.Helper()
 	v, err := env.ExecuteActivity(f.acts.RunHook, in)
 	if err != nil {
@@ -194,7 +222,7 @@ func TestRunHookStatusMapping(t *testing.T) {
 		body       string
 		wantStatus model.Status
 		wantOutput string
-		wantErr    string // substring; error of type ErrTypeTransient
+		wantErr    string // substring; error of type activities.ErrTypeTransient
 	}{
 		{"record wins", `echo '{"type":"ArchiveResult","status":"succeeded","output_str":"title.txt"}'`, model.StatusSucceeded, "title.txt", ""},
 		{"no record exit 0 is noresults", `exit 0`, model.StatusNoResults, "", ""},
@@ -213,7 +241,7 @@ func TestRunHookStatusMapping(t *testing.T) {
 				require.Error(t, err)
 				var appErr *temporal.ApplicationError
 				require.ErrorAs(t, err, &appErr)
-				assert.Equal(t, ErrTypeTransient, appErr.Type())
+				assert.Equal(t, activities.ErrTypeTransient, appErr.Type())
 				assert.False(t, appErr.NonRetryable())
 				assert.Contains(t, appErr.Error(), tt.wantErr)
 				var last model.ArchiveResult
@@ -284,12 +312,12 @@ echo 'done' >&2
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"index.html"}'`)
 	env := f.env()
 	var mu sync.Mutex
-	var beats []Progress
+	var beats []activities.Progress
 	// The hook waits until a heartbeat reports its first stderr line and
 	// both responses: heartbeats carry live progress.
 	seen := filepath.Join(f.archive, "snapshots", "abc123", "wget", "heartbeat-seen")
 	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
-		var p Progress
+		var p activities.Progress
 		if details.Get(&p) != nil {
 			return
 		}
@@ -310,9 +338,9 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"index.html"}'`)
 	for _, e := range f.store.entries() {
 		assert.Equal(t, h.Key(), e.Hook)
 		switch e.Kind {
-		case LogStdout:
+		case activities.LogStdout:
 			lines = append(lines, e.Message)
-		case LogDownload:
+		case activities.LogDownload:
 			require.NotNil(t, e.Response)
 			responses = append(responses, *e.Response)
 		}
@@ -322,7 +350,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"index.html"}'`)
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, beats)
-	assert.Contains(t, beats, Progress{Attempt: 1, StderrLines: 1, Records: 2, Responses: 2}, "a heartbeat reported what the hook had printed and its attempt")
+	assert.Contains(t, beats, activities.Progress{Attempt: 1, StderrLines: 1, Records: 2, Responses: 2}, "a heartbeat reported what the hook had printed and its attempt")
 	require.Len(t, f.store.results, 1, "the final result is recorded with its responses")
 	rec := f.store.results[0]
 	assert.Equal(t, runInput(h).Key, rec.Key)
@@ -332,7 +360,9 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"index.html"}'`)
 
 func TestRunHookCapsTheJobLogPerAttempt(t *testing.T) {
 	f := newFixture(t)
-	f.acts.opts.LogLinesPerRun = 5
+	opts := testOptions()
+	opts.LogLinesPerRun = 5
+	f.withOptions(opts)
 	h := f.hook("noisy", "on_Snapshot__10_noisy.sh", `i=0; while [ $i -lt 50 ]; do echo "line $i" >&2; i=$((i+1)); done`)
 
 	_, err := f.run(f.env(), runInput(h))
@@ -374,7 +404,7 @@ func TestRunHookCancellation(t *testing.T) {
 		{"background hook stopped by SIGTERM succeeds", "on_Snapshot__20_bg.bg.sh", `trap 'exit 0' TERM; ` + wait, model.StatusSucceeded, ""},
 		{"background hook's own record wins", "on_Snapshot__20_bg.bg.sh",
 			`trap 'echo "{\"type\":\"ArchiveResult\",\"status\":\"noresults\"}"; exit 0' TERM; ` + wait, model.StatusNoResults, ""},
-		{"background hook that needs SIGKILL fails", "on_Snapshot__20_bg.bg.sh", `trap '' TERM; ` + wait, model.StatusFailed, "stopped at seal"},
+		{"background hook that needs SIGKILL fails", "on_Snapshot__20_bg.bg.sh", `trap '' TERM; ` + wait, model.StatusFailed, "stopped by the seal"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -422,7 +452,7 @@ func TestRunHookWorkerShutdownIsTransient(t *testing.T) {
 
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, ErrTypeTransient, appErr.Type())
+	assert.Equal(t, activities.ErrTypeTransient, appErr.Type())
 	assert.Contains(t, appErr.Error(), "worker shut down")
 	assertGone(t, pidOf(t, f, "x"))
 }
@@ -438,7 +468,7 @@ func TestRunHookConfigErrorIsNotRetryable(t *testing.T) {
 
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, ErrTypeConfig, appErr.Type())
+	assert.Equal(t, activities.ErrTypeConfig, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 	assert.Contains(t, appErr.Error(), "X_DEPTH")
 }
@@ -448,14 +478,14 @@ func TestRunHookRejectsInvalidInput(t *testing.T) {
 	good := f.hook("x", "on_Snapshot__10_x.sh", `exit 0`)
 	tests := []struct {
 		name   string
-		mutate func(*RunHookInput)
+		mutate func(*activities.RunHookInput)
 		want   string
 	}{
-		{"no ident", func(in *RunHookInput) { in.Job.Ident = "" }, "job ident must not be empty"},
-		{"no url", func(in *RunHookInput) { in.Job.URL = "" }, "job url must not be empty"},
-		{"bad step", func(in *RunHookInput) { in.Hook.Step = 12 }, "step 12: must be 0..9"},
-		{"no path", func(in *RunHookInput) { in.Hook.Path = "" }, "path must not be empty"},
-		{"negative attempts before", func(in *RunHookInput) { in.AttemptsBefore = -1 }, "attempts_before -1: must be >= 0"},
+		{"no ident", func(in *activities.RunHookInput) { in.Job.Ident = "" }, "job ident must not be empty"},
+		{"no url", func(in *activities.RunHookInput) { in.Job.URL = "" }, "job url must not be empty"},
+		{"bad step", func(in *activities.RunHookInput) { in.Hook.Step = 12 }, "step 12: must be 0..9"},
+		{"no path", func(in *activities.RunHookInput) { in.Hook.Path = "" }, "path must not be empty"},
+		{"negative attempts before", func(in *activities.RunHookInput) { in.AttemptsBefore = -1 }, "attempts_before -1: must be >= 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -464,7 +494,7 @@ func TestRunHookRejectsInvalidInput(t *testing.T) {
 			_, err := f.run(f.env(), in)
 			var appErr *temporal.ApplicationError
 			require.ErrorAs(t, err, &appErr)
-			assert.Equal(t, ErrTypeInvalidInput, appErr.Type())
+			assert.Equal(t, activities.ErrTypeInvalidInput, appErr.Type())
 			assert.Contains(t, appErr.Error(), tt.want)
 		})
 	}
@@ -479,14 +509,14 @@ func TestDiscoverHooks(t *testing.T) {
 	f.config("wget", `{"type":"object","properties":{"WGET_TIMEOUT":{"type":"integer","default":120}}}`)
 	f.config("bad", `{"type":"object","properties":{"BAD_LEVEL":{"type":"integer","maximum":3}}}`)
 
-	v, err := f.env().ExecuteActivity(f.acts.DiscoverHooks, DiscoverInput{Ident: "abc123", SnapshotID: "abc123",
+	v, err := f.env().ExecuteActivity(f.acts.DiscoverHooks, activities.DiscoverInput{Ident: "abc123", SnapshotID: "abc123",
 		Overrides: map[string]string{"OFF_ENABLED": "false", "BAD_LEVEL": "9"}})
 	require.NoError(t, err)
-	var p Plan
+	var p activities.Plan
 	require.NoError(t, v.Get(&p))
 
 	require.Len(t, p.Hooks, 4)
-	byName := map[string]HookSpec{}
+	byName := map[string]activities.HookSpec{}
 	var order []string
 	for _, h := range p.Hooks {
 		byName[h.Plugin] = h
@@ -503,23 +533,6 @@ func TestDiscoverHooks(t *testing.T) {
 	assert.Equal(t, 5, byName["title"].Step)
 }
 
-func TestTruncate(t *testing.T) {
-	tests := []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"},
-		{strings.Repeat("a", 20), 15, "a…[truncated]"},
-		{"ééééééééé", 16, "é…[truncated]"},
-	}
-	for _, tt := range tests {
-		got := truncate(tt.in, tt.n)
-		assert.Equal(t, tt.want, got)
-		assert.LessOrEqual(t, len(got), max(tt.n, len(tt.want)))
-	}
-}
-
 // BenchmarkEngineRunNoop is the cost of one no-op hook attempt through the
 // real runner (process group, runner files, output listing), without Temporal.
 func BenchmarkEngineRunNoop(b *testing.B) {
@@ -528,17 +541,25 @@ func BenchmarkEngineRunNoop(b *testing.B) {
 	require.NoError(b, os.MkdirAll(dir, 0o755))
 	path := filepath.Join(dir, "on_Snapshot__10_noop.sh")
 	require.NoError(b, os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o755))
-	e := &Engine{PluginDirs: []string{filepath.Join(root, "plugins")}, ArchiveDir: filepath.Join(root, "archive"), Env: []string{"PATH=" + os.Getenv("PATH")}}
-	req := RunRequest{Job: Job{Ident: "bench", URL: "https://example.com/", SnapshotID: "bench"},
-		Hook: HookSpec{Plugin: "noop", Name: "on_Snapshot__10_noop.sh", Path: path, Step: 1, Timeout: time.Minute, Grace: time.Second, Enabled: true}, Attempt: 1}
-	sink := newRunSink(Options{}.withDefaults(), "noop")
+	e, err := New(Config{PluginDirs: []string{filepath.Join(root, "plugins")}, ArchiveDir: filepath.Join(root, "archive"),
+		Env: []string{"PATH=" + os.Getenv("PATH")}, Timeout: time.Minute, Grace: time.Second, LineCap: 1 << 20})
+	require.NoError(b, err)
+	req := activities.RunRequest{Job: activities.Job{Ident: "bench", URL: "https://example.com/", SnapshotID: "bench"},
+		Hook: activities.HookSpec{Plugin: "noop", Name: "on_Snapshot__10_noop.sh", Path: path, Step: 1, Timeout: time.Minute, Grace: time.Second, Enabled: true}, Attempt: 1}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out, err := e.Run(context.Background(), req, sink)
+		out, err := e.Run(context.Background(), req, nopSink{})
 		require.NoError(b, err)
 		require.Equal(b, model.StatusNoResults, out.Result.Status)
 	}
 }
+
+// nopSink discards what a hook produces.
+type nopSink struct{}
+
+func (nopSink) StderrLine(string)       {}
+func (nopSink) Response(model.Response) {}
+func (nopSink) Record()                 {}
 
 // A hook scheduled again after waiting on a busy host continues its attempt
 // count: the result and the hook's EXTRA_CONTEXT say attempt 3, not 1.
@@ -559,4 +580,20 @@ echo '{"type":"ArchiveResult","status":"succeeded"}'`)
 	var extra map[string]any
 	require.NoError(t, json.Unmarshal(raw, &extra))
 	assert.EqualValues(t, 3, extra["attempt"])
+}
+
+// A plugins root that does not exist is a configuration error: discovery
+// reports it non-retryable, naming the root, so the job is not retried
+// three times for something only the operator can fix.
+func TestDiscoverHooksMissingRootIsNotRetried(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, os.RemoveAll(f.plugins))
+
+	_, err := f.env().ExecuteActivity(f.acts.DiscoverHooks, activities.DiscoverInput{Ident: "abc123", SnapshotID: "abc123"})
+
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable(), "a missing plugins root must not be retried")
+	assert.Equal(t, activities.ErrTypeConfig, appErr.Type())
+	assert.Contains(t, appErr.Error(), "plugins root "+f.plugins+" does not exist")
 }

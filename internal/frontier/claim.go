@@ -1,0 +1,131 @@
+package frontier
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// Claim moves up to n READY pages to CLAIMED for token, lowest depth
+// first, then queue order (discovery order; a page retried after a
+// transient failure goes to the back of its depth, a released page to the
+// front). Each claimed page gets a new attempt number (Attempts + 1) and
+// rulesVersion, the version of the job's rules its caller applies. It
+// returns the pages and the counts after the claim.
+//
+// token names this claim request (e.g. the activity's id): a Claim repeated
+// with a token that still holds pages returns those pages again and claims
+// nothing new, so a retried activity never strands pages. Use a fresh token
+// per request. Release(token) returns a token's pages to READY.
+//
+// Before claiming, Claim applies a bounded part of any propagation backlog
+// (left by a Discover that was interrupted), which may promote pages.
+func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]Page, Counts, error) {
+	if err := checkIdent(ident); err != nil {
+		return nil, Counts{}, err
+	}
+	switch {
+	case n < 1 || n > MaxClaim:
+		return nil, Counts{}, fmt.Errorf("claim on job %s: n %d: %w: must be 1..%d", ident, n, ErrInvalidArgument, MaxClaim)
+	case token == "":
+		return nil, Counts{}, fmt.Errorf("claim on job %s: token: %w: must not be empty", ident, ErrInvalidArgument)
+	case len(token) > 256:
+		return nil, Counts{}, fmt.Errorf("claim on job %s: token of %d bytes: %w: at most 256", ident, len(token), ErrInvalidArgument)
+	case rulesVersion < 0 || rulesVersion > maxRulesVersion:
+		return nil, Counts{}, fmt.Errorf("claim on job %s: rules version %d: %w: must be 0..%d", ident, rulesVersion, ErrInvalidArgument, int64(maxRulesVersion))
+	}
+	v, err := f.run(ctx, claimScript, ident, n, token, rulesVersion, f.opts.SettleBudget).Result()
+	if err != nil {
+		return nil, Counts{}, fmt.Errorf("claim on job %s: %w", ident, err)
+	}
+	code, rest, err := replyCode(v)
+	if err != nil {
+		return nil, Counts{}, fmt.Errorf("claim on job %s: %w", ident, err)
+	}
+	switch code {
+	case retApplied, retRepeat:
+	case retNoFrontier:
+		return nil, Counts{}, fmt.Errorf("claim on job %s: %w", ident, ErrNoFrontier)
+	default:
+		return nil, Counts{}, fmt.Errorf("claim on job %s: unexpected reply code %d", ident, code)
+	}
+	if len(rest) != 2 {
+		return nil, Counts{}, fmt.Errorf("claim on job %s: reply of %d parts", ident, len(rest))
+	}
+	counts, err := parseCounts(rest[0])
+	if err != nil {
+		return nil, Counts{}, fmt.Errorf("claim on job %s: %w", ident, err)
+	}
+	raw, _ := rest[1].([]any)
+	pages := make([]Page, 0, len(raw))
+	for _, r := range raw {
+		p, err := parsePage(r)
+		if err != nil {
+			return nil, Counts{}, fmt.Errorf("claim on job %s: %w", ident, err)
+		}
+		p.Claimer = token
+		pages = append(pages, p)
+	}
+	if code == retRepeat {
+		f.log.Debug("claim repeated", zap.String("ident", ident), zap.String("token", token), zap.Int("pages", len(pages)))
+	}
+	return pages, counts, nil
+}
+
+// claimScript claims pages for a token.
+// ARGV: n token rules_version settle_budget
+// Reply: {code, counts, {page...}}.
+var claimScript = newScript(`
+if not load_meta() then return {NO_FRONTIER} end
+local n, token, rules = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local out = {}
+local held = redis.call('HGET', claims, 't:' .. token)
+if held then
+  for off = 1, #held, 4 do
+    local p = get((struct.unpack('>I4', held, off)))
+    if p and p.state == CLAIMED then out[#out + 1] = page_reply(p) end
+  end
+  return {REPEAT, counts_reply(), out}
+end
+if redis.call('LLEN', prop) > 0 then settle(tonumber(ARGV[4])) end
+local ids = {}
+local pops, max_pops = 0, 4 * n + 1000
+while #ids < n and pops < max_pops do
+  local top = redis.call('ZRANGE', readyz, 0, 0)
+  if #top == 0 then break end
+  local q = ready_p .. top[1]
+  local id = redis.call('LPOP', q)
+  pops = pops + 1
+  if redis.call('EXISTS', q) == 0 then redis.call('ZREM', readyz, top[1]) end
+  if id then
+    local p = get(tonumber(id))
+    if p and p.state == READY and p.depth == tonumber(top[1]) then
+      tally(p, -1)
+      if p.attempts >= 65535 then
+        -- the attempt counter is exhausted (65535 claims): give up on the page
+        p.state, p.status, p.remaining = DONE, ST_FAILED, 0
+        set_note(p, 'attempt counter exhausted after 65535 claims')
+        tally(p, 1)
+        put(p)
+      else
+        p.state = CLAIMED
+        p.attempts = p.attempts + 1
+        p.rules = rules
+        p.lbatch, p.lchunk = 0, 0
+        tally(p, 1)
+        put(p)
+        redis.call('HSET', claims, 'p:' .. p.id, token)
+        ids[#ids + 1] = struct.pack('>I4', p.id)
+        out[#out + 1] = page_reply(p)
+      end
+    end
+  end
+end
+if #ids > 0 then
+  redis.call('HSET', claims, 't:' .. token, table.concat(ids))
+  touch(claims)
+end
+finish()
+return {APPLIED, counts_reply(), out}
+`)

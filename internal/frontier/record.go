@@ -1,0 +1,202 @@
+package frontier
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/archiveflow/archiveflow/internal/ident"
+)
+
+// record is the decoded packed page record (recordFormat, 32 bytes).
+type record struct {
+	state, flags, status    uint8
+	attempts, doneAttempt   uint16
+	remaining, linksChunk   uint16
+	depth, parent, rules    uint32
+	linksBatch, lastSegment uint32
+}
+
+func decodeRecord(b []byte) (record, error) {
+	if len(b) != recordSize {
+		return record{}, fmt.Errorf("page record: %d bytes, want %d", len(b), recordSize)
+	}
+	be := binary.BigEndian
+	r := record{
+		state: b[0], flags: b[1], status: b[2],
+		attempts: be.Uint16(b[4:]), doneAttempt: be.Uint16(b[6:]),
+		remaining: be.Uint16(b[8:]), linksChunk: be.Uint16(b[10:]),
+		depth: be.Uint32(b[12:]), parent: be.Uint32(b[16:]), rules: be.Uint32(b[20:]),
+		linksBatch: be.Uint32(b[24:]), lastSegment: be.Uint32(b[28:]),
+	}
+	if r.state < codeReady || int(r.state) > len(States) {
+		return r, fmt.Errorf("page record: state code %d unknown", r.state)
+	}
+	if int(r.status) >= len(statuses) {
+		return r, fmt.Errorf("page record: status code %d unknown", r.status)
+	}
+	return r, nil
+}
+
+func (r record) page(id int64, url string) Page {
+	return Page{
+		ID: id, URL: url, Depth: int(r.depth), Parent: int64(r.parent),
+		State: States[r.state-1], Status: statuses[r.status],
+		Attempts: int(r.attempts), AttemptsRemaining: int(r.remaining),
+		NoRecurse: r.flags&flagNoRecurse != 0, Requisite: r.flags&flagRequisite != 0,
+		RulesVersion: int64(r.rules),
+	}
+}
+
+// pageURL normalises raw with the ident's normaliser (internal/ident owns
+// the normal form: every page URL is normalised as the ident is) and checks
+// the length cap. The error wraps ErrInvalidURL.
+func pageURL(raw string) (string, error) {
+	if raw == "" {
+		return "", fmt.Errorf("page url: %w: must not be empty", ErrInvalidURL)
+	}
+	if len(raw) > 4*MaxURLBytes {
+		return "", fmt.Errorf("page url %q… (%d bytes): %w: longer than %d bytes", raw[:64], len(raw), ErrInvalidURL, MaxURLBytes)
+	}
+	u, err := ident.Normalize(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidURL, err)
+	}
+	if len(u) > MaxURLBytes {
+		return "", fmt.Errorf("page url %q… (%d bytes normalised): %w: longer than %d bytes", u[:64], len(u), ErrInvalidURL, MaxURLBytes)
+	}
+	return u, nil
+}
+
+// fingerprint is the dedupe key of a normalised URL: 8 bytes of SHA-256.
+// The first 4 address the linear-hashing bucket; a hit is always verified
+// against the stored URL, so a collision never merges two URLs.
+func fingerprint(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return string(sum[:8])
+}
+
+// parseCounts decodes a counts reply: the metadata hash (HGETALL) and the
+// propagation backlog.
+func parseCounts(v any) (Counts, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return Counts{}, fmt.Errorf("counts reply: unexpected shape %T", v)
+	}
+	flat, ok := arr[0].([]any)
+	if !ok {
+		return Counts{}, fmt.Errorf("counts reply: unexpected hash %T", arr[0])
+	}
+	prop, _ := arr[1].(int64)
+	fields := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		val, _ := flat[i+1].(string)
+		fields[k] = val
+	}
+	return countsFromFields(fields, prop)
+}
+
+// countsFromFields decodes the n:STATE and dDEPTH:STATE fields.
+func countsFromFields(fields map[string]string, prop int64) (Counts, error) {
+	c := Counts{Propagating: prop}
+	byDepth := map[int]*DepthCounts{}
+	for k, v := range fields {
+		var target *StateCounts
+		var name string
+		switch {
+		case strings.HasPrefix(k, "n:"):
+			target, name = &c.StateCounts, k[2:]
+			if name == "total" {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return c, fmt.Errorf("counts field %s=%q: %w", k, v, err)
+				}
+				c.Total = n
+				continue
+			}
+		case strings.HasPrefix(k, "d") && strings.Contains(k, ":"):
+			ds, st, _ := strings.Cut(k[1:], ":")
+			d, err := strconv.Atoi(ds)
+			if err != nil {
+				continue // not a depth field
+			}
+			dc := byDepth[d]
+			if dc == nil {
+				dc = &DepthCounts{Depth: d}
+				byDepth[d] = dc
+			}
+			target, name = &dc.StateCounts, st
+		default:
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("counts field %s=%q: %w", k, v, err)
+		}
+		if f := target.field(name); f != nil {
+			*f = n
+		}
+	}
+	for _, dc := range byDepth {
+		if dc.StateCounts != (StateCounts{}) {
+			c.ByDepth = append(c.ByDepth, *dc)
+		}
+	}
+	sort.Slice(c.ByDepth, func(i, j int) bool { return c.ByDepth[i].Depth < c.ByDepth[j].Depth })
+	return c, nil
+}
+
+// field returns the counter named as in the count fields (a state name,
+// succeeded or failed), nil for another name.
+func (s *StateCounts) field(name string) *int64 {
+	return map[string]*int64{"ready": &s.Ready, "claimed": &s.Claimed, "skipped": &s.Skipped, "done": &s.Done,
+		"succeeded": &s.Succeeded, "failed": &s.Failed, "deferred": &s.Deferred}[name]
+}
+
+// parsePage decodes a page_reply {id, url, record}.
+func parsePage(v any) (Page, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 3 {
+		return Page{}, fmt.Errorf("page reply: unexpected shape %T", v)
+	}
+	id, _ := arr[0].(int64)
+	url, _ := arr[1].(string)
+	raw, _ := arr[2].(string)
+	r, err := decodeRecord([]byte(raw))
+	if err != nil {
+		return Page{}, fmt.Errorf("page %d: %w", id, err)
+	}
+	return r.page(id, url), nil
+}
+
+// replyCode splits a script reply into its code and the rest.
+func replyCode(v any) (int64, []any, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return 0, nil, fmt.Errorf("script reply: unexpected shape %T", v)
+	}
+	code, ok := arr[0].(int64)
+	if !ok {
+		return 0, nil, fmt.Errorf("script reply: code %T", arr[0])
+	}
+	return code, arr[1:], nil
+}
+
+func replyInt(arr []any, i int) int64 {
+	if i < len(arr) {
+		n, _ := arr[i].(int64)
+		return n
+	}
+	return 0
+}
+
+func stateName(code int64) string {
+	if code >= codeReady && int(code) <= len(States) {
+		return string(States[code-1])
+	}
+	return "code " + strconv.FormatInt(code, 10)
+}

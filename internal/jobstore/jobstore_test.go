@@ -1,0 +1,193 @@
+package jobstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/outbox"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/testredis"
+)
+
+// newRedisStore returns a RedisStore on a fresh Redis, its rkeys.Store and
+// a raw client of the same server.
+func newRedisStore(t *testing.T) (*RedisStore, *rkeys.Store, *redis.Client) {
+	t.Helper()
+	srv := testredis.Start(t)
+	c := srv.Client()
+	cfg := config.Default()
+	opts := backend.StoreOptions(&cfg)
+	opts.Host, opts.PID = "host-1", 42
+	rs, err := rkeys.NewStore(c, opts, zap.NewNop())
+	require.NoError(t, err)
+	return &RedisStore{Redis: rs, PipelineID: "abcdef"}, rs, c
+}
+
+// Every write the workflow repeats on retry leaves Redis as one write would.
+func TestRedisStoreWritesAreRepeatSafe(t *testing.T) {
+	ctx := context.Background()
+	s, rs, rdb := newRedisStore(t)
+	const ident = "job1"
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: ident, URL: "https://example.com/", FetchDepth: "shallow",
+		Settings: model.Settings{Concurrency: 2}, WorkflowID: ident}))
+	a, err := activities.NewPool(s, s, nil, "q@host", zap.NewNop())
+	require.NoError(t, err)
+
+	twice := func(f func() error) {
+		t.Helper()
+		require.NoError(t, f())
+		require.NoError(t, f())
+	}
+	twice(func() error {
+		return a.SetJobState(ctx, activities.JobStateInput{Ident: ident, State: model.StateActive, WorkflowID: ident, RunID: "run1", TaskQueue: "q@host", Key: "k"})
+	})
+	twice(func() error { return a.SetStep(ctx, activities.StepInput{Ident: ident, Step: 3, HooksTotal: 4}) })
+	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Step: 3, Status: model.StatusSucceeded,
+		Attempts: 1, OutputBytes: 100, StartedAt: time.Now(), EndedAt: time.Now()}
+	responses := []model.Response{{Status: 200, Bytes: 10}, {Status: 404, Bytes: 1}}
+	twice(func() error {
+		return s.RecordResult(ctx, activities.ResultInput{Ident: ident, Result: res, Key: "run1/step-3/wget/x", Responses: responses})
+	})
+	twice(func() error {
+		return a.RecordResult(ctx, activities.ResultInput{Ident: ident, Result: res, Key: "run1/step-3/wget/x"})
+	})
+	twice(func() error {
+		return a.ApplySettings(ctx, activities.SettingsInput{Ident: ident, Settings: model.Settings{Concurrency: 5, Ignores: []string{`\.css$`}}, Version: 1, Key: "s1"})
+	})
+	entries := []activities.LogEntry{
+		{Kind: activities.LogStdout, Time: time.Now(), Hook: "wget/x", Message: "hello"},
+		{Kind: activities.LogDownload, Time: time.Now(), Hook: "wget/x", Response: &model.Response{URL: "https://example.com/", Status: 200}},
+	}
+	twice(func() error { return s.AppendLog(ctx, ident, "run1/act/attempt-1", 0, entries) })
+	require.NoError(t, s.Heartbeat(ctx, ident))
+
+	v, err := rs.GetJob(ctx, ident)
+	require.NoError(t, err)
+	assert.Equal(t, model.StateActive, v.State)
+	assert.Equal(t, 3, v.CurrentStep)
+	assert.EqualValues(t, 4, v.HooksTotal)
+	assert.EqualValues(t, 1, v.HooksSucceeded, "a result repeated under its key counts once")
+	assert.EqualValues(t, 2, v.ItemsDownloaded)
+	assert.Equal(t, 5, v.Settings.Concurrency)
+	assert.Equal(t, []string{`\.css$`}, v.Settings.Ignores)
+	assert.EqualValues(t, 1, v.SettingsAge, "an identical settings repeat does not bump settings_age")
+	assert.EqualValues(t, 2, v.LogScore, "a repeated log batch is appended once")
+	assert.Equal(t, "q@host", v.TaskQueue)
+	assert.Equal(t, "pipeline:abcdef", v.PipelineID)
+	log, err := rs.ReadLog(ctx, ident, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 2)
+	assert.Equal(t, "[wget/x] hello", log[0].Packet.Message)
+	assert.Equal(t, 200, log[1].Packet.ResponseCode)
+
+	twice(func() error {
+		return a.FinishJob(ctx, activities.FinishInput{Ident: ident, State: model.StateFailed, Error: "every hook failed", Key: "run1/finish"})
+	})
+	assert.Equal(t, "1", rdb.Get(ctx, rs.Keys().JobsCounter(model.StateFailed)).Val(), "jobs_failed is bumped once")
+	v, err = rs.GetJob(ctx, ident)
+	require.NoError(t, err)
+	assert.Equal(t, model.StateFailed, v.State)
+
+	// A final job cannot be moved again: no retry can fix that.
+	err = a.SetJobState(ctx, activities.JobStateInput{Ident: ident, State: model.StateActive, Key: "k2"})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, activities.ErrTypeNotWritable, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+}
+
+func TestRedisStoreMissingJobIsNotRetryable(t *testing.T) {
+	s, _, _ := newRedisStore(t)
+	a, err := activities.NewPool(s, s, nil, "q@host", zap.NewNop())
+	require.NoError(t, err)
+
+	err = a.SetStep(context.Background(), activities.StepInput{Ident: "nosuchjob", Step: 1, HooksTotal: 1})
+
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, activities.ErrTypeNotWritable, appErr.Type())
+	assert.Contains(t, appErr.Error(), "nosuchjob")
+}
+
+// Against real Redis: a spooled batch that reached Redis before its file was
+// removed is not appended twice, and a batch of a job that is gone is
+// refused for good.
+func TestLogDeliveryAgainstRedis(t *testing.T) {
+	ctx := context.Background()
+	s, rs, _ := newRedisStore(t)
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow",
+		Settings: model.Settings{Concurrency: 1}, WorkflowID: "job1"}))
+	deliver := activities.LogDelivery(s)
+	b, err := json.Marshal(activities.LogBatch{Ident: "job1", Key: "run/act/attempt-1", Seq: 3,
+		Entries: []activities.LogEntry{{Kind: activities.LogStdout, Time: time.Now(), Hook: "p/h", Message: "late line"}}})
+	require.NoError(t, err)
+
+	require.NoError(t, deliver(ctx, b))
+	require.NoError(t, deliver(ctx, b))
+
+	log, err := rs.ReadLog(ctx, "job1", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+	assert.Equal(t, "[p/h] late line", log[0].Packet.Message)
+
+	gone, err := json.Marshal(activities.LogBatch{Ident: "nosuchjob", Key: "k", Seq: 0, Entries: []activities.LogEntry{{Kind: activities.LogStdout, Message: "x"}}})
+	require.NoError(t, err)
+	err = deliver(ctx, gone)
+	assert.True(t, outbox.IsPermanent(err), "%v", err)
+	assert.True(t, errors.Is(err, activities.ErrNotWritable))
+	assert.True(t, strings.Contains(err.Error(), "nosuchjob"), "%v", err)
+}
+
+// Settings that the layout refuses (an empty ignore pattern, reachable
+// through a raw set_settings signal or update) are not writable: the
+// activity reports them non-retryable instead of retrying forever.
+func TestRedisStoreInvalidSettingsAreNotWritable(t *testing.T) {
+	ctx := context.Background()
+	s, rs, _ := newRedisStore(t)
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow",
+		Settings: model.Settings{Concurrency: 1}, WorkflowID: "job1"}))
+
+	err := s.ApplySettings(ctx, activities.SettingsInput{Ident: "job1", Settings: model.Settings{Concurrency: 1, Ignores: []string{""}}, Version: 1, Key: "s1"})
+
+	require.ErrorIs(t, err, activities.ErrNotWritable)
+	assert.ErrorContains(t, err, `ignore pattern "": must not be empty`)
+}
+
+// The host registry reads the live pipeline:ID records and their TTL.
+func TestQueueLeaseReadsPipelineRecords(t *testing.T) {
+	ctx := context.Background()
+	s, rs, _ := newRedisStore(t)
+	p := rkeys.Pipeline{ID: rkeys.PipelineID("host-1", "host-1.example", 42), Hostname: "host-1", PID: 42,
+		TaskQueues: []string{"archiveflow-default", "archiveflow-default@host-1-42"}, Status: "running"}
+
+	lease, err := s.QueueLease(ctx, "archiveflow-default@host-1-42")
+	require.NoError(t, err)
+	assert.Zero(t, lease, "no pipeline registered")
+
+	require.NoError(t, rs.RegisterPipeline(ctx, p))
+	lease, err = s.QueueLease(ctx, "archiveflow-default@host-1-42")
+	require.NoError(t, err)
+	assert.Positive(t, lease, "a busy host keeps its record fresh")
+	lease, err = s.QueueLease(ctx, "archiveflow-default@host-2-7")
+	require.NoError(t, err)
+	assert.Zero(t, lease, "another host's queue")
+
+	require.NoError(t, rs.UnregisterPipeline(ctx, p))
+	lease, err = s.QueueLease(ctx, "archiveflow-default@host-1-42")
+	require.NoError(t, err)
+	assert.Zero(t, lease, "a stopped host")
+}

@@ -1,0 +1,94 @@
+package model
+
+// Response is one HTTP fetch reported by a hook with a `Response` JSONL record.
+type Response struct {
+	URL    string `json:"url"`
+	Status int    `json:"status"` // HTTP status; 0 = no response (network error)
+	Bytes  int64  `json:"bytes"`
+	// WgetCode is the fetcher's own result code when it has one (ArchiveBot's
+	// `wget_code` field, e.g. "RETRFINISHED" or "NETWORK_ERROR").
+	WgetCode string `json:"wget_code,omitempty"`
+}
+
+// FetcherCode is ArchiveBot's wget_code of the fetch: the fetcher's own
+// code, "OK" for a response without one, and "NETWORK_ERROR" for no
+// response at all.
+func (r Response) FetcherCode() string {
+	switch {
+	case r.WgetCode != "":
+		return r.WgetCode
+	case r.Status > 0:
+		return "OK"
+	default:
+		return "NETWORK_ERROR"
+	}
+}
+
+// IsError follows ArchiveBot's pipeline (is_error): 5xx, no response, or a
+// fetcher code other than success ("OK"; wget's "RETRFINISHED" is success
+// too).
+func (r Response) IsError() bool {
+	code := r.FetcherCode()
+	return r.Status >= 500 || r.Status == 0 || (code != "OK" && code != "RETRFINISHED")
+}
+
+// IsWarning follows ArchiveBot's pipeline (is_warning): a 4xx response.
+func (r Response) IsWarning() bool { return r.Status >= 400 && r.Status < 500 }
+
+// ResponseClass is ArchiveBot's bucket of a response status: 1..5 for
+// 1xx..5xx, 0 for anything else (runk: no response, or outside 100..599).
+func ResponseClass(status int) int {
+	if status < 100 || status >= 600 {
+		return 0
+	}
+	return status / 100
+}
+
+// ResponseCounts summarises the Response records of one hook run: how many,
+// by status class (ResponseClass; anything outside 100..599 is Runk) and
+// how many were errors, as ArchiveBot's counters r1xx..r5xx, runk and
+// error_count count them. It travels in the ArchiveResult so the workflow
+// can write the counters itself, with retries, whatever happens to the
+// hook's worker.
+type ResponseCounts struct {
+	Count int64 `json:"count"`
+	R1xx  int64 `json:"r1xx,omitempty"`
+	R2xx  int64 `json:"r2xx,omitempty"`
+	R3xx  int64 `json:"r3xx,omitempty"`
+	R4xx  int64 `json:"r4xx,omitempty"`
+	R5xx  int64 `json:"r5xx,omitempty"`
+	Runk  int64 `json:"runk,omitempty"`
+	// Errors counts responses that ArchiveBot marks is_error.
+	Errors int64 `json:"errors,omitempty"`
+}
+
+// Add counts one response in its class, and as an error when it is one.
+func (c *ResponseCounts) Add(r Response) {
+	c.Count++
+	switch ResponseClass(r.Status) {
+	case 1:
+		c.R1xx++
+	case 2:
+		c.R2xx++
+	case 3:
+		c.R3xx++
+	case 4:
+		c.R4xx++
+	case 5:
+		c.R5xx++
+	default:
+		c.Runk++
+	}
+	if r.IsError() {
+		c.Errors++
+	}
+}
+
+// CountResponses buckets responses the way ArchiveBot's log analyzer does.
+func CountResponses(rs []Response) ResponseCounts {
+	var c ResponseCounts
+	for _, r := range rs {
+		c.Add(r)
+	}
+	return c
+}

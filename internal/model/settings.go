@@ -1,0 +1,97 @@
+package model
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Settings are the job settings that may change while a job runs
+// (ArchiveBot's `set` commands and archiveflow's set_settings signal).
+type Settings struct {
+	Concurrency int      `json:"concurrency"` // 0 pauses the job
+	DelayMinMS  int      `json:"delay_min"`   // milliseconds, as ArchiveBot stores them
+	DelayMaxMS  int      `json:"delay_max"`
+	UserAgent   string   `json:"user_agent,omitempty"`
+	Ignores     []string `json:"ignores,omitempty"` // RE2 patterns (ValidateIgnore)
+}
+
+// Validate checks the settings' ranges and every ignore pattern. It is the
+// one check of job settings: the starter, the workflow's set_settings
+// handlers, the activities and the Redis store all call it.
+func (s Settings) Validate() error {
+	switch {
+	case s.Concurrency < 0:
+		return fmt.Errorf("concurrency %d: must be >= 0", s.Concurrency)
+	case s.DelayMinMS < 0:
+		return fmt.Errorf("delay_min %d ms: must be >= 0", s.DelayMinMS)
+	case s.DelayMaxMS < s.DelayMinMS:
+		return fmt.Errorf("delay_max %d ms: must be >= delay_min (%d ms)", s.DelayMaxMS, s.DelayMinMS)
+	}
+	for _, p := range s.Ignores {
+		if err := ValidateIgnore(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ignorePlaceholders are ArchiveBot's ignore pattern placeholders, replaced
+// by the (quoted) seed URL and its host before a pattern is compiled.
+var ignorePlaceholders = strings.NewReplacer("{primary_url}", "", "{primary_netloc}", "")
+
+// pythonOnly lists constructs Python's re accepts and RE2 does not:
+// ArchiveBot's ignore sets may use them.
+var pythonOnly = []struct{ token, what string }{
+	{"(?<=", "lookbehind"},
+	{"(?<!", "negative lookbehind"},
+	{"(?=", "lookahead"},
+	{"(?!", "negative lookahead"},
+	{"(?>", "atomic group"},
+	{"(?P=", "named backreference"},
+	{"(?#", "inline comment"},
+	{"(?(", "conditional group"},
+}
+
+var backref = regexp.MustCompile(`\\[1-9]`)
+
+// ValidateIgnore checks one ignore pattern: not blank, and a Go RE2
+// regular expression once ArchiveBot's {primary_url} and {primary_netloc}
+// placeholders are expanded. A pattern that fails because of Python-only
+// syntax says so.
+func ValidateIgnore(pattern string) error {
+	if strings.TrimSpace(pattern) == "" {
+		return fmt.Errorf("ignore pattern %q: must not be empty", pattern)
+	}
+	_, err := regexp.Compile(ignorePlaceholders.Replace(pattern))
+	if err == nil {
+		return nil
+	}
+	for _, p := range pythonOnly {
+		if strings.Contains(pattern, p.token) {
+			return fmt.Errorf("ignore pattern %q: uses %s %q, which is Python-only syntax: archiveflow patterns are Go RE2 (https://github.com/google/re2/wiki/Syntax)", pattern, p.what, p.token)
+		}
+	}
+	if backref.MatchString(pattern) {
+		return fmt.Errorf("ignore pattern %q: uses a backreference (\\1…), which is Python-only syntax: archiveflow patterns are Go RE2", pattern)
+	}
+	return fmt.Errorf("ignore pattern %q: not a valid Go RE2 regular expression: %w", pattern, err)
+}
+
+// Fetch depths (ArchiveBot's fetch_depth): one page, or the whole site.
+const (
+	FetchShallow = "shallow"
+	FetchInf     = "inf"
+)
+
+// FetchDepths lists every fetch depth.
+var FetchDepths = []string{FetchShallow, FetchInf}
+
+// ValidateFetchDepth checks an ArchiveBot fetch_depth value.
+func ValidateFetchDepth(depth string) error {
+	if !slices.Contains(FetchDepths, depth) {
+		return fmt.Errorf("fetch_depth %q: must be %s or %s", depth, FetchShallow, FetchInf)
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package rkeys
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// SetSettings writes the job's settings as absolute values (concurrency,
+// delay_min, delay_max, user_agent and the whole IDENT_ignores set). When
+// anything changed, settings_age is bumped and published on
+// archivebot:job:IDENT; an identical repeat changes nothing. It returns the
+// new settings_age, or 0 when nothing changed. Settings that
+// model.Settings.Validate refuses are ErrInvalid and never written.
+func (s *Store) SetSettings(ctx context.Context, ident string, st model.Settings) (int64, error) {
+	if err := st.Validate(); err != nil {
+		return 0, fmt.Errorf("set settings of job %s: %w: %w", ident, ErrInvalid, err)
+	}
+	fields := []string{
+		"concurrency", strconv.Itoa(st.Concurrency),
+		"delay_min", strconv.Itoa(st.DelayMinMS),
+		"delay_max", strconv.Itoa(st.DelayMaxMS),
+		"user_agent", st.UserAgent,
+	}
+	args := []any{s.keys.JobChannel(ident), unixInt(s.now()), len(fields) / 2}
+	for _, f := range fields {
+		args = append(args, f)
+	}
+	for _, p := range st.Ignores {
+		args = append(args, p)
+	}
+	keys := map[string]string{"job": s.keys.Job(ident), "ignores": s.keys.Ignores(ident)}
+	age, err := s.run(ctx, setSettingsScript, keys, args...).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("set settings of job %s: %w", ident, err)
+	}
+	if age < 0 {
+		return 0, codeErr(int(age), "set settings of job %s", ident)
+	}
+	return age, nil
+}
+
+// setSettingsScript writes absolute settings and bumps settings_age only
+// when something changed.
+// ARGV: job_channel ts n_fields name value ... ignores...
+var setSettingsScript = newScript([]string{"job", "ignores"}, false, `
+if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
+local changed = false
+local n = tonumber(ARGV[3])
+local pos = 4
+for i = 1, n do
+  local name, value = ARGV[pos], ARGV[pos + 1]
+  pos = pos + 2
+  local cur = redis.call('HGET', job, name)
+  if value == '' then
+    if cur then redis.call('HDEL', job, name); changed = true end
+  elseif cur ~= value then
+    redis.call('HSET', job, name, value); changed = true
+  end
+end
+local want = {}
+local nwant = 0
+for i = pos, #ARGV do
+  if not want[ARGV[i]] then want[ARGV[i]] = true; nwant = nwant + 1 end
+end
+local have = redis.call('SMEMBERS', ignores)
+local same = #have == nwant
+if same then
+  for _, m in ipairs(have) do if not want[m] then same = false; break end end
+end
+if not same then
+  redis.call('DEL', ignores)
+  for m in pairs(want) do redis.call('SADD', ignores, m) end
+  inherit_ttl(job, ignores)
+  changed = true
+end
+if not changed then return CODE_NOOP end
+local age = redis.call('HINCRBY', job, 'settings_age', 1)
+redis.call('HSET', job, 'ts', ARGV[2])
+redis.call('PUBLISH', ARGV[1], age)
+return age
+`)

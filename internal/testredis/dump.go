@@ -1,0 +1,69 @@
+package testredis
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Dump renders every key matching pattern ("*" for all) with its type,
+// whether it has a TTL, and its value (strings without trailing NUL bytes,
+// hashes by sorted field, lists in order, sets sorted, sorted sets with
+// scores), so a test can compare whole states, e.g. before and after a
+// repeated write.
+func Dump(tb testing.TB, rdb redis.UniversalClient, pattern string) string {
+	tb.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, pattern).Result()
+	if err != nil {
+		tb.Fatalf("testredis: dump %s: %v", pattern, err)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		typ, err := rdb.Type(ctx, k).Result()
+		if err != nil {
+			tb.Fatalf("testredis: dump %s: %v", k, err)
+		}
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		if err != nil {
+			tb.Fatalf("testredis: dump %s: %v", k, err)
+		}
+		fmt.Fprintf(&b, "%s %s ttl=%v ", k, typ, ttl > 0)
+		switch typ {
+		case "string":
+			v, _ := rdb.Get(ctx, k).Result()
+			fmt.Fprintf(&b, "%q", strings.TrimRight(v, "\x00"))
+		case "hash":
+			h, _ := rdb.HGetAll(ctx, k).Result()
+			names := make([]string, 0, len(h))
+			for n := range h {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				fmt.Fprintf(&b, "%q=%q ", n, h[n])
+			}
+		case "list":
+			v, _ := rdb.LRange(ctx, k, 0, -1).Result()
+			fmt.Fprintf(&b, "%q", v)
+		case "set":
+			v, _ := rdb.SMembers(ctx, k).Result()
+			sort.Strings(v)
+			fmt.Fprintf(&b, "%q", v)
+		case "zset":
+			v, _ := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+			for _, z := range v {
+				fmt.Fprintf(&b, "%v:%q ", z.Score, z.Member)
+			}
+		default:
+			b.WriteString("(not rendered)")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

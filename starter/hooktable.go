@@ -1,0 +1,203 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/archiveflow/archiveflow/internal/builtin/chrome"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// hookRow is one hook of a job as the results table and --json show it:
+// what the workflow's status (Status.Hooks, one model.ArchiveResult per
+// finished hook) says about it.
+type hookRow struct {
+	Step       int                 `json:"step"`
+	Plugin     string              `json:"plugin"`
+	Hook       string              `json:"hook"` // the hook's file name
+	Background bool                `json:"background,omitempty"`
+	Phase      workflows.HookPhase `json:"phase"` // pending, running, done
+	Status     model.Status        `json:"status,omitempty"`
+	Attempts   int                 `json:"attempts,omitempty"`
+	DurationMS int64               `json:"duration_ms,omitempty"`
+	Bytes      int64               `json:"output_bytes,omitempty"`
+	Output     string              `json:"output,omitempty"`
+	Error      string              `json:"error,omitempty"`
+	// Reason is why a skipped hook was skipped, in the hook's words.
+	Reason string `json:"reason,omitempty"`
+}
+
+// key identifies the hook within its job.
+func (r hookRow) key() string { return r.Plugin + "/" + r.Hook }
+
+// duration is how long the finished hook ran (all attempts).
+func (r hookRow) duration() time.Duration { return time.Duration(r.DurationMS) * time.Millisecond }
+
+// hookRows turns the workflow's per-hook status into rows, in plan order.
+func hookRows(st workflows.Status) []hookRow {
+	rows := make([]hookRow, 0, len(st.Hooks))
+	for _, h := range st.Hooks {
+		r := hookRow{Step: h.Step, Plugin: h.Plugin, Hook: h.Hook, Background: h.Background, Phase: h.Phase}
+		if res := h.Result; res != nil {
+			r.Status, r.Attempts, r.Bytes = res.Status, res.Attempts, res.OutputBytes
+			r.Output, r.Error = res.OutputStr, res.Error
+			if !res.StartedAt.IsZero() && res.EndedAt.After(res.StartedAt) {
+				r.DurationMS = res.EndedAt.Sub(res.StartedAt).Milliseconds()
+			}
+			if res.Status == model.StatusSkipped {
+				r.Reason = res.OutputStr
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// hookHints are what the user can do about skipped hooks: for the
+// built-in browser hooks skipped without Chromium, how to enable them.
+func hookHints(rows []hookRow) []string {
+	var browser []string
+	for _, r := range rows {
+		if r.Status == model.StatusSkipped && chrome.Missing(r.Reason) && !slices.Contains(browser, r.Plugin) {
+			browser = append(browser, r.Plugin)
+		}
+	}
+	if len(browser) == 0 {
+		return nil
+	}
+	return []string{chrome.EnableHint(browser)}
+}
+
+// hookNames gives each row its name in the table: the plugin, or
+// plugin/STEM when the plugin has more than one hook.
+func hookNames(rows []hookRow) []string {
+	count := map[string]int{}
+	for _, r := range rows {
+		count[r.Plugin]++
+	}
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Plugin
+		if count[r.Plugin] > 1 {
+			names[i] += "/" + strings.TrimSuffix(r.Hook, filepath.Ext(r.Hook))
+		}
+	}
+	return names
+}
+
+// detail is the row's last column: the error of a failed hook, the reason
+// of a skipped one, else its output.
+func (r hookRow) detail() string {
+	switch {
+	case r.Error != "":
+		return r.Error
+	case r.Reason != "":
+		return r.Reason
+	}
+	return r.Output
+}
+
+// state is the row's status column: the final status, else the phase.
+func (r hookRow) state() string {
+	if r.Status != "" {
+		return string(r.Status)
+	}
+	return string(r.Phase)
+}
+
+// plainTableWidth bounds table lines when the output is not a terminal.
+const plainTableWidth = 160
+
+// writeHookTable prints rows as an aligned table (step, hook, status,
+// attempts, duration, output or error) and the hints below it. Lines are
+// cut at width characters.
+func writeHookTable(w io.Writer, rows []hookRow, hints []string, width int) {
+	if width <= 0 {
+		width = plainTableWidth
+	}
+	names := hookNames(rows)
+	head := []string{"STEP", "HOOK", "STATUS", "TRIES", "TIME"}
+	cells := make([][]string, len(rows))
+	widths := make([]int, len(head))
+	for i, h := range head {
+		widths[i] = len(h)
+	}
+	for i, r := range rows {
+		tries, took := "", ""
+		if r.Attempts > 0 {
+			tries = strconv.Itoa(r.Attempts)
+		}
+		if r.Phase == workflows.PhaseDone {
+			took = shortDuration(r.duration())
+		}
+		cells[i] = []string{strconv.Itoa(r.Step), names[i], r.state(), tries, took}
+		for c, v := range cells[i] {
+			widths[c] = max(widths[c], utf8.RuneCountInString(v))
+		}
+	}
+	line := func(cols []string, last string) {
+		var b strings.Builder
+		for c, v := range cols {
+			fmt.Fprintf(&b, "  %-*s", widths[c], v)
+		}
+		b.WriteString("  ")
+		b.WriteString(last)
+		fmt.Fprintln(w, fitLine(strings.TrimRight(b.String(), " "), width))
+	}
+	line(head, "OUTPUT / ERROR")
+	for i, r := range rows {
+		line(cells[i], oneLine(r.detail()))
+	}
+	for _, h := range hints {
+		fmt.Fprintln(w, fitLine("  hint: "+h, width))
+	}
+}
+
+// shortDuration renders d for a table: 0.3s, 12.4s, 2m05s.
+func shortDuration(d time.Duration) string {
+	if d < time.Minute {
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	}
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// oneLine makes text from a hook safe and flat for one terminal line:
+// whitespace runs become one space and control characters (escape
+// sequences a hook printed) are dropped.
+func oneLine(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			space = true
+			continue
+		case unicode.IsControl(r) || r == utf8.RuneError:
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// fitLine cuts s to width characters, marking the cut with "…".
+func fitLine(s string, width int) string {
+	if width <= 0 || utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	runes := []rune(s)
+	return string(runes[:width-1]) + "…"
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/tclient"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// hooksView is the per-hook part of `status` and of a --wait result: the
+// results table's rows, the hints about skipped hooks, and where the rows
+// came from (or why there are none).
+type hooksView struct {
+	Hooks []hookRow `json:"hooks,omitempty"`
+	Hints []string  `json:"hints,omitempty"`
+	// HooksSource is "temporal" when the rows are the workflow's status.
+	HooksSource string `json:"hooks_source,omitempty"`
+	// HooksNote says why there are no rows (the counts come from Redis).
+	HooksNote string `json:"hooks_note,omitempty"`
+}
+
+func hooksViewOf(st workflows.Status) hooksView {
+	rows := hookRows(st)
+	return hooksView{Hooks: rows, Hints: hookHints(rows), HooksSource: "temporal"}
+}
+
+// queryStatus asks a job's workflow for its Status. Temporal answers for
+// a closed workflow too, as long as it retains it.
+func queryStatus(ctx context.Context, c client.Client, workflowID, runID string, timeout time.Duration) (workflows.Status, error) {
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	val, err := c.QueryWorkflow(qctx, workflowID, runID, workflows.QueryStatus)
+	if err != nil {
+		return workflows.Status{}, err
+	}
+	var st workflows.Status
+	if err := val.Get(&st); err != nil {
+		return st, fmt.Errorf("decode status of %s: %w", workflowID, err)
+	}
+	return st, nil
+}
+
+// statusFromError returns the job's Status when the workflow ended with
+// an error carrying it as details (a failed or aborted job).
+func statusFromError(err error) (workflows.Status, bool) {
+	var st workflows.Status
+	var appErr *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	switch {
+	case errors.As(err, &appErr) && appErr.HasDetails():
+		if appErr.Details(&st) != nil {
+			return st, false
+		}
+	case errors.As(err, &canceled) && canceled.HasDetails():
+		if canceled.Details(&st) != nil {
+			return st, false
+		}
+	default:
+		return st, false
+	}
+	return st, st.Ident != ""
+}
+
+// Timeouts of the optional status query of `starter status`: Redis has
+// answered already, Temporal only adds the per-hook rows.
+const (
+	statusDialTimeout  = 5 * time.Second
+	statusQueryTimeout = 10 * time.Second
+)
+
+// statusHooks asks Temporal for the job's per-hook results. When the
+// workflow cannot be reached it says why; the caller still has Redis'
+// counts.
+func (a *app) statusHooks(ctx context.Context, inv *invocation, v rkeys.JobView) hooksView {
+	unavailable := func(why string, err error) hooksView {
+		return hooksView{HooksNote: fmt.Sprintf("per-hook results unavailable: %s (%v); the counts are Redis'", why, err)}
+	}
+	dctx, cancel := context.WithTimeout(ctx, statusDialTimeout)
+	defer cancel()
+	tc, err := tclient.Dial(dctx, inv.cfg.Temporal, inv.log)
+	if err != nil {
+		return unavailable("Temporal is unreachable", err)
+	}
+	defer tc.Close()
+	st, err := queryStatus(ctx, tc, workflowID(v), v.RunID, statusQueryTimeout)
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return unavailable("Temporal no longer retains the workflow", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return unavailable("no worker of the job's pool answered the status query", err)
+	case err != nil:
+		return unavailable("the status query failed", err)
+	}
+	return hooksViewOf(st)
+}
+
+// printStatusHooks prints the per-hook table of `status`, or why there
+// is none.
+func (a *app) printStatusHooks(hv hooksView) {
+	if hv.HooksNote != "" {
+		fmt.Fprintf(a.stdout, "  results:  %s\n", hv.HooksNote)
+		return
+	}
+	width, _, _ := a.terminal()
+	writeHookTable(a.stdout, hv.Hooks, hv.Hints, width)
+}
