@@ -27,14 +27,16 @@ func load(t *testing.T, file string) (*types.Project, error) {
 	return Load(context.Background(), file)
 }
 
-// deployment copies docker-compose.yml and deploy/ into a temporary
-// directory and returns it.
+// deployment copies docker-compose.yml, go.mod and deploy/ into a
+// temporary directory and returns it.
 func deployment(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	data, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "docker-compose.yml"), data, 0o644))
+	for _, f := range []string{"docker-compose.yml", "go.mod"} {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), data, 0o644))
+	}
 	require.NoError(t, os.CopyFS(filepath.Join(dir, "deploy"), os.DirFS(filepath.Join(root, "deploy"))))
 	return dir
 }
@@ -86,8 +88,9 @@ func TestTemporalServerGivesEnvAndDynamicConfig(t *testing.T) {
 }
 
 // TestBrokenCopiesFail proves the checks can fail: each case breaks a copy
-// of the deployment (docker-compose.yml, deploy/, or go.mod's versions) in
-// one way and names the error it must produce.
+// of the deployment (docker-compose.yml, deploy/, or go.mod) in one way,
+// loads and checks the copy exactly as TestTheComposeFilePassesEveryCheck
+// checks the real files, and names the error it must produce.
 func TestBrokenCopiesFail(t *testing.T) {
 	cases := []struct {
 		name string
@@ -95,8 +98,6 @@ func TestBrokenCopiesFail(t *testing.T) {
 		files func(t *testing.T, dir string, v Versions)
 		// project edits the loaded project.
 		project func(p *types.Project)
-		// versions edits go.mod's versions (a drifted go.mod).
-		versions func(v *Versions)
 		loadErr  string // the loader must fail with this
 		checkErr string // else Check must fail with this
 	}{
@@ -122,9 +123,18 @@ func TestBrokenCopiesFail(t *testing.T) {
 			checkErr: "service temporal-ui: image temporalio/ui:2.49.1 drifted from go.mod",
 		},
 		{
-			name:     "go.mod moved to a newer server",
-			versions: func(v *Versions) { v.Server = "9.9.9" },
-			checkErr: "want temporalio/server:9.9.9",
+			name: "go.mod moved to a newer server",
+			files: func(t *testing.T, dir string, v Versions) {
+				edit(t, dir, "go.mod", ModuleServer+" v"+v.Server, ModuleServer+" v1.99.0")
+			},
+			checkErr: "want temporalio/server:1.99.0",
+		},
+		{
+			name: "go.mod moved to a newer UI",
+			files: func(t *testing.T, dir string, v Versions) {
+				edit(t, dir, "go.mod", ModuleUI+" v"+v.UI, ModuleUI+" v2.99.0")
+			},
+			checkErr: "want temporalio/ui:2.99.0",
 		},
 		{
 			name: "image not pinned",
@@ -266,11 +276,12 @@ func TestBrokenCopiesFail(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := moduleVersions(t)
 			dir := deployment(t)
 			if tc.files != nil {
-				tc.files(t, dir, v)
+				tc.files(t, dir, moduleVersions(t))
 			}
+			v, err := ModuleVersions(filepath.Join(dir, "go.mod"))
+			require.NoError(t, err)
 			p, err := load(t, filepath.Join(dir, "docker-compose.yml"))
 			if tc.loadErr != "" {
 				require.Error(t, err, "the loader must refuse the broken copy")
@@ -280,9 +291,6 @@ func TestBrokenCopiesFail(t *testing.T) {
 			require.NoError(t, err)
 			if tc.project != nil {
 				tc.project(p)
-			}
-			if tc.versions != nil {
-				tc.versions(&v)
 			}
 			err = Check(p, v)
 			require.Error(t, err, "Check must fail")
