@@ -97,7 +97,7 @@ func TestBrokenCopiesFail(t *testing.T) {
 		// files edits the copied deployment directory.
 		files func(t *testing.T, dir string, v Versions)
 		// project edits the loaded project.
-		project func(p *types.Project)
+		project  func(p *types.Project)
 		loadErr  string // the loader must fail with this
 		checkErr string // else Check must fail with this
 	}{
