@@ -24,6 +24,8 @@ type Binaries struct {
 	Starter        string
 	// Took is how long the build took.
 	Took time.Duration
+	// Race says they were built with -race.
+	Race bool
 }
 
 // packages are the main packages Build builds, by binary name.
@@ -35,15 +37,22 @@ var packages = []struct{ name, pkg string }{
 }
 
 // Build builds the Temporal server, its SQL schema tool, workers and starter
-// into dir with one `go build` (no -race: these are the production
-// binaries; Go's build cache makes a second build a link). The Temporal
-// packages are `tool` dependencies in go.mod, pinned to the version the
-// project builds against.
+// into dir with one `go build`. The Temporal packages are `tool`
+// dependencies in go.mod, pinned to the version the project builds against.
+//
+// The binaries are built as the calling test binary was: with -race under
+// `go test -race` (CI), so the Temporal server's packages come from the
+// build cache the dev stack's race-built tests filled and only the link is
+// new; without it otherwise (bench/cluster measures production binaries).
+// Either way Go's build cache makes a second build a link.
 func Build(ctx context.Context, dir string) (Binaries, error) {
 	begin := time.Now()
 	// `go build -o DIR/ pkg...` names each binary after its package's
 	// last path element: server, sql, workers, starter.
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if raceBuild {
+		args = append(args, "-race")
+	}
 	for _, p := range packages {
 		args = append(args, p.pkg)
 	}
@@ -68,6 +77,7 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 		Workers:        filepath.Join(dir, "workers"),
 		Starter:        filepath.Join(dir, "starter"),
 		Took:           time.Since(begin),
+		Race:           raceBuild,
 	}, nil
 }
 

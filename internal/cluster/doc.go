@@ -13,7 +13,9 @@
 //
 // Everything but this comment builds only with the `cluster` tag; the suite
 // builds its binaries (minutes the first time, the Temporal server above
-// all) and needs /usr/lib/postgresql/NN/bin, redis-server and chromium:
+// all; with -race when the test runs with -race, reusing the race build of
+// the dev stack's tests) and needs /usr/lib/postgresql/NN/bin, redis-server
+// and chromium. CI runs it after `go test -race -tags dev ./...`:
 //
-//	go test -tags cluster -timeout 30m ./internal/cluster/
+//	go test -race -tags cluster -timeout 20m ./internal/cluster/
 package cluster

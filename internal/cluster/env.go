@@ -221,13 +221,22 @@ func (e *Env) Status(tb testing.TB, ident string) Job {
 
 // WaitFinal polls `starter list --json` until n jobs are in a final state
 // (finished, aborted, failed) and returns them, failing tb after timeout.
+//
+// A job is counted once by its ident: `starter list` reads the state
+// indexes one after another, so a job that moves from state:active to
+// state:finished between two reads is listed twice.
 func (e *Env) WaitFinal(tb testing.TB, n int, timeout time.Duration) []Job {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		var final []Job
 		states := map[string]int{}
+		seen := map[string]bool{}
 		for _, j := range e.List(tb, "") {
+			if seen[j.Ident] {
+				continue
+			}
+			seen[j.Ident] = true
 			states[j.State]++
 			switch j.State {
 			case "finished", "aborted", "failed":
