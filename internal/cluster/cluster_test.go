@@ -53,7 +53,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "cluster suite: build:", err)
 		return 1
 	}
-	fmt.Printf("cluster suite: built temporal-server, temporal-sql-tool, workers, starter (-race %v) in %s\n", bins.Race, bins.Took.Round(time.Millisecond))
+	fmt.Printf("cluster suite: built temporal-server, temporal-sql-tool, workers, starter in %s\n", bins.Took.Round(time.Millisecond))
 	startCtx, cancelStart := context.WithTimeout(context.Background(), deadline)
 	defer cancelStart()
 	c, err := Start(startCtx, bins, dir, Options{})

@@ -12,10 +12,10 @@
 // server are killed.
 //
 // Everything but this comment builds only with the `cluster` tag; the suite
-// builds its binaries (minutes the first time, the Temporal server above
-// all; with -race when the test runs with -race, reusing the race build of
-// the dev stack's tests) and needs /usr/lib/postgresql/NN/bin, redis-server
-// and chromium. CI runs it after `go test -race -tags dev ./...`:
+// builds its binaries without -race (after `go build ./...` only a few
+// packages are left to compile; see Build) and needs
+// /usr/lib/postgresql/NN/bin, redis-server and chromium. CI runs it after
+// the README's test command:
 //
-//	go test -race -tags cluster -timeout 20m ./internal/cluster/
+//	go test -tags cluster -timeout 20m ./internal/cluster/
 package cluster
