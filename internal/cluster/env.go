@@ -75,6 +75,7 @@ func NewEnv(tb testing.TB, bins Binaries, tmp *Temporal, namespace string, o Env
 		"ARCHIVEFLOW_JOB_TASK_QUEUE=" + pool.TaskQueue,
 		"ARCHIVEFLOW_PLUGINS_BUILTIN=false", // the test's fixture hooks only
 		"ARCHIVEFLOW_PLUGINS_DIRS=" + o.Plugins,
+		"ARCHIVEFLOW_HOOKS_PASS_ENV=CLUSTER_*", // the drills' hooks read CLUSTER_EVENTS
 		"ARCHIVEFLOW_LOG_FORMAT=json",
 		"ARCHIVEFLOW_HOOKS_HEARTBEAT_INTERVAL=500ms",
 		"ARCHIVEFLOW_HOOKS_HEARTBEAT_TIMEOUT=3s",
