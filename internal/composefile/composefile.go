@@ -247,7 +247,7 @@ func checkStateful(p *types.Project) []error {
 			errs = append(errs, fmt.Errorf("service %s: needs a health check (stateful; others wait for it to be healthy)", name))
 		}
 		if target, ok := statefulData[name]; ok && !mountsNamedVolume(p, s, target) {
-			errs = append(errs, fmt.Errorf("service %s: %s must be on a named volume declared under volumes:", name, target))
+			errs = append(errs, fmt.Errorf("service %s: %s must be on a named volume (declared under the top-level volumes)", name, target))
 		}
 	}
 	for _, name := range sortedNames(p) {
