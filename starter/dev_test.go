@@ -3,13 +3,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	neturl "net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -28,6 +25,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/webui"
 )
 
 // These tests run the CLI against the real embedded stack: an in-process
@@ -428,34 +426,21 @@ func TestWebUIShowsAFailedJobAsFailed(t *testing.T) {
 // are skipped.
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
+	browser, err := webui.Chromium()
+	if err != nil {
+		t.Skip(err)
 	}
-	t.Skip("no chromium on PATH")
-	return ""
+	return browser
 }
 
 // webUIList loads the Web UI's workflow list for query in headless
 // browser until it shows a row of workflow id, and returns the page.
 func (e *stackEnv) webUIList(t *testing.T, browser, query, id string) string {
 	t.Helper()
-	page := e.cfg.Temporal.UIURL + "/namespaces/default/workflows?query=" + neturl.QueryEscape(query)
-	var dom string
-	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		var out bytes.Buffer
-		cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu",
-			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=15000", "--dump-dom", page)
-		cmd.Stdout = &out
-		if err := cmd.Run(); err != nil {
-			return false
-		}
-		dom = out.String()
-		// A row links to the workflow page; the query alone only echoes the ident.
-		return strings.Contains(dom, "/namespaces/default/workflows/"+id+"/")
-	}, eventually, time.Second, "the Web UI never listed %s for %s", id, query)
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	page := webui.WorkflowsURL(e.cfg.Temporal.UIURL, "default", query)
+	dom, err := webui.WaitListed(ctx, browser, page, webui.WorkflowLink("default", id), time.Second)
+	require.NoError(t, err, "the Web UI lists %s for %s", id, query)
 	return dom
 }

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -110,33 +111,11 @@ const clockTicks = 100
 // ReadProc reads pid's CPU times from /proc/PID/stat and its memory from
 // /proc/PID/status (Linux only).
 func ReadProc(pid int) (ProcStat, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := readStat(pid)
 	if err != nil {
-		return ProcStat{}, fmt.Errorf("read stat of pid %d: %w", pid, err)
+		return ProcStat{}, err
 	}
-	// Fields after the command, which is in parentheses and may hold spaces.
-	end := bytes.LastIndexByte(stat, ')')
-	if end < 0 {
-		return ProcStat{}, fmt.Errorf("parse stat of pid %d: no command field", pid)
-	}
-	f := strings.Fields(string(stat[end+1:]))
-	// f[0] is field 3 (state); utime..cstime are fields 14..17.
-	if len(f) < 15 {
-		return ProcStat{}, fmt.Errorf("parse stat of pid %d: %d fields, want at least 17", pid, len(f)+2)
-	}
-	var ticks [4]int64
-	for i := range ticks {
-		v, err := strconv.ParseInt(f[11+i], 10, 64)
-		if err != nil {
-			return ProcStat{}, fmt.Errorf("parse stat of pid %d: field %d %q: %w", pid, 14+i, f[11+i], err)
-		}
-		ticks[i] = v
-	}
-	tick := time.Second / clockTicks
-	ps := ProcStat{
-		CPU:      time.Duration(ticks[0]+ticks[1]) * tick,
-		ChildCPU: time.Duration(ticks[2]+ticks[3]) * tick,
-	}
+	ps := ProcStat{CPU: st.cpu, ChildCPU: st.childCPU}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return ProcStat{}, fmt.Errorf("read status of pid %d: %w", pid, err)
@@ -158,6 +137,76 @@ func ReadProc(pid int) (ProcStat, error) {
 		}
 	}
 	return ps, nil
+}
+
+// stat is what ReadProc and TreeCPU take from /proc/PID/stat.
+type stat struct {
+	ppid          int
+	cpu, childCPU time.Duration
+}
+
+func readStat(pid int) (stat, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return stat{}, fmt.Errorf("read stat of pid %d: %w", pid, err)
+	}
+	// Fields after the command, which is in parentheses and may hold spaces.
+	end := bytes.LastIndexByte(raw, ')')
+	if end < 0 {
+		return stat{}, fmt.Errorf("parse stat of pid %d: no command field", pid)
+	}
+	f := strings.Fields(string(raw[end+1:]))
+	// f[0] is field 3 (state), f[1] field 4 (ppid); utime..cstime are
+	// fields 14..17.
+	if len(f) < 15 {
+		return stat{}, fmt.Errorf("parse stat of pid %d: %d fields, want at least 17", pid, len(f)+2)
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return stat{}, fmt.Errorf("parse stat of pid %d: field 4 %q: %w", pid, f[1], err)
+	}
+	var ticks [4]int64
+	for i := range ticks {
+		v, err := strconv.ParseInt(f[11+i], 10, 64)
+		if err != nil {
+			return stat{}, fmt.Errorf("parse stat of pid %d: field %d %q: %w", pid, 14+i, f[11+i], err)
+		}
+		ticks[i] = v
+	}
+	tick := time.Second / clockTicks
+	return stat{
+		ppid:     ppid,
+		cpu:      time.Duration(ticks[0]+ticks[1]) * tick,
+		childCPU: time.Duration(ticks[2]+ticks[3]) * tick,
+	}, nil
+}
+
+// TreeCPU is the CPU time pid has spent with its children: its own, that
+// of the children it has reaped, and that of its live children with
+// theirs — for a server that forks a process per connection (PostgreSQL:
+// the postmaster's backends). Linux only.
+func TreeCPU(pid int) (time.Duration, error) {
+	root, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	total := root.cpu + root.childCPU
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("list processes: %w", err)
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readStat(child)
+		if err != nil || st.ppid != pid {
+			continue // gone meanwhile, or not a child
+		}
+		total += st.cpu + st.childCPU
+	}
+	return total, nil
 }
 
 // RSSSampler records the peak RSS of a process, sampling it on a ticker.
@@ -265,4 +314,29 @@ func keys(m map[string]*int64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Batches runs batch(i) for i in 0..b.N-1 with the benchmark timer on and
+// returns the wall time the runs took together; what comes before (setup,
+// warm-up) and after is not timed.
+func Batches(b *testing.B, batch func(i int)) time.Duration {
+	b.Helper()
+	b.ResetTimer()
+	var wall time.Duration
+	for i := range b.N {
+		t0 := time.Now()
+		batch(i)
+		wall += time.Since(t0)
+	}
+	b.StopTimer()
+	return wall
+}
+
+// ReportThroughput reports snapshots/s, hooks/s and ms/batch for b.N
+// batches of snapshots snapshots of hooksPer hooks each that took wall.
+func ReportThroughput(b *testing.B, snapshots, hooksPer int, wall time.Duration) {
+	n := float64(b.N * snapshots)
+	b.ReportMetric(n/wall.Seconds(), "snapshots/s")
+	b.ReportMetric(n*float64(hooksPer)/wall.Seconds(), "hooks/s")
+	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "ms/batch")
 }

@@ -130,6 +130,34 @@ func TestReadProcOfSelf(t *testing.T) {
 	assert.ErrorContains(t, err, "pid 1073741824")
 }
 
+func TestTreeCPUCountsLiveAndReapedChildren(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	burn := "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"
+	// A shell that first runs (and reaps) one busy child, then starts
+	// another busy child that stays alive, reading our stdin pipe.
+	cmd := exec.Command("/bin/sh", "-c", "/bin/sh -c '"+burn+"'; /bin/sh -c '"+burn+"; read x' <&0 & wait")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Wait() }()
+	defer func() { _ = stdin.Close() }()
+	var total, own time.Duration
+	require.Eventually(t, func() bool {
+		total, err = TreeCPU(cmd.Process.Pid)
+		require.NoError(t, err)
+		ps, err := ReadProc(cmd.Process.Pid)
+		require.NoError(t, err)
+		own = ps.CPU + ps.ChildCPU
+		// The reaped child is in ChildCPU; the live one only in the tree.
+		return ps.ChildCPU > 0 && total > own
+	}, 30*time.Second, 20*time.Millisecond, "tree %s, own+reaped %s", total, own)
+
+	_, err = TreeCPU(1 << 30)
+	assert.ErrorContains(t, err, "pid 1073741824")
+}
+
 func TestSampleRSSReportsPeak(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("no /proc")

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 
+	"github.com/archiveflow/archiveflow/internal/freeport"
 	"github.com/archiveflow/archiveflow/internal/searchattr"
 )
 
@@ -37,15 +38,15 @@ type ports struct {
 // the caller fixed it. Internal services listen on 127.0.0.1 only.
 func allocatePorts(bindIP string, frontend int) (ports, error) {
 	if frontend == 0 {
-		p, err := freePort(bindIP)
+		p, err := freeport.Port(bindIP)
 		if err != nil {
 			return ports{}, err
 		}
 		frontend = p
-	} else if err := checkPortFree("frontend", bindIP, frontend); err != nil {
+	} else if err := freeport.CheckFree("frontend", bindIP, frontend); err != nil {
 		return ports{}, err
 	}
-	free, err := freePorts(internalIP, 3, frontend)
+	free, err := freeport.Ports(internalIP, 3, frontend)
 	if err != nil {
 		return ports{}, err
 	}

@@ -34,7 +34,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/archiveflow/archiveflow/internal/freeport"
+	"github.com/archiveflow/archiveflow/internal/nssetup"
 	"github.com/archiveflow/archiveflow/internal/searchattr"
+	"github.com/archiveflow/archiveflow/internal/webui"
 )
 
 // DefaultStartTimeout bounds Start when its context has no deadline.
@@ -53,7 +56,7 @@ type Server struct {
 	serverLevel zap.AtomicLevel // minimum level of the Temporal server's lines
 
 	temporal temporal.Server
-	ui       *webUI // nil without UI
+	ui       *webui.Server // nil without UI
 	conn     *grpc.ClientConn
 	lock     *dirLock // nil for in-memory
 
@@ -114,7 +117,7 @@ func (s *Server) start(ctx context.Context) error {
 
 	// A fixed UI port that is taken fails now, before Temporal starts.
 	if r.uiPort > 0 {
-		if err := checkPortFree("web UI", r.bindIP, r.uiPort); err != nil {
+		if err := freeport.CheckFree("web UI", r.bindIP, r.uiPort); err != nil {
 			return err
 		}
 	}
@@ -148,12 +151,15 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	s.conn = conn
 	ops := operatorservice.NewOperatorServiceClient(conn)
-	if err := ensureSearchAttributes(ctx, ops, r.namespace, searchattr.All, s.log); err != nil {
+	if err := nssetup.SearchAttributes(ctx, ops, r.namespace, searchattr.All, s.log); err != nil {
 		return err
 	}
 
 	if r.uiPort != NoUI {
-		ui, err := startUI(ctx, r, s.hostPort)
+		ui, err := webui.Start(ctx, webui.Options{
+			Host: r.bindIP, DialHost: r.dialIP, Port: r.uiPort,
+			TemporalAddr: s.hostPort, Namespace: r.namespace,
+		})
 		if err != nil {
 			return err
 		}
@@ -193,7 +199,7 @@ func (s *Server) UIURL() string {
 	if s.ui == nil {
 		return ""
 	}
-	return s.ui.url
+	return s.ui.URL()
 }
 
 // Namespace is the namespace created at start.
@@ -224,7 +230,7 @@ func (s *Server) stop() error {
 	}
 	var errs []error
 	if s.ui != nil {
-		if err := s.ui.stop(); err != nil {
+		if err := s.ui.Stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -2,7 +2,6 @@ package devserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -322,24 +321,4 @@ func TestFailedStartReleasesEverything(t *testing.T) {
 
 	s := startServer(t, Options{DataDir: dir, UIPort: NoUI})
 	assert.NotEmpty(t, s.HostPort(), "the data dir was released by the failed starts")
-}
-
-func TestEnsureSearchAttributesAddsMissingAndRejectsConflicts(t *testing.T) {
-	s := startServer(t, Options{UIPort: NoUI})
-	c := dial(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-
-	extra := append([]searchattr.Definition{{Name: "ArchiveflowTestExtra", Type: enumspb.INDEXED_VALUE_TYPE_KEYWORD}}, searchattr.All...)
-	require.NoError(t, ensureSearchAttributes(ctx, c.OperatorService(), s.Namespace(), extra, testLogger(t)))
-	assert.Equal(t, enumspb.INDEXED_VALUE_TYPE_KEYWORD, listCustomSearchAttributes(t, c, s.Namespace())["ArchiveflowTestExtra"])
-
-	require.NoError(t, ensureSearchAttributes(ctx, c.OperatorService(), s.Namespace(), extra, testLogger(t)), "idempotent")
-
-	conflict := []searchattr.Definition{{Name: searchattr.NameStep, Type: enumspb.INDEXED_VALUE_TYPE_KEYWORD}}
-	err := ensureSearchAttributes(ctx, c.OperatorService(), s.Namespace(), conflict, testLogger(t))
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, errSearchAttrConflict), err)
-	assert.Contains(t, err.Error(), searchattr.NameStep)
-	assert.NoError(t, ctx.Err(), "a conflict fails at once instead of retrying until the deadline")
 }

@@ -1,10 +1,8 @@
 package devserver
 
 import (
-	"net"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -112,40 +110,6 @@ func TestDynamicConfigOverridesAreCaseInsensitive(t *testing.T) {
 	again, err := Options{}.resolve()
 	require.NoError(t, err)
 	assert.Equal(t, 1000, again.dynamic["history.transferprocessormaxpollrps"], "overrides never leak into the defaults")
-}
-
-func TestFreePortsAreDistinctAndBindable(t *testing.T) {
-	ports, err := freePorts("127.0.0.1", 8)
-	require.NoError(t, err)
-	require.Len(t, ports, 8)
-	seen := map[int]bool{}
-	for _, p := range ports {
-		assert.False(t, seen[p], "port %d returned twice", p)
-		seen[p] = true
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		require.NoError(t, err, "port %d must be bindable", p)
-		require.NoError(t, l.Close())
-	}
-}
-
-func TestFreePortsHonoursExclusions(t *testing.T) {
-	first, err := freePort("127.0.0.1")
-	require.NoError(t, err)
-	ports, err := freePorts("127.0.0.1", 4, first)
-	require.NoError(t, err)
-	assert.NotContains(t, ports, first)
-}
-
-func TestCheckPortFreeNamesTheTakenPort(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
-	port := l.Addr().(*net.TCPAddr).Port
-
-	err = checkPortFree("web UI", "127.0.0.1", port)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "web UI port "+strconv.Itoa(port))
-	assert.Contains(t, err.Error(), "not available")
 }
 
 func TestDataDirLockIsExclusiveUntilReleased(t *testing.T) {

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package devserver
+package freeport
 
 import "syscall"
 
