@@ -12,6 +12,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
+	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
@@ -115,6 +116,10 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 	if err != nil {
 		return Deps{}, err
 	}
+	purger, err := purge.FromConfig(be.Redis, be.Store, cfg, log)
+	if err != nil {
+		return Deps{}, err
+	}
 	return Deps{
 		Config:    cfg,
 		Client:    be.Temporal,
@@ -122,5 +127,6 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 		Pipelines: pipe,
 		Log:       log,
 		Env:       append(os.Environ(), "ARCHIVEFLOW_BIN="+self),
+		Purger:    purger,
 	}, nil
 }
