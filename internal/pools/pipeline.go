@@ -9,11 +9,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
-	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/outbox"
+	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
@@ -116,9 +117,11 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 	if err != nil {
 		return Deps{}, err
 	}
-	purger, err := purge.FromConfig(be.Redis, be.Store, cfg, log)
-	if err != nil {
-		return Deps{}, err
+	var purger activities.Purger
+	if be.Redis != nil && be.Store != nil {
+		if purger, err = purge.FromConfig(be.Redis, be.Store, cfg, log); err != nil {
+			return Deps{}, err
+		}
 	}
 	return Deps{
 		Config:    cfg,
