@@ -61,6 +61,7 @@ type snapshot struct {
 
 	job      jobStatus
 	settings settingsState
+	rerun    rerunState
 	plan     hookPlan
 	claim    claim
 	attr     stepAttribute
@@ -149,6 +150,9 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 	stopDeadline := s.startDeadline()
 	workflow.Go(s.dctx, s.writes.run)
 
+	if in.Rerun != nil {
+		s.reopen()
+	}
 	s.setState(model.StateActive)
 	s.execute()
 	stopDeadline()
@@ -172,6 +176,7 @@ func newSnapshot(ctx workflow.Context, in SnapshotInput) *snapshot {
 		dctx:     dctx,
 		job:      jobStatus{state: model.StatePending},
 		settings: settingsState{current: in.Settings},
+		rerun:    newRerunState(in.Rerun),
 		claim:    newClaim(0, 0),
 		writes:   writer{ctx: dctx},
 	}
@@ -405,6 +410,10 @@ func (s *snapshot) runStep(step int) {
 }
 
 func (s *snapshot) launch(h activities.HookSpec) {
+	if res, ok := s.keptResult(h); ok {
+		s.keep(h, res)
+		return
+	}
 	now := workflow.Now(s.dctx)
 	switch {
 	case !h.Enabled:

@@ -48,8 +48,8 @@ func newEnv(t *testing.T, namespace string) *env {
 	c := &clock{t: time.Now()}
 	opts := rkeys.Options{
 		Namespace: namespace, LogCap: cfg.Redis.LogCap, PacketCap: cfg.Redis.PacketCap,
-		Retention:   rkeys.Retention{Completed: cfg.Redis.RetainCompleted, Aborted: cfg.Redis.RetainAborted, Failed: cfg.Redis.RetainFailed},
-		EventsTTL:   cfg.Redis.EventsTTL, PipelineTTL: cfg.Worker.PipelineTTL, LogBatchWindow: cfg.Redis.LogBatchWindow,
+		Retention: rkeys.Retention{Completed: cfg.Redis.RetainCompleted, Aborted: cfg.Redis.RetainAborted, Failed: cfg.Redis.RetainFailed},
+		EventsTTL: cfg.Redis.EventsTTL, PipelineTTL: cfg.Worker.PipelineTTL, LogBatchWindow: cfg.Redis.LogBatchWindow,
 		OwnResponseCounters: rkeys.Bool(true), Now: c.now,
 	}
 	store, err := rkeys.NewStore(rdb, opts, nil)
