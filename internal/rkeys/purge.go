@@ -145,7 +145,9 @@ func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 	k["pending"], k["purge"] = s.keys.Pending(), s.keys.ScheduledPurge()
 	k["completed"], k["failed"] = s.keys.JobsCounter(model.StateFinished), s.keys.JobsCounter(model.StateFailed)
 	now := unixInt(s.now())
-	code, err := s.run(ctx, reopenScript, k, ident, r.Op, strconv.Itoa(r.Hooks), strconv.FormatInt(r.Bytes, 10), now).Int()
+	// Negative increments go as Go-rendered strings: Lua would render -0 as
+	// "-0", which HINCRBY refuses.
+	code, err := s.run(ctx, reopenScript, k, ident, r.Op, strconv.Itoa(-r.Hooks), strconv.FormatInt(-r.Bytes, 10), now).Int()
 	if err != nil {
 		return fmt.Errorf("reopen job %s: %w", ident, err)
 	}
@@ -159,7 +161,7 @@ func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 }
 
 // reopenScript takes a finished/failed job back to pending once per op.
-// ARGV: ident op hooks bytes now
+// ARGV: ident op -hooks -bytes now
 var reopenScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches",
 	"pending", "purge", "completed", "failed"}, withStates, `
 local ident = ARGV[1]
@@ -170,8 +172,8 @@ if cur ~= 'finished' and cur ~= 'failed' then return CODE_RUNNING end
 if cur == 'finished' then redis.call('DECR', completed) else redis.call('DECR', failed) end
 for _, k in ipairs({job, log, ignores, ops, logbatches}) do redis.call('PERSIST', k) end
 redis.call('HDEL', job, 'finished_at', 'failed')
-redis.call('HINCRBY', job, 'hooks_failed', -tonumber(ARGV[3]))
-redis.call('HINCRBY', job, 'bytes_downloaded', -tonumber(ARGV[4]))
+redis.call('HINCRBY', job, 'hooks_failed', ARGV[3])
+redis.call('HINCRBY', job, 'bytes_downloaded', ARGV[4])
 redis.call('HINCRBY', job, 'retries', 1)
 redis.call('HSET', job, 'retry_op', ARGV[2], 'state', 'pending', 'state_changed_at', ARGV[5], 'ts', ARGV[5])
 redis.call('ZREM', purge, ident)

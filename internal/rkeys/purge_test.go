@@ -146,6 +146,9 @@ func TestReopenJob(t *testing.T) {
 	assert.Equal(t, "1", e.rdb.Get(ctx, "jobs_completed").Val())
 	assert.Equal(t, "1", e.rdb.HGet(ctx, j.Ident, "retries").Val())
 
+	// Nothing to take off (a hook that never ran is run again): zero
+	// increments are valid.
+	require.NoError(t, e.store.ReopenJob(ctx, j.Ident, Reopen{Op: "run-3"}))
 	require.ErrorIs(t, e.store.ReopenJob(ctx, "nojob", Reopen{Op: "x"}), ErrJobNotFound)
 	require.ErrorIs(t, e.store.ReopenJob(ctx, j.Ident, Reopen{}), ErrInvalid)
 }
