@@ -3,7 +3,6 @@ package purge
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,17 +18,11 @@ import (
 	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is the purge's and the store's time; the tests move it on.
+type clock struct{ t time.Time }
 
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func (c *clock) now() time.Time      { return c.t }
+func (c *clock) add(d time.Duration) { c.t = c.t.Add(d) }
 
 type env struct {
 	rdb   *redis.Client
