@@ -6,7 +6,10 @@
 package config
 
 import (
+	"strings"
 	"time"
+
+	"github.com/archiveflow/archiveflow/internal/bytesize"
 )
 
 // Config is archiveflow's whole configuration.
@@ -18,6 +21,7 @@ type Config struct {
 	Redis      Redis    `mapstructure:"redis"`
 	Plugins    Plugins  `mapstructure:"plugins"`
 	Hooks      Hooks    `mapstructure:"hooks"`
+	Fetch      Fetch    `mapstructure:"fetch"`
 	Retry      Retry    `mapstructure:"retry"`
 	Job        Job      `mapstructure:"job"`
 	Worker     Worker   `mapstructure:"worker"`
@@ -140,6 +144,10 @@ type Hooks struct {
 	// HeartbeatTimeout is how long Temporal waits for a heartbeat before it
 	// declares the worker dead and retries the hook elsewhere.
 	HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout"`
+	// Limits are every hook's default resource limits; a plugin overrides
+	// each with <PLUGIN>_MAX_MEMORY, _MAX_CPU_SECONDS, _MAX_OPEN_FILES,
+	// _MAX_PROCESSES (docs/hooks.md "Resource limits").
+	Limits HookLimits `mapstructure:"limits"`
 	// JobHeartbeatInterval is how often a running hook pulses the job's
 	// ArchiveBot heartbeat field in Redis.
 	JobHeartbeatInterval time.Duration `mapstructure:"job_heartbeat_interval"`
@@ -163,6 +171,42 @@ type Hooks struct {
 	// ResponsesPerAttempt caps the Response records one attempt keeps in
 	// memory for the response counters.
 	ResponsesPerAttempt int `mapstructure:"responses_per_attempt"`
+	// PassEnv names worker environment variables hooks get besides the
+	// fixed allowlist (internal/hookenv): exact names, or prefixes ending
+	// in * (MY_*). archiveflow's own secrets never pass.
+	PassEnv []string `mapstructure:"pass_env"`
+}
+
+// Fetch configures where fetches may go.
+type Fetch struct {
+	// Deny lists the addresses (CIDRs), host names (*.suffix patterns) and
+	// optional ports fetches must not reach, decided after DNS resolution
+	// (grammar: internal/netpolicy). Empty: no policy, no egress proxy.
+	Deny []string `mapstructure:"deny"`
+}
+
+// HookLimits are resource limits of one hook; zero values mean no limit.
+type HookLimits struct {
+	// MaxMemory is a size with a unit (512MiB, 2GB) or bytes; "" = none.
+	MaxMemory string `mapstructure:"max_memory"`
+	// MaxCPUSeconds is the CPU time of each of the hook's processes.
+	MaxCPUSeconds float64 `mapstructure:"max_cpu_seconds"`
+	// MaxOpenFiles is the open files of each of the hook's processes.
+	MaxOpenFiles int `mapstructure:"max_open_files"`
+	// MaxProcesses is the processes (and threads) of the hook together.
+	MaxProcesses int `mapstructure:"max_processes"`
+	// Cgroup is where per-hook cgroups go: "" finds a place (rlimits when
+	// none is writable), "none" uses rlimits only, or an absolute cgroup v2
+	// directory delegated to the worker.
+	Cgroup string `mapstructure:"cgroup"`
+}
+
+// MaxMemoryBytes is MaxMemory in bytes (0 = none).
+func (l HookLimits) MaxMemoryBytes() (int64, error) {
+	if strings.TrimSpace(l.MaxMemory) == "" {
+		return 0, nil
+	}
+	return bytesize.Parse(l.MaxMemory)
 }
 
 // RetryPolicy is an activity retry policy.
@@ -269,7 +313,17 @@ func Default() Config {
 			LogLineBytes:         4096,
 			ResultFieldBytes:     8 << 10,
 			ResponsesPerAttempt:  1 << 20,
+			PassEnv:              []string{},
 		},
+		Fetch: Fetch{Deny: []string{
+			"169.254.0.0/16",           // IPv4 link-local: AWS, GCP, Azure, OpenStack metadata
+			"fe80::/10",                // IPv6 link-local
+			"fd00:ec2::254",            // AWS metadata over IPv6
+			"100.100.100.200",          // Alibaba Cloud metadata
+			"metadata.google.internal", // GCP metadata by name
+			"0.0.0.0/8",                // "this host": connecting to 0.0.0.0 reaches loopback
+			"::/128",                   // the IPv6 unspecified address, likewise
+		}},
 		Retry: Retry{RetryPolicy: RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,

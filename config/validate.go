@@ -3,14 +3,18 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/archiveflow/archiveflow/internal/hookenv"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 // FieldError is one invalid configuration value.
@@ -77,6 +81,17 @@ func (c *Config) Validate() error {
 	v.check(c.Hooks.LogLineBytes >= 64, "hooks.log_line_bytes", c.Hooks.LogLineBytes, "must be >= 64 bytes")
 	v.check(c.Hooks.ResultFieldBytes >= 64, "hooks.result_field_bytes", c.Hooks.ResultFieldBytes, "must be >= 64 bytes")
 	v.check(c.Hooks.ResponsesPerAttempt >= 1, "hooks.responses_per_attempt", c.Hooks.ResponsesPerAttempt, "must be >= 1")
+	for i, p := range c.Hooks.PassEnv {
+		if err := hookenv.CheckPattern(p); err != nil {
+			v.check(false, fmt.Sprintf("hooks.pass_env[%d]", i), fmt.Sprintf("%q", p), err.Error())
+		}
+	}
+	for i, r := range c.Fetch.Deny {
+		if _, err := netpolicy.ParseRule(r); err != nil {
+			v.check(false, fmt.Sprintf("fetch.deny[%d]", i), fmt.Sprintf("%q", r), err.Error())
+		}
+	}
+	v.hookLimits("hooks.limits", c.Hooks.Limits)
 
 	v.retry("retry", c.Retry.RetryPolicy, false)
 	for _, name := range sortedKeys(c.Retry.Plugins) {
@@ -131,6 +146,16 @@ func (v *validator) oneOf(key, s string, allowed ...string) {
 		}
 	}
 	v.check(false, key, fmt.Sprintf("%q", s), "must be one of "+strings.Join(allowed, ", "))
+}
+
+func (v *validator) hookLimits(prefix string, l HookLimits) {
+	if _, err := l.MaxMemoryBytes(); err != nil {
+		v.check(false, prefix+".max_memory", l.MaxMemory, "must be a size with a unit, e.g. 512MiB or 2GB, or empty for none: "+err.Error())
+	}
+	v.check(l.MaxCPUSeconds >= 0 && l.MaxCPUSeconds < float64(math.MaxInt64)/float64(time.Second), prefix+".max_cpu_seconds", l.MaxCPUSeconds, "must be >= 0 seconds (0 = no limit)")
+	v.check(l.MaxOpenFiles >= 0, prefix+".max_open_files", l.MaxOpenFiles, "must be >= 0 (0 = no limit)")
+	v.check(l.MaxProcesses >= 0, prefix+".max_processes", l.MaxProcesses, "must be >= 0 (0 = no limit)")
+	v.check(l.Cgroup == "" || l.Cgroup == "none" || filepath.IsAbs(l.Cgroup), prefix+".cgroup", l.Cgroup, `must be empty (find one), "none" (rlimits only) or an absolute cgroup v2 directory`)
 }
 
 func (v *validator) positiveDur(key string, d time.Duration) {

@@ -27,6 +27,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/hooks"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/internal/purge"
@@ -55,8 +56,9 @@ type Deps struct {
 	// Pipelines may be nil (no pipeline registration).
 	Pipelines Pipelines
 	Log       *zap.Logger
-	// Env is the environment hooks inherit (nil = this process's); the
-	// caller adds ARCHIVEFLOW_BIN so built-in hooks find their binary.
+	// Env is the worker environment hooks get their allowed part of
+	// (internal/hookenv; nil = this process's); the caller adds
+	// ARCHIVEFLOW_BIN so built-in hooks find their binary.
 	Env []string
 	// Instance distinguishes host queues of several processes on one host;
 	// default HOSTNAME-PID.
@@ -253,16 +255,11 @@ func Run(ctx context.Context, d Deps, names []string) error {
 func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, log *zap.Logger) ([]worker.Worker, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
-	eng, err := engine.New(engine.Config{
-		PluginDirs: d.PluginDirs,
-		ArchiveDir: archiveDir,
-		File:       cfg.Plugins.Values,
-		Env:        d.Env,
-		Timeout:    cfg.Hooks.Timeout,
-		Grace:      cfg.Hooks.Grace,
-		LineCap:    cfg.Hooks.LineCap,
-		Log:        plog,
-	})
+	ecfg, err := EngineConfig(cfg, d.PluginDirs, archiveDir, d.Env, plog)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	eng, err := engine.New(ecfg)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
@@ -306,6 +303,22 @@ func ensurePurgeSchedule(ctx context.Context, d Deps, log *zap.Logger) {
 	}
 }
 
+// hookLimits are the worker's default resource limits of every hook
+// (config hooks.limits) in the runner's terms.
+func hookLimits(l config.HookLimits) (procs.Limits, error) {
+	mem, err := l.MaxMemoryBytes()
+	if err != nil {
+		return procs.Limits{}, fmt.Errorf("hooks.limits.max_memory: %w", err)
+	}
+	return procs.Limits{
+		Memory:    mem,
+		CPUTime:   time.Duration(l.MaxCPUSeconds * float64(time.Second)),
+		OpenFiles: int64(l.MaxOpenFiles),
+		Processes: int64(l.MaxProcesses),
+		Cgroup:    l.Cgroup,
+	}, nil
+}
+
 // WorkerOptions are the Temporal worker options of both queues of pool p.
 func WorkerOptions(cfg *config.Config, p config.Pool) worker.Options {
 	return worker.Options{
@@ -317,6 +330,35 @@ func WorkerOptions(cfg *config.Config, p config.Pool) worker.Options {
 		// heartbeat timeout, so cancellation reaches a hook within seconds.
 		MaxHeartbeatThrottleInterval: time.Second,
 	}
+}
+
+// EngineConfig is the hook engine's configuration: the plugin roots (from
+// PluginRoots), archive dir, hook settings, the hook environment's
+// allowlist additions and the secrets it must never carry, and the fetch
+// policy. env is the worker environment (nil = this process's).
+func EngineConfig(cfg *config.Config, pluginDirs []string, archiveDir string, env []string, log *zap.Logger) (engine.Config, error) {
+	fetch, err := netpolicy.Parse(cfg.Fetch.Deny)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	limits, err := hookLimits(cfg.Hooks.Limits)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	return engine.Config{
+		PluginDirs: pluginDirs,
+		ArchiveDir: archiveDir,
+		File:       cfg.Plugins.Values,
+		Env:        env,
+		Timeout:    cfg.Hooks.Timeout,
+		Grace:      cfg.Hooks.Grace,
+		LineCap:    cfg.Hooks.LineCap,
+		PassEnv:    cfg.Hooks.PassEnv,
+		Secrets:    cfg.Secrets(),
+		Fetch:      fetch,
+		Limits:     limits,
+		Log:        log,
+	}, nil
 }
 
 // ActivityOptions are the hook activities' options from the configuration
