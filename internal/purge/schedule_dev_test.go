@@ -85,7 +85,9 @@ func TestScheduleIsIdempotentAndPurges(t *testing.T) {
 	last := desc.Info.RecentActions[len(desc.Info.RecentActions)-1].StartWorkflowResult
 	var res workflows.PurgeResult
 	require.NoError(t, s.Client.GetWorkflow(ctx, last.WorkflowID, last.FirstExecutionRunID).Get(ctx, &res))
-	assert.Equal(t, workflows.PurgeResult{Jobs: 1, Batches: 1}, res)
+	assert.Equal(t, 1, res.Jobs)
+	assert.Equal(t, 1, res.Batches)
+	assert.LessOrEqual(t, res.Keys, 5, "whatever of the job's keys had not expired yet")
 	record(t, ctx, s.Client, last.WorkflowID, last.FirstExecutionRunID)
 }
 
