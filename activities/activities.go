@@ -7,7 +7,7 @@
 //     histories ClaimHost, then DiscoverHooks), telling a busy host from a
 //     lost one (HostLiveness; older histories HostAlive), and the Redis
 //     writes the workflow runs as local activities (SetJobState, SetStep,
-//     RecordResult, FinishJob, ApplySettings), so they are registered on the
+//     RecordResult, FinishJob, ReopenJob, ApplySettings), so they are registered on the
 //     worker that runs the workflows;
 //   - HostActivities run on the queue of the host that claimed the snapshot:
 //     discovering its hooks (DiscoverHooks, older histories), running one
@@ -118,6 +118,8 @@ type Store interface {
 	SetStep(ctx context.Context, in StepInput) error
 	RecordResult(ctx context.Context, in ResultInput) error
 	FinishJob(ctx context.Context, in FinishInput) error
+	// ReopenJob takes a finished job back for a retry run.
+	ReopenJob(ctx context.Context, in ReopenInput) error
 	ApplySettings(ctx context.Context, in SettingsInput) error
 	// AppendLog appends entries to the job log; key+seq identify a batch so
 	// a retried flush is not appended twice.

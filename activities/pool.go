@@ -147,6 +147,19 @@ func (a *PoolActivities) FinishJob(ctx context.Context, in FinishInput) error {
 	return nil
 }
 
+// ReopenJob takes a finished job back for a retry run (starter retry):
+// its final state, retention and jobs_* count, and the counts of the
+// failed results the retry runs again, once per Key.
+func (a *PoolActivities) ReopenJob(ctx context.Context, in ReopenInput) error {
+	if in.Hooks < 0 || in.Bytes < 0 {
+		return invalidInput("reopen job %s: hooks %d and bytes %d: must be >= 0", in.Ident, in.Hooks, in.Bytes)
+	}
+	if err := a.store.ReopenJob(ctx, in); err != nil {
+		return storeError(err, "reopen job %s", in.Ident)
+	}
+	return nil
+}
+
 // ApplySettings writes changed settings, bumps settings_age and publishes.
 // Settings model.Settings.Validate refuses are a non-retryable error: the
 // workflow's ordered writer must never retry a write that cannot succeed.

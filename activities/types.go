@@ -268,6 +268,18 @@ type FinishInput struct {
 	Key      string         `json:"key"`
 }
 
+// ReopenInput takes a finished job back for a retry run (starter retry),
+// exactly once per Key.
+type ReopenInput struct {
+	Ident string `json:"ident"`
+	// Hooks is how many failed results the retry runs again; Bytes their
+	// output bytes. Both leave the job's counters until the retry counts
+	// its own results.
+	Hooks int    `json:"hooks"`
+	Bytes int64  `json:"bytes"`
+	Key   string `json:"key"`
+}
+
 // SettingsInput applies changed job settings: the Redis job hash, the
 // ignores set, a settings_age bump and a publish on archivebot:job:IDENT.
 type SettingsInput struct {

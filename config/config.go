@@ -27,6 +27,32 @@ type Config struct {
 	Crawl      Crawl    `mapstructure:"crawl"`
 	Worker     Worker   `mapstructure:"worker"`
 	Pools      []Pool   `mapstructure:"pools"`
+	Purge      Purge    `mapstructure:"purge"`
+}
+
+// Purge configures removing finished jobs from Redis once their retention
+// (redis.retain_*) has passed: a Temporal Schedule the workers create at
+// start runs the purge workflow every Interval on TaskQueue.
+type Purge struct {
+	// Schedule: false = the workers create no Schedule (`starter purge`
+	// still runs a purge by hand); an existing one is left as it is.
+	Schedule bool `mapstructure:"schedule"`
+	// ScheduleID is the Temporal Schedule's ID (one per Temporal namespace
+	// and Redis database).
+	ScheduleID string `mapstructure:"schedule_id"`
+	// Interval between purge runs.
+	Interval time.Duration `mapstructure:"interval"`
+	// TaskQueue runs the purge workflow: the task queue of a configured
+	// pool; empty = job.task_queue (see Config.PurgeQueue).
+	TaskQueue string `mapstructure:"task_queue"`
+	// Batch is the most jobs one purge activity removes.
+	Batch int `mapstructure:"batch"`
+	// MaxBatches bounds the activities of one run; what is left waits for
+	// the next run.
+	MaxBatches int `mapstructure:"max_batches"`
+	// KeyBatch is the most keys deleted per Redis round trip (a crawl's
+	// frontier may have thousands).
+	KeyBatch int `mapstructure:"key_batch"`
 }
 
 // Log configures zap.
@@ -381,6 +407,14 @@ func Default() Config {
 			PipelineTTL:   30 * time.Second,
 		},
 		Pools: []Pool{{Name: "default", TaskQueue: "archiveflow", Slots: 8}},
+		Purge: Purge{
+			Schedule:   true,
+			ScheduleID: "archiveflow-purge",
+			Interval:   10 * time.Minute,
+			Batch:      100,
+			MaxBatches: 50,
+			KeyBatch:   500,
+		},
 	}
 }
 
@@ -405,6 +439,15 @@ func (r Retry) PolicyFor(plugin string) RetryPolicy {
 		p.MaximumAttempts = o.MaximumAttempts
 	}
 	return p
+}
+
+// PurgeQueue is the task queue the purge workflow runs on: purge.task_queue,
+// or job.task_queue when that is empty.
+func (c *Config) PurgeQueue() string {
+	if c.Purge.TaskQueue != "" {
+		return c.Purge.TaskQueue
+	}
+	return c.Job.TaskQueue
 }
 
 // Pool returns the pool named name.

@@ -128,6 +128,12 @@ func (c *Config) Validate() error {
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)
 	v.check(c.Worker.PipelineTTL > c.Worker.StatsInterval, "worker.pipeline_ttl", c.Worker.PipelineTTL, "must be > worker.stats_interval")
 
+	v.nonEmpty("purge.schedule_id", c.Purge.ScheduleID)
+	v.positiveDur("purge.interval", c.Purge.Interval)
+	v.check(c.Purge.Batch >= 1, "purge.batch", c.Purge.Batch, "must be >= 1")
+	v.check(c.Purge.MaxBatches >= 1, "purge.max_batches", c.Purge.MaxBatches, "must be >= 1")
+	v.check(c.Purge.KeyBatch >= 1, "purge.key_batch", c.Purge.KeyBatch, "must be >= 1")
+
 	v.pools(c)
 	return v.err()
 }
@@ -221,6 +227,9 @@ func (v *validator) pools(c *Config) {
 	}
 	if c.Job.TaskQueue != "" {
 		v.check(queues[c.Job.TaskQueue], "job.task_queue", c.Job.TaskQueue, "must be the task_queue of a configured pool")
+	}
+	if c.Purge.TaskQueue != "" {
+		v.check(queues[c.Purge.TaskQueue], "purge.task_queue", c.Purge.TaskQueue, "must be the task_queue of a configured pool (empty: job.task_queue)")
 	}
 	for i, name := range c.Worker.Pools {
 		v.check(seen[name], fmt.Sprintf("worker.pools[%d]", i), fmt.Sprintf("%q", name), "must name a configured pool")

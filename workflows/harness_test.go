@@ -207,6 +207,7 @@ type fakeStore struct {
 	results  map[string]activities.ResultInput
 	finishes []activities.FinishInput
 	settings []activities.SettingsInput
+	reopens  []activities.ReopenInput
 	calls    int
 	// failResults fails that many RecordResult calls first (Redis down).
 	failResults int
@@ -253,6 +254,13 @@ func (s *fakeStore) FinishJob(_ context.Context, in activities.FinishInput) erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finishes = append(s.finishes, in)
+	return nil
+}
+
+func (s *fakeStore) ReopenJob(_ context.Context, in activities.ReopenInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reopens = append(s.reopens, in)
 	return nil
 }
 

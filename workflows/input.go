@@ -134,6 +134,10 @@ type SnapshotInput struct {
 	SequentialSteps []int         `json:"sequential_steps"`
 	Retry           RetryPolicies `json:"retry"`
 	Timing          Timing        `json:"timing"`
+	// Rerun, when set, makes this run a retry of the job's previous run
+	// (starter retry): only its failed hooks run. Absent in every input
+	// before it, so their histories replay unchanged.
+	Rerun *Rerun `json:"rerun,omitempty"`
 }
 
 // Validate checks that the input carries every value the workflow needs.
@@ -160,6 +164,11 @@ func (in SnapshotInput) Validate() error {
 	}
 	if err := in.Timing.Validate(); err != nil {
 		return fmt.Errorf("job %s: %w", in.Job.Ident, err)
+	}
+	if in.Rerun != nil {
+		if err := in.Rerun.Validate(); err != nil {
+			return fmt.Errorf("job %s: %w", in.Job.Ident, err)
+		}
 	}
 	if err := in.Retry.Default.Validate(); err != nil {
 		return fmt.Errorf("job %s default retry: %w", in.Job.Ident, err)

@@ -11,7 +11,8 @@ import (
 )
 
 // TestReplayRecordedHistories replays every history recorded on a real dev
-// server (workflows/devtest, ARCHIVEFLOW_RECORD_HISTORIES=1) against the
+// server (workflows/devtest and internal/purge's schedule test,
+// ARCHIVEFLOW_RECORD_HISTORIES=1) against the
 // current workflow code: a change that breaks determinism fails here and
 // must be guarded with workflow.GetVersion.
 func TestReplayRecordedHistories(t *testing.T) {
@@ -21,9 +22,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(SnapshotWorkflow)
-			r.RegisterWorkflow(BackgroundHookWorkflow)
-			r.RegisterWorkflow(CrawlWorkflow)
+			Register(r)
 			logger := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, file))
 		})

@@ -60,6 +60,7 @@ type snapshot struct {
 
 	job      jobStatus
 	settings settingsState
+	rerun    rerunState
 	plan     hookPlan
 	claim    claim
 	attr     stepAttribute
@@ -148,6 +149,9 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 	stopDeadline := s.startDeadline()
 	workflow.Go(s.dctx, s.writes.run)
 
+	if in.Rerun != nil {
+		s.reopen()
+	}
 	s.setState(model.StateActive)
 	s.execute()
 	stopDeadline()
@@ -171,6 +175,7 @@ func newSnapshot(ctx workflow.Context, in SnapshotInput) *snapshot {
 		dctx:     dctx,
 		job:      jobStatus{state: model.StatePending},
 		settings: settingsState{current: in.Settings},
+		rerun:    newRerunState(in.Rerun),
 		claim:    newClaim(0, 0),
 		writes:   writer{ctx: dctx},
 	}
@@ -403,6 +408,10 @@ func (s *snapshot) runStep(step int) {
 }
 
 func (s *snapshot) launch(h activities.HookSpec) {
+	if res, ok := s.keptResult(h); ok {
+		s.keep(h, res)
+		return
+	}
 	now := workflow.Now(s.dctx)
 	switch h.Launch() {
 	case activities.LaunchSkip:

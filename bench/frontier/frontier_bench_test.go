@@ -134,19 +134,6 @@ func memory(ctx context.Context, rdb *redis.Client, f *frontier.Frontier, ident 
 	return total, kinds, nil
 }
 
-func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("INFO memory: no used_memory")
-}
-
 // start starts a real redis-server and a Frontier on it (no namespace).
 func start(b *testing.B) (*redis.Client, *frontier.Frontier) {
 	srv := testredis.Start(b)
@@ -201,7 +188,7 @@ func runMemory(b *testing.B) {
 	}
 
 	const ident = "benchjob"
-	before, err := usedMemory(ctx, rdb)
+	before, err := testredis.UsedMemory(ctx, rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -335,7 +322,7 @@ func runMemory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	after, err := usedMemory(ctx, rdb)
+	after, err := testredis.UsedMemory(ctx, rdb)
 	if err != nil {
 		b.Fatal(err)
 	}

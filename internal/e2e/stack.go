@@ -26,6 +26,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/pools"
+	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/submit"
 	"github.com/archiveflow/archiveflow/internal/tclient"
@@ -86,6 +87,7 @@ func TestConfig(t testing.TB, srv *devserver.Server, redisURL, pluginDir string)
 	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queueSeq.Add(1))
 	cfg.Pools = []config.Pool{{Name: "e2e", TaskQueue: queue, Slots: 8}}
 	cfg.Job.TaskQueue = queue
+	cfg.Purge.ScheduleID = "purge-" + queue // one per test on the shared server
 	cfg.Hooks.Timeout = 20 * time.Second
 	cfg.Hooks.Grace = 2 * time.Second
 	cfg.Hooks.HeartbeatInterval = 500 * time.Millisecond
@@ -132,6 +134,8 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 	done := make(chan error, 1)
 	pipe, err := pools.NewRedisPipeline(s.Store, "e2e", s.Config.ArchiveDir)
 	require.NoError(t, err)
+	purger, err := purge.FromConfig(s.Redis, s.Store, s.Config, zap.NewNop())
+	require.NoError(t, err)
 	log := s.Log
 	if log == nil {
 		log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
@@ -147,6 +151,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 		Pipelines: pipe,
 		Log:       log,
 		Env:       env,
+		Purger:    purger,
 	}
 	go func() { done <- pools.Run(ctx, deps, nil) }()
 	t.Cleanup(func() {

@@ -64,6 +64,7 @@ func (s *memStore) RecordResult(_ context.Context, in activities.ResultInput) er
 	s.results = append(s.results, in)
 	return nil
 }
+func (s *memStore) ReopenJob(context.Context, activities.ReopenInput) error       { return nil }
 func (s *memStore) FinishJob(context.Context, activities.FinishInput) error       { return nil }
 func (s *memStore) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
 func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, entries []activities.LogEntry) error {

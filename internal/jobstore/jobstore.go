@@ -98,6 +98,19 @@ func (s *RedisStore) FinishJob(ctx context.Context, in activities.FinishInput) e
 	return nil
 }
 
+// ReopenJob takes a finished job back for a retry run, once per Key. A job
+// not finished (running again, or aborted) cannot be reopened.
+func (s *RedisStore) ReopenJob(ctx context.Context, in activities.ReopenInput) error {
+	err := s.Redis.ReopenJob(ctx, in.Ident, rkeys.Reopen{Op: in.Key, Hooks: in.Hooks, Bytes: in.Bytes})
+	if errors.Is(err, rkeys.ErrJobExists) {
+		return fmt.Errorf("reopen %s: %w: %w", in.Ident, activities.ErrNotWritable, err)
+	}
+	if err != nil {
+		return fmt.Errorf("reopen %s: %w", in.Ident, notWritable(err))
+	}
+	return nil
+}
+
 // ApplySettings writes the settings as absolute values; rkeys bumps
 // settings_age and publishes only when something changed, so a repeat is
 // a no-op.

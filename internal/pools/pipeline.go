@@ -9,11 +9,13 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/outbox"
+	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
@@ -121,6 +123,12 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 	if err != nil {
 		return Deps{}, err
 	}
+	var purger activities.Purger
+	if be.Redis != nil && be.Store != nil {
+		if purger, err = purge.FromConfig(be.Redis, be.Store, cfg, log); err != nil {
+			return Deps{}, err
+		}
+	}
 	return Deps{
 		Config:    cfg,
 		Client:    be.Temporal,
@@ -129,6 +137,7 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 		Pipelines: pipe,
 		Log:       log,
 		Env:       append(os.Environ(), "ARCHIVEFLOW_BIN="+self),
+		Purger:    purger,
 	}, nil
 }
 

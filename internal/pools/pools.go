@@ -30,6 +30,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/procs"
+	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/plugins"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -67,6 +68,10 @@ type Deps struct {
 	// PluginDirs are the plugin roots in discovery order, from PluginRoots;
 	// nil means Run calls PluginRoots itself.
 	PluginDirs []string
+	// Purger, when set, runs the purge workflow's activities on the pools'
+	// shared queues, and Run creates the purge Schedule (config
+	// purge.schedule) once the workers are polling.
+	Purger activities.Purger
 }
 
 // BuiltinDir is where a worker host materialises the built-in plugin set,
@@ -233,6 +238,7 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	if d.Pipelines != nil {
 		d.Pipelines.WatchLogOutbox(logOutbox)
 	}
+	ensurePurgeSchedule(ctx, d, log)
 	stopStats := startPipeline(ctx, d, queues, log)
 	<-ctx.Done()
 	log.Info("shutting down: no new work; running hooks get the drain timeout",
@@ -293,11 +299,32 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 	workflows.Register(shared)
 	shared.RegisterActivity(poolActs)
 	shared.RegisterActivity(crawlActs)
+	if d.Purger != nil {
+		purgeActs, err := activities.NewPurge(d.Purger, plog)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
+		}
+		shared.RegisterActivity(purgeActs)
+	}
 
 	host := worker.New(d.Client, HostQueue(p, instance), opts)
 	host.RegisterActivity(hostActs)
 	host.RegisterActivity(activities.NewCrawlHost(crawlActs))
 	return []worker.Worker{shared, host}, eng, nil
+}
+
+// ensurePurgeSchedule creates (or matches to the configuration) the purge
+// Schedule. A failure is logged: the worker serves its pools anyway, and
+// the next start tries again.
+func ensurePurgeSchedule(ctx context.Context, d Deps, log *zap.Logger) {
+	if d.Purger == nil || !d.Config.Purge.Schedule {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := purge.EnsureSchedule(sctx, d.Client, d.Config, log); err != nil {
+		log.Warn("purge schedule not created; finished jobs are purged once a worker creates it (or by starter purge)", zap.Error(err))
+	}
 }
 
 // hookLimits are the worker's default resource limits of every hook

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,4 +67,18 @@ func Dump(tb testing.TB, rdb redis.UniversalClient, pattern string) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// UsedMemory is the server's INFO memory used_memory in bytes.
+func UsedMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("INFO memory: no used_memory")
 }

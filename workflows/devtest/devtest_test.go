@@ -54,6 +54,7 @@ func (s *nopStore) ApplySettings(context.Context, activities.SettingsInput) erro
 func (s *nopStore) AppendLog(context.Context, string, string, int, []activities.LogEntry) error {
 	return nil
 }
+func (s *nopStore) ReopenJob(context.Context, activities.ReopenInput) error { return nil }
 func (s *nopStore) FinishJob(_ context.Context, in activities.FinishInput) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -467,4 +468,33 @@ func TestHeartbeatTimeoutOnDevServer(t *testing.T) {
 	assert.Equal(t, 2, st.Claims)
 	assert.Equal(t, in.TaskQueue+"@host-2", st.HostQueue)
 	assert.Contains(t, e.lines(), "slow on host-2")
+}
+
+// A retry (SnapshotInput.Rerun) runs only the hook that failed; its
+// history is recorded for the replay test.
+func TestRerunOnDevServer(t *testing.T) {
+	e := start(t)
+	marker := filepath.Join(t.TempDir(), "marker")
+	e.hook("ok", "on_Snapshot__10_ok.sh", `true`)
+	e.hook("flaky", "on_Snapshot__20_flaky.sh", `[ -e "`+marker+`" ] || echo '{"type":"ArchiveResult","status":"failed","error":"no marker"}'`)
+	in := e.input("devtestrerun", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: in.Job.Ident, TaskQueue: e.queue}, workflows.SnapshotWorkflow, in)
+	require.NoError(t, err)
+	var st workflows.Status
+	require.NoError(t, run.Get(ctx, &st))
+	require.Equal(t, 1, st.Counters.Failed)
+
+	require.NoError(t, os.WriteFile(marker, nil, 0o644))
+	rerun, err := workflows.RerunOf(run.GetRunID(), st)
+	require.NoError(t, err)
+	in.Rerun = rerun
+	st = e.execute(in, nil)
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, 2, st.Counters.NoResults, "both hooks exit 0 without a record")
+	assert.Zero(t, st.Counters.Failed)
+	assert.Equal(t, []string{"start on_Snapshot__10_ok.sh", "end on_Snapshot__10_ok.sh",
+		"start on_Snapshot__20_flaky.sh", "end on_Snapshot__20_flaky.sh",
+		"start on_Snapshot__20_flaky.sh", "end on_Snapshot__20_flaky.sh"}, e.lines(), "only the failed hook ran again")
 }
