@@ -22,6 +22,10 @@ type Config struct {
 	Job        Job      `mapstructure:"job"`
 	Worker     Worker   `mapstructure:"worker"`
 	Pools      []Pool   `mapstructure:"pools"`
+	// ArchiveBot times the pools that act as ArchiveBot pipelines
+	// (pools[].archivebot).
+	ArchiveBot ArchiveBot `mapstructure:"archivebot"`
+	Purge      Purge      `mapstructure:"purge"`
 }
 
 // Log configures zap.
@@ -191,6 +195,53 @@ type Pool struct {
 	TaskQueue string `mapstructure:"task_queue" json:"task_queue"`
 	// Slots bounds concurrently running hook activities per worker process.
 	Slots int `mapstructure:"slots" json:"slots"`
+	// ArchiveBot, when set, makes the pool an ArchiveBot pipeline: its
+	// workers claim the jobs ArchiveBot's bot queues (internal/abpipeline).
+	ArchiveBot *ArchiveBotPool `mapstructure:"archivebot" json:"archivebot,omitempty"`
+}
+
+// ArchiveBotPool is what ArchiveBot's pipeline.py takes from its
+// environment: the nickname (named queues pending:NAME are served when
+// NAME is part of it), AO_ONLY and LARGE.
+type ArchiveBotPool struct {
+	// Nickname matches named queues; empty = worker.nickname, else the
+	// host name.
+	Nickname string `mapstructure:"nickname" json:"nickname,omitempty"`
+	// AOOnly serves only !ao jobs (pending-ao), plus pending-large when
+	// Large is set too.
+	AOOnly bool `mapstructure:"ao_only" json:"ao_only,omitempty"`
+	// Large also serves pending-large (jobs queued with --large).
+	Large bool `mapstructure:"large" json:"large,omitempty"`
+}
+
+// ArchiveBot times claiming and obeying ArchiveBot's bot.
+type ArchiveBot struct {
+	// PollInterval is how often an idle pipeline looks at the queues
+	// (ArchiveBot's GetItemFromQueue retries every 5 s).
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+	// MaxJobs is how many claimed jobs one worker process runs at once
+	// per ArchiveBot pool (ArchiveBot's pipelines run one).
+	MaxJobs int `mapstructure:"max_jobs"`
+	// ClaimLease is how long a claimed job may stay unstarted; past it any
+	// pipeline returns it to its queue unless its workflow runs.
+	ClaimLease time.Duration `mapstructure:"claim_lease"`
+	// WatchInterval is how often running jobs are checked for the bot's
+	// abort_requested and settings_age (a publish on archivebot:job:IDENT
+	// triggers a check at once).
+	WatchInterval time.Duration `mapstructure:"watch_interval"`
+}
+
+// Purge configures the Temporal Schedule that removes finished jobs from
+// Redis once their retention has passed.
+type Purge struct {
+	// ScheduleID names the Schedule (one per Redis database).
+	ScheduleID string `mapstructure:"schedule_id"`
+	// Interval is how often the Schedule runs.
+	Interval time.Duration `mapstructure:"interval"`
+	// Batch is how many jobs one Redis call removes.
+	Batch int `mapstructure:"batch"`
+	// MaxBatches bounds one run; what is left waits for the next.
+	MaxBatches int `mapstructure:"max_batches"`
 }
 
 // Default returns the configuration used when nothing is set. Every default
@@ -262,6 +313,18 @@ func Default() Config {
 			PipelineTTL:   30 * time.Second,
 		},
 		Pools: []Pool{{Name: "default", TaskQueue: "archiveflow", Slots: 8}},
+		ArchiveBot: ArchiveBot{
+			PollInterval:  5 * time.Second,
+			MaxJobs:       1,
+			ClaimLease:    time.Minute,
+			WatchInterval: 2 * time.Second,
+		},
+		Purge: Purge{
+			ScheduleID: "archiveflow-purge",
+			Interval:   10 * time.Minute,
+			Batch:      100,
+			MaxBatches: 100,
+		},
 	}
 }
 
