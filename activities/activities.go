@@ -3,16 +3,19 @@
 // in two sets, one per task queue they run on:
 //
 //   - PoolActivities run on a pool's shared queue: claiming a worker host
-//     (ClaimHost), telling a busy host from a lost one (HostAlive), and the
-//     Redis writes the workflow runs as local activities (SetJobState,
-//     SetStep, RecordResult, FinishJob, ApplySettings), so they are
-//     registered on the worker that runs the workflows;
+//     and discovering the snapshot's hooks on it (ClaimAndDiscover; older
+//     histories ClaimHost, then DiscoverHooks), telling a busy host from a
+//     lost one (HostLiveness; older histories HostAlive), and the Redis
+//     writes the workflow runs as local activities (SetJobState, SetStep,
+//     RecordResult, FinishJob, ApplySettings), so they are registered on the
+//     worker that runs the workflows;
 //   - HostActivities run on the queue of the host that claimed the snapshot:
-//     discovering its hooks (DiscoverHooks) and running one hook attempt with
-//     heartbeats and a streamed job log (RunHook).
+//     discovering its hooks (DiscoverHooks, older histories), running one
+//     hook attempt with heartbeats and a streamed job log (RunHook), and the
+//     host side of the seal (SealSnapshot).
 //
-// Every dependency is an interface defined here (Discoverer, Runner, Store,
-// HostRegistry); the production adapters live with what they adapt
+// Every dependency is an interface defined here (Discoverer, Runner, Sealer,
+// Store, HostRegistry); the production adapters live with what they adapt
 // (internal/engine runs hooks, internal/jobstore writes Redis), so this
 // package links no process runner and no Redis client, and neither does the
 // workflow code that names these activities. Activities never return hook
@@ -23,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -99,6 +103,14 @@ type Runner interface {
 	Run(ctx context.Context, req RunRequest, sink Sink) (Outcome, error)
 }
 
+// Sealer does the host side of a snapshot's seal, once every hook of it is
+// final: it writes the snapshot's index (internal/snapindex) into its
+// directory on the host that ran the hooks. Other host-side seal work
+// belongs here too.
+type Sealer interface {
+	Seal(ctx context.Context, in SealInput) (SealReport, error)
+}
+
 // Store is the Redis side of a job, in the layout of internal/rkeys. Every
 // method must be idempotent for the same Key: activities are retried.
 type Store interface {
@@ -118,7 +130,9 @@ type Store interface {
 // process that still reports itself (pipeline:ID records in Redis) serves a
 // task queue.
 type HostRegistry interface {
-	// QueueAlive reports whether a live worker process lists queue among
-	// the task queues it serves. An error means "cannot tell", never "dead".
-	QueueAlive(ctx context.Context, queue string) (bool, error)
+	// QueueLease reports how much longer a live worker process that lists
+	// queue among the task queues it serves counts as alive without
+	// reporting again (its record's remaining time to live); 0 when no
+	// live process lists queue. An error means "cannot tell", never "dead".
+	QueueLease(ctx context.Context, queue string) (time.Duration, error)
 }

@@ -87,7 +87,8 @@ func testOptions() Options {
 	}
 }
 
-// runnerFunc is a Runner (and a Discoverer that finds nothing).
+// runnerFunc is a Runner (and a Discoverer that finds nothing, and a Sealer
+// that writes nothing).
 type runnerFunc func(ctx context.Context, req RunRequest, sink Sink) (Outcome, error)
 
 func (f runnerFunc) Run(ctx context.Context, req RunRequest, sink Sink) (Outcome, error) {
@@ -95,6 +96,8 @@ func (f runnerFunc) Run(ctx context.Context, req RunRequest, sink Sink) (Outcome
 }
 
 func (runnerFunc) Discover(context.Context, DiscoverInput) (Plan, error) { return Plan{}, nil }
+
+func (runnerFunc) Seal(context.Context, SealInput) (SealReport, error) { return SealReport{}, nil }
 
 // activityEnv returns an activity environment whose activity contexts
 // derive from parent: cancelling it is how the tests cancel a hook.
@@ -122,17 +125,17 @@ func backgroundInput() RunHookInput {
 
 // sealedRun runs RunHook for a background hook with runner, cancelling
 // the attempt (the seal) 50 ms in, and returns the result and the store.
-func sealedRun(t *testing.T, runner runnerFunc) (model.ArchiveResult, *memStore) {
+func sealedRun(t *testing.T, runner runnerFunc) (RunHookResult, *memStore) {
 	t.Helper()
 	store := newMemStore()
-	acts, err := NewHost(runner, runner, store, zap.NewNop(), testOptions())
+	acts, err := NewHost(runner, runner, runner, store, zap.NewNop(), testOptions())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	env := activityEnv(t, ctx, acts)
 	time.AfterFunc(50*time.Millisecond, cancel)
 	v, err := env.ExecuteActivity(acts.RunHook, backgroundInput())
 	require.NoError(t, err, "a background hook stopped by the seal ends with a result")
-	var res model.ArchiveResult
+	var res RunHookResult
 	require.NoError(t, v.Get(&res))
 	return res, store
 }
@@ -152,6 +155,7 @@ func TestRunHookBackgroundNotStartedBeforeTheSealIsSkipped(t *testing.T) {
 	assert.Empty(t, res.Error)
 	require.Len(t, store.results, 1, "the final result is recorded")
 	assert.Equal(t, model.StatusSkipped, store.results[0].Result.Status)
+	assert.True(t, res.Recorded, "the workflow need not write it again")
 }
 
 // A runner that reports a background hook's stop at the seal as transient
@@ -169,29 +173,54 @@ func TestRunHookBackgroundTransientAtTheSealFails(t *testing.T) {
 
 func TestNewHostRequiresEveryOption(t *testing.T) {
 	runner := runnerFunc(nil)
-	_, err := NewHost(runner, runner, newMemStore(), nil, Options{HeartbeatInterval: time.Second})
+	_, err := NewHost(runner, runner, runner, newMemStore(), nil, Options{HeartbeatInterval: time.Second})
 	require.ErrorContains(t, err, "job heartbeat interval 0s: must be > 0")
 	opts := testOptions()
 	opts.ResponsesPerRun = 0
-	_, err = NewHost(runner, runner, newMemStore(), nil, opts)
+	_, err = NewHost(runner, runner, runner, newMemStore(), nil, opts)
 	require.ErrorContains(t, err, "responses per attempt 0: must be > 0")
-	_, err = NewHost(nil, runner, newMemStore(), nil, testOptions())
+	_, err = NewHost(nil, runner, runner, newMemStore(), nil, testOptions())
 	require.ErrorContains(t, err, "discoverer must not be nil")
+	_, err = NewHost(runner, runner, nil, newMemStore(), nil, testOptions())
+	require.ErrorContains(t, err, "sealer must not be nil")
 }
 
-// registry is a HostRegistry answering from a set of live queues, or
-// failing as with Redis down.
+// registry is a HostRegistry answering from a set of live queues (each
+// with registryLease left), or failing as with Redis down.
 type registry struct {
 	live map[string]bool
 	err  error
 }
 
-func (r registry) QueueAlive(_ context.Context, q string) (bool, error) { return r.live[q], r.err }
+const registryLease = 17 * time.Second
+
+func (r registry) QueueLease(_ context.Context, q string) (time.Duration, error) {
+	if r.err != nil || !r.live[q] {
+		return 0, r.err
+	}
+	return registryLease, nil
+}
+
+func TestHostLivenessCarriesTheLease(t *testing.T) {
+	ctx := context.Background()
+	a, err := NewPool(newMemStore(), registry{live: map[string]bool{"q@h1": true}}, nil, "q@self", zap.NewNop())
+	require.NoError(t, err)
+	l, err := a.HostLiveness(ctx, "q@h1")
+	require.NoError(t, err)
+	assert.Equal(t, Liveness{Alive: true, Lease: registryLease}, l)
+	l, err = a.HostLiveness(ctx, "q@h2")
+	require.NoError(t, err)
+	assert.Equal(t, Liveness{}, l)
+	a, err = NewPool(newMemStore(), registry{err: errRedisDown}, nil, "q@self", zap.NewNop())
+	require.NoError(t, err)
+	_, err = a.HostLiveness(ctx, "q@h1")
+	assert.ErrorContains(t, err, "host alive q@h1: dial tcp")
+}
 
 func TestHostAlive(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore()
-	a, err := NewPool(store, registry{live: map[string]bool{"q@h1": true}}, "q@self", zap.NewNop())
+	a, err := NewPool(store, registry{live: map[string]bool{"q@h1": true}}, nil, "q@self", zap.NewNop())
 	require.NoError(t, err)
 	alive, err := a.HostAlive(ctx, "q@h1")
 	require.NoError(t, err)
@@ -214,7 +243,7 @@ func TestHostAlive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, err := NewPool(store, tt.hosts, "q@self", zap.NewNop())
+			a, err := NewPool(store, tt.hosts, nil, "q@self", zap.NewNop())
 			require.NoError(t, err)
 			alive, err := a.HostAlive(ctx, tt.queue)
 			require.Error(t, err)
@@ -233,12 +262,12 @@ func TestHostAlive(t *testing.T) {
 }
 
 func TestClaimHostHandsOutThisWorkersQueue(t *testing.T) {
-	a, err := NewPool(newMemStore(), nil, "q@self", nil)
+	a, err := NewPool(newMemStore(), nil, nil, "q@self", nil)
 	require.NoError(t, err)
 	q, err := a.ClaimHost(context.Background(), "abc")
 	require.NoError(t, err)
 	assert.Equal(t, "q@self", q)
-	_, err = NewPool(newMemStore(), nil, "", nil)
+	_, err = NewPool(newMemStore(), nil, nil, "", nil)
 	require.ErrorContains(t, err, "host queue must not be empty")
 }
 
@@ -246,7 +275,7 @@ func TestClaimHostHandsOutThisWorkersQueue(t *testing.T) {
 // refused without a retry, and the store is not asked.
 func TestApplySettingsRefusesInvalidSettingsForGood(t *testing.T) {
 	store := newMemStore()
-	a, err := NewPool(store, nil, "q@self", nil)
+	a, err := NewPool(store, nil, nil, "q@self", nil)
 	require.NoError(t, err)
 	err = a.ApplySettings(context.Background(), SettingsInput{Ident: "abc", Settings: model.Settings{Concurrency: 1, Ignores: []string{""}}, Version: 1, Key: "k"})
 	var appErr *temporal.ApplicationError
@@ -284,4 +313,79 @@ func TestTruncate(t *testing.T) {
 		assert.Equal(t, tt.want, got)
 		assert.LessOrEqual(t, len(got), max(tt.n, len(tt.want)))
 	}
+}
+
+// sealRecorder is a Sealer that keeps what it was asked to seal.
+type sealRecorder struct{ got []SealInput }
+
+func (r *sealRecorder) Seal(_ context.Context, in SealInput) (SealReport, error) {
+	r.got = append(r.got, in)
+	return SealReport{Files: []string{"/a/index.json"}}, nil
+}
+
+func TestSealSnapshotRefusesAnIncompleteSeal(t *testing.T) {
+	runner := runnerFunc(nil)
+	sealer := &sealRecorder{}
+	a, err := NewHost(runner, runner, sealer, newMemStore(), nil, testOptions())
+	require.NoError(t, err)
+	job := Job{Ident: "abc", URL: "https://example.com/", SnapshotID: "abc"}
+
+	rep, err := a.SealSnapshot(context.Background(), SealInput{Job: job, State: model.StateFinished})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/a/index.json"}, rep.Files)
+	require.Len(t, sealer.got, 1)
+
+	for _, in := range []SealInput{
+		{Job: Job{Ident: "abc", URL: "https://example.com/"}, State: model.StateFinished},
+		{Job: job, State: model.StateActive},
+	} {
+		_, err := a.SealSnapshot(context.Background(), in)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		assert.True(t, appErr.NonRetryable())
+		assert.Equal(t, ErrTypeInvalidInput, appErr.Type())
+	}
+	assert.Len(t, sealer.got, 1, "an invalid seal never reaches the sealer")
+}
+
+// RunHook reports whether it wrote the result itself, so the workflow
+// writes it only when it did not.
+func TestRunHookReportsWhetherItRecordedTheResult(t *testing.T) {
+	for _, down := range []bool{false, true} {
+		store := newMemStore()
+		store.down.Store(down)
+		runner := runnerFunc(func(context.Context, RunRequest, Sink) (Outcome, error) {
+			return Outcome{Result: model.ArchiveResult{Status: model.StatusSucceeded}}, nil
+		})
+		acts, err := NewHost(runner, runner, runner, store, zap.NewNop(), testOptions())
+		require.NoError(t, err)
+		env := activityEnv(t, context.Background(), acts)
+		in := backgroundInput()
+		in.Hook.Background = false
+		v, err := env.ExecuteActivity(acts.RunHook, in)
+		require.NoError(t, err)
+		var res RunHookResult
+		require.NoError(t, v.Get(&res))
+		assert.Equal(t, model.StatusSucceeded, res.Status)
+		assert.Equal(t, !down, res.Recorded, "redis down: %v", down)
+		var plain model.ArchiveResult
+		require.NoError(t, v.Get(&plain), "the result still reads as an ArchiveResult")
+		assert.Equal(t, res.ArchiveResult, plain)
+	}
+}
+
+func TestClaimAndDiscoverHandsOutThisWorkersQueueAndPlan(t *testing.T) {
+	runner := runnerFunc(nil) // its Discover finds an empty plan
+	a, err := NewPool(newMemStore(), nil, runner, "q@self", nil)
+	require.NoError(t, err)
+	c, err := a.ClaimAndDiscover(context.Background(), DiscoverInput{Ident: "abc", SnapshotID: "abc"})
+	require.NoError(t, err)
+	assert.Equal(t, Claim{HostQueue: "q@self", Plan: Plan{}}, c)
+
+	a, err = NewPool(newMemStore(), nil, nil, "q@self", nil)
+	require.NoError(t, err)
+	_, err = a.ClaimAndDiscover(context.Background(), DiscoverInput{Ident: "abc"})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.True(t, appErr.NonRetryable(), "a worker that cannot discover never will")
 }

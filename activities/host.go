@@ -79,18 +79,21 @@ func (o Options) Validate() error {
 type HostActivities struct {
 	discoverer Discoverer
 	runner     Runner
+	sealer     Sealer
 	store      Store
 	opts       Options
 	log        *zap.Logger
 }
 
 // NewHost builds the host-queue activities.
-func NewHost(discoverer Discoverer, runner Runner, store Store, log *zap.Logger, opts Options) (*HostActivities, error) {
+func NewHost(discoverer Discoverer, runner Runner, sealer Sealer, store Store, log *zap.Logger, opts Options) (*HostActivities, error) {
 	switch {
 	case discoverer == nil:
 		return nil, errors.New("host activities: discoverer must not be nil")
 	case runner == nil:
 		return nil, errors.New("host activities: runner must not be nil")
+	case sealer == nil:
+		return nil, errors.New("host activities: sealer must not be nil")
 	case store == nil:
 		return nil, errors.New("host activities: store must not be nil")
 	}
@@ -100,12 +103,18 @@ func NewHost(discoverer Discoverer, runner Runner, store Store, log *zap.Logger,
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &HostActivities{discoverer: discoverer, runner: runner, store: store, opts: opts, log: log}, nil
+	return &HostActivities{discoverer: discoverer, runner: runner, sealer: sealer, store: store, opts: opts, log: log}, nil
 }
 
 // DiscoverHooks returns the snapshot's hook plan.
 func (a *HostActivities) DiscoverHooks(ctx context.Context, in DiscoverInput) (Plan, error) {
-	plan, err := a.discoverer.Discover(ctx, in)
+	return discover(ctx, a.discoverer, in, a.log)
+}
+
+// discover runs d for in and checks the plan: configuration errors are
+// never retried, unreadable plugin dirs are.
+func discover(ctx context.Context, d Discoverer, in DiscoverInput, log *zap.Logger) (Plan, error) {
+	plan, err := d.Discover(ctx, in)
 	if err != nil {
 		if errors.Is(err, ErrConfig) {
 			return Plan{}, configError(fmt.Errorf("discover hooks for %s: %w", in.Ident, err))
@@ -115,6 +124,25 @@ func (a *HostActivities) DiscoverHooks(ctx context.Context, in DiscoverInput) (P
 	if err := plan.Validate(); err != nil {
 		return Plan{}, invalidInput("discover hooks for %s: %v", in.Ident, err)
 	}
-	a.log.Info("discovered hooks", logging.Ident(in.Ident), zap.Int("hooks", len(plan.Hooks)))
+	log.Info("discovered hooks", logging.Ident(in.Ident), zap.Int("hooks", len(plan.Hooks)))
 	return plan, nil
+}
+
+// SealSnapshot is the host side of the seal: it runs on the host that ran
+// the snapshot's hooks once every one of them is final, and writes the
+// snapshot's index there (Sealer). A seal that cannot write is retried; an
+// input that breaks a rule is not.
+func (a *HostActivities) SealSnapshot(ctx context.Context, in SealInput) (SealReport, error) {
+	if in.Job.Ident == "" || in.Job.SnapshotID == "" || in.Job.URL == "" {
+		return SealReport{}, invalidInput("seal snapshot: job ident, snapshot id and url must not be empty")
+	}
+	if !in.State.Final() {
+		return SealReport{}, invalidInput("seal snapshot %s: state %q: must be finished, aborted or failed", in.Job.Ident, in.State)
+	}
+	rep, err := a.sealer.Seal(ctx, in)
+	if err != nil {
+		return SealReport{}, fmt.Errorf("seal snapshot %s: %w", in.Job.Ident, err)
+	}
+	a.log.Info("sealed snapshot", logging.Ident(in.Job.Ident), zap.Strings("files", rep.Files))
+	return rep, nil
 }

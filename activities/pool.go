@@ -20,16 +20,19 @@ const ErrTypeNoHostRegistry = "NoHostRegistry"
 // them on the worker that runs the pool's workflows: the Redis writes among
 // them run as that worker's local activities.
 type PoolActivities struct {
-	store     Store
-	hosts     HostRegistry // nil: HostAlive cannot tell
-	hostQueue string
-	log       *zap.Logger
+	store      Store
+	hosts      HostRegistry // nil: HostAlive cannot tell
+	discoverer Discoverer   // nil: ClaimAndDiscover cannot discover
+	hostQueue  string
+	log        *zap.Logger
 }
 
 // NewPool builds the shared-queue activities. hostQueue is the task queue
 // only this worker process polls (ClaimHost hands it out); hosts may be
-// nil, then HostAlive answers with a non-retryable ErrTypeNoHostRegistry.
-func NewPool(store Store, hosts HostRegistry, hostQueue string, log *zap.Logger) (*PoolActivities, error) {
+// nil, then HostAlive answers with a non-retryable ErrTypeNoHostRegistry;
+// discoverer is this process's (the one DiscoverHooks uses) and may be nil
+// in a worker that runs no hooks, then ClaimAndDiscover fails for good.
+func NewPool(store Store, hosts HostRegistry, discoverer Discoverer, hostQueue string, log *zap.Logger) (*PoolActivities, error) {
 	if store == nil {
 		return nil, errors.New("pool activities: store must not be nil")
 	}
@@ -39,7 +42,7 @@ func NewPool(store Store, hosts HostRegistry, hostQueue string, log *zap.Logger)
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &PoolActivities{store: store, hosts: hosts, hostQueue: hostQueue, log: log}, nil
+	return &PoolActivities{store: store, hosts: hosts, discoverer: discoverer, hostQueue: hostQueue, log: log}, nil
 }
 
 // ClaimHost runs on a pool's shared task queue and returns the task queue
@@ -50,27 +53,53 @@ func (a *PoolActivities) ClaimHost(ctx context.Context, ident string) (string, e
 	return a.hostQueue, nil
 }
 
+// ClaimAndDiscover is ClaimHost and DiscoverHooks in one activity
+// (InputV2): the worker that claims the snapshot is its host, so it
+// discovers the hooks right away, from its own plugin dirs. That saves an
+// activity and a workflow task per snapshot.
+func (a *PoolActivities) ClaimAndDiscover(ctx context.Context, in DiscoverInput) (Claim, error) {
+	if a.discoverer == nil {
+		return Claim{}, nonRetryable(ErrTypeConfig, "claim %s: this worker cannot discover hooks", in.Ident)
+	}
+	plan, err := discover(ctx, a.discoverer, in, a.log)
+	if err != nil {
+		return Claim{}, err
+	}
+	a.log.Info("claimed snapshot host", logging.Ident(in.Ident), zap.String("host_queue", a.hostQueue))
+	return Claim{HostQueue: a.hostQueue, Plan: plan}, nil
+}
+
 // HostAlive runs on a pool's shared task queue (any worker of the pool can
 // answer) and reports whether the worker host serving hostQueue is alive.
 // The workflow asks it when an activity waited on a host queue past its
 // ScheduleToStart timeout: a busy host (every slot taken) keeps its
 // pipeline:ID record fresh and is waited for; a dead one is re-claimed.
 // A registry error (Redis down) is returned as a retryable error: the
-// workflow retries and never reads it as a dead host.
+// workflow retries and never reads it as a dead host. Histories recorded
+// before HostLiveness ask this; new ones ask HostLiveness.
 func (a *PoolActivities) HostAlive(ctx context.Context, hostQueue string) (bool, error) {
+	l, err := a.HostLiveness(ctx, hostQueue)
+	return l.Alive, err
+}
+
+// HostLiveness is HostAlive with how long the host counts as alive without
+// reporting again (Liveness.Lease): a host that just died is known lost
+// once that lease ran out, so the workflow asks again then.
+func (a *PoolActivities) HostLiveness(ctx context.Context, hostQueue string) (Liveness, error) {
 	if hostQueue == "" {
-		return false, invalidInput("host alive: host queue must not be empty")
+		return Liveness{}, invalidInput("host alive: host queue must not be empty")
 	}
 	if a.hosts == nil {
-		return false, nonRetryable(ErrTypeNoHostRegistry, "host alive %s: this worker cannot tell which hosts are alive", hostQueue)
+		return Liveness{}, nonRetryable(ErrTypeNoHostRegistry, "host alive %s: this worker cannot tell which hosts are alive", hostQueue)
 	}
-	alive, err := a.hosts.QueueAlive(ctx, hostQueue)
+	lease, err := a.hosts.QueueLease(ctx, hostQueue)
 	if err != nil {
 		a.log.Warn("cannot tell whether a host is alive", zap.String("host_queue", hostQueue), zap.Error(err))
-		return false, fmt.Errorf("host alive %s: %w", hostQueue, err)
+		return Liveness{}, fmt.Errorf("host alive %s: %w", hostQueue, err)
 	}
-	a.log.Info("checked host liveness", zap.String("host_queue", hostQueue), zap.Bool("alive", alive))
-	return alive, nil
+	l := Liveness{Alive: lease > 0, Lease: lease}
+	a.log.Info("checked host liveness", zap.String("host_queue", hostQueue), zap.Bool("alive", l.Alive), zap.Duration("lease", lease))
+	return l, nil
 }
 
 // SetJobState writes a job state transition.

@@ -28,7 +28,9 @@ const finalFlushTimeout = 10 * time.Second
 // hook within seconds; it streams stderr lines and Response records to the
 // job log in batches. It returns:
 //   - the final result as a value (succeeded, noresults, skipped, and the
-//     soft failure a hook printed itself), never the hook's stdout;
+//     soft failure a hook printed itself), never the hook's stdout, written
+//     to Redis under the hook's key (Recorded says whether that write
+//     succeeded);
 //   - a retryable ErrTypeTransient ApplicationError whose details carry the
 //     attempt's result, for failures the retry policy should retry;
 //   - a non-retryable ErrTypeConfig error for configuration errors;
@@ -37,9 +39,9 @@ const finalFlushTimeout = 10 * time.Second
 // A background hook stopped by cancellation (the seal) always ends with a
 // final result: the runner's (which maps its exit, DESIGN.md §3), or
 // skipped when the hook never started before the seal.
-func (a *HostActivities) RunHook(ctx context.Context, in RunHookInput) (model.ArchiveResult, error) {
+func (a *HostActivities) RunHook(ctx context.Context, in RunHookInput) (RunHookResult, error) {
 	if err := validateRunHook(in); err != nil {
-		return model.ArchiveResult{}, err
+		return RunHookResult{}, err
 	}
 	attempt := in.AttemptsBefore + int(activity.GetInfo(ctx).Attempt)
 	log := a.log.With(logging.Ident(in.Job.Ident), logging.Hook(in.Hook.Key()),
@@ -54,7 +56,7 @@ func (a *HostActivities) RunHook(ctx context.Context, in RunHookInput) (model.Ar
 	if runErr != nil {
 		if errors.Is(runErr, ErrConfig) {
 			log.Warn("hook configuration error", zap.Error(runErr))
-			return model.ArchiveResult{}, configError(runErr)
+			return RunHookResult{}, configError(runErr)
 		}
 		outcome = Outcome{Transient: true, Error: runErr.Error()}
 	}
@@ -70,29 +72,27 @@ func (a *HostActivities) RunHook(ctx context.Context, in RunHookInput) (model.Ar
 		// come back is re-claimed by the workflow).
 		res.Error = "worker shut down during the hook: " + res.Error
 		log.Warn("hook interrupted by worker shutdown")
-		return res, transientError(in, res)
+		return RunHookResult{}, transientError(in, res)
 	}
 
 	switch {
 	case !outcome.Transient:
 		if _, err := model.ParseStatus(string(res.Status)); err != nil {
 			res.Status, res.Error = model.StatusFailed, fmt.Sprintf("hook reported an invalid result: %v", err)
-			return res, transientError(in, res)
+			return RunHookResult{}, transientError(in, res)
 		}
 		log.Info("hook finished", zap.String("status", string(res.Status)), zap.Int("exit_code", res.ExitCode))
-		a.recordFinal(ctx, in, res, sink, log)
-		return res, nil
+		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log)}, nil
 	case cancelled && in.Hook.Background:
 		res = sealedResult(res, runErr != nil)
 		log.Info("background hook stopped", zap.String("status", string(res.Status)), zap.String("error", res.Error), zap.NamedError("run_error", runErr))
-		a.recordFinal(ctx, in, res, sink, log)
-		return res, nil
+		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log)}, nil
 	case cancelled:
 		log.Info("hook cancelled", zap.String("error", res.Error))
-		return model.ArchiveResult{}, temporal.NewCanceledError(res)
+		return RunHookResult{}, temporal.NewCanceledError(res)
 	default:
 		log.Warn("hook attempt failed", zap.String("error", res.Error), zap.Int("exit_code", res.ExitCode))
-		return res, transientError(in, res)
+		return RunHookResult{}, transientError(in, res)
 	}
 }
 
@@ -125,10 +125,11 @@ func workerStopping(ctx context.Context) bool {
 }
 
 // recordFinal writes a final result with the attempt's responses, which
-// only this process holds, under the hook's idempotency key. The workflow
-// records every result again with the same key (a no-op when this write
-// landed), so a failed write here loses only the response counters.
-func (a *HostActivities) recordFinal(ctx context.Context, in RunHookInput, res model.ArchiveResult, sink *runSink, log *zap.Logger) {
+// only this process holds, under the hook's idempotency key, and reports
+// whether the write succeeded. When it did not, the workflow records the
+// result with the same key (the response counters then come from the
+// result's summary of them), so the result is never lost.
+func (a *HostActivities) recordFinal(ctx context.Context, in RunHookInput, res model.ArchiveResult, sink *runSink, log *zap.Logger) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 	defer cancel()
 	var err error
@@ -136,8 +137,10 @@ func (a *HostActivities) recordFinal(ctx context.Context, in RunHookInput, res m
 		err = a.store.RecordResult(wctx, ResultInput{Ident: in.Job.Ident, Result: res, Key: in.Key, Responses: sink.responses()})
 	})
 	if err != nil {
-		log.Warn("record result with responses", zap.Error(err))
+		log.Warn("record result with responses; the workflow records it", zap.Error(err))
+		return false
 	}
+	return true
 }
 
 func validateRunHook(in RunHookInput) error {

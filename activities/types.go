@@ -110,6 +110,13 @@ func (p Plan) Validate() error {
 	return nil
 }
 
+// Claim is what ClaimAndDiscover returns: the claimed host's task queue
+// and the snapshot's plan discovered on it.
+type Claim struct {
+	HostQueue string `json:"host_queue"`
+	Plan      Plan   `json:"plan"`
+}
+
 // DiscoverInput asks for the hook plan of one snapshot.
 type DiscoverInput struct {
 	Ident      string `json:"ident"`
@@ -141,6 +148,30 @@ type RunHookInput struct {
 	// when it waited on a busy (alive) host past its ScheduleToStart
 	// timeout. The reported attempt is AttemptsBefore + the activity's own.
 	AttemptsBefore int `json:"attempts_before,omitempty"`
+}
+
+// RunHookResult is what RunHook returns for a hook that reached a final
+// status: the hook's result and whether RunHook wrote it to Redis itself.
+// Its JSON is the result's own fields plus "recorded", so a reader that
+// decodes it as a model.ArchiveResult (a history recorded before the
+// field, or a workflow that does not know it) reads the same result.
+type RunHookResult struct {
+	model.ArchiveResult
+	// Recorded reports that RunHook wrote the result, with the responses
+	// only it holds, under RunHookInput.Key (Store.RecordResult is
+	// idempotent by key). The workflow then skips its own write of the
+	// result, which stays the durable fallback for when RunHook could not
+	// write it (Redis down): one Redis write and no local activity per hook.
+	Recorded bool `json:"recorded,omitempty"`
+}
+
+// Liveness is what HostLiveness says about a worker host.
+type Liveness struct {
+	Alive bool `json:"alive"`
+	// Lease is how much longer the host counts as alive if it stops
+	// reporting now: the remaining time to live of its pipeline:ID record
+	// (0 when it is not alive).
+	Lease time.Duration `json:"lease"`
 }
 
 // Progress is what a running hook has produced so far; it is the heartbeat
@@ -252,4 +283,21 @@ type LogEntry struct {
 	Hook     string          `json:"hook"`
 	Message  string          `json:"message,omitempty"`
 	Response *model.Response `json:"response,omitempty"`
+}
+
+// SealInput is the host side of one snapshot's seal.
+type SealInput struct {
+	Job Job `json:"job"`
+	// State is the job's final state and Error why it is not finished.
+	State model.JobState `json:"state"`
+	Error string         `json:"error,omitempty"`
+	// Results are the final results of the plan's hooks, in plan order; a
+	// hook the job never got to (stopped before it) has none.
+	Results []model.ArchiveResult `json:"results"`
+}
+
+// SealReport is what the host side of the seal did.
+type SealReport struct {
+	// Files are the index files written (absolute paths on the host).
+	Files []string `json:"files"`
 }

@@ -54,6 +54,10 @@ type Temporal struct {
 	TLS    TLS    `mapstructure:"tls"`
 	// UIURL is the Web UI base address used in printed links.
 	UIURL string `mapstructure:"ui_url"`
+	// Compression of gRPC requests to the server: "none", or "gzip" for a
+	// server behind a slow link. Payloads are small (no hook output goes
+	// through Temporal) and gzip costs CPU on both ends of every call.
+	Compression string `mapstructure:"compression"`
 }
 
 // Redis configures the Redis connection and the layout's limits.
@@ -169,10 +173,11 @@ type Job struct {
 	// snapshot is re-claimed by another worker (from step 0: archives are
 	// per host). It bounds the recovery time after a worker dies.
 	HostTimeout time.Duration `mapstructure:"host_timeout"`
-	// StepAttributeDelay is how long a step must last before the
-	// ArchiveflowStep search attribute shows it; 0 upserts it at every
-	// step. Each upsert rewrites the workflow's visibility record, which on
-	// the embedded SQLite server costs more than a short step itself.
+	// StepAttributeDelay is how long a step (or a non-final state) must
+	// last before the ArchiveflowStep and ArchiveflowState search
+	// attributes show it; 0 upserts at every change. Each upsert rewrites
+	// the workflow's visibility record, which on the embedded SQLite server
+	// costs more server CPU than a no-op hook.
 	StepAttributeDelay time.Duration `mapstructure:"step_attribute_delay"`
 	// MaxClaims is how many times a snapshot may be claimed by a host (the
 	// first claim included) before the job fails as lost.
@@ -251,9 +256,10 @@ func Default() Config {
 		ArchiveDir: "./data/archive",
 		Log:        Log{Level: "info", Format: "console"},
 		Temporal: Temporal{
-			HostPort:  "127.0.0.1:7233",
-			Namespace: "default",
-			UIURL:     "http://127.0.0.1:8233",
+			HostPort:    "127.0.0.1:7233",
+			Namespace:   "default",
+			UIURL:       "http://127.0.0.1:8233",
+			Compression: "none",
 		},
 		Redis: Redis{
 			URL:              "redis://127.0.0.1:6379/0",
@@ -304,7 +310,7 @@ func Default() Config {
 			HostTimeout:     2 * time.Minute,
 			// Long enough to skip the steps of a fast snapshot, short
 			// enough that a step an operator can watch is shown.
-			StepAttributeDelay: time.Second,
+			StepAttributeDelay: 5 * time.Second,
 			MaxClaims:          3,
 		},
 		Worker: Worker{

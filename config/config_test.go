@@ -108,6 +108,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "bad int", env: map[string]string{"ARCHIVEFLOW_REDIS_LOG_CAP": "many"}, wantErr: []string{"log_cap", "many"}},
 		{name: "bad json", env: map[string]string{"ARCHIVEFLOW_POOLS": `[{"name":`}, wantErr: []string{"looks like JSON"}},
 		{name: "negative log cap", file: "redis:\n  log_cap: -5\n", wantErr: []string{"config redis.log_cap = -5: must be >= 1"}},
+		{name: "unknown compression", file: "temporal:\n  compression: zstd\n", wantErr: []string{`config temporal.compression = "zstd": must be one of none, gzip`}},
 		{name: "negative step attribute delay", file: "job:\n  step_attribute_delay: -1s\n", wantErr: []string{"config job.step_attribute_delay = -1s: must be >= 0 (0 = show every step at once)"}},
 		{name: "several problems at once", file: "log:\n  level: loud\njob:\n  concurrency: -1\n  fetch_depth: deep\n",
 			wantErr: []string{`log.level = "loud": must be one of debug, info, warn, error`, "job.concurrency = -1", `job.fetch_depth = "deep"`}},

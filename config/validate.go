@@ -39,6 +39,7 @@ func (c *Config) Validate() error {
 		v.httpURL("temporal.ui_url", c.Temporal.UIURL)
 	}
 	v.tls("temporal.tls", c.Temporal.TLS)
+	v.oneOf("temporal.compression", c.Temporal.Compression, "none", "gzip")
 
 	v.redisURL("redis.url", c.Redis.URL)
 	v.tls("redis.tls", c.Redis.TLS)

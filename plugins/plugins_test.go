@@ -315,6 +315,8 @@ func TestSnapshotShallow(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, string(page), "<title>"+siteTitle)
 		assert.Contains(t, string(page), `href="../wget/warc/archive.warc.gz"`)
+		assert.Contains(t, string(page), `href="../index.jsonl"`, "the page links to the final index the seal writes")
+		assert.Contains(t, string(page), `href="../index.json"`)
 	})
 }
 

@@ -56,10 +56,15 @@ id=""
 for a in "$@"; do case "$a" in --snapshot-id=*) id="${a#--snapshot-id=}";; esac; done
 echo "slow hook waiting for its gate" >&2
 while [ ! -e "$ARCHIVEFLOW_TEST_GATES/$id" ]; do sleep 0.05; done
+if [ "$(cat "$ARCHIVEFLOW_TEST_GATES/$id")" = fail ]; then
+  echo '{"type":"ArchiveResult","status":"failed","error":"gate said fail"}'
+  exit 0
+fi
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"gate opened"}'
 `
 
 const fetchHook = `#!/bin/sh
+case "$*" in *doomed-*) echo '{"type":"ArchiveResult","status":"failed","error":"told to fail"}'; exit 0;; esac
 echo "fetch hook says hello" >&2
 printf 'page' > page.txt
 echo '{"type":"Response","url":"http://example.invalid/","status":200,"bytes":4}'
@@ -382,16 +387,7 @@ func TestFailedStartLeavesNothingBehind(t *testing.T) {
 // TestWebUIListsTheJobWithSearchAttributes loads the dev stack's Web UI in
 // headless Chromium and checks that the workflow list shows the job.
 func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		t.Skip("no chromium on PATH")
-	}
+	browser := chromium(t)
 	e := startSharedStack(t)
 	url := jobURL("ui")
 	id := identOf(t, url)
@@ -400,6 +396,50 @@ func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
 
 	// Filtering by three of the search attributes proves they are set.
 	query := fmt.Sprintf(`ArchiveflowIdent=%q AND ArchiveflowURL=%q AND ArchiveflowPool="default"`, id, url)
+	dom := e.webUIList(t, browser, query, id)
+	assert.Contains(t, dom, "SnapshotWorkflow")
+	assert.Contains(t, dom, "Completed")
+}
+
+// A job that failed is a Failed workflow: the Web UI's list query for
+// failed workflows finds it and shows it so, and --wait still reads the
+// job's Status from the failure.
+func TestWebUIShowsAFailedJobAsFailed(t *testing.T) {
+	browser := chromium(t)
+	e := startSharedStack(t)
+	url := jobURL("doomed")
+	id := identOf(t, url)
+	require.NoError(t, os.WriteFile(filepath.Join(e.gates, id), []byte("fail"), 0o644))
+
+	res := e.run(t, "submit", url, "--wait")
+	assert.Equal(t, exitJobFailed, res.code, res.stdout)
+	assert.Contains(t, res.stdout, id+"  FAILED")
+	assert.Contains(t, res.stdout, "2 total, 0 succeeded, 0 noresults, 0 skipped, 2 failed", "the Status came with the failure")
+	assert.Contains(t, res.stdout, "error: every hook failed")
+	assert.Equal(t, "failed", string(e.status(t, id).State))
+
+	dom := e.webUIList(t, browser, fmt.Sprintf(`ArchiveflowIdent=%q AND ExecutionStatus="Failed"`, id), id)
+	assert.Contains(t, dom, "Failed")
+	assert.NotContains(t, dom, "Completed")
+}
+
+// chromium is the headless browser the Web UI tests use; without one they
+// are skipped.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH")
+	return ""
+}
+
+// webUIList loads the Web UI's workflow list for query in headless
+// browser until it shows a row of workflow id, and returns the page.
+func (e *stackEnv) webUIList(t *testing.T, browser, query, id string) string {
+	t.Helper()
 	page := e.cfg.Temporal.UIURL + "/namespaces/default/workflows?query=" + neturl.QueryEscape(query)
 	var dom string
 	require.Eventually(t, func() bool {
@@ -415,7 +455,6 @@ func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
 		dom = out.String()
 		// A row links to the workflow page; the query alone only echoes the ident.
 		return strings.Contains(dom, "/namespaces/default/workflows/"+id+"/")
-	}, eventually, time.Second, "the Web UI never listed %s", id)
-	assert.Contains(t, dom, "SnapshotWorkflow")
-	assert.Contains(t, dom, "Completed")
+	}, eventually, time.Second, "the Web UI never listed %s for %s", id, query)
+	return dom
 }

@@ -73,6 +73,11 @@ func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend,
 		go func() {
 			var st workflows.Status
 			err := b.Temporal.GetWorkflow(ctx, j.WorkflowID, j.RunID).Get(ctx, &st)
+			if end, ok := workflows.EndStatus(err); ok {
+				// A failed or aborted job ends its workflow so, its Status
+				// in the error's details.
+				st, err = end, nil
+			}
 			results <- result{idx: i, st: st, err: err}
 		}()
 	}

@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/archiveflow/archiveflow/activities"
-	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // BackgroundInput starts one BackgroundHookWorkflow.
@@ -18,44 +17,48 @@ type BackgroundInput struct {
 	ActivityID string `json:"activity_id"`
 	Retry      Retry  `json:"retry"`
 	Timing     Timing `json:"timing"`
+	// Version is the parent's SnapshotInput.Version (0 in children started
+	// before the field: InputComplete's behaviour).
+	Version int `json:"version,omitempty"`
 }
 
 // BackgroundHookWorkflow runs one background hook until it exits by itself
 // or the parent cancels it at the seal (or on abort). Cancellation reaches
 // the hook through RunHook's heartbeat: the runner sends SIGTERM, waits the
 // grace, sends SIGKILL, and RunHook reports the final result, which this
-// workflow returns. The only error it returns is a lost host, so the parent
-// can re-claim the snapshot; every other outcome is a result.
-func BackgroundHookWorkflow(ctx workflow.Context, in BackgroundInput) (model.ArchiveResult, error) {
+// workflow returns (with RunHook's Recorded, so the parent writes only what
+// RunHook could not). The only error it returns is a lost host, so the
+// parent can re-claim the snapshot; every other outcome is a result.
+func BackgroundHookWorkflow(ctx workflow.Context, in BackgroundInput) (activities.RunHookResult, error) {
 	h := in.Run.Hook
 	if err := in.validate(); err != nil {
-		return model.ArchiveResult{}, temporal.NewNonRetryableApplicationError(
+		return activities.RunHookResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("background hook %s: %v", h.Key(), err), "InvalidBackgroundInput", nil)
 	}
 	t := in.Timing
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s · background hook %s", in.Run.Job.URL, h.Name))
-	actx := workflow.WithActivityOptions(ctx, hookActivityOptions(h, in.ActivityID, in.HostQueue, in.Retry, t))
-	fut := workflow.ExecuteActivity(actx, hostActs.RunHook, in.Run)
 	// The child runs on the pool's shared queue: its host checks go there.
-	check := hostCheck{poolQueue: workflow.GetInfo(ctx).TaskQueueName, hostQueue: in.HostQueue, timing: t}
+	check := hostCheck{poolQueue: workflow.GetInfo(ctx).TaskQueueName, hostQueue: in.HostQueue, timing: t, fast: in.Version >= InputV2}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s · background hook %s", in.Run.Job.URL, h.Name))
+	actx := workflow.WithActivityOptions(ctx, hookActivityOptions(h, in.ActivityID, in.HostQueue, in.Retry, t, t.HostScheduleToStart, check.fast))
+	fut := workflow.ExecuteActivity(actx, hostActs.RunHook, in.Run)
 	// Get waits for the activity even after cancellation
 	// (WaitForCancellation), so the hook is stopped before this returns.
 	res, err := hookOnHost(ctx, fut, in.Run, in.ActivityID, in.Retry, check)
 	if err == nil {
 		return res, nil
 	}
-	if isScheduleToStart(err) {
-		return model.ArchiveResult{}, fmt.Errorf("background hook %s: %w", h.Key(), err)
+	if isHostLost(err) {
+		return activities.RunHookResult{}, fmt.Errorf("background hook %s: %w", h.Key(), err)
 	}
-	res = resultFromError(h, in.Retry, err, workflow.Now(ctx))
+	r := resultFromError(h, in.Retry, err, workflow.Now(ctx))
 	if temporal.IsCanceledError(err) {
-		if res.Attempts == 0 {
+		if r.Attempts == 0 {
 			// The seal came before any attempt of the hook ran.
-			return notStartedResult(h, workflow.Now(ctx)), nil
+			return activities.RunHookResult{ArchiveResult: notStartedResult(h, workflow.Now(ctx))}, nil
 		}
-		res.Error = "stopped at seal before the hook reported a result"
+		r.Error = "stopped at seal before the hook reported a result"
 	}
-	return res, nil
+	return activities.RunHookResult{ArchiveResult: r}, nil
 }
 
 // validate checks what the child cannot run without; every value comes

@@ -1,8 +1,10 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/archiveflow/archiveflow/activities"
@@ -190,4 +192,38 @@ func (s *snapshot) applySettings(set model.Settings) (seq, version int) {
 		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.ApplySettings, in).Get(c, nil)
 	})
 	return seq, s.settings.version
+}
+
+// ErrTypeJobFailed is the ApplicationError type of a SnapshotWorkflow whose
+// job failed (InputV2); its details are the final Status.
+const ErrTypeJobFailed = "JobFailed"
+
+// endError is how the workflow of a job that did not finish ends (InputV2):
+// failed with a non-retryable ErrTypeJobFailed error, aborted as canceled,
+// each carrying st as details, so Temporal's status, Failures view and
+// metrics say what the job's state says. A finished job has none.
+func endError(st Status) error {
+	switch st.State {
+	case model.StateFailed:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("job %s failed: %s", st.Ident, st.Error), ErrTypeJobFailed, nil, st)
+	case model.StateAborted:
+		return temporal.NewCanceledError(st)
+	}
+	return nil
+}
+
+// EndStatus reads the final Status of a SnapshotWorkflow from the error its
+// run returned: a job that failed or was aborted ends its workflow failed
+// or canceled with the Status as the error's details (InputV2). ok is
+// false when err carries no Status (any other error, or none).
+func EndStatus(err error) (st Status, ok bool) {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == ErrTypeJobFailed && appErr.HasDetails() {
+		return st, appErr.Details(&st) == nil
+	}
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) && canceled.HasDetails() {
+		return st, canceled.Details(&st) == nil
+	}
+	return Status{}, false
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -179,6 +180,25 @@ func (d fakeDiscoverer) Discover(context.Context, activities.DiscoverInput) (act
 	return d.plan, nil
 }
 
+// fakeSealer records every seal.
+type fakeSealer struct {
+	mu    sync.Mutex
+	seals []activities.SealInput
+}
+
+func (f *fakeSealer) Seal(_ context.Context, in activities.SealInput) (activities.SealReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seals = append(f.seals, in)
+	return activities.SealReport{Files: []string{"/archive/snapshots/" + in.Job.SnapshotID + "/index.jsonl"}}, nil
+}
+
+func (f *fakeSealer) all() []activities.SealInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]activities.SealInput(nil), f.seals...)
+}
+
 // fakeStore records every write.
 type fakeStore struct {
 	mu       sync.Mutex
@@ -188,6 +208,8 @@ type fakeStore struct {
 	finishes []activities.FinishInput
 	settings []activities.SettingsInput
 	calls    int
+	// failResults fails that many RecordResult calls first (Redis down).
+	failResults int
 }
 
 func newFakeStore() *fakeStore {
@@ -214,6 +236,10 @@ func (s *fakeStore) RecordResult(_ context.Context, in activities.ResultInput) e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	if s.failResults > 0 {
+		s.failResults--
+		return errors.New("redis: connection refused")
+	}
 	if _, dup := s.results[in.Key]; dup {
 		return nil
 	}
@@ -272,13 +298,17 @@ type harness struct {
 	env    *testsuite.TestWorkflowEnvironment
 	runner *fakeRunner
 	store  *fakeStore
+	sealer *fakeSealer
 	pool   *activities.PoolActivities
 	host   *activities.HostActivities
+	// endErr is the workflow's error of the last run: a failed or aborted
+	// job's (InputV2), nil for a finished one.
+	endErr error
 }
 
 func newHarness(t *testing.T, p activities.Plan) *harness {
 	t.Helper()
-	h := &harness{t: t, runner: newFakeRunner(), store: newFakeStore()}
+	h := &harness{t: t, runner: newFakeRunner(), store: newFakeStore(), sealer: &fakeSealer{}}
 	h.SetLogger(testLogger{t})
 	h.env = h.NewTestWorkflowEnvironment()
 	h.env.SetTestTimeout(60 * time.Second)
@@ -286,9 +316,9 @@ func newHarness(t *testing.T, p activities.Plan) *harness {
 	// back for 80% of the heartbeat timeout.
 	h.env.SetWorkerOptions(worker.Options{MaxHeartbeatThrottleInterval: 50 * time.Millisecond})
 	var err error
-	h.pool, err = activities.NewPool(h.store, nil, testHostQueue, zap.NewNop())
+	h.pool, err = activities.NewPool(h.store, nil, fakeDiscoverer{plan: p}, testHostQueue, zap.NewNop())
 	require.NoError(t, err)
-	h.host, err = activities.NewHost(fakeDiscoverer{plan: p}, h.runner, h.store, zap.NewNop(), activities.Options{
+	h.host, err = activities.NewHost(fakeDiscoverer{plan: p}, h.runner, h.sealer, h.store, zap.NewNop(), activities.Options{
 		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,
 		LogFlushInterval: 50 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
 		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
@@ -305,7 +335,7 @@ func newHarness(t *testing.T, p activities.Plan) *harness {
 // timings of these tests.
 func input(concurrency int) SnapshotInput {
 	return SnapshotInput{
-		Version:         InputComplete,
+		Version:         InputVersion,
 		Job:             activities.Job{Ident: testIdent, URL: testURL, SnapshotID: testIdent},
 		Pool:            testPool,
 		TaskQueue:       testQueue,
@@ -319,12 +349,18 @@ func input(concurrency int) SnapshotInput {
 	}
 }
 
-// run executes the workflow and returns its final Status.
+// run executes the workflow and returns its final Status: its result, or,
+// for a job that failed or was aborted, the details of the workflow's
+// error (kept in h.endErr).
 func (h *harness) run(in SnapshotInput) Status {
 	h.t.Helper()
 	h.env.ExecuteWorkflow(SnapshotWorkflow, in)
 	require.True(h.t, h.env.IsWorkflowCompleted(), "workflow did not complete")
-	require.NoError(h.t, h.env.GetWorkflowError())
+	if h.endErr = h.env.GetWorkflowError(); h.endErr != nil {
+		st, ok := EndStatus(h.endErr)
+		require.True(h.t, ok, "workflow error without a Status: %v", h.endErr)
+		return st
+	}
 	var st Status
 	require.NoError(h.t, h.env.GetWorkflowResult(&st))
 	return st

@@ -19,7 +19,10 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
-// hostChecks records the HostAlive calls and answers them from a script.
+// testLease is the lease of a live host in these tests.
+const testLease = 10 * time.Second
+
+// hostChecks records the host checks and answers them from a script.
 type hostChecks struct {
 	mu     sync.Mutex
 	queues []string // host queue asked about, per call (retries included)
@@ -27,6 +30,7 @@ type hostChecks struct {
 	answer func(call int) (bool, error)
 }
 
+// hostAlive answers HostAlive (inputs before InputV2).
 func (c *hostChecks) hostAlive(ctx context.Context, queue string) (bool, error) {
 	c.mu.Lock()
 	c.queues = append(c.queues, queue)
@@ -34,6 +38,15 @@ func (c *hostChecks) hostAlive(ctx context.Context, queue string) (bool, error) 
 	call := len(c.queues)
 	c.mu.Unlock()
 	return c.answer(call)
+}
+
+// hostLiveness answers HostLiveness: a live host has testLease left.
+func (c *hostChecks) hostLiveness(ctx context.Context, queue string) (activities.Liveness, error) {
+	alive, err := c.hostAlive(ctx, queue)
+	if !alive {
+		return activities.Liveness{}, err
+	}
+	return activities.Liveness{Alive: true, Lease: testLease}, err
 }
 
 func (c *hostChecks) calls() ([]string, []string) {
@@ -52,14 +65,14 @@ func waitsOnce(h *harness, name string) *[]string {
 	var mu sync.Mutex
 	ids := &[]string{}
 	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.RunHookInput) (model.ArchiveResult, error) {
+		func(ctx context.Context, in activities.RunHookInput) (activities.RunHookResult, error) {
 			info := activity.GetInfo(ctx)
 			if in.Hook.Name == name {
 				mu.Lock()
 				*ids = append(*ids, info.ActivityID)
 				mu.Unlock()
 				if !strings.Contains(info.ActivityID, "#requeue-") {
-					return model.ArchiveResult{}, scheduleToStartTimeout(nil)
+					return activities.RunHookResult{}, scheduleToStartTimeout(nil)
 				}
 			}
 			return h.host.RunHook(ctx, in)
@@ -72,7 +85,7 @@ func TestBusyHostIsWaitedForNotReclaimed(t *testing.T) {
 	h := newHarness(t, plan(a, busy, c))
 	ids := waitsOnce(h, busy)
 	checks := &hostChecks{answer: func(int) (bool, error) { return true, nil }}
-	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostLiveness, mock.Anything, mock.Anything).Return(checks.hostLiveness)
 
 	st := h.run(input(2))
 
@@ -96,14 +109,14 @@ func TestDeadHostIsReclaimed(t *testing.T) {
 	const a, lost = "on_Snapshot__00_a.sh", "on_Snapshot__30_b.sh"
 	h := newHarness(t, plan(a, lost))
 	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.RunHookInput) (model.ArchiveResult, error) {
+		func(ctx context.Context, in activities.RunHookInput) (activities.RunHookResult, error) {
 			if in.Hook.Name == lost && !strings.Contains(activity.GetInfo(ctx).ActivityID, "#claim-") {
-				return model.ArchiveResult{}, scheduleToStartTimeout(nil)
+				return activities.RunHookResult{}, scheduleToStartTimeout(nil)
 			}
 			return h.host.RunHook(ctx, in)
 		})
 	checks := &hostChecks{answer: func(int) (bool, error) { return false, nil }}
-	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostLiveness, mock.Anything, mock.Anything).Return(checks.hostLiveness)
 
 	st := h.run(input(2))
 
@@ -125,7 +138,7 @@ func TestHostCheckRetriesWhileRedisIsDown(t *testing.T) {
 		}
 		return true, nil
 	}}
-	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostLiveness, mock.Anything, mock.Anything).Return(checks.hostLiveness)
 
 	st := h.run(input(2))
 
@@ -141,7 +154,7 @@ func TestHostCheckGivingUpKeepsWaiting(t *testing.T) {
 	h := newHarness(t, plan(busy))
 	waitsOnce(h, busy)
 	checks := &hostChecks{answer: func(int) (bool, error) { return false, errors.New("redis: connection refused") }}
-	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostLiveness, mock.Anything, mock.Anything).Return(checks.hostLiveness)
 
 	st := h.run(input(1))
 
@@ -157,18 +170,18 @@ func TestRequeuedHookKeepsItsAttemptCount(t *testing.T) {
 	h := newHarness(t, plan(busy))
 	h.runner.on(busy, transient)
 	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.RunHookInput) (model.ArchiveResult, error) {
+		func(ctx context.Context, in activities.RunHookInput) (activities.RunHookResult, error) {
 			info := activity.GetInfo(ctx)
 			if !strings.Contains(info.ActivityID, "#requeue-") && info.Attempt == 2 {
 				// Attempt 2 waited on the busy host; the server's timeout
 				// carries attempt 1's failure as its cause.
 				last := temporal.NewApplicationErrorWithOptions("hook b attempt 1: exit 1", activities.ErrTypeTransient,
 					temporal.ApplicationErrorOptions{Details: []any{model.ArchiveResult{Attempts: 1, Status: model.StatusFailed}}})
-				return model.ArchiveResult{}, scheduleToStartTimeout(last)
+				return activities.RunHookResult{}, scheduleToStartTimeout(last)
 			}
 			return h.host.RunHook(ctx, in)
 		})
-	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(true, nil)
+	h.env.OnActivity(h.pool.HostLiveness, mock.Anything, mock.Anything).Return(activities.Liveness{Alive: true, Lease: testLease}, nil)
 
 	st := h.run(input(1))
 
@@ -207,7 +220,7 @@ func TestBusyHostBackgroundHookIsWaitedFor(t *testing.T) {
 	})
 	ids := waitsOnce(h, bg)
 	checks := &hostChecks{answer: func(int) (bool, error) { return true, nil }}
-	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostLiveness, mock.Anything, mock.Anything).Return(checks.hostLiveness)
 
 	st := h.run(input(1))
 
@@ -227,6 +240,8 @@ func TestBusyHostBackgroundHookIsWaitedFor(t *testing.T) {
 	assert.Equal(t, model.StatusSucceeded, result(t, st, fg).Status)
 }
 
+// Before InputV2, discovery runs on the claimed host's queue (since, it
+// runs in the claim: TestClaimDiscoversOnTheClaimingWorker).
 func TestBusyHostDiscoveryIsWaitedFor(t *testing.T) {
 	const a = "on_Snapshot__00_a.sh"
 	h := newHarness(t, plan(a))
@@ -244,8 +259,10 @@ func TestBusyHostDiscoveryIsWaitedFor(t *testing.T) {
 			return h.host.DiscoverHooks(ctx, in)
 		})
 	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(true, nil)
+	in := input(1)
+	in.Version = InputComplete
 
-	st := h.run(input(1))
+	st := h.run(in)
 
 	assert.Equal(t, model.StateFinished, st.State)
 	assert.Equal(t, 1, st.Claims)
@@ -256,11 +273,11 @@ func TestAbortWhileWaitingOnBusyHost(t *testing.T) {
 	const busy = "on_Snapshot__30_b.sh"
 	h := newHarness(t, plan(busy))
 	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.RunHookInput) (model.ArchiveResult, error) {
-			return model.ArchiveResult{}, scheduleToStartTimeout(nil)
+		func(context.Context, activities.RunHookInput) (activities.RunHookResult, error) {
+			return activities.RunHookResult{}, scheduleToStartTimeout(nil)
 		})
 	checks := &hostChecks{answer: func(int) (bool, error) { return false, errors.New("redis: connection refused") }}
-	h.env.OnActivity(h.pool.HostAlive, mock.Anything, mock.Anything).Return(checks.hostAlive)
+	h.env.OnActivity(h.pool.HostLiveness, mock.Anything, mock.Anything).Return(checks.hostLiveness)
 	// Fires during the check's first retry backoff.
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(SignalAbort, AbortRequest{Reason: "operator"})

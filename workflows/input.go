@@ -97,15 +97,31 @@ func (t Timing) Validate() error {
 	return nil
 }
 
-// InputComplete is the SnapshotInput.Version of an input that carries every
-// value (internal/submit builds it from the configuration).
-const InputComplete = 1
+// SnapshotInput versions. The workflow behaves as the version its input was
+// built with says, so every recorded history replays; internal/submit
+// builds InputVersion.
+const (
+	// InputComplete (1): the input carries every value (internal/submit
+	// builds it from the configuration).
+	InputComplete = 1
+	// InputV2 (2) changes four things: a job that ends failed or aborted
+	// ends its workflow failed or canceled, with its Status as the error's
+	// details (EndStatus reads it); the seal writes the snapshot's index on
+	// the claimed host (SealSnapshot); the state and step search
+	// attributes show a change once it has lasted
+	// Timing.StepAttributeDelay (a final state at once); and a hook whose
+	// heartbeat times out asks at once whether its host is alive
+	// (HostLiveness) instead of being retried on the host's queue.
+	InputV2 = 2
+	// InputVersion is the version of every input built now.
+	InputVersion = InputV2
+)
 
 // SnapshotInput starts one snapshot workflow.
 type SnapshotInput struct {
-	// Version is InputComplete for every input built now; 0 marks an
-	// input recorded before, which left some values to the workflow (see
-	// recorded).
+	// Version is InputVersion for every input built now; 0 marks an
+	// input recorded before inputs carried every value, which left some
+	// to the workflow (see recorded).
 	Version int            `json:"version,omitempty"`
 	Job     activities.Job `json:"job"`
 	// Pool is the worker pool's name (a search attribute).
@@ -123,8 +139,8 @@ type SnapshotInput struct {
 // Validate checks that the input carries every value the workflow needs.
 func (in SnapshotInput) Validate() error {
 	switch {
-	case in.Version != InputComplete:
-		return fmt.Errorf("input version %d: must be %d (build the input with internal/submit)", in.Version, InputComplete)
+	case in.Version < InputComplete || in.Version > InputVersion:
+		return fmt.Errorf("input version %d: must be %d..%d (build the input with internal/submit)", in.Version, InputComplete, InputVersion)
 	case in.Job.Ident == "":
 		return fmt.Errorf("job ident: must not be empty")
 	case in.Job.URL == "":
@@ -155,6 +171,9 @@ func (in SnapshotInput) Validate() error {
 	}
 	return nil
 }
+
+// since reports whether the input was built with version v or later.
+func (in SnapshotInput) since(v int) bool { return in.Version >= v }
 
 // recorded completes an input of Version 0, recorded before inputs
 // carried every value, with the values the workflow then filled in, so

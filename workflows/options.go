@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -11,12 +12,15 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 )
 
-// Timeouts of the small activities (host claim, discovery, Redis writes).
+// Timeouts of the small activities (host claim, discovery, seal, Redis
+// writes).
 const (
 	claimStartToClose    = 30 * time.Second
 	discoverStartToClose = 2 * time.Minute
+	sealStartToClose     = 2 * time.Minute
 	redisStartToClose    = 30 * time.Second
 	discoverAttempts     = 3
+	sealAttempts         = 3
 	// redisScheduleToClose bounds all attempts of a Redis write together.
 	// The SDK defaults a local activity's ScheduleToClose to its
 	// StartToClose, which would make "retry without limit" give up after
@@ -31,14 +35,25 @@ var (
 	hostActs *activities.HostActivities
 )
 
-// retryPolicy converts a Retry into Temporal's policy.
-func retryPolicy(r Retry) *temporal.RetryPolicy {
+// heartbeatTimeoutType is how a retry policy names a heartbeat timeout
+// among its non-retryable error types.
+const heartbeatTimeoutType = "TemporalTimeout:Heartbeat"
+
+// retryPolicy converts a Retry into Temporal's policy. With
+// heartbeatFinal, the server does not retry an attempt whose heartbeat
+// timed out: the workflow sees the timeout at once and asks whether the
+// host is alive before it runs the hook again (hostCheck.untilStarted).
+func retryPolicy(r Retry, heartbeatFinal bool) *temporal.RetryPolicy {
+	nonRetryable := activities.NonRetryableErrorTypes
+	if heartbeatFinal {
+		nonRetryable = append(slices.Clip(nonRetryable), heartbeatTimeoutType)
+	}
 	return &temporal.RetryPolicy{
 		InitialInterval:        r.InitialInterval,
 		BackoffCoefficient:     r.BackoffCoefficient,
 		MaximumInterval:        r.MaximumInterval,
 		MaximumAttempts:        r.MaximumAttempts,
-		NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+		NonRetryableErrorTypes: nonRetryable,
 	}
 }
 
@@ -57,8 +72,10 @@ var redisRetry = &temporal.RetryPolicy{
 // grace before SIGKILL plus a margin; a background hook runs until the seal
 // (bounded by BackgroundMaxRun). Both heartbeat, so a dead worker is noticed
 // within HeartbeatTimeout, and both bound their wait on the host queue by
-// HostScheduleToStart, so a vanished host is noticed too.
-func hookActivityOptions(h activities.HookSpec, id, hostQueue string, r Retry, t Timing) workflow.ActivityOptions {
+// wait (HostScheduleToStart, or less while a host that stopped
+// heartbeating may be dead), so a vanished host is noticed too.
+// heartbeatFinal hands a heartbeat timeout to the workflow (retryPolicy).
+func hookActivityOptions(h activities.HookSpec, id, hostQueue string, r Retry, t Timing, wait time.Duration, heartbeatFinal bool) workflow.ActivityOptions {
 	startToClose := h.Timeout + h.Grace + t.StartMargin
 	if h.Background {
 		startToClose = t.BackgroundMaxRun + h.Grace + t.StartMargin
@@ -67,11 +84,11 @@ func hookActivityOptions(h activities.HookSpec, id, hostQueue string, r Retry, t
 		TaskQueue:              hostQueue,
 		ActivityID:             id,
 		Summary:                h.Name,
-		ScheduleToStartTimeout: t.HostScheduleToStart,
+		ScheduleToStartTimeout: wait,
 		StartToCloseTimeout:    startToClose,
 		HeartbeatTimeout:       t.HeartbeatTimeout,
 		WaitForCancellation:    true,
-		RetryPolicy:            retryPolicy(r),
+		RetryPolicy:            retryPolicy(r, heartbeatFinal),
 	}
 }
 
@@ -96,19 +113,39 @@ func claimOptions(queue, id string) workflow.ActivityOptions {
 	}
 }
 
-// discoverOptions are the options of DiscoverHooks on the claimed host.
-func discoverOptions(hostQueue, id string, t Timing) workflow.ActivityOptions {
+// claimAndDiscoverOptions are the options of ClaimAndDiscover on the pool's
+// shared queue: discovery's retries, any worker of the pool may take it.
+func claimAndDiscoverOptions(queue, id string) workflow.ActivityOptions {
+	o := hostTaskOptions(queue, id, "claim host, discover hooks", 0, discoverStartToClose, discoverAttempts)
+	o.ScheduleToStartTimeout = 0 // no host to lose yet: wait for any worker
+	return o
+}
+
+// discoverOptions are the options of DiscoverHooks on the claimed host;
+// wait bounds its wait on the host's queue.
+func discoverOptions(hostQueue, id string, wait time.Duration) workflow.ActivityOptions {
+	return hostTaskOptions(hostQueue, id, "discover hooks", wait, discoverStartToClose, discoverAttempts)
+}
+
+// sealOptions are the options of SealSnapshot on the claimed host.
+func sealOptions(hostQueue, id string, wait time.Duration) workflow.ActivityOptions {
+	return hostTaskOptions(hostQueue, id, "seal", wait, sealStartToClose, sealAttempts)
+}
+
+// hostTaskOptions are the options of a short task on the claimed host
+// (discovery, seal): a few attempts, retried after 1 s doubling to 30 s.
+func hostTaskOptions(hostQueue, id, summary string, wait, startToClose time.Duration, attempts int32) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		TaskQueue:              hostQueue,
 		ActivityID:             id,
-		Summary:                "discover hooks",
-		ScheduleToStartTimeout: t.HostScheduleToStart,
-		StartToCloseTimeout:    discoverStartToClose,
+		Summary:                summary,
+		ScheduleToStartTimeout: wait,
+		StartToCloseTimeout:    startToClose,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        discoverAttempts,
+			MaximumAttempts:        attempts,
 			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
 		},
 	}

@@ -12,6 +12,9 @@
 // every hook failed, the host was lost more than Timing.MaxClaims times, or
 // Timing.MaxDuration ran out. It is finished otherwise, even if single hooks
 // failed, and aborted after an abort signal or a Temporal cancel request.
+// From InputV2 on a failed job fails its workflow and an aborted one cancels
+// it, with the job's Status as the error's details (EndStatus), so
+// Temporal's own views tell the job's end.
 //
 // Host affinity: the snapshot claims a worker's own task queue (ClaimHost
 // on the pool's queue) and sends every hook there. Archives are not on
@@ -89,16 +92,17 @@ type hookPlan struct {
 // claim is one claim of the snapshot by a host: everything a lost host
 // takes with it. A re-claim starts from a fresh claim (newClaim).
 type claim struct {
-	n         int // 1 for the first claim
-	hostQueue string
-	hostLost  bool
-	step      int
-	results   map[string]model.ArchiveResult
-	running   map[string]bool
-	counters  activities.Counters
-	fgActive  int
-	bgLive    int
-	bgCancels []workflow.CancelFunc
+	n          int // 1 for the first claim
+	hostQueue  string
+	discovered bool // the plan was discovered on this claim's host
+	hostLost   bool
+	step       int
+	results    map[string]model.ArchiveResult
+	running    map[string]bool
+	counters   activities.Counters
+	fgActive   int
+	bgLive     int
+	bgCancels  []workflow.CancelFunc
 }
 
 // newClaim is claim n, from step 0, with Redis counters to be rewritten
@@ -112,12 +116,15 @@ func newClaim(n, total int) claim {
 	}
 }
 
-// stepAttribute is what the ArchiveflowStep search attribute shows: the
-// step it last showed, and whether a delayed upsert is pending (see
-// publishStep).
+// stepAttribute is what the state and step search attributes show: the
+// step and state they last showed, and the delayed upsert that is pending
+// (see publishStep, showLater).
 type stepAttribute struct {
-	shown   int
-	pending bool
+	shown      int
+	shownState model.JobState
+	pending    bool
+	// cancelLater cancels the pending delayed upsert (InputV2).
+	cancelLater workflow.CancelFunc
 }
 
 // SnapshotWorkflow runs one snapshot: it claims a worker host, discovers
@@ -126,8 +133,9 @@ type stepAttribute struct {
 // BackgroundHookWorkflow children), seals (cancels and awaits background
 // children) and writes the final job state. It answers the `status` query,
 // the `abort` signal and the `set_settings` update and signal. It returns
-// the final Status; a failed or aborted job is a completed workflow whose
-// Status says so.
+// the final Status. A failed or aborted job ends the workflow failed or
+// canceled with that Status as the error's details (InputV2; before it, a
+// completed workflow whose Status says so).
 func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 	in = in.recorded()
 	if err := in.Validate(); err != nil {
@@ -149,7 +157,11 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 	if err := workflow.Await(s.dctx, func() bool { return workflow.AllHandlersFinished(s.dctx) && s.writes.idle() }); err != nil {
 		return s.status(), fmt.Errorf("await handlers of %s: %w", in.Job.Ident, err)
 	}
-	return s.status(), nil
+	st := s.status()
+	if !in.since(InputV2) {
+		return st, nil
+	}
+	return st, endError(st)
 }
 
 func newSnapshot(ctx workflow.Context, in SnapshotInput) *snapshot {
@@ -241,11 +253,17 @@ func (s *snapshot) runClaim(n int) error {
 	if s.stopping() {
 		return nil
 	}
-	if err := s.claimHost(); err != nil {
-		return err
-	}
-	if err := s.discover(); err != nil {
-		return err
+	if s.in.since(InputV2) {
+		if err := s.claimAndDiscover(); err != nil {
+			return err
+		}
+	} else {
+		if err := s.claimHost(); err != nil {
+			return err
+		}
+		if err := s.discover(); err != nil {
+			return err
+		}
 	}
 	for step := 0; step <= 9 && !s.stopping(); step++ {
 		s.enterStep(step)
@@ -272,9 +290,28 @@ func (s *snapshot) claimHost() error {
 	return nil
 }
 
+// claimAndDiscover claims a host and discovers the hooks on it in one
+// activity on the pool's queue (InputV2): the worker that takes it is the
+// host.
+func (s *snapshot) claimAndDiscover() error {
+	id := s.in.Job.Ident + "/claim" + claimSuffix(s.claim.n)
+	actx := workflow.WithActivityOptions(s.runCtx, claimAndDiscoverOptions(s.in.TaskQueue, id))
+	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
+	var c activities.Claim
+	if err := workflow.ExecuteActivity(actx, poolActs.ClaimAndDiscover, in).Get(s.dctx, &c); err != nil {
+		if s.stopping() {
+			return nil
+		}
+		return fmt.Errorf("claim a host and discover hooks for %s: %w", s.in.Job.Ident, err)
+	}
+	s.claim.hostQueue = c.HostQueue
+	s.enqueueState(model.StateActive)
+	return s.setPlan(c.Plan)
+}
+
 // hostCheck tells a busy claimed host from a lost one (see hostwait.go).
 func (s *snapshot) hostCheck() hostCheck {
-	return hostCheck{poolQueue: s.in.TaskQueue, hostQueue: s.claim.hostQueue, timing: s.in.Timing}
+	return hostCheck{poolQueue: s.in.TaskQueue, hostQueue: s.claim.hostQueue, timing: s.in.Timing, fast: s.in.since(InputV2)}
 }
 
 // discover runs DiscoverHooks on the claimed host. While it times out
@@ -283,19 +320,24 @@ func (s *snapshot) discover() error {
 	id := s.in.Job.Ident + "/discover" + claimSuffix(s.claim.n)
 	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, Overrides: s.in.Job.Overrides}
 	var plan activities.Plan
-	err := s.hostCheck().untilStarted(s.runCtx, s.dctx, id, &plan, func(round int, _ error) workflow.Future {
-		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.claim.hostQueue, id+requeueSuffix(round), s.in.Timing))
+	err := s.hostCheck().untilStarted(s.runCtx, s.dctx, id, &plan, nil, func(r round) workflow.Future {
+		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.claim.hostQueue, id+requeueSuffix(r.n), r.wait))
 		return workflow.ExecuteActivity(actx, hostActs.DiscoverHooks, in)
 	})
 	switch {
 	case err != nil && s.stopping():
 		return nil
-	case err != nil && isScheduleToStart(err):
+	case err != nil && isHostLost(err):
 		s.claim.hostLost = true
 		return errHostLost
 	case err != nil:
 		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
 	}
+	return s.setPlan(plan)
+}
+
+// setPlan installs the plan discovered on this claim's host.
+func (s *snapshot) setPlan(plan activities.Plan) error {
 	if err := plan.Validate(); err != nil {
 		return fmt.Errorf("discover hooks for %s: %w", s.in.Job.Ident, err)
 	}
@@ -304,13 +346,18 @@ func (s *snapshot) discover() error {
 		s.plan.names[h.Name]++
 	}
 	s.claim.counters = activities.Counters{Total: len(plan.Hooks)}
+	s.claim.discovered = true
 	return nil
 }
 
 // enterStep publishes the new current step.
 func (s *snapshot) enterStep(step int) {
 	s.claim.step = step
-	s.publishStep()
+	if s.in.since(InputV2) {
+		s.showLater()
+	} else {
+		s.publishStep()
+	}
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	in := activities.StepInput{Ident: s.in.Job.Ident, Step: step, HooksTotal: len(s.plan.Hooks)}
 	s.writes.enqueue("set step", func(c workflow.Context) error {
@@ -361,9 +408,9 @@ func (s *snapshot) launch(h activities.HookSpec) {
 	now := workflow.Now(s.dctx)
 	switch {
 	case !h.Enabled:
-		s.complete(h, skippedResult(h, now))
+		s.complete(h, activities.RunHookResult{ArchiveResult: skippedResult(h, now)})
 	case h.ConfigError != "":
-		s.complete(h, configFailedResult(h, now))
+		s.complete(h, activities.RunHookResult{ArchiveResult: configFailedResult(h, now)})
 	case h.Background:
 		s.startBackground(h)
 	default:
@@ -375,16 +422,16 @@ func (s *snapshot) startForeground(h activities.HookSpec) {
 	s.claim.fgActive++
 	s.claim.running[h.Key()] = true
 	id, in, r := s.activityID(h), s.runInput(h), s.in.Retry.For(h.Plugin)
-	opts := hookActivityOptions(h, id, s.claim.hostQueue, r, s.in.Timing)
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), hostActs.RunHook, in)
 	check := s.hostCheck()
+	opts := hookActivityOptions(h, id, s.claim.hostQueue, r, s.in.Timing, s.in.Timing.HostScheduleToStart, check.fast)
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), hostActs.RunHook, in)
 	// The goroutine's context is a child of runCtx, so a stop or a lost
 	// host also cancels a hook scheduled again on a busy host.
 	workflow.Go(s.runCtx, func(c workflow.Context) {
 		defer func() { s.claim.fgActive-- }()
 		res, err := hookOnHost(c, fut, in, id, r, check)
 		if err != nil {
-			res = s.failedResult(h, err)
+			res = activities.RunHookResult{ArchiveResult: s.failedResult(h, err)}
 		}
 		s.complete(h, res)
 	})
@@ -402,18 +449,19 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 		ActivityID: s.activityID(h),
 		Retry:      s.in.Retry.For(h.Plugin),
 		Timing:     s.in.Timing,
+		Version:    s.in.Version,
 	})
 	workflow.Go(s.dctx, func(c workflow.Context) {
 		defer func() { s.claim.bgLive-- }()
-		var res model.ArchiveResult
+		var res activities.RunHookResult
 		err := fut.Get(c, &res)
 		switch {
 		case err == nil:
 		case temporal.IsCanceledError(err):
 			// Cancelled before the child ran: its hook never started.
-			res = notStartedResult(h, workflow.Now(s.dctx))
+			res = activities.RunHookResult{ArchiveResult: notStartedResult(h, workflow.Now(s.dctx))}
 		default:
-			res = s.failedResult(h, err)
+			res = activities.RunHookResult{ArchiveResult: s.failedResult(h, err)}
 		}
 		s.complete(h, res)
 	})
@@ -421,7 +469,7 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 
 // failedResult maps a hook's final error, noting a lost host or a stop.
 func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveResult {
-	if isScheduleToStart(err) && s.job.stopReason == "" {
+	if isHostLost(err) && s.job.stopReason == "" {
 		if !s.claim.hostLost {
 			s.claim.hostLost = true
 			s.log().Warn("hook's host queue is not polled; host lost", "hook", h.Key(), "host_queue", s.claim.hostQueue)
@@ -436,22 +484,28 @@ func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveR
 }
 
 // complete records a hook's final result, unless its claim was lost (the
-// next claim runs the hook again).
-func (s *snapshot) complete(h activities.HookSpec, res model.ArchiveResult) {
+// next claim runs the hook again). RunHook writes the results it returns
+// to Redis itself; the workflow writes a result only when RunHook did not
+// (Redis was down, the hook never ran, the result is the workflow's own).
+func (s *snapshot) complete(h activities.HookSpec, res activities.RunHookResult) {
 	delete(s.claim.running, h.Key())
 	if s.claim.hostLost && s.job.stopReason == "" {
 		return
 	}
-	s.claim.results[h.Key()] = res
-	s.claim.counters.Add(res)
-	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res, Counters: s.claim.counters, Key: s.runKey(h)}
+	s.claim.results[h.Key()] = res.ArchiveResult
+	s.claim.counters.Add(res.ArchiveResult)
+	if res.Recorded {
+		return
+	}
+	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res.ArchiveResult, Counters: s.claim.counters, Key: s.runKey(h)}
 	s.writes.enqueue("record result", func(c workflow.Context) error {
 		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.RecordResult, in).Get(c, nil)
 	})
 }
 
 // seal cancels the background children still running and waits for their
-// results (their hooks get SIGTERM, then SIGKILL after the grace).
+// results (their hooks get SIGTERM, then SIGKILL after the grace). Then,
+// from InputV2 on, the claimed host writes the snapshot's index.
 func (s *snapshot) seal() {
 	if s.claim.bgLive > 0 && s.job.stopReason == "" && !s.claim.hostLost {
 		s.setState(model.StateDraining)
@@ -460,6 +514,37 @@ func (s *snapshot) seal() {
 		cancel()
 	}
 	_ = workflow.Await(s.dctx, func() bool { return s.claim.bgLive == 0 && s.claim.fgActive == 0 })
+	if s.in.since(InputV2) && s.claim.discovered && !s.claim.hostLost {
+		s.sealOnHost()
+	}
+}
+
+// sealOnHost runs SealSnapshot on the claimed host with every final result
+// in plan order. A host lost now loses the snapshot's directory with it:
+// the claim is lost like any other. Any other failure is logged: the job's
+// outcome does not depend on its index.
+func (s *snapshot) sealOnHost() {
+	state, reason := s.finalState()
+	in := activities.SealInput{Job: s.in.Job, State: state, Error: reason}
+	for _, h := range s.plan.Hooks {
+		if res, ok := s.claim.results[h.Key()]; ok {
+			in.Results = append(in.Results, res)
+		}
+	}
+	id := s.in.Job.Ident + "/seal" + claimSuffix(s.claim.n)
+	// The seal runs even when the job was stopped: on dctx, never runCtx.
+	err := s.hostCheck().untilStarted(s.dctx, s.dctx, id, nil, nil, func(r round) workflow.Future {
+		actx := workflow.WithActivityOptions(s.dctx, sealOptions(s.claim.hostQueue, id+requeueSuffix(r.n), r.wait))
+		return workflow.ExecuteActivity(actx, hostActs.SealSnapshot, in)
+	})
+	switch {
+	case err == nil:
+	case isHostLost(err) && s.job.stopReason == "":
+		s.claim.hostLost = true
+		s.log().Warn("host lost at the seal", "host_queue", s.claim.hostQueue)
+	default:
+		s.log().Error("seal on the host failed; the snapshot has no final index", "host_queue", s.claim.hostQueue, "error", err)
+	}
 }
 
 // finalState decides the job's final state and error.
@@ -484,7 +569,7 @@ func (s *snapshot) finish() {
 	state, reason := s.finalState()
 	s.job.failure = reason
 	s.job.state = state
-	s.upsertSearchAttributes()
+	s.showNow()
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	c := s.claim.counters
 	in := activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: c, Key: s.runID + "/finish"}
@@ -498,7 +583,11 @@ func (s *snapshot) finish() {
 // setState moves the job to a non-final state.
 func (s *snapshot) setState(state model.JobState) {
 	s.job.state = state
-	s.upsertSearchAttributes()
+	if s.in.since(InputV2) {
+		s.showLater()
+	} else {
+		s.upsertSearchAttributes()
+	}
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	s.enqueueState(state)
 }
@@ -544,8 +633,43 @@ func (s *snapshot) publishStep() {
 	})
 }
 
+// showLater shows the current state and step in the search attributes
+// once they have lasted StepAttributeDelay (InputV2): every change of
+// either cancels the pending upsert and starts a new one, so a short step
+// or state costs two timer events in a workflow task that runs anyway,
+// never a visibility write or a workflow task of its own, and a long one
+// shows after the delay. Without a delay every change is upserted at once.
+func (s *snapshot) showLater() {
+	if s.attr.cancelLater != nil {
+		s.attr.cancelLater()
+		s.attr.cancelLater = nil
+	}
+	d := s.in.Timing.StepAttributeDelay
+	if d <= 0 {
+		s.upsertSearchAttributes()
+		return
+	}
+	tctx, cancel := workflow.WithCancel(s.dctx)
+	s.attr.cancelLater = cancel
+	workflow.Go(tctx, func(c workflow.Context) {
+		t := workflow.NewTimerWithOptions(c, d, workflow.TimerOptions{Summary: "show step"})
+		if t.Get(c, nil) == nil && (s.claim.step != s.attr.shown || s.job.state != s.attr.shownState) {
+			s.upsertSearchAttributes()
+		}
+	})
+}
+
+// showNow shows the final state (and the step of the end) at once.
+func (s *snapshot) showNow() {
+	if s.attr.cancelLater != nil {
+		s.attr.cancelLater()
+		s.attr.cancelLater = nil
+	}
+	s.upsertSearchAttributes()
+}
+
 func (s *snapshot) upsertSearchAttributes() {
-	s.attr.shown = s.claim.step
+	s.attr.shown, s.attr.shownState = s.claim.step, s.job.state
 	err := workflow.UpsertTypedSearchAttributes(s.dctx,
 		searchattr.Ident.ValueSet(s.in.Job.Ident),
 		searchattr.URL.ValueSet(s.in.Job.URL),

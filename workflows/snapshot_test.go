@@ -354,9 +354,9 @@ func TestHostLossReclaimsFromStepZero(t *testing.T) {
 	const first, lost, last = "on_Snapshot__00_a.sh", "on_Snapshot__30_b.sh", "on_Snapshot__90_c.sh"
 	h := newHarness(t, plan(first, lost, last))
 	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.RunHookInput) (model.ArchiveResult, error) {
+		func(ctx context.Context, in activities.RunHookInput) (activities.RunHookResult, error) {
 			if in.Hook.Name == lost && !strings.Contains(activity.GetInfo(ctx).ActivityID, "#claim-") {
-				return model.ArchiveResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+				return activities.RunHookResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 			}
 			return h.host.RunHook(ctx, in)
 		})
@@ -376,8 +376,8 @@ func TestHostLostTooOftenFailsTheJob(t *testing.T) {
 	const a = "on_Snapshot__00_a.sh"
 	h := newHarness(t, plan(a))
 	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.RunHookInput) (model.ArchiveResult, error) {
-			return model.ArchiveResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+		func(context.Context, activities.RunHookInput) (activities.RunHookResult, error) {
+			return activities.RunHookResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		})
 	in := input(1)
 	in.Timing.MaxClaims = 2
@@ -506,7 +506,7 @@ func TestBackgroundHookNotStartedBeforeSealIsSkipped(t *testing.T) {
 	// first). The other hook runs for real.
 	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.MatchedBy(func(in activities.RunHookInput) bool {
 		return in.Hook.Name == bg
-	})).After(time.Hour).Return(model.ArchiveResult{}, nil)
+	})).After(time.Hour).Return(activities.RunHookResult{}, nil)
 	h.env.OnActivity(h.host.RunHook, mock.Anything, mock.Anything).Return(h.host.RunHook)
 
 	st := h.run(input(1))

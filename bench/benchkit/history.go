@@ -2,6 +2,8 @@ package benchkit
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -101,4 +103,47 @@ func HistoryBreakdown(events []*historypb.HistoryEvent, activityType string) (Br
 		b.End = closed.Sub(lastDone)
 	}
 	return b, nil
+}
+
+// EventCounts are the events of one or more workflow runs, by type.
+type EventCounts struct {
+	// Events counts every event; WorkflowTasks the completed workflow tasks.
+	Events, WorkflowTasks int
+	// ByType counts events by type name (e.g. "ActivityTaskScheduled",
+	// "MarkerRecorded").
+	ByType map[string]int
+}
+
+// Add counts the events of one run.
+func (c *EventCounts) Add(events []*historypb.HistoryEvent) {
+	if c.ByType == nil {
+		c.ByType = map[string]int{}
+	}
+	for _, ev := range events {
+		c.Events++
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			c.WorkflowTasks++
+		}
+		c.ByType[ev.GetEventType().String()]++
+	}
+}
+
+// PerUnit renders the counts by type divided by n, largest first, e.g.
+// "ActivityTaskScheduled 1.05, MarkerRecorded 1.00, …".
+func (c EventCounts) PerUnit(n float64) string {
+	types := make([]string, 0, len(c.ByType))
+	for t := range c.ByType {
+		types = append(types, t)
+	}
+	slices.SortFunc(types, func(a, b string) int {
+		if d := c.ByType[b] - c.ByType[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(types))
+	for i, t := range types {
+		parts[i] = fmt.Sprintf("%s %.2f", t, float64(c.ByType[t])/n)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -81,3 +81,21 @@ func TestHistoryBreakdownErrors(t *testing.T) {
 	_, err = HistoryBreakdown(h.events, "RunHook")
 	assert.ErrorContains(t, err, "no completed RunHook activity")
 }
+
+func TestEventCountsAddAndPerUnit(t *testing.T) {
+	h := &hist{t0: time.Unix(0, 0)}
+	h.add(0, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, nil)
+	for range 2 {
+		h.add(1, enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, nil)
+		h.add(2, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED, nil)
+		h.add(3, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, nil)
+	}
+	h.add(4, enumspb.EVENT_TYPE_MARKER_RECORDED, nil)
+	var c EventCounts
+	c.Add(h.events)
+	c.Add(h.events[:1])
+	assert.Equal(t, 9, c.Events)
+	assert.Equal(t, 2, c.WorkflowTasks)
+	assert.Equal(t, 2, c.ByType["WorkflowExecutionStarted"])
+	assert.Equal(t, "WorkflowExecutionStarted 1.00, WorkflowTaskCompleted 1.00, WorkflowTaskScheduled 1.00, WorkflowTaskStarted 1.00, MarkerRecorded 0.50", c.PerUnit(2))
+}

@@ -1,9 +1,15 @@
 // Package throughput owns the throughput benchmark of DESIGN.md §7: a batch
 // of snapshots of 20 no-op hooks (10 steps × 2) submitted at once to 1, 2
-// and 4 separate `workers` processes on the embedded stack, reporting hooks/s,
-// snapshots/s and where the CPU went (Temporal server, workers, hooks, Redis).
-// It links the Temporal server, so it builds only with `-tags dev`:
+// and 4 separate worker processes on the embedded stack, and, on the same
+// server with as many processes, the same number of bare snapshots: a
+// trivial workflow of the same shape (benchworker's BareSnapshot: no Redis,
+// no hook processes), the platform's ceiling. It reports hooks/s of both
+// and their ratio, and per hook: history events, workflow tasks, CPU of the
+// Temporal server, the workers, the hook processes and Redis, and Redis
+// round trips. It links the Temporal server, so it builds only with
+// `-tags dev`:
 //
 //	go test -tags dev -run '^$' -bench Throughput -benchtime 1x -timeout 60m ./bench/throughput/
 //	go test -tags dev -run '^$' -bench Throughput -benchtime 1x ./bench/throughput/ -snapshots 50
+//	go test -tags dev -run '^$' -bench 'Throughput/workers=1$' -benchtime 1x ./bench/throughput/ -snapshots 50 -only archiveflow -cpuprofile /tmp/af.cpu
 package throughput

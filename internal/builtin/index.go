@@ -47,7 +47,10 @@ type indexFile struct {
 // runIndex summarises the snapshot: every plugin directory's hook results
 // (the last ArchiveResult in the runner's stdout logs; empty while a
 // background hook is still running) and output files, as index.json and a
-// small static index.html linking to the files. It runs last (step 9, NN 95).
+// small static index.html linking to the files and to the snapshot's final
+// index (SNAP_DIR/index.json and index.jsonl, which the seal writes once
+// every hook, background ones included, is final: internal/snapindex). It
+// runs last (step 9, NN 95).
 func runIndex(ctx context.Context, h *Hook) (hookio.Result, error) {
 	doc, err := buildIndex(h)
 	if err != nil {
@@ -128,6 +131,7 @@ td,th{border-bottom:1px solid #ddd;padding:.3em .6em;text-align:left;vertical-al
 <body>
 <h1>{{if .Title}}{{.Title}}{{else}}{{.URL}}{{end}}</h1>
 <p><a href="{{.URL}}">{{.URL}}</a><br>snapshot {{.SnapshotID}} · indexed {{.IndexedAt.Format "2006-01-02 15:04:05 UTC"}} · {{.Files}} files, {{.Bytes}} bytes</p>
+<p>Final results of every hook, background hooks included, written at the seal after this page: <a href="../index.jsonl">index.jsonl</a> · <a href="../index.json">index.json</a></p>
 <table>
 <tr><th>plugin</th><th>result</th><th>files</th></tr>
 {{range .Plugins}}<tr>

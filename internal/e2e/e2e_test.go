@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -23,6 +24,11 @@ import (
 var server *devserver.Server
 
 func TestMain(m *testing.M) {
+	// The test binary is ARCHIVEFLOW_BIN for the built-in plugins' hooks
+	// (builtinEnv): they exec `$ARCHIVEFLOW_BIN hook NAME ...`.
+	if len(os.Args) > 1 && os.Args[1] == "hook" {
+		os.Exit(builtin.Main(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	srv, err := StartServer(ctx)
 	cancel()

@@ -19,10 +19,17 @@ import (
 // and returns its path.
 func BuildWorkers(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "workers")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/archiveflow/archiveflow/workers").CombinedOutput()
+	return BuildCommand(tb, "github.com/archiveflow/archiveflow/workers")
+}
+
+// BuildCommand builds the main package pkg into a temporary directory of
+// tb and returns the binary's path.
+func BuildCommand(tb testing.TB, pkg string) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), filepath.Base(pkg))
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 	if err != nil {
-		tb.Fatalf("go build workers: %v: %s", err, out)
+		tb.Fatalf("go build %s: %v: %s", pkg, err, out)
 	}
 	return bin
 }

@@ -146,7 +146,7 @@ func newFixture(t *testing.T) *fixture {
 // withOptions rebuilds the fixture's activities with opts.
 func (f *fixture) withOptions(opts activities.Options) {
 	f.t.Helper()
-	a, err := activities.NewHost(f.engine, f.engine, f.store, zap.NewNop(), opts)
+	a, err := activities.NewHost(f.engine, f.engine, f.engine, f.store, zap.NewNop(), opts)
 	require.NoError(f.t, err)
 	f.acts = a
 }

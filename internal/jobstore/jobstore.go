@@ -129,11 +129,11 @@ func (s *RedisStore) Heartbeat(ctx context.Context, ident string) error {
 	return nil
 }
 
-// QueueAlive reads the live pipeline:ID records (internal/rkeys).
-func (s *RedisStore) QueueAlive(ctx context.Context, queue string) (bool, error) {
-	alive, err := s.Redis.QueueAlive(ctx, queue)
+// QueueLease reads the live pipeline:ID records (internal/rkeys).
+func (s *RedisStore) QueueLease(ctx context.Context, queue string) (time.Duration, error) {
+	lease, err := s.Redis.QueueLease(ctx, queue)
 	if err != nil {
-		return false, fmt.Errorf("check host queue %s: %w", queue, err)
+		return 0, fmt.Errorf("check host queue %s: %w", queue, err)
 	}
-	return alive, nil
+	return lease, nil
 }

@@ -44,7 +44,7 @@ func TestRedisStoreWritesAreRepeatSafe(t *testing.T) {
 	const ident = "job1"
 	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: ident, URL: "https://example.com/", FetchDepth: "shallow",
 		Settings: model.Settings{Concurrency: 2}, WorkflowID: ident}))
-	a, err := activities.NewPool(s, s, "q@host", zap.NewNop())
+	a, err := activities.NewPool(s, s, nil, "q@host", zap.NewNop())
 	require.NoError(t, err)
 
 	twice := func(f func() error) {
@@ -112,7 +112,7 @@ func TestRedisStoreWritesAreRepeatSafe(t *testing.T) {
 
 func TestRedisStoreMissingJobIsNotRetryable(t *testing.T) {
 	s, _, _ := newRedisStore(t)
-	a, err := activities.NewPool(s, s, "q@host", zap.NewNop())
+	a, err := activities.NewPool(s, s, nil, "q@host", zap.NewNop())
 	require.NoError(t, err)
 
 	err = a.SetStep(context.Background(), activities.StepInput{Ident: "nosuchjob", Step: 1, HooksTotal: 1})
@@ -167,27 +167,27 @@ func TestRedisStoreInvalidSettingsAreNotWritable(t *testing.T) {
 	assert.ErrorContains(t, err, `ignore pattern "": must not be empty`)
 }
 
-// The host registry reads the live pipeline:ID records.
-func TestQueueAliveReadsPipelineRecords(t *testing.T) {
+// The host registry reads the live pipeline:ID records and their TTL.
+func TestQueueLeaseReadsPipelineRecords(t *testing.T) {
 	ctx := context.Background()
 	s, rs, _ := newRedisStore(t)
 	p := rkeys.Pipeline{ID: rkeys.PipelineID("host-1", "host-1.example", 42), Hostname: "host-1", PID: 42,
 		TaskQueues: []string{"archiveflow-default", "archiveflow-default@host-1-42"}, Status: "running"}
 
-	alive, err := s.QueueAlive(ctx, "archiveflow-default@host-1-42")
+	lease, err := s.QueueLease(ctx, "archiveflow-default@host-1-42")
 	require.NoError(t, err)
-	assert.False(t, alive, "no pipeline registered")
+	assert.Zero(t, lease, "no pipeline registered")
 
 	require.NoError(t, rs.RegisterPipeline(ctx, p))
-	alive, err = s.QueueAlive(ctx, "archiveflow-default@host-1-42")
+	lease, err = s.QueueLease(ctx, "archiveflow-default@host-1-42")
 	require.NoError(t, err)
-	assert.True(t, alive, "a busy host keeps its record fresh")
-	alive, err = s.QueueAlive(ctx, "archiveflow-default@host-2-7")
+	assert.Positive(t, lease, "a busy host keeps its record fresh")
+	lease, err = s.QueueLease(ctx, "archiveflow-default@host-2-7")
 	require.NoError(t, err)
-	assert.False(t, alive, "another host's queue")
+	assert.Zero(t, lease, "another host's queue")
 
 	require.NoError(t, rs.UnregisterPipeline(ctx, p))
-	alive, err = s.QueueAlive(ctx, "archiveflow-default@host-1-42")
+	lease, err = s.QueueLease(ctx, "archiveflow-default@host-1-42")
 	require.NoError(t, err)
-	assert.False(t, alive, "a stopped host")
+	assert.Zero(t, lease, "a stopped host")
 }

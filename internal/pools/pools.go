@@ -261,15 +261,27 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	hosts, _ := d.Store.(activities.HostRegistry)
-	poolActs, err := activities.NewPool(d.Store, hosts, HostQueue(p, instance), plog)
+	poolActs, err := activities.NewPool(d.Store, hosts, eng, HostQueue(p, instance), plog)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
-	hostActs, err := activities.NewHost(eng, eng, d.Store, plog, ActivityOptions(cfg, logOutbox))
+	hostActs, err := activities.NewHost(eng, eng, eng, d.Store, plog, ActivityOptions(cfg, logOutbox))
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
-	opts := worker.Options{
+	opts := WorkerOptions(cfg, p)
+	shared := worker.New(d.Client, p.TaskQueue, opts)
+	workflows.Register(shared)
+	shared.RegisterActivity(poolActs)
+
+	host := worker.New(d.Client, HostQueue(p, instance), opts)
+	host.RegisterActivity(hostActs)
+	return []worker.Worker{shared, host}, nil
+}
+
+// WorkerOptions are the Temporal worker options of both queues of pool p.
+func WorkerOptions(cfg *config.Config, p config.Pool) worker.Options {
+	return worker.Options{
 		MaxConcurrentActivityExecutionSize: p.Slots,
 		// Stop waits this long for running activities, then cancels their
 		// contexts, which makes the runner SIGTERM the hooks: nothing orphaned.
@@ -278,13 +290,6 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		// heartbeat timeout, so cancellation reaches a hook within seconds.
 		MaxHeartbeatThrottleInterval: time.Second,
 	}
-	shared := worker.New(d.Client, p.TaskQueue, opts)
-	workflows.Register(shared)
-	shared.RegisterActivity(poolActs)
-
-	host := worker.New(d.Client, HostQueue(p, instance), opts)
-	host.RegisterActivity(hostActs)
-	return []worker.Worker{shared, host}, nil
 }
 
 // ActivityOptions are the hook activities' options from the configuration

@@ -72,3 +72,28 @@ func TestQueueAliveRedisDown(t *testing.T) {
 	_, err := e.store.QueueAlive(ctxT(t), "default@worker1-4242")
 	assert.ErrorContains(t, err, "queue alive default@worker1-4242: list pipelines")
 }
+
+func TestQueueLeaseIsTheRecordsRemainingTTL(t *testing.T) {
+	e := newEnv(t, Options{PipelineTTL: 30 * time.Second})
+	ctx := ctxT(t)
+	p := testPipeline(t)
+	p.TaskQueues = []string{"default@worker1-4242"}
+	lease, err := e.store.QueueLease(ctx, "default@worker1-4242")
+	require.NoError(t, err)
+	assert.Zero(t, lease, "no record")
+
+	require.NoError(t, e.store.RegisterPipeline(ctx, p))
+	lease, err = e.store.QueueLease(ctx, "default@worker1-4242")
+	require.NoError(t, err)
+	assert.InDelta(t, float64(30*time.Second), float64(lease), float64(2*time.Second), "a fresh record has the whole TTL left")
+
+	e.srv.FastForward(20 * time.Second)
+	lease, err = e.store.QueueLease(ctx, "default@worker1-4242")
+	require.NoError(t, err)
+	assert.InDelta(t, float64(10*time.Second), float64(lease), float64(2*time.Second), "20 s later, 10 s are left")
+
+	require.NoError(t, e.rdb.Persist(ctx, "pipeline:"+p.ID).Err())
+	lease, err = e.store.QueueLease(ctx, "default@worker1-4242")
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, lease, "a record without expiry counts as freshly refreshed")
+}

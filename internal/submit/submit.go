@@ -49,7 +49,7 @@ func Input(cfg *config.Config, r Request) workflows.SnapshotInput {
 		per[plugin] = Retry(cfg.Retry.PolicyFor(plugin))
 	}
 	return workflows.SnapshotInput{
-		Version: workflows.InputComplete,
+		Version: workflows.InputVersion,
 		Job: activities.Job{
 			Ident: r.Ident, URL: r.URL, SnapshotID: r.Ident, FetchDepth: r.FetchDepth,
 		},

@@ -26,7 +26,7 @@ func TestInputFromConfig(t *testing.T) {
 	assert.Equal(t, cfg.Retry.InitialInterval, in.Retry.For("wget").InitialInterval, "override inherits unset fields")
 	assert.Equal(t, 90*time.Second, in.Timing.HostScheduleToStart)
 	assert.Equal(t, cfg.Hooks.HeartbeatTimeout, in.Timing.HeartbeatTimeout)
-	assert.Equal(t, time.Second, in.Timing.StepAttributeDelay, "the configured default")
+	assert.Equal(t, 5*time.Second, in.Timing.StepAttributeDelay, "the configured default")
 	assert.Equal(t, []int{5}, in.SequentialSteps)
 	assert.Equal(t, workflows.Timing{
 		HeartbeatTimeout: cfg.Hooks.HeartbeatTimeout, StartMargin: cfg.Hooks.StartMargin, HostScheduleToStart: 90 * time.Second,

@@ -36,6 +36,14 @@ func Options(c config.Temporal, log *zap.Logger) (client.Options, error) {
 		Namespace: c.Namespace,
 		Logger:    NewLogger(log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
 	}
+	switch c.Compression {
+	case "none":
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	case "gzip":
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
+	default:
+		return client.Options{}, fmt.Errorf("temporal.compression %q: must be none or gzip", c.Compression)
+	}
 	if c.TLS.Enabled || c.TLS.CAFile != "" || c.TLS.CertFile != "" {
 		tc, err := TLSConfig(c.TLS)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -22,6 +23,15 @@ func TestOptions(t *testing.T) {
 	assert.Equal(t, "default", opts.Namespace)
 	assert.NotNil(t, opts.Credentials)
 	assert.Nil(t, opts.ConnectionOptions.TLS)
+	assert.Equal(t, &client.GrpcCompressionNone{}, opts.ConnectionOptions.GrpcCompression, "the default")
+
+	c.Compression = "gzip"
+	opts, err = Options(c, zap.NewNop())
+	require.NoError(t, err)
+	assert.Equal(t, &client.GrpcCompressionGzip{}, opts.ConnectionOptions.GrpcCompression)
+	c.Compression = "zstd"
+	_, err = Options(c, zap.NewNop())
+	assert.ErrorContains(t, err, `temporal.compression "zstd": must be none or gzip`)
 }
 
 func TestTLSErrors(t *testing.T) {

@@ -4,6 +4,7 @@ package devtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,8 +20,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -100,15 +103,23 @@ func start(t testing.TB) *env {
 // returned function stops both, as a host that goes away.
 func (e *env) addHost(name string) (stop func()) {
 	e.t.Helper()
+	stop, _ = e.addHostBeating(name, 200*time.Millisecond)
+	return stop
+}
+
+// addHostBeating is addHost with the hook activities' heartbeat interval;
+// stopShared stops only its worker on the pool's queue.
+func (e *env) addHostBeating(name string, heartbeat time.Duration) (stop, stopShared func()) {
+	e.t.Helper()
 	eng, err := engine.New(engine.Config{PluginDirs: []string{e.plugins}, ArchiveDir: e.archive,
 		Env:     []string{"PATH=" + os.Getenv("PATH"), "EVENTS=" + e.events, "HOST_NAME=" + name},
 		Timeout: time.Minute, Grace: 2 * time.Second, LineCap: 1 << 20, Log: zap.NewNop()})
 	require.NoError(e.t, err)
 	hq := e.queue + "@" + name
-	poolActs, err := activities.NewPool(e.store, nil, hq, zap.NewNop())
+	poolActs, err := activities.NewPool(e.store, nil, eng, hq, zap.NewNop())
 	require.NoError(e.t, err)
-	hostActs, err := activities.NewHost(eng, eng, e.store, zap.NewNop(), activities.Options{
-		HeartbeatInterval: 200 * time.Millisecond, JobHeartbeatInterval: 5 * time.Second,
+	hostActs, err := activities.NewHost(eng, eng, eng, e.store, zap.NewNop(), activities.Options{
+		HeartbeatInterval: heartbeat, JobHeartbeatInterval: 5 * time.Second,
 		LogFlushInterval: time.Second, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
 		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
 	})
@@ -121,16 +132,17 @@ func (e *env) addHost(name string) (stop func()) {
 	host.RegisterActivity(hostActs)
 	require.NoError(e.t, shared.Start())
 	require.NoError(e.t, host.Start())
-	var once sync.Once
+	var once, onceShared sync.Once
+	stopShared = func() { onceShared.Do(shared.Stop) }
 	stop = func() {
 		once.Do(func() {
 			host.Stop()
-			shared.Stop()
+			stopShared()
 		})
 	}
 	e.t.Cleanup(stop)
 	e.hosts[name] = stop
-	return stop
+	return stop, stopShared
 }
 
 // hook writes an executable hook that logs start/end to $EVENTS around body.
@@ -159,7 +171,7 @@ func pos(lines []string, line string) int {
 
 func (e *env) input(ident string, concurrency int) workflows.SnapshotInput {
 	return workflows.SnapshotInput{
-		Version:         workflows.InputComplete,
+		Version:         workflows.InputVersion,
 		Job:             activities.Job{Ident: ident, URL: "https://example.com/" + ident, SnapshotID: ident},
 		Pool:            "devtest",
 		TaskQueue:       e.queue,
@@ -183,7 +195,13 @@ func (e *env) execute(in workflows.SnapshotInput, during func(client.WorkflowRun
 		during(run)
 	}
 	var st workflows.Status
-	require.NoError(e.t, run.Get(ctx, &st))
+	if err := run.Get(ctx, &st); err != nil {
+		// A job that failed or was aborted ends its workflow so, with its
+		// Status as the error's details.
+		var ok bool
+		st, ok = workflows.EndStatus(err)
+		require.True(e.t, ok, "workflow error without a Status: %v", err)
+	}
 	e.record(ctx, run)
 	return st
 }
@@ -210,7 +228,7 @@ func (e *env) record(ctx context.Context, run client.WorkflowRun) {
 	// Histories are named after the input version that recorded them, so
 	// re-recording never replaces those of earlier versions: they keep
 	// proving that old runs replay.
-	name := fmt.Sprintf("%s.v%d.json", strings.ReplaceAll(e.t.Name(), "/", "_"), workflows.InputComplete)
+	name := fmt.Sprintf("%s.v%d.json", strings.ReplaceAll(e.t.Name(), "/", "_"), workflows.InputVersion)
 	require.NoError(e.t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
 }
 
@@ -255,6 +273,21 @@ func TestSnapshotOnDevServer(t *testing.T) {
 	n, err := strconv.Atoi(strings.TrimSpace(string(pid)))
 	require.NoError(t, err)
 	assert.False(t, alive(n), "no hook process survives the snapshot")
+
+	// The seal wrote the index with every final result, the background
+	// hook's (stopped at the seal) among them.
+	index, err := os.ReadFile(filepath.Join(e.archive, "snapshots", "devtestsnapshot", "index.jsonl"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(index)), "\n")
+	require.Len(t, lines, 1+len(st.Hooks), "the Snapshot, then one ArchiveResult per hook")
+	indexed := map[string]map[string]any{}
+	for _, l := range lines[1:] {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec))
+		indexed[rec["plugin"].(string)] = rec
+	}
+	assert.Equal(t, "succeeded", indexed["watch"]["status"], "the background hook's final status")
+	assert.Equal(t, 3.0, indexed["flaky"]["attempts"])
 }
 
 func TestAbortOnDevServer(t *testing.T) {
@@ -381,4 +414,56 @@ func TestHostLossOnDevServer(t *testing.T) {
 		require.NotNil(t, h.Result, h.Hook)
 		assert.NotEqual(t, model.StatusFailed, h.Result.Status, "%s: %s", h.Hook, h.Result.Error)
 	}
+}
+
+// A job that failed ends its workflow Failed, so list queries and the Web
+// UI see it; the Status still comes with it.
+func TestFailedJobOnDevServer(t *testing.T) {
+	e := start(t)
+	e.hook("soft", "on_Snapshot__10_soft.sh", `echo '{"type":"ArchiveResult","status":"failed","error":"no title"}'`)
+
+	var run client.WorkflowRun
+	st := e.execute(e.input("devtestfailed", 1), func(r client.WorkflowRun) { run = r })
+
+	assert.Equal(t, model.StateFailed, st.State)
+	assert.Equal(t, "every hook failed", st.Error)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	err := run.Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, workflows.ErrTypeJobFailed, appErr.Type())
+	require.Eventually(t, func() bool {
+		resp, err := e.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf(`WorkflowId = %q AND ExecutionStatus = "Failed"`, run.GetID()),
+		})
+		return err == nil && len(resp.GetExecutions()) == 1
+	}, deadline, 50*time.Millisecond, "a list query for failed workflows finds the failed job")
+}
+
+// A hook whose heartbeat times out asks at once whether its host is alive
+// (InputV2); a host that cannot be vouched for (here: no host registry) is
+// lost and the snapshot is re-claimed without waiting out the host timeout.
+func TestHeartbeatTimeoutOnDevServer(t *testing.T) {
+	e := start(t)
+	e.hosts["host-1"]() // replaced by a host that heartbeats too rarely
+	_, stopShared := e.addHostBeating("host-1", time.Minute)
+	e.hook("a", "on_Snapshot__00_a.sh", `true`)
+	e.hook("slow", "on_Snapshot__10_slow.sh", `echo "slow on $HOST_NAME" >> "$EVENTS"; if [ "$HOST_NAME" = host-1 ]; then sleep 30; fi`)
+	in := e.input("devtestheartbeat", 1)
+	in.Timing.HeartbeatTimeout = time.Second
+	in.Timing.HostScheduleToStart = time.Hour // a timeout of the host queue is not what ends the claim
+	st := e.execute(in, func(client.WorkflowRun) {
+		require.Eventually(t, func() bool {
+			data, err := os.ReadFile(e.events)
+			return err == nil && strings.Contains(string(data), "slow on host-1")
+		}, deadline, 20*time.Millisecond)
+		stopShared() // the next claim goes to host-2
+		e.addHost("host-2")
+	})
+
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, 2, st.Claims)
+	assert.Equal(t, in.TaskQueue+"@host-2", st.HostQueue)
+	assert.Contains(t, e.lines(), "slow on host-2")
 }

@@ -1,0 +1,174 @@
+// Package snapindex owns a sealed snapshot's index: the files at the root
+// of SNAP_DIR that say, once every hook of the snapshot is final, what each
+// hook ended with. index.jsonl is ArchiveBox's per-snapshot index (one JSON
+// record a line: the Snapshot first, then one ArchiveResult per hook, the
+// fields ArchiveBox and abx-dl read, plus archiveflow's attempts and
+// duration); index.json is the same as one document, in the shape of
+// ArchiveBox's older per-snapshot index.json. Both are written at the seal
+// (the SealSnapshot activity on the host that ran the hooks), replacing
+// whatever an earlier claim or run left.
+package snapindex
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// File names of the index in SNAP_DIR.
+const (
+	JSONFile  = "index.json"
+	JSONLFile = "index.jsonl"
+)
+
+// Snapshot is what the index says about the snapshot itself.
+type Snapshot struct {
+	ID  string
+	URL string
+	// Depth is the snapshot's crawl depth (0 for a single URL).
+	Depth int
+	// State is archiveflow's final job state and Error why it is not
+	// finished, if it is not.
+	State model.JobState
+	Error string
+	// SealedAt is when the seal wrote the index.
+	SealedAt time.Time
+}
+
+// snapshotRecord is the first line of index.jsonl.
+type snapshotRecord struct {
+	Type     string         `json:"type"` // "Snapshot"
+	ID       string         `json:"id"`
+	URL      string         `json:"url"`
+	Depth    int            `json:"depth"`
+	Status   string         `json:"status"` // "sealed"
+	State    model.JobState `json:"archiveflow_state"`
+	Error    string         `json:"error,omitempty"`
+	SealedAt time.Time      `json:"sealed_at"`
+}
+
+// resultRecord is one ArchiveResult line of index.jsonl (and one entry of
+// index.json's archive_results).
+type resultRecord struct {
+	Type        string             `json:"type"` // "ArchiveResult"
+	SnapshotID  string             `json:"snapshot_id"`
+	Plugin      string             `json:"plugin"`
+	HookName    string             `json:"hook_name"`
+	Status      model.Status       `json:"status"`
+	OutputStr   string             `json:"output_str"`
+	OutputJSON  json.RawMessage    `json:"output_json,omitempty"`
+	OutputFiles []model.OutputFile `json:"output_files,omitempty"`
+	OutputSize  int64              `json:"output_size,omitempty"`
+	Error       string             `json:"error,omitempty"`
+	StartTS     *time.Time         `json:"start_ts"`
+	EndTS       *time.Time         `json:"end_ts"`
+	// archiveflow's own fields; ArchiveBox's readers ignore them.
+	Step       int   `json:"step"`
+	Background bool  `json:"background,omitempty"`
+	Attempts   int   `json:"attempts"`
+	ExitCode   int   `json:"exit_code"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// document is index.json.
+type document struct {
+	ID             string         `json:"snapshot_id"`
+	URL            string         `json:"url"`
+	Depth          int            `json:"depth"`
+	State          model.JobState `json:"archiveflow_state"`
+	Error          string         `json:"error,omitempty"`
+	SealedAt       time.Time      `json:"sealed_at"`
+	ArchiveResults []resultRecord `json:"archive_results"`
+}
+
+// Write writes SNAP_DIR/index.json and SNAP_DIR/index.jsonl for snap and
+// the final results of its hooks (in plan order), each atomically, and
+// returns their paths. dir is created when missing (a snapshot whose hooks
+// all were skipped has no directory yet).
+func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, error) {
+	if snap.ID == "" || snap.URL == "" {
+		return nil, errors.New("snapshot index: snapshot id and url must not be empty")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("snapshot index: %w", err)
+	}
+	records := make([]resultRecord, len(results))
+	for i, r := range results {
+		records[i] = record(snap.ID, r)
+	}
+	var lines bytes.Buffer
+	enc := json.NewEncoder(&lines) // one record a line, with its newline
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(snapshotRecord{Type: "Snapshot", ID: snap.ID, URL: snap.URL, Depth: snap.Depth,
+		Status: "sealed", State: snap.State, Error: snap.Error, SealedAt: snap.SealedAt.UTC()}); err != nil {
+		return nil, fmt.Errorf("snapshot index %s: %w", JSONLFile, err)
+	}
+	for _, r := range records {
+		if err := enc.Encode(r); err != nil {
+			return nil, fmt.Errorf("snapshot index %s: hook %s/%s: %w", JSONLFile, r.Plugin, r.HookName, err)
+		}
+	}
+	doc, err := json.MarshalIndent(document{ID: snap.ID, URL: snap.URL, Depth: snap.Depth, State: snap.State,
+		Error: snap.Error, SealedAt: snap.SealedAt.UTC(), ArchiveResults: records}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot index %s: %w", JSONFile, err)
+	}
+	paths := []string{filepath.Join(dir, JSONFile), filepath.Join(dir, JSONLFile)}
+	for i, data := range [][]byte{append(doc, '\n'), lines.Bytes()} {
+		if err := writeAtomic(paths[i], data); err != nil {
+			return nil, err
+		}
+	}
+	return paths, nil
+}
+
+// record is r as an ArchiveResult line of snapshot id.
+func record(id string, r model.ArchiveResult) resultRecord {
+	rec := resultRecord{
+		Type: "ArchiveResult", SnapshotID: id, Plugin: r.Plugin, HookName: r.Hook, Status: r.Status,
+		OutputStr: r.OutputStr, OutputJSON: r.OutputJSON, OutputFiles: r.Outputs, OutputSize: r.OutputBytes,
+		Error: r.Error, Step: r.Step, Background: r.Background, Attempts: r.Attempts, ExitCode: r.ExitCode,
+	}
+	if !r.StartedAt.IsZero() {
+		t := r.StartedAt.UTC()
+		rec.StartTS = &t
+	}
+	if !r.EndedAt.IsZero() {
+		t := r.EndedAt.UTC()
+		rec.EndTS = &t
+	}
+	if rec.StartTS != nil && rec.EndTS != nil {
+		rec.DurationMS = rec.EndTS.Sub(*rec.StartTS).Milliseconds()
+	}
+	return rec
+}
+
+// writeAtomic writes data to a temporary file beside path and renames it
+// over path: a reader sees the old index or the new one, never a part.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("snapshot index: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot index: write %s: %w", path, err)
+	}
+	return nil
+}
