@@ -17,6 +17,10 @@ import (
 // started).
 const abortRepeat = 30 * time.Second
 
+// callTimeout bounds one call to Temporal, so one slow workflow never
+// stalls the watching of the others.
+const callTimeout = 30 * time.Second
+
 // UpdateID is the set_settings update id for the bot's settings_age: every
 // pipeline watching the job sends the same one, and Temporal applies it once.
 func UpdateID(age int64) string { return fmt.Sprintf("archivebot-settings-%d", age) }
@@ -113,7 +117,10 @@ func (w *watcher) check(ctx context.Context, ident string) {
 		if last, ok := w.abortSent[ident]; ok && w.p.now().Sub(last) < abortRepeat {
 			return
 		}
-		if err := w.p.runner.Abort(ctx, ident, "requested by ArchiveBot"); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := w.p.runner.Abort(cctx, ident, "requested by ArchiveBot")
+		cancel()
+		if err != nil {
 			log.Warn("abort job on bot command (retrying)", zap.Error(err))
 			return
 		}
@@ -128,17 +135,20 @@ func (w *watcher) check(ctx context.Context, ident string) {
 		return
 	}
 	want := BotSettings(v)
-	cur, err := w.p.runner.Settings(ctx, ident)
+	t0 := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	cur, err := w.p.runner.Settings(cctx, ident)
 	if err != nil {
 		log.Debug("read the workflow's settings (retrying)", zap.Error(err))
 		return
 	}
 	if !SameSettings(cur, want) {
-		if err := w.p.runner.SetSettings(ctx, ident, UpdateID(v.SettingsAge), want); err != nil {
+		if err := w.p.runner.SetSettings(cctx, ident, UpdateID(v.SettingsAge), want); err != nil {
 			log.Warn("apply the bot's settings (retrying)", zap.Error(err))
 			return
 		}
-		log.Info("applied the bot's settings", zap.Int64("settings_age", v.SettingsAge),
+		log.Info("applied the bot's settings", zap.Duration("took", time.Since(t0)), zap.Int64("settings_age", v.SettingsAge),
 			zap.Int("concurrency", want.Concurrency), zap.Int("delay_min", want.DelayMinMS),
 			zap.Int("delay_max", want.DelayMaxMS), zap.Int("ignores", len(want.Ignores)))
 	}
