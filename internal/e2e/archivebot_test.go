@@ -290,6 +290,8 @@ func TestArchiveBotDropIn(t *testing.T) {
 	root := t.TempDir()
 	events := filepath.Join(t.TempDir(), "events")
 	writeHook(t, root, "runs", "on_Snapshot__10_runs.sh", `echo "$*" >> "$E2E_EVENTS"
+echo '{"type":"Response","url":"http://127.0.0.1:1/page","status":200,"bytes":100}'
+echo '{"type":"Response","url":"http://127.0.0.1:1/gone","status":404,"bytes":10}'
 case "$*" in *slow*) sleep 120;; esac
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 `)
@@ -318,6 +320,25 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	require.Eventually(t, func() bool {
 		return runsOf(t, events, []string{slow.Ident})[slow.Ident] == 1
 	}, 60*time.Second, 50*time.Millisecond, "the slow job's hook runs")
+
+	// Counters and packets as ArchiveBot's pipeline writes them.
+	nh, err := s.Redis.HGetAll(ctx, named.Ident).Result()
+	require.NoError(t, err)
+	for field, want := range map[string]string{"items_downloaded": "2", "items_queued": "2", "r2xx": "1", "r4xx": "1",
+		"r5xx": "0", "runk": "0", "error_count": "0", "state": "finished"} {
+		assert.Equal(t, want, nh[field], "named job's %s", field)
+	}
+	assert.NotEmpty(t, nh["finished_at"])
+	assert.NotContains(t, nh, "aborted")
+	nlog, err := s.Store.ReadLog(ctx, named.Ident, 0, 100)
+	require.NoError(t, err)
+	var downloads []string
+	for _, e := range nlog {
+		if e.Packet.Type == rkeys.PacketDownload {
+			downloads = append(downloads, fmt.Sprintf("%s %d %v %v", e.Packet.URL, e.Packet.ResponseCode, e.Packet.IsError, e.Packet.IsWarning))
+		}
+	}
+	assert.ElementsMatch(t, []string{"http://127.0.0.1:1/page 200 false false", "http://127.0.0.1:1/gone 404 false true"}, downloads)
 	status := func() workflows.Status {
 		val, err := s.Client.QueryWorkflow(ctx, slow.Ident, "", workflows.QueryStatus)
 		require.NoError(t, err)
@@ -361,6 +382,14 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	age, err := s.Redis.HGet(ctx, slow.Ident, "settings_age").Int()
 	require.NoError(t, err)
 	assert.Equal(t, 5, age, "the workflow's write-back changed nothing the bot wrote")
+
+	// The running job's heartbeat moves, as ArchiveBot's reaper expects.
+	hb := func() int {
+		n, _ := s.Redis.HGet(ctx, slow.Ident, "heartbeat").Int()
+		return n
+	}
+	first := hb()
+	require.Eventually(t, func() bool { return hb() > first }, 30*time.Second, 50*time.Millisecond, "heartbeat moves")
 
 	// !abort: the job ends aborted, ArchiveBot's way.
 	require.NoError(t, bot.Abort(ctx, slow.Ident))
