@@ -40,7 +40,7 @@ type Options struct {
 	// UserAgent is the resolved `--user-agent-alias`.
 	UserAgent string
 	// URLFile makes it a URL-list job (`!a <`).
-	URLFile bool
+	URLFile              bool
 	StartedBy, StartedIn string
 }
 
