@@ -180,7 +180,7 @@ func TestArchiveBotTwoWorkerProcessesRace(t *testing.T) {
 	StartWorker(t, bin, s.Config, "w2", abEnv...)
 
 	require.Eventually(t, func() bool { return jobsCounter(t, s, "jobs_completed") >= len(idents) },
-		4*time.Minute, 200*time.Millisecond, "every served job finishes")
+		10*time.Minute, 200*time.Millisecond, "every served job finishes")
 	// Every job has exactly one workflow run (visibility may lag a little).
 	var runs map[string]int
 	assert.Eventually(t, func() bool {
