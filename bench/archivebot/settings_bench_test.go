@@ -4,12 +4,15 @@ package archivebotbench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 	"go.temporal.io/sdk/client"
 
 	"github.com/archiveflow/archiveflow/config"
@@ -58,7 +61,7 @@ func BenchmarkBotSettingsDelay(b *testing.B) {
 	p, err := abpipeline.New(s.Store, runner, abpipeline.Options{
 		Nickname: "bench", PipelineID: "bench1", TaskQueue: s.Config.Pools[0].TaskQueue, MaxJobs: 1,
 		PollInterval: ab.PollInterval, ClaimLease: ab.ClaimLease, WatchInterval: ab.WatchInterval,
-	}, nil)
+	}, zaptest.NewLogger(b, zaptest.Level(zap.InfoLevel)))
 	require.NoError(b, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -66,12 +69,14 @@ func BenchmarkBotSettingsDelay(b *testing.B) {
 	b.Cleanup(func() { cancel(); <-done })
 
 	bot := abbot.Bot{Redis: s.Redis}
-	job, err := bot.Queue(ctx, "http://127.0.0.1:1/bench", abbot.Options{Shallow: true})
+	// A URL (ident) of its own per run: the shared server outlives the stack.
+	job, err := bot.Queue(ctx, fmt.Sprintf("http://127.0.0.1:1/bench/%d", time.Now().UnixNano()), abbot.Options{Shallow: true})
 	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Client.TerminateWorkflow(context.Background(), job.Ident, "", "benchmark done") })
 	require.Eventually(b, func() bool {
 		v, err := s.Store.GetJob(ctx, job.Ident)
 		return err == nil && v.State == model.StateActive
-	}, time.Minute, 10*time.Millisecond, "the job runs")
+	}, 5*time.Minute, 10*time.Millisecond, "the job runs")
 	// The watcher's first look at the job settles before measuring.
 	time.Sleep(2 * ab.WatchInterval)
 	for len(runner.applied) > 0 {
