@@ -31,6 +31,7 @@ var (
 	snapshots = flag.Int("snapshots", 200, "snapshots per batch")
 	only      = flag.String("only", "", `run only one side: "archiveflow" or "bare" (for profiling; no ratio)`)
 	workerCPU = flag.String("workerprofile", "", "write each worker process's CPU profile to this path + .NAME")
+	attrDelay = flag.Duration("attrdelay", 0, "job.step_attribute_delay for archiveflow (0: the default), to size the search-attribute upserts")
 )
 
 const (
@@ -86,6 +87,9 @@ func benchThroughput(b *testing.B, bin string, workers int) {
 		// queues behind thousands of others: a short host timeout would
 		// ask HostAlive again and again (see docs/benchmarks.md).
 		cfg.Job.HostTimeout = 30 * time.Minute
+		if *attrDelay > 0 {
+			cfg.Job.StepAttributeDelay = *attrDelay
+		}
 	})
 	af := &side{name: "archiveflow"}
 	af.submit = func(tag string, i int) (client.WorkflowRun, error) {

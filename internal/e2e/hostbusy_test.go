@@ -60,7 +60,8 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	assert.Positive(t, hostChecks(t, s, fast), "the fast job waited past host_timeout and asked whether the host is alive")
 }
 
-// hostChecks counts the HostAlive activities in a job's workflow history.
+// hostChecks counts the host checks in a job's workflow history:
+// HostLiveness activities (InputV2), HostAlive in older histories.
 func hostChecks(t *testing.T, s *Stack, j Job) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -70,8 +71,11 @@ func hostChecks(t *testing.T, s *Stack, j Job) int {
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(t, err)
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "HostAlive" {
-			n++
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			switch a.GetActivityType().GetName() {
+			case "HostLiveness", "HostAlive":
+				n++
+			}
 		}
 	}
 	return n
