@@ -18,6 +18,7 @@ type Config struct {
 	Redis      Redis    `mapstructure:"redis"`
 	Plugins    Plugins  `mapstructure:"plugins"`
 	Hooks      Hooks    `mapstructure:"hooks"`
+	Fetch      Fetch    `mapstructure:"fetch"`
 	Retry      Retry    `mapstructure:"retry"`
 	Job        Job      `mapstructure:"job"`
 	Worker     Worker   `mapstructure:"worker"`
@@ -141,6 +142,18 @@ type Hooks struct {
 	// ResponsesPerAttempt caps the Response records one attempt keeps in
 	// memory for the response counters.
 	ResponsesPerAttempt int `mapstructure:"responses_per_attempt"`
+	// PassEnv names worker environment variables hooks get besides the
+	// fixed allowlist (internal/hookenv): exact names, or prefixes ending
+	// in * (MY_*). archiveflow's own secrets never pass.
+	PassEnv []string `mapstructure:"pass_env"`
+}
+
+// Fetch configures where fetches may go.
+type Fetch struct {
+	// Deny lists the addresses (CIDRs), host names (*.suffix patterns) and
+	// optional ports fetches must not reach, decided after DNS resolution
+	// (grammar: internal/netpolicy). Empty: no policy, no egress proxy.
+	Deny []string `mapstructure:"deny"`
 }
 
 // RetryPolicy is an activity retry policy.
@@ -294,7 +307,17 @@ func Default() Config {
 			LogLineBytes:         4096,
 			ResultFieldBytes:     8 << 10,
 			ResponsesPerAttempt:  1 << 20,
+			PassEnv:              []string{},
 		},
+		Fetch: Fetch{Deny: []string{
+			"169.254.0.0/16",           // IPv4 link-local: AWS, GCP, Azure, OpenStack metadata
+			"fe80::/10",                // IPv6 link-local
+			"fd00:ec2::254",            // AWS metadata over IPv6
+			"100.100.100.200",          // Alibaba Cloud metadata
+			"metadata.google.internal", // GCP metadata by name
+			"0.0.0.0/8",                // "this host": connecting to 0.0.0.0 reaches loopback
+			"::/128",                   // the IPv6 unspecified address, likewise
+		}},
 		Retry: Retry{RetryPolicy: RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archiveflow/archiveflow/internal/hookenv"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 // FieldError is one invalid configuration value.
@@ -77,6 +79,16 @@ func (c *Config) Validate() error {
 	v.check(c.Hooks.LogLineBytes >= 64, "hooks.log_line_bytes", c.Hooks.LogLineBytes, "must be >= 64 bytes")
 	v.check(c.Hooks.ResultFieldBytes >= 64, "hooks.result_field_bytes", c.Hooks.ResultFieldBytes, "must be >= 64 bytes")
 	v.check(c.Hooks.ResponsesPerAttempt >= 1, "hooks.responses_per_attempt", c.Hooks.ResponsesPerAttempt, "must be >= 1")
+	for i, p := range c.Hooks.PassEnv {
+		if err := hookenv.CheckPattern(p); err != nil {
+			v.check(false, fmt.Sprintf("hooks.pass_env[%d]", i), fmt.Sprintf("%q", p), err.Error())
+		}
+	}
+	for i, r := range c.Fetch.Deny {
+		if _, err := netpolicy.ParseRule(r); err != nil {
+			v.check(false, fmt.Sprintf("fetch.deny[%d]", i), fmt.Sprintf("%q", r), err.Error())
+		}
+	}
 
 	v.retry("retry", c.Retry.RetryPolicy, false)
 	for _, name := range sortedKeys(c.Retry.Plugins) {

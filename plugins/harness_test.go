@@ -25,8 +25,8 @@ import (
 // TestMain lets the test binary act as ARCHIVEFLOW_BIN: the hook wrappers
 // exec `$ARCHIVEFLOW_BIN hook NAME ...`, exactly as with the real binaries.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "hook" {
-		os.Exit(builtin.Main(os.Args[2:], os.Stdout, os.Stderr))
+	if code, ok := builtin.Dispatch(os.Args); ok {
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/logging"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 // command is one subcommand.
@@ -51,6 +52,9 @@ type app struct {
 	now            func() time.Time
 	// pollInterval is how often --wait and logs -f look at a job.
 	pollInterval time.Duration
+	// resolve resolves host names for the fetch policy check of submitted
+	// URLs (nil: the system resolver).
+	resolve netpolicy.Lookup
 	// terminal reports stdout's terminal size; ok is false when stdout is
 	// not a terminal.
 	terminal func() (width, height int, ok bool)

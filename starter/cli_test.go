@@ -286,3 +286,26 @@ func testConfig() *config.Config {
 	c := config.Default()
 	return &c
 }
+
+// TestSubmitRefusesURLsTheFetchPolicyDenies: arguments and -i lines whose
+// address fetch.deny forbids, after DNS resolution, are refused before
+// anything starts, each naming the rule.
+func TestSubmitRefusesURLsTheFetchPolicyDenies(t *testing.T) {
+	srv := testredis.Start(t)
+	backend := []string{"--redis-url", srv.URL, "--temporal-address", closedAddr(t)}
+	t.Setenv("ARCHIVEFLOW_FETCH_DENY", "169.254.0.0/16,fe80::/10,127.0.0.1:6379,127.0.0.0/8")
+	urls := writeFile(t, "urls.txt", "https://example.com/\nhttp://[fe80::1]/\n")
+	res := runCLI(t, "", append([]string{"submit", "http://169.254.169.254/latest/meta-data/", "http://localhost:8080/", "http://127.0.0.1:6379/", "-i", urls}, backend...)...)
+	assert.Equal(t, exitUsage, res.code, "stderr: %s", res.stderr)
+	for _, want := range []string{
+		`argument 1: url "http://169.254.169.254/latest/meta-data/": denied by fetch.deny rule "169.254.0.0/16": the workers would refuse to fetch it`,
+		`argument 2: url "http://localhost:8080/": denied by fetch.deny rule "127.0.0.0/8" (localhost resolves to 127.0.0.1)`,
+		`argument 3: url "http://127.0.0.1:6379/": denied by fetch.deny rule "127.0.0.1:6379"`,
+		urls + ` line 2: url "http://[fe80::1]/": denied by fetch.deny rule "fe80::/10"`,
+	} {
+		assert.Contains(t, res.stderr, want)
+	}
+	assert.NotContains(t, res.stderr, "example.com", "an allowed URL is not reported")
+	assert.Empty(t, res.stdout)
+	requireEmpty(t, srv)
+}

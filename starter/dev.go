@@ -28,12 +28,7 @@ import (
 
 // dispatchHook runs `starter hook NAME ...` (the built-in hooks' wrappers
 // exec "$ARCHIVEFLOW_BIN hook NAME") in the dev build, which runs workers.
-func dispatchHook(args []string) (int, bool) {
-	if len(args) > 1 && args[1] == "hook" {
-		return builtin.Main(args[2:], os.Stdout, os.Stderr), true
-	}
-	return 0, false
-}
+func dispatchHook(args []string) (int, bool) { return builtin.Dispatch(args) }
 
 func devCommand() *command {
 	return &command{

@@ -100,6 +100,7 @@ func startSharedStack(t *testing.T) *stackEnv {
 		c.Plugins.Builtin = false // the fixture hooks only
 		c.Retry.InitialInterval, c.Retry.MaximumInterval = 100*time.Millisecond, 100*time.Millisecond
 		c.Redis.RetainAborted = time.Hour // keep aborted jobs readable by the test
+		c.Hooks.PassEnv = []string{"ARCHIVEFLOW_TEST_GATES"}
 		inv := &invocation{cfg: &c, log: zap.NewNop()}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 func submitCommand() *command {
@@ -29,7 +31,8 @@ func submitCommand() *command {
 Every input is checked before anything is started: URLs must be absolute
 http(s) URLs, --queue a configured pool's task queue (or pool name), --ignore
 patterns Go RE2 expressions, --concurrency >= 0, --at in the future, the -i
-file readable. A job whose ident is running (or retained after finishing)
+file readable, and no URL may resolve to an address fetch.deny forbids
+(link-local and cloud metadata addresses by default; the rule is named). A job whose ident is running (or retained after finishing)
 is refused with exit 4; --force replaces a retained finished job. If
 starting a workflow fails, the jobs of this submission are removed again:
 nothing is half-submitted.
@@ -101,6 +104,9 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 
 	targets, err := collectTargets(a, inv)
 	if err != nil {
+		fail(err)
+	}
+	if err := a.checkFetchPolicy(cfg, targets); err != nil {
 		fail(err)
 	}
 	s.targets = targets
@@ -200,6 +206,62 @@ func addTarget(out []target, errs []error, raw, source string) ([]target, []erro
 		}
 	}
 	return append(out, target{Ident: id, URL: norm, Source: source}), errs
+}
+
+// policyLookups bounds the DNS lookups the fetch policy check runs at once.
+const policyLookups = 16
+
+// policyTimeout bounds the fetch policy check of one host.
+const policyTimeout = 10 * time.Second
+
+// checkFetchPolicy refuses the targets the fetch policy (config
+// fetch.deny) denies, after DNS resolution, naming the rule; each host is
+// resolved once. A host that does not resolve here is let through: the
+// workers may resolve it, and their fetch proxy checks every connection
+// again.
+func (a *app) checkFetchPolicy(cfg *config.Config, targets []target) error {
+	pol, err := netpolicy.Parse(cfg.Fetch.Deny)
+	if err != nil || pol.Empty() {
+		return err
+	}
+	if a.resolve != nil {
+		pol = pol.WithLookup(a.resolve)
+	}
+	type hostPort struct {
+		host string
+		port int
+	}
+	decisions := map[hostPort]*netpolicy.Decision{}
+	keys := make([]hostPort, len(targets))
+	for i, t := range targets {
+		host, port, err := netpolicy.HostPort(t.URL)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.Source, err)
+		}
+		keys[i] = hostPort{host, port}
+		decisions[keys[i]] = &netpolicy.Decision{}
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, policyLookups)
+	for k, d := range decisions {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), policyTimeout)
+			defer cancel()
+			_, *d, _ = pol.Resolve(ctx, k.host, k.port)
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	for i, t := range targets {
+		if d := decisions[keys[i]]; d.Denied {
+			errs = append(errs, fmt.Errorf("%s: url %q: %s: the workers would refuse to fetch it", t.Source, t.URL, d.Reason()))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 type urlLine struct {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -17,6 +19,10 @@ import (
 // validates it with parseSubmission, touching no backend.
 func parseSubmitArgs(args []string) (*submission, error) {
 	a := newApp(strings.NewReader(""), io.Discard, io.Discard)
+	// Every host is a public address: no DNS traffic per case.
+	a.resolve = func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("192.0.2.1")}, nil
+	}
 	c := submitCommand()
 	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)

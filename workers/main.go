@@ -40,8 +40,8 @@ Flags:
 `
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "hook" {
-		os.Exit(builtin.Main(os.Args[2:], os.Stdout, os.Stderr))
+	if code, ok := builtin.Dispatch(os.Args); ok {
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -81,6 +81,9 @@ func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) 
 		Binary: bin, UserAgent: h.Inv.UserAgent, Extra: append(extra, flags[:len(flags)-1]...),
 		Flag: flags[len(flags)-1], URL: h.Inv.URL, Grace: chromeGrace,
 	}
+	if p := h.Inv.FetchProxy; p != nil {
+		spec.Proxy = p.String()
+	}
 	if c.stdio {
 		out, err := os.Create(tmp)
 		if err != nil {

@@ -87,6 +87,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return Run(ctx, args, os.LookupEnv, stdout, stderr)
 }
 
+// Dispatch runs the built-in hook when args (os.Args) is the command line
+// the plugins' wrappers exec (`BIN hook NAME ...`) and returns its exit
+// code and true; for any other command line it returns false. A binary
+// that may serve as ARCHIVEFLOW_BIN (a test binary too) calls it first.
+func Dispatch(args []string) (int, bool) {
+	if len(args) > 1 && args[1] == "hook" {
+		return Main(args[2:], os.Stdout, os.Stderr), true
+	}
+	return 0, false
+}
+
 // Run is Main with an explicit context and environment.
 func Run(ctx context.Context, args []string, env hookio.LookupEnv, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -135,10 +146,15 @@ func Run(ctx context.Context, args []string, env hookio.LookupEnv, stdout, stder
 func runHook(ctx context.Context, h *Hook, fn hookFunc) int {
 	res, err := fn(ctx, h)
 	var se *skipError
+	var de *deniedError
 	switch {
 	case errors.As(err, &se):
 		h.Log.Warn("skipped", zap.String("reason", se.reason))
 		return emit(h.Out, h.Log, hookio.Result{Status: model.StatusSkipped, OutputStr: se.reason}, hookio.ExitSkipped)
+	case errors.As(err, &de):
+		// The policy will not change on a retry: a final failure.
+		h.Log.Warn("fetch denied", zap.Error(err))
+		return emit(h.Out, h.Log, hookio.Result{Status: model.StatusFailed, OutputStr: "fetch denied by the fetch policy", Error: err.Error()}, ExitOK)
 	case err != nil:
 		h.Log.Error("failed (transient, no record)", zap.Error(err))
 		return ExitTransient

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
+	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 func env(kv map[string]string) hookio.LookupEnv {
@@ -79,6 +85,9 @@ func TestWgetArgs(t *testing.T) {
 			"--no-cookies", "--", "http://h/a b")},
 		{"fixed delay", map[string]string{"DELAY_MIN": "1000", "DELAY_MAX": "1000"}, nil,
 			append(append([]string{}, base...), "--span-hosts", "--wait=1.000", "--", "http://h/a b")},
+		{"through the fetch proxy", map[string]string{"FETCH_PROXY": "http://127.0.0.1:3128"}, nil,
+			append(append([]string{}, base...), "-e", "use_proxy=on", "-e", "http_proxy=http://127.0.0.1:3128",
+				"-e", "https_proxy=http://127.0.0.1:3128", "-e", "no_proxy=", "--span-hosts", "--", "http://h/a b")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,4 +137,77 @@ func TestWgetEndedBySIGTERMIsStopped(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out.Bytes(), &rec), out.String())
 	assert.Equal(t, "noresults", rec.Status)
 	assert.Equal(t, true, rec.OutputJSON["stopped"])
+}
+
+// TestGoFetchersAreHeldByTheFetchPolicy: the headers hook fetches through
+// FETCH_PROXY; a redirect to a denied port (plain HTTP) and a denied
+// https:// seed (a tunnel) end as a final failure naming the rule, and the
+// denied port is never connected to. An allowed page still works.
+func TestGoFetchersAreHeldByTheFetchPolicy(t *testing.T) {
+	guard := egresstest.Guard(t)
+	denied := guard.Addr
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, "http://"+denied+"/x", http.StatusFound)
+			return
+		}
+		fmt.Fprint(w, "<title>ok</title>")
+	}))
+	defer site.Close()
+	pol, err := netpolicy.Parse([]string{denied})
+	require.NoError(t, err)
+	proxy, err := egress.Start(egress.Options{Policy: pol})
+	require.NoError(t, err)
+	defer proxy.Close()
+
+	run := func(url string) map[string]any {
+		t.Helper()
+		t.Chdir(t.TempDir())
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), []string{"headers", "--url=" + url}, env(map[string]string{"FETCH_PROXY": proxy.URL()}), &out, &errb)
+		require.Equal(t, ExitOK, code, errb.String())
+		lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal(lines[len(lines)-1], &rec))
+		return rec
+	}
+	assert.Equal(t, "succeeded", run(site.URL + "/")["status"])
+	for url, target := range map[string]string{
+		site.URL + "/moved":       "http://" + denied + "/x",
+		"https://" + denied + "/": "https://" + denied,
+	} {
+		rec := run(url)
+		assert.Equal(t, "failed", rec["status"], url)
+		assert.Equal(t, fmt.Sprintf("headers: fetch of %s denied by fetch.deny rule %q", target, denied), rec["error"], url)
+	}
+	assert.Zero(t, guard.Connections(), "the denied port was connected to")
+}
+
+// TestParsingHooksReadNothingOutsideTheSnapshot: the rendered DOM linked
+// to /etc/passwd and summary files naming paths out of the snapshot are
+// refused as page sources; the title hook falls back to fetching the page.
+func TestParsingHooksReadNothingOutsideTheSnapshot(t *testing.T) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "<title>Safe</title>")
+	}))
+	defer site.Close()
+	snap := t.TempDir()
+	for _, d := range []string{"dom", "headers", "wget", "title", "outlinks"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(snap, d), 0o755))
+	}
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(snap, "dom", "output.html")))
+	require.NoError(t, os.WriteFile(filepath.Join(snap, "headers", "headers.json"), []byte(`{"body_file":"../../../../../../etc/passwd","final_url":"`+site.URL+`"}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(snap, "wget", "wget.json"), []byte(`{"main_file":"../../../../../../etc/passwd","main_url":"`+site.URL+`"}`), 0o644))
+
+	for _, hook := range []string{"title", "outlinks"} {
+		t.Chdir(filepath.Join(snap, hook))
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), []string{hook, "--url=" + site.URL + "/"}, env(map[string]string{"SNAP_DIR": snap}), &out, &errb)
+		require.Equal(t, ExitOK, code, errb.String())
+		assert.Contains(t, out.String(), `"source":"fetch"`, "%s: only the fetched page is a source", hook)
+		assert.NotContains(t, out.String(), "root:", hook)
+	}
+	title, err := os.ReadFile(filepath.Join(snap, "title", "title.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "Safe\n", string(title))
 }

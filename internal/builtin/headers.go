@@ -33,7 +33,7 @@ type headersMeta struct {
 
 func readHeadersJSON(snapDir string) (*headersMeta, error) {
 	var m headersMeta
-	if err := readJSON(filepath.Join(snapDir, "headers", headersFile), &m); err != nil {
+	if err := readJSON(snapDir, "headers/"+headersFile, &m); err != nil {
 		return nil, err
 	}
 	if m.BodyFile == "" {

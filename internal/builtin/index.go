@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"html/template"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,6 +13,9 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin/snapfiles"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
+
+// maxTitleBytes caps the title read back from title.txt.
+const maxTitleBytes = 64 << 10
 
 // Files of the index hook (in SNAP_DIR/index/).
 const (
@@ -37,6 +39,9 @@ type indexPlugin struct {
 	Results []snapfiles.HookResult `json:"results"`
 	Files   []indexFile            `json:"files"`
 	Bytes   int64                  `json:"bytes"`
+	// Symlinks are links the plugin left (paths relative to SNAP_DIR):
+	// listed, never followed, linked or counted.
+	Symlinks []string `json:"symlinks_not_followed,omitempty"`
 }
 
 type indexFile struct {
@@ -50,7 +55,9 @@ type indexFile struct {
 // small static index.html linking to the files and to the snapshot's final
 // index (SNAP_DIR/index.json and index.jsonl, which the seal writes once
 // every hook, background ones included, is final: internal/snapindex). It
-// runs last (step 9, NN 95).
+// runs last (step 9, NN 95). Symbolic links are listed as such, never
+// followed, linked or counted, so the index cannot serve a file from
+// outside the snapshot.
 func runIndex(ctx context.Context, h *Hook) (hookio.Result, error) {
 	doc, err := buildIndex(h)
 	if err != nil {
@@ -79,7 +86,7 @@ func buildIndex(h *Hook) (*indexDoc, error) {
 		return nil, err
 	}
 	doc := &indexDoc{URL: h.Inv.URL, SnapshotID: h.Inv.SnapshotID, IndexedAt: time.Now().UTC(), Plugins: []indexPlugin{}}
-	if b, err := os.ReadFile(filepath.Join(h.SnapDir, "title", titleFile)); err == nil {
+	if b, err := snapfiles.ReadFile(h.SnapDir, "title/"+titleFile, maxTitleBytes); err == nil {
 		doc.Title = strings.TrimSpace(string(b))
 	}
 	for _, name := range names {
@@ -91,14 +98,17 @@ func buildIndex(h *Hook) (*indexDoc, error) {
 		if err != nil {
 			return nil, err
 		}
-		files, err := snapfiles.Walk(dir, func(rel string, _ bool) bool { return isTempFile(rel) })
+		listing, err := snapfiles.Walk(dir, func(rel string, _ bool) bool { return isTempFile(rel) })
 		if err != nil {
 			return nil, err
 		}
-		p := indexPlugin{Name: name, Results: results, Files: make([]indexFile, 0, len(files))}
-		for _, f := range files {
+		p := indexPlugin{Name: name, Results: results, Files: make([]indexFile, 0, len(listing.Files))}
+		for _, f := range listing.Files {
 			p.Files = append(p.Files, indexFile{Path: name + "/" + f.Path, Size: f.Size})
 			p.Bytes += f.Size
+		}
+		for _, l := range listing.Symlinks {
+			p.Symlinks = append(p.Symlinks, name+"/"+l)
 		}
 		doc.Files += len(p.Files)
 		doc.Bytes += p.Bytes
@@ -137,7 +147,7 @@ td,th{border-bottom:1px solid #ddd;padding:.3em .6em;text-align:left;vertical-al
 {{range .Plugins}}<tr>
 <td>{{.Name}}</td>
 <td>{{range .Results}}<div class="{{status .Status}}">{{status .Status}}{{if .OutputStr}}: {{.OutputStr}}{{end}}{{if .Error}} ({{.Error}}){{end}}</div>{{end}}</td>
-<td>{{range .Files}}<div><a href="../{{.Path}}">{{.Path}}</a> ({{.Size}} bytes)</div>{{end}}</td>
+<td>{{range .Files}}<div><a href="../{{.Path}}">{{.Path}}</a> ({{.Size}} bytes)</div>{{end}}{{range .Symlinks}}<div>{{.}} (symbolic link, not followed)</div>{{end}}</td>
 </tr>
 {{end}}</table>
 </body>

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/builtin/snapfiles"
 )
 
 // Page sources, in the vocabulary of output_json's "source" field.
@@ -82,7 +84,7 @@ func (h *Hook) pageFrom(ctx context.Context, src string) (*page, error) {
 }
 
 func (h *Hook) readPage(src, rel, pageURL, contentType string) (*page, error) {
-	body, err := readCapped(filepath.Join(h.SnapDir, filepath.FromSlash(rel)), maxPageBytes)
+	body, err := snapfiles.ReadFile(h.SnapDir, rel, maxPageBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -116,14 +118,19 @@ func readCapped(path string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// readJSON decodes the JSON file at path into v.
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+// maxJSONBytes caps a summary file another hook wrote (headers.json,
+// wget.json).
+const maxJSONBytes = 4 << 20
+
+// readJSON decodes the JSON file rel inside the snapshot directory snapDir
+// into v, never following a link out of it (snapfiles.ReadFile).
+func readJSON(snapDir, rel string, v any) error {
+	b, err := snapfiles.ReadFile(snapDir, rel, maxJSONBytes)
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("decode %s: %w", path, err)
+		return fmt.Errorf("decode %s: %w", rel, err)
 	}
 	return nil
 }

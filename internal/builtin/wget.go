@@ -51,7 +51,7 @@ type wgetSummary struct {
 
 func readWgetJSON(snapDir string) (*wgetSummary, error) {
 	var s wgetSummary
-	if err := readJSON(filepath.Join(snapDir, "wget", wgetSummaryFile), &s); err != nil {
+	if err := readJSON(snapDir, "wget/"+wgetSummaryFile, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -117,6 +117,11 @@ func wgetArgs(inv *hookio.Invocation, extra []string) []string {
 	}
 	if inv.UserAgent != "" {
 		args = append(args, "--user-agent="+inv.UserAgent)
+	}
+	if p := inv.FetchProxy; p != nil {
+		// Every request, redirect and requisite through the runner's
+		// fetch proxy, which enforces the fetch policy.
+		args = append(args, "-e", "use_proxy=on", "-e", "http_proxy="+p.String(), "-e", "https_proxy="+p.String(), "-e", "no_proxy=")
 	}
 	if inv.FetchDepth == model.FetchInf {
 		args = append(args, "--recursive", "--level=inf", "--no-parent")

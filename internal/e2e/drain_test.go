@@ -45,13 +45,13 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 trap 'rec term; exit 143' TERM
 rec start
 n=$(wc -l < "$E2E_EVENTS.owner")
-if [ "$n" -gt 1 ]; then NAP=0; fi   # the retry on the other worker is quick
-i=0; while [ "$i" -lt "$((NAP * 10))" ]; do sleep 0.1; i=$((i + 1)); done
+if [ "$n" -gt 1 ]; then E2E_NAP=0; fi   # the retry on the other worker is quick
+i=0; while [ "$i" -lt "$((E2E_NAP * 10))" ]; do sleep 0.1; i=$((i + 1)); done
 rec end
 echo '{"type":"ArchiveResult","status":"succeeded"}'
 `)
 			s := NewStack(t, server, root, nil)
-			env := []string{"E2E_EVENTS=" + events, "NAP=" + tc.nap, "ARCHIVEFLOW_WORKER_DRAIN_TIMEOUT=" + tc.drain}
+			env := []string{"E2E_EVENTS=" + events, "E2E_NAP=" + tc.nap, "ARCHIVEFLOW_WORKER_DRAIN_TIMEOUT=" + tc.drain}
 			w1 := StartWorker(t, bin, s.Config, "w1", env...)
 			job := s.Submit(t, "http://127.0.0.1:1/drain-"+strings.ReplaceAll(tc.name, " ", "-"), nil)
 			require.Eventually(t, func() bool {

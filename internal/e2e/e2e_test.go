@@ -26,8 +26,8 @@ var server *devserver.Server
 func TestMain(m *testing.M) {
 	// The test binary is ARCHIVEFLOW_BIN for the built-in plugins' hooks
 	// (builtinEnv): they exec `$ARCHIVEFLOW_BIN hook NAME ...`.
-	if len(os.Args) > 1 && os.Args[1] == "hook" {
-		os.Exit(builtin.Main(os.Args[2:], os.Stdout, os.Stderr))
+	if code, ok := builtin.Dispatch(os.Args); ok {
+		os.Exit(code)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	srv, err := StartServer(ctx)
@@ -189,4 +189,26 @@ echo '{"type":"ArchiveResult","status":"failed","error":"page says no"}'
 	assert.Contains(t, joined, `"type":"download"`, "Response records reach the job log")
 	ttl := s.Redis.TTL(ctx, job.Ident).Val()
 	assert.Greater(t, ttl, time.Hour, "finished job retained with an expiry")
+}
+
+// builtinPlugins returns a plugin root holding the named plugins of the
+// shipped set (plugins/), as symlinks.
+func builtinPlugins(t *testing.T, names ...string) string {
+	t.Helper()
+	src, err := filepath.Abs(filepath.Join("..", "..", "plugins"))
+	require.NoError(t, err)
+	root := t.TempDir()
+	for _, n := range names {
+		require.NoError(t, os.Symlink(filepath.Join(src, n), filepath.Join(root, n)))
+	}
+	return root
+}
+
+// builtinEnv is the worker environment that lets the shipped plugins'
+// wrappers exec this test binary as ARCHIVEFLOW_BIN (TestMain dispatches).
+func builtinEnv(t *testing.T) []string {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	return append(os.Environ(), "ARCHIVEFLOW_BIN="+self)
 }

@@ -20,22 +20,6 @@ import (
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
-// builtinPlugins links the named plugins of the repository's plugins/ into
-// a fresh plugin root and returns it with the hooks' environment: the test
-// binary is ARCHIVEFLOW_BIN (TestMain).
-func builtinPlugins(t *testing.T, names ...string) (root string, env []string) {
-	t.Helper()
-	root = t.TempDir()
-	for _, n := range names {
-		src, err := filepath.Abs(filepath.Join("..", "..", "plugins", n))
-		require.NoError(t, err)
-		require.NoError(t, os.Symlink(src, filepath.Join(root, n)))
-	}
-	self, err := os.Executable()
-	require.NoError(t, err)
-	return root, append(os.Environ(), "ARCHIVEFLOW_BIN="+self)
-}
-
 // TestSealIndexListsTheBackgroundWget archives a local page with the real
 // wget plugin (a background hook) and the index plugin: after the seal,
 // SNAP_DIR/index.jsonl and index.json list every hook with its final
@@ -58,7 +42,7 @@ func TestSealIndexListsTheBackgroundWget(t *testing.T) {
 		}
 	}))
 	defer site.Close()
-	root, env := builtinPlugins(t, "wget", "index")
+	root := builtinPlugins(t, "wget", "index")
 	// A foreground hook of step 9 lets the step end only once wget printed
 	// its result, so the seal finds it final rather than stopping it.
 	writeHook(t, root, "await", "on_Snapshot__90_await.sh", `i=0
@@ -66,7 +50,7 @@ while ! grep -qs '"ArchiveResult"' ../wget/*.stdout.log && [ $i -lt 1200 ]; do s
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"wget is done"}'
 `)
 	s := NewStack(t, server, root, nil)
-	s.StartPools(t, env)
+	s.StartPools(t, builtinEnv(t))
 
 	job := s.Submit(t, site.URL+"/", nil)
 	require.NoError(t, s.Wait(t, job, 2*time.Minute))

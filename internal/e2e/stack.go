@@ -67,6 +67,8 @@ type Stack struct {
 	Server *devserver.Server
 	// RedisURL reaches the test's Redis server.
 	RedisURL string
+	// Log is the pools' logger (nil: the test's, warnings and above).
+	Log *zap.Logger
 }
 
 var queueSeq atomic.Int64
@@ -94,6 +96,8 @@ func TestConfig(t testing.TB, srv *devserver.Server, redisURL, pluginDir string)
 	cfg.Worker.DrainTimeout = 2 * time.Second
 	cfg.Worker.StatsInterval = time.Second
 	cfg.Worker.PipelineTTL = 10 * time.Second
+	// The tests' hooks read their fixtures' variables (E2E_EVENTS, ...).
+	cfg.Hooks.PassEnv = []string{"E2E_*"}
 	return &cfg
 }
 
@@ -128,12 +132,16 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 	done := make(chan error, 1)
 	pipe, err := pools.NewRedisPipeline(s.Store, "e2e", s.Config.ArchiveDir)
 	require.NoError(t, err)
+	log := s.Log
+	if log == nil {
+		log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
 	deps := pools.Deps{
 		Config:    s.Config,
 		Client:    s.Client,
 		Store:     &jobstore.RedisStore{Redis: s.Store, PipelineID: pipe.ID()},
 		Pipelines: pipe,
-		Log:       zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		Log:       log,
 		Env:       env,
 	}
 	go func() { done <- pools.Run(ctx, deps, nil) }()

@@ -64,6 +64,7 @@ func StartWorker(tb testing.TB, bin string, cfg *config.Config, name string, ext
 		"ARCHIVEFLOW_HOOKS_HEARTBEAT_TIMEOUT="+cfg.Hooks.HeartbeatTimeout.String(),
 		"ARCHIVEFLOW_WORKER_DRAIN_TIMEOUT=1s",
 		"ARCHIVEFLOW_WORKER_NICKNAME="+name,
+		"ARCHIVEFLOW_HOOKS_PASS_ENV="+strings.Join(cfg.Hooks.PassEnv, ","),
 	)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -1,7 +1,8 @@
 // Package engine owns running hooks on a worker host: discovery, per-attempt
-// config resolution, the hook environment, and supervision through
-// internal/procs. Engine is the production activities.Discoverer and
-// activities.Runner.
+// config resolution, the hook environment (env.go, with the rules of
+// internal/hookenv), the attempt's fetch proxy (fetch.go, internal/egress)
+// and supervision through internal/procs. Engine is the production
+// activities.Discoverer and activities.Runner.
 package engine
 
 import (
@@ -9,17 +10,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/hookenv"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
@@ -35,6 +40,8 @@ type Config struct {
 	// (config plugins.values).
 	File map[string]any
 	// Env is the worker's environment as KEY=VALUE; nil means os.Environ().
+	// Hooks get only its allowed part (PassEnv); plugin config keys are
+	// resolved from all of it.
 	Env []string
 	// Timeout is TIMEOUT when no plugin setting says otherwise (config
 	// hooks.timeout).
@@ -45,7 +52,17 @@ type Config struct {
 	// LineCap is the longest stdout line a hook may print (config
 	// hooks.line_cap).
 	LineCap int
-	Log     *zap.Logger
+	// PassEnv names worker variables hooks get besides hookenv.Allowed
+	// (config hooks.pass_env).
+	PassEnv []string
+	// Secrets are archiveflow's own secrets (config.Secrets): never in a
+	// hook's environment, and redacted from what a hook reports and from
+	// configuration errors, which go into workflow history.
+	Secrets config.Secrets
+	// Fetch is the fetch network policy (config fetch.deny); when it
+	// denies anything, each attempt fetches through its own egress proxy.
+	Fetch *netpolicy.Policy
+	Log   *zap.Logger
 }
 
 // Engine is the production Discoverer and Runner: discovery and plugin
@@ -55,8 +72,9 @@ type Config struct {
 // attempt (the values go into the hook's env), so config values, which may
 // be secrets, never enter workflow history.
 type Engine struct {
-	cfg Config
-	log *zap.Logger
+	cfg    Config
+	log    *zap.Logger
+	warned sync.Map // plugin + variable already warned about (env.go)
 }
 
 var (
@@ -77,6 +95,11 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("hook engine: grace %s: must be >= 0", cfg.Grace)
 	case cfg.LineCap <= 0:
 		return nil, fmt.Errorf("hook engine: line cap %d: must be > 0", cfg.LineCap)
+	}
+	for i, p := range cfg.PassEnv {
+		if err := hookenv.CheckPattern(p); err != nil {
+			return nil, fmt.Errorf("hook engine: pass_env[%d] %q: %w", i, p, err)
+		}
 	}
 	log := cfg.Log
 	if log == nil {
@@ -100,11 +123,36 @@ func (e *Engine) snapDir(snapshotID string) (string, error) {
 	return filepath.Join(e.cfg.ArchiveDir, "snapshots", snapshotID), nil
 }
 
-// sources are the config sources of one snapshot.
+// checkDirs refuses to run a hook in a snapshot or plugin directory that
+// is not a real directory: a hook that replaced SNAP_DIR or
+// SNAP_DIR/PLUGIN with a symbolic link would otherwise have the next hook
+// run (and write its files) wherever the link points. A missing directory
+// is fine: the runner creates it.
+func checkDirs(dirs ...string) error {
+	for _, d := range dirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return fmt.Errorf("snapshot directory %s: %w", d, err)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(d)
+			return fmt.Errorf("snapshot directory %s is a symbolic link (to %s), left by a hook: not followed", d, target)
+		case !fi.IsDir():
+			return fmt.Errorf("snapshot directory %s is not a directory", d)
+		}
+	}
+	return nil
+}
+
+// sources are the config sources of one snapshot. Variables that carry
+// one of archiveflow's secrets are not a source: no plugin key, alias or
+// {TEMPLATE} can pick them up.
 func (e *Engine) sources(overrides map[string]string, base map[string]string) hooks.Sources {
 	env := map[string]string{}
 	for _, kv := range e.environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		if k, v, ok := strings.Cut(kv, "="); ok && !e.cfg.Secrets.Reveals(k, v) {
 			env[k] = v
 		}
 	}
@@ -133,7 +181,7 @@ func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (act
 	for _, plugin := range found.Plugins() {
 		r, err := found.Schema(plugin).Resolve(src)
 		if err != nil {
-			configErr[plugin] = err.Error()
+			configErr[plugin] = e.cfg.Secrets.Redact(err.Error())
 			continue
 		}
 		resolved[plugin] = r
@@ -157,9 +205,15 @@ func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (act
 	return plan, nil
 }
 
-// Run runs one attempt of a hook through procs.Run.
+// Run runs one attempt of a hook through procs.Run, behind its own fetch
+// proxy when the fetch policy denies anything.
 func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
-	spec, err := e.spec(req, sink)
+	fp, err := e.startFetchProxy(req, sink)
+	if err != nil {
+		return activities.Outcome{}, fmt.Errorf("run hook %s: %w", req.Hook.Key(), err)
+	}
+	defer fp.close()
+	spec, err := e.spec(req, sink, fp)
 	if err != nil {
 		return activities.Outcome{}, err
 	}
@@ -177,31 +231,60 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 			out.Error += "; stderr: " + strings.Join(res.StderrTail, " | ")
 		}
 	}
-	return out, nil
+	return e.redactOutcome(out), nil
+}
+
+// redactOutcome removes archiveflow's secrets from the text a hook
+// reported: it goes into workflow history and Redis.
+func (e *Engine) redactOutcome(o activities.Outcome) activities.Outcome {
+	s := e.cfg.Secrets
+	o.Error = s.Redact(o.Error)
+	o.Result.OutputStr = s.Redact(o.Result.OutputStr)
+	o.Result.Error = s.Redact(o.Result.Error)
+	if raw := string(o.Result.OutputJSON); raw != "" {
+		if red := s.Redact(raw); red != raw {
+			o.Result.OutputJSON = json.RawMessage(red)
+		}
+	}
+	return o
+}
+
+// configError is a plugin configuration error as it may enter workflow
+// history: with any secret value it quotes redacted.
+func (e *Engine) configError(h activities.HookSpec, err error) error {
+	return fmt.Errorf("run hook %s: %s: %w", h.Key(), e.cfg.Secrets.Redact(err.Error()), activities.ErrConfig)
 }
 
 // spec builds the procs.Spec of one attempt: argv, env, cwd, timeouts and
-// the live callbacks (DESIGN.md §3 Invocation).
-func (e *Engine) spec(req activities.RunRequest, sink activities.Sink) (procs.Spec, error) {
+// the live callbacks (DESIGN.md §3 Invocation). fp is the attempt's fetch
+// proxy (nil: none).
+func (e *Engine) spec(req activities.RunRequest, sink activities.Sink, fp *fetchProxy) (procs.Spec, error) {
 	h := req.Hook
 	snapDir, err := e.snapDir(req.Job.SnapshotID)
 	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, activities.ErrConfig)
+		return procs.Spec{}, e.configError(h, err)
+	}
+	if err := checkDirs(snapDir, filepath.Join(snapDir, h.Plugin)); err != nil {
+		return procs.Spec{}, e.configError(h, err)
 	}
 	schema, err := hooks.LoadSchema(filepath.Join(filepath.Dir(h.Path), hooks.ConfigFile), h.Plugin)
 	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, activities.ErrConfig)
+		return procs.Spec{}, e.configError(h, err)
 	}
 	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
 	resolved, err := schema.Resolve(e.sources(req.Job.Overrides, base))
 	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w: %w", h.Key(), err, activities.ErrConfig)
+		return procs.Spec{}, e.configError(h, err)
 	}
 	timeout := resolved.Timeout(h.Timeout)
 	if timeout <= 0 {
 		timeout = e.cfg.Timeout
 	}
-	env, err := e.env(req, snapDir, timeout, resolved)
+	fetchEnv, err := e.fetchEnv(fp)
+	if err != nil {
+		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
+	}
+	env, err := e.env(req, snapDir, timeout, resolved, fetchEnv)
 	if err != nil {
 		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
 	}
@@ -215,11 +298,13 @@ func (e *Engine) spec(req activities.RunRequest, sink activities.Sink) (procs.Sp
 		Grace:      h.Grace,
 		Background: h.Background,
 		LineCap:    e.cfg.LineCap,
-		OnStderr:   sink.StderrLine,
+		OnStderr:   func(line string) { sink.StderrLine(e.cfg.Secrets.Redact(line)) },
 		OnRecord: func(r jsonl.Record) {
 			sink.Record()
 			if r.Response != nil {
-				sink.Response(*r.Response)
+				resp := *r.Response
+				resp.URL = e.cfg.Secrets.Redact(resp.URL)
+				sink.Response(resp)
 			}
 		},
 		Log: e.log,
@@ -228,45 +313,4 @@ func (e *Engine) spec(req activities.RunRequest, sink activities.Sink) (procs.Sp
 		spec.Timeout = 0
 	}
 	return spec, nil
-}
-
-// env is the hook's environment: the worker's, the resolved plugin config,
-// then archiveflow's own keys (later entries win).
-func (e *Engine) env(req activities.RunRequest, snapDir string, timeout time.Duration, r *hooks.Resolved) ([]string, error) {
-	extra, err := json.Marshal(map[string]any{
-		"snapshot_id": req.Job.SnapshotID,
-		"ident":       req.Job.Ident,
-		"plugin":      req.Hook.Plugin,
-		"hook_name":   req.Hook.Name,
-		"attempt":     req.Attempt,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encode EXTRA_CONTEXT: %w", err)
-	}
-	ignores := req.Settings.Ignores
-	if ignores == nil {
-		ignores = []string{}
-	}
-	ign, err := json.Marshal(ignores)
-	if err != nil {
-		return nil, fmt.Errorf("encode IGNORE_PATTERNS: %w", err)
-	}
-	secs := strconv.Itoa(int((timeout + time.Second - 1) / time.Second))
-	env := append([]string{}, e.environ()...)
-	env = append(env, r.Env()...)
-	env = append(env,
-		"SNAP_DIR="+snapDir,
-		"ARCHIVE_DIR="+e.cfg.ArchiveDir,
-		"TIMEOUT="+secs,
-		hooks.TimeoutKey(req.Hook.Plugin)+"="+secs,
-		"FETCH_DEPTH="+req.Job.FetchDepth,
-		"DELAY_MIN="+strconv.Itoa(req.Settings.DelayMinMS),
-		"DELAY_MAX="+strconv.Itoa(req.Settings.DelayMaxMS),
-		"EXTRA_CONTEXT="+string(extra),
-		"IGNORE_PATTERNS="+string(ign),
-	)
-	if req.Settings.UserAgent != "" {
-		env = append(env, "USER_AGENT="+req.Settings.UserAgent)
-	}
-	return env, nil
 }

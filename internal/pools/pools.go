@@ -27,6 +27,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/hooks"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/plugins"
@@ -54,8 +55,9 @@ type Deps struct {
 	// Pipelines may be nil (no pipeline registration).
 	Pipelines Pipelines
 	Log       *zap.Logger
-	// Env is the environment hooks inherit (nil = this process's); the
-	// caller adds ARCHIVEFLOW_BIN so built-in hooks find their binary.
+	// Env is the worker environment hooks get their allowed part of
+	// (internal/hookenv; nil = this process's); the caller adds
+	// ARCHIVEFLOW_BIN so built-in hooks find their binary.
 	Env []string
 	// Instance distinguishes host queues of several processes on one host;
 	// default HOSTNAME-PID.
@@ -247,16 +249,11 @@ func Run(ctx context.Context, d Deps, names []string) error {
 func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, log *zap.Logger) ([]worker.Worker, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
-	eng, err := engine.New(engine.Config{
-		PluginDirs: d.PluginDirs,
-		ArchiveDir: archiveDir,
-		File:       cfg.Plugins.Values,
-		Env:        d.Env,
-		Timeout:    cfg.Hooks.Timeout,
-		Grace:      cfg.Hooks.Grace,
-		LineCap:    cfg.Hooks.LineCap,
-		Log:        plog,
-	})
+	ecfg, err := EngineConfig(cfg, d.PluginDirs, archiveDir, d.Env, plog)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	eng, err := engine.New(ecfg)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
@@ -290,6 +287,30 @@ func WorkerOptions(cfg *config.Config, p config.Pool) worker.Options {
 		// heartbeat timeout, so cancellation reaches a hook within seconds.
 		MaxHeartbeatThrottleInterval: time.Second,
 	}
+}
+
+// EngineConfig is the hook engine's configuration: the plugin roots (from
+// PluginRoots), archive dir, hook settings, the hook environment's
+// allowlist additions and the secrets it must never carry, and the fetch
+// policy. env is the worker environment (nil = this process's).
+func EngineConfig(cfg *config.Config, pluginDirs []string, archiveDir string, env []string, log *zap.Logger) (engine.Config, error) {
+	fetch, err := netpolicy.Parse(cfg.Fetch.Deny)
+	if err != nil {
+		return engine.Config{}, err
+	}
+	return engine.Config{
+		PluginDirs: pluginDirs,
+		ArchiveDir: archiveDir,
+		File:       cfg.Plugins.Values,
+		Env:        env,
+		Timeout:    cfg.Hooks.Timeout,
+		Grace:      cfg.Hooks.Grace,
+		LineCap:    cfg.Hooks.LineCap,
+		PassEnv:    cfg.Hooks.PassEnv,
+		Secrets:    cfg.Secrets(),
+		Fetch:      fetch,
+		Log:        log,
+	}, nil
 }
 
 // ActivityOptions are the hook activities' options from the configuration

@@ -6,7 +6,9 @@
 // duration); index.json is the same as one document, in the shape of
 // ArchiveBox's older per-snapshot index.json. Both are written at the seal
 // (the SealSnapshot activity on the host that ran the hooks), replacing
-// whatever an earlier claim or run left.
+// whatever an earlier claim or run left, through an os.Root of SNAP_DIR
+// (internal/builtin/snapfiles OpenRoot): a hook that replaced SNAP_DIR or
+// an index file with a symbolic link cannot make the seal write elsewhere.
 package snapindex
 
 import (
@@ -14,10 +16,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
+	"github.com/archiveflow/archiveflow/internal/builtin/snapfiles"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -90,7 +95,9 @@ type document struct {
 // Write writes SNAP_DIR/index.json and SNAP_DIR/index.jsonl for snap and
 // the final results of its hooks (in plan order), each atomically, and
 // returns their paths. dir is created when missing (a snapshot whose hooks
-// all were skipped has no directory yet).
+// all were skipped has no directory yet); a dir that is a symbolic link is
+// refused, and an index file a hook replaced with a link is replaced, never
+// written through.
 func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, error) {
 	if snap.ID == "" || snap.URL == "" {
 		return nil, errors.New("snapshot index: snapshot id and url must not be empty")
@@ -98,6 +105,11 @@ func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("snapshot index: %w", err)
 	}
+	root, err := snapfiles.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot index: %w", err)
+	}
+	defer root.Close()
 	records := make([]resultRecord, len(results))
 	for i, r := range results {
 		records[i] = record(snap.ID, r)
@@ -119,11 +131,13 @@ func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, 
 	if err != nil {
 		return nil, fmt.Errorf("snapshot index %s: %w", JSONFile, err)
 	}
-	paths := []string{filepath.Join(dir, JSONFile), filepath.Join(dir, JSONLFile)}
+	names := []string{JSONFile, JSONLFile}
+	paths := make([]string, len(names))
 	for i, data := range [][]byte{append(doc, '\n'), lines.Bytes()} {
-		if err := writeAtomic(paths[i], data); err != nil {
-			return nil, err
+		if err := writeAtomic(root, names[i], data); err != nil {
+			return nil, fmt.Errorf("snapshot index: write %s: %w", filepath.Join(dir, names[i]), err)
 		}
+		paths[i] = filepath.Join(dir, names[i])
 	}
 	return paths, nil
 }
@@ -149,26 +163,26 @@ func record(id string, r model.ArchiveResult) resultRecord {
 	return rec
 }
 
-// writeAtomic writes data to a temporary file beside path and renames it
-// over path: a reader sees the old index or the new one, never a part.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+// writeAtomic writes data to a new temporary file beside name in root and
+// renames it over name: a reader sees the old index or the new one, never
+// a part. The rename replaces a symbolic link at name rather than
+// following it.
+func writeAtomic(root *os.Root, name string, data []byte) error {
+	tmp := "." + name + ".tmp" + strconv.FormatUint(rand.Uint64(), 36)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fmt.Errorf("snapshot index: %w", err)
+		return err
 	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
+	defer root.Remove(tmp) // a no-op after the rename
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644) // whatever the umask
+	}
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
+		err = root.Rename(tmp, name)
 	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("snapshot index: write %s: %w", path, err)
-	}
-	return nil
+	return err
 }

@@ -106,6 +106,39 @@ func TestWriteReplacesAnEarlierIndex(t *testing.T) {
 	assert.Len(t, entries, 2, "no temporary files left")
 }
 
+// TestWriteNeverFollowsALinkOutOfTheSnapshot: a hook that linked the
+// index files out of SNAP_DIR, or replaced SNAP_DIR with a link, cannot
+// make the seal write (or read) outside the snapshot.
+func TestWriteNeverFollowsALinkOutOfTheSnapshot(t *testing.T) {
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim.txt")
+	require.NoError(t, os.WriteFile(victim, []byte("keep"), 0o644))
+	snap := Snapshot{ID: "abc", URL: "https://example.com/", State: model.StateFinished}
+
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(victim, filepath.Join(dir, JSONFile)))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "new.jsonl"), filepath.Join(dir, JSONLFile)))
+	_, err := Write(dir, snap, nil)
+	require.NoError(t, err)
+	for _, name := range []string{JSONFile, JSONLFile} {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.True(t, fi.Mode().IsRegular(), "%s: the link is replaced by the index", name)
+	}
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(b), "the link's target is untouched")
+
+	linked := filepath.Join(t.TempDir(), "abc")
+	require.NoError(t, os.Symlink(outside, linked))
+	_, err = Write(linked, snap, nil)
+	assert.ErrorContains(t, err, linked+" is a symbolic link, not followed")
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing written where SNAP_DIR's link points")
+	assert.Equal(t, "victim.txt", entries[0].Name())
+}
+
 func TestWriteRefusesASnapshotWithoutIdentity(t *testing.T) {
 	_, err := Write(t.TempDir(), Snapshot{URL: "https://example.com/"}, nil)
 	assert.ErrorContains(t, err, "snapshot id and url must not be empty")

@@ -113,6 +113,7 @@ func (e *env) addHostBeating(name string, heartbeat time.Duration) (stop, stopSh
 	e.t.Helper()
 	eng, err := engine.New(engine.Config{PluginDirs: []string{e.plugins}, ArchiveDir: e.archive,
 		Env:     []string{"PATH=" + os.Getenv("PATH"), "EVENTS=" + e.events, "HOST_NAME=" + name},
+		PassEnv: []string{"EVENTS", "HOST_NAME"},
 		Timeout: time.Minute, Grace: 2 * time.Second, LineCap: 1 << 20, Log: zap.NewNop()})
 	require.NoError(e.t, err)
 	hq := e.queue + "@" + name

@@ -61,6 +61,19 @@ type Capture struct {
 	URL       string   // the page; passed as one argv element
 	Stdout    io.Writer
 	Grace     time.Duration // SIGTERM → SIGKILL delay on cancellation
+	// Proxy, when set, is the runner's fetch proxy: every request of the
+	// page goes through it, loopback included.
+	Proxy string
+}
+
+// ProxyArgs are the flags that send every request of the browser through
+// proxy: loopback too (Chromium bypasses a proxy for it by default), and no
+// WebRTC UDP, which would go around any proxy.
+func ProxyArgs(proxy string) []string {
+	return []string{
+		"--proxy-server=" + proxy, "--proxy-bypass-list=<-loopback>",
+		"--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+	}
 }
 
 // BaseArgs are the flags every capture uses, given its profile directory.
@@ -87,6 +100,9 @@ func Run(ctx context.Context, c Capture) error {
 	args := BaseArgs(profile)
 	if c.UserAgent != "" {
 		args = append(args, "--user-agent="+c.UserAgent)
+	}
+	if c.Proxy != "" {
+		args = append(args, ProxyArgs(c.Proxy)...)
 	}
 	args = append(args, c.Extra...)
 	args = append(args, c.Flag, c.URL)

@@ -50,7 +50,8 @@ func TestRunPassesURLAsOneArgument(t *testing.T) {
 	out, err := os.Create(filepath.Join(t.TempDir(), "out.html"))
 	require.NoError(t, err)
 	defer out.Close()
-	err = Run(context.Background(), Capture{Binary: bin, UserAgent: "UA x", Extra: []string{"--foo"}, Flag: "--dump-dom", URL: url, Stdout: out, Grace: time.Second})
+	err = Run(context.Background(), Capture{Binary: bin, UserAgent: "UA x", Extra: []string{"--foo"}, Flag: "--dump-dom", URL: url, Stdout: out, Grace: time.Second,
+		Proxy: "http://127.0.0.1:3128"})
 	require.NoError(t, err)
 	b, err := os.ReadFile(argvFile)
 	require.NoError(t, err)
@@ -61,6 +62,8 @@ func TestRunPassesURLAsOneArgument(t *testing.T) {
 	assert.Contains(t, argv, "--no-sandbox")
 	assert.Contains(t, argv, "--user-agent=UA x")
 	assert.Contains(t, argv, "--foo")
+	assert.Contains(t, argv, "--proxy-server=http://127.0.0.1:3128")
+	assert.Contains(t, argv, "--proxy-bypass-list=<-loopback>", "loopback goes through the fetch proxy too")
 	var profile string
 	for _, a := range argv {
 		if strings.HasPrefix(a, "--user-data-dir=") {

@@ -37,6 +37,12 @@ func TestParseValid(t *testing.T) {
 	assert.Equal(t, 750*time.Millisecond, inv.DelayMax)
 	assert.Equal(t, []string{`\.jpg$`, `^https://x/`}, inv.IgnorePatterns)
 	assert.Equal(t, Context{SnapshotID: "s1", Ident: "abc", Attempt: 2, Depth: 3}, inv.Extra)
+	assert.Nil(t, inv.FetchProxy, "no FETCH_PROXY: fetch directly")
+
+	inv, err = Parse("wget", []string{"--url=http://h/"}, envOf(map[string]string{"FETCH_PROXY": "http://127.0.0.1:3128"}))
+	require.NoError(t, err)
+	require.NotNil(t, inv.FetchProxy)
+	assert.Equal(t, "http://127.0.0.1:3128", inv.FetchProxy.String())
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -71,6 +77,8 @@ func TestParseRejects(t *testing.T) {
 		{"ignores not json", ok, map[string]string{"IGNORE_PATTERNS": "*.jpg"}, "env IGNORE_PATTERNS=\"*.jpg\": must be a JSON array"},
 		{"ignore not regexp", ok, map[string]string{"IGNORE_PATTERNS": `["(unclosed"]`}, `env IGNORE_PATTERNS: ignore pattern "(unclosed": not a valid Go RE2 regular expression`},
 		{"extra context", ok, map[string]string{"EXTRA_CONTEXT": "[1]"}, "env EXTRA_CONTEXT=\"[1]\": must be a JSON object"},
+		{"proxy without port", ok, map[string]string{"FETCH_PROXY": "http://127.0.0.1"}, `env FETCH_PROXY="http://127.0.0.1": must be http://HOST:PORT`},
+		{"proxy not http", ok, map[string]string{"FETCH_PROXY": "socks5://127.0.0.1:1080"}, `env FETCH_PROXY="socks5://127.0.0.1:1080": must be http://HOST:PORT`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

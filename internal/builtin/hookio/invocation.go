@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -52,6 +53,10 @@ type Invocation struct {
 	DelayMax       time.Duration // DELAY_MAX
 	IgnorePatterns []string      // IGNORE_PATTERNS, each a valid RE2 pattern
 	Extra          Context       // EXTRA_CONTEXT
+	// FetchProxy is FETCH_PROXY, the runner's egress proxy that enforces
+	// the fetch policy (nil: fetch directly). Every request goes through
+	// it, loopback included.
+	FetchProxy *url.URL
 
 	env LookupEnv
 }
@@ -123,6 +128,13 @@ func (inv *Invocation) parseEnv() error {
 	}
 	if inv.IgnorePatterns, err = inv.ignorePatterns(); err != nil {
 		return err
+	}
+	if v, ok := inv.env(egress.EnvProxy); ok && v != "" {
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme != "http" || u.Host == "" || u.Port() == "" {
+			return fmt.Errorf("env %s=%q: must be http://HOST:PORT", egress.EnvProxy, v)
+		}
+		inv.FetchProxy = u
 	}
 	if v, ok := inv.env("EXTRA_CONTEXT"); ok && strings.TrimSpace(v) != "" {
 		if err := json.Unmarshal([]byte(v), &inv.Extra); err != nil {

@@ -31,8 +31,8 @@ type Fetch struct {
 
 var (
 	startRe  = regexp.MustCompile(`^--\d{4}-\d\d-\d\d \d\d:\d\d:\d\d--  (?:\(try: ?\d+\)  )?(\S+)$`)
-	statusRe = regexp.MustCompile(`^HTTP request sent, awaiting response\.\.\. (\d{3})\b`)
-	failRe   = regexp.MustCompile(`(?:^HTTP request sent, awaiting response\.\.\. |\.\.\. )(failed: .*|No data received\..*|Read error.*)$`)
+	statusRe = regexp.MustCompile(`^(?:HTTP|Proxy) request sent, awaiting response\.\.\. (\d{3})\b`)
+	failRe   = regexp.MustCompile(`(?:^(?:HTTP|Proxy) request sent, awaiting response\.\.\. |\.\.\. )(failed: .*|No data received\..*|Read error.*)$`)
 	lengthRe = regexp.MustCompile(`^Length: (\d+|unspecified)(?: \([^)]*\))?(?: \[([^\]]*)\])?`)
 	savingRe = regexp.MustCompile(`^Saving to: '(.*)'$`)
 	savedRe  = regexp.MustCompile(`' saved \[(\d+)(?:/\d+)?\]$`)
@@ -68,7 +68,9 @@ func (p *Parser) Line(line string) {
 		return
 	}
 	switch {
-	case strings.HasPrefix(line, "HTTP request sent"):
+	case strings.HasPrefix(line, "HTTP request sent"), strings.HasPrefix(line, "Proxy request sent"):
+		// Through an HTTP proxy (the fetch policy's) wget says "Proxy
+		// request sent" for http:// URLs.
 		if m := statusRe.FindStringSubmatch(line); m != nil {
 			p.cur.Status, _ = strconv.Atoi(m[1])
 			p.cur.Code = CodeFinished
@@ -93,7 +95,7 @@ func (p *Parser) Line(line string) {
 		}
 	case line[0] >= '0' && line[0] <= '9':
 		p.dated(line)
-	case resolveE.MatchString(line):
+	case resolveE.MatchString(line), strings.HasPrefix(line, "Proxy tunneling failed: "):
 		p.cur.Reason = line
 		p.flush()
 	case strings.Contains(line, "... failed: "):

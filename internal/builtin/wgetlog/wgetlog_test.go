@@ -84,6 +84,38 @@ func TestParserSampleLog(t *testing.T) {
 	assert.Equal(t, want, got)
 }
 
+// A log of wget through an HTTP proxy (the fetch policy's): http:// says
+// "Proxy request sent", a refused CONNECT "Proxy tunneling failed".
+const proxyLog = `--2026-11-22 15:34:28--  http://127.0.0.1:32965/
+Connecting to 127.0.0.1:36713... connected.
+Proxy request sent, awaiting response... 200 OK
+Length: 2 [text/plain]
+Saving to: '127.0.0.1:32965/index.html'
+
+     0K                                                       100%  245K=0s
+
+2026-11-22 15:34:28 (245 KB/s) - '127.0.0.1:32965/index.html' saved [2/2]
+
+--2026-11-22 15:34:28--  http://169.254.169.254/latest/meta-data/
+Connecting to 127.0.0.1:36713... connected.
+Proxy request sent, awaiting response... 403 Forbidden
+2026-11-22 15:34:28 ERROR 403: Forbidden.
+
+--2026-11-22 15:34:28--  https://127.0.0.1:1/x
+Connecting to 127.0.0.1:36713... connected.
+Proxy tunneling failed: ForbiddenUnable to establish SSL connection.
+`
+
+func TestParserProxyLog(t *testing.T) {
+	var got []Fetch
+	require.NoError(t, NewParser(func(f Fetch) { got = append(got, f) }).Scan(strings.NewReader(proxyLog)))
+	assert.Equal(t, []Fetch{
+		{URL: "http://127.0.0.1:32965/", Status: 200, Bytes: 2, Saved: "127.0.0.1:32965/index.html", Type: "text/plain", Code: CodeFinished},
+		{URL: "http://169.254.169.254/latest/meta-data/", Status: 403, Code: CodeFinished},
+		{URL: "https://127.0.0.1:1/x", Code: CodeNetworkError, Reason: "Proxy tunneling failed: ForbiddenUnable to establish SSL connection."},
+	}, got)
+}
+
 func TestParserStreamsAndFlushesAtClose(t *testing.T) {
 	var got []Fetch
 	p := NewParser(func(f Fetch) { got = append(got, f) })

@@ -1,0 +1,318 @@
+// Package egress owns the fetch proxy: a small HTTP proxy on loopback that
+// hooks' fetchers are pointed at (the built-in ones explicitly, every other
+// one through HTTP_PROXY/HTTPS_PROXY), which connects only where
+// internal/netpolicy allows. Every connection is decided on the address it
+// will really use, after DNS resolution, so a redirect, a page requisite or
+// a host name that resolves to a denied address is refused the same way as
+// a denied URL. A refused request is answered 403 with the DeniedHeader
+// and reported through Options.OnDeny. Plain http:// requests are
+// forwarded; https:// and anything else tunnels with CONNECT.
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
+)
+
+// DeniedHeader is set on the proxy's 403 answer to a denied request; its
+// value is the rule that matched. A fetcher that sees it knows the answer
+// came from the policy, not from the site.
+const DeniedHeader = "X-Archiveflow-Fetch-Denied"
+
+// The hook environment's fetch policy keys (set by internal/engine, read by
+// the built-in hooks and by any plugin that wants to honour the policy).
+const (
+	// EnvDeny is the fetch.deny list as a JSON array of rules
+	// (internal/netpolicy grammar), for plugins that check URLs themselves.
+	EnvDeny = "FETCH_DENY"
+	// EnvProxy is the attempt's proxy (http://127.0.0.1:PORT); the
+	// built-in fetchers send every request to it, loopback included.
+	EnvProxy = "FETCH_PROXY"
+)
+
+// ProxyVars are the standard proxy variables set to the proxy too, so
+// third-party fetchers (curl, wget, Python requests, Chromium on Linux) go
+// through the policy without knowing about it.
+var ProxyVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}
+
+// dialTimeout bounds one connection attempt to a resolved address.
+const dialTimeout = 30 * time.Second
+
+// Denial is one refused request.
+type Denial struct {
+	// Target is the URL of a forwarded request, or host:port of a tunnel.
+	Target   string
+	Decision netpolicy.Decision
+}
+
+// Message is the job log line for the denial.
+func (d Denial) Message() string {
+	return fmt.Sprintf("fetch of %s %s", d.Target, d.Decision.Reason())
+}
+
+// Options configure a Proxy.
+type Options struct {
+	Policy *netpolicy.Policy
+	// OnDeny is called once per refused request, possibly from several
+	// goroutines at once, never after Close returns.
+	OnDeny func(Denial)
+	Log    *zap.Logger
+}
+
+// Proxy is one running fetch proxy.
+type Proxy struct {
+	opts      Options
+	log       *zap.Logger
+	ln        net.Listener
+	srv       *http.Server
+	transport *http.Transport
+	forward   *httputil.ReverseProxy
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	url       string
+
+	mu      sync.Mutex
+	closed  bool
+	tunnels map[net.Conn]struct{} // both ends of every open tunnel
+	wg      sync.WaitGroup        // serve loop, handlers and tunnel copies
+}
+
+// Start listens on a free loopback port and serves until Close.
+func Start(opts Options) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("fetch proxy: listen on loopback: %w", err)
+	}
+	log := opts.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	p := &Proxy{opts: opts, log: log, ln: ln, url: "http://" + ln.Addr().String(), tunnels: map[net.Conn]struct{}{},
+		dial: Dialer(opts.Policy)}
+	p.transport = &http.Transport{
+		Proxy:                 nil, // never chain to the worker's own proxy settings
+		DialContext:           p.dial,
+		DisableCompression:    true, // pass the fetcher's Accept-Encoding and the body through as they are
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       30 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	p.forward = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL = r.In.URL
+			r.Out.Host = r.In.Host
+		},
+		Transport:    p.transport,
+		ErrorHandler: p.forwardError,
+		ErrorLog:     zap.NewStdLog(log),
+	}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(log)}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		_ = p.srv.Serve(ln)
+	}()
+	return p, nil
+}
+
+// URL is the proxy's address, http://127.0.0.1:PORT.
+func (p *Proxy) URL() string { return p.url }
+
+// Close stops the proxy: no new connections, every open one closed, and
+// no OnDeny call after it returns.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.tunnels {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	err := p.srv.Close()
+	p.transport.CloseIdleConnections()
+	p.wg.Wait()
+	return err
+}
+
+// ServeHTTP answers one proxy request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Count the handler while the proxy is open, so Close waits for it:
+	// it may still report a denial.
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		http.Error(w, "archiveflow fetch proxy: closed", http.StatusServiceUnavailable)
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	switch {
+	case r.Method == http.MethodConnect:
+		p.tunnel(w, r)
+	case r.URL.IsAbs() && r.URL.Scheme == "http" && r.URL.Host != "":
+		p.forward.ServeHTTP(w, r)
+	default:
+		http.Error(w, "archiveflow fetch proxy: send absolute http:// URLs, or CONNECT host:port for anything else", http.StatusBadRequest)
+	}
+}
+
+// DeniedError is a connection the policy refuses; Decision names the rule.
+type DeniedError struct{ Decision netpolicy.Decision }
+
+func (e *DeniedError) Error() string { return e.Decision.Reason() }
+
+// Dialer returns a DialContext that connects to addr (host:port) only when
+// policy allows every address the host resolves to, and then to exactly
+// those addresses, so the name cannot resolve differently between the
+// check and the connect; a refusal is a *DeniedError. The proxy dials with
+// it; a fetcher inside the worker process (no proxy in between) sets it as
+// its transport's DialContext.
+func Dialer(policy *netpolicy.Policy) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, portStr, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("fetch policy: address %q: %w", addr, err)
+		}
+		port, err := strconv.Atoi(portStr)
+		if err != nil {
+			return nil, fmt.Errorf("fetch policy: port of %q: %w", addr, err)
+		}
+		addrs, d, err := policy.Resolve(ctx, host, port)
+		if err != nil {
+			return nil, err
+		}
+		if d.Denied {
+			return nil, &DeniedError{d}
+		}
+		dialer := net.Dialer{Timeout: dialTimeout}
+		var errs []error
+		for _, a := range addrs {
+			c, err := dialer.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, err)
+		}
+		return nil, errors.Join(errs...)
+	}
+}
+
+// refuse answers 403 for a denied request and reports it.
+func (p *Proxy) refuse(w http.ResponseWriter, target string, d netpolicy.Decision) {
+	den := Denial{Target: target, Decision: d}
+	p.log.Debug("fetch denied", zap.String("target", target), zap.String("rule", d.Rule))
+	if p.opts.OnDeny != nil {
+		p.opts.OnDeny(den)
+	}
+	w.Header().Set(DeniedHeader, d.Rule)
+	http.Error(w, "archiveflow fetch proxy: "+den.Message(), http.StatusForbidden)
+}
+
+func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, err error) {
+	var denied *DeniedError
+	if errors.As(err, &denied) {
+		p.refuse(w, redactedURL(r.URL), denied.Decision)
+		return
+	}
+	if errors.Is(err, context.Canceled) {
+		return // the fetcher went away
+	}
+	http.Error(w, "archiveflow fetch proxy: "+err.Error(), http.StatusBadGateway)
+}
+
+// tunnel answers CONNECT host:port.
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
+	target := r.Host
+	upstream, err := p.dial(r.Context(), "tcp", target)
+	if err != nil {
+		var denied *DeniedError
+		if errors.As(err, &denied) {
+			p.refuse(w, target, denied.Decision)
+			return
+		}
+		http.Error(w, "archiveflow fetch proxy: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		_ = upstream.Close()
+		http.Error(w, "archiveflow fetch proxy: cannot tunnel on this connection", http.StatusInternalServerError)
+		return
+	}
+	client, buf, err := hj.Hijack()
+	if err != nil {
+		_ = upstream.Close()
+		return
+	}
+	if !p.track(client, upstream) {
+		return
+	}
+	if _, err := client.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		p.untrack(client, upstream)
+		return
+	}
+	// Bytes the client sent after its CONNECT request are already buffered.
+	var fromClient io.Reader = client
+	if n := buf.Reader.Buffered(); n > 0 {
+		fromClient = io.MultiReader(io.LimitReader(buf.Reader, int64(n)), client)
+	}
+	var once sync.Once
+	done := func() { once.Do(func() { p.untrack(client, upstream) }) }
+	p.wg.Add(2)
+	go func() {
+		defer p.wg.Done()
+		defer done()
+		_, _ = io.Copy(upstream, fromClient)
+	}()
+	go func() {
+		defer p.wg.Done()
+		defer done()
+		_, _ = io.Copy(client, upstream)
+	}()
+}
+
+// track registers a tunnel's connections so Close can end them; false
+// (and both closed) when the proxy is closing.
+func (p *Proxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		p.tunnels[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) untrack(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+		delete(p.tunnels, c)
+	}
+}
+
+// redactedURL is u without user information, for logs.
+func redactedURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
+}

@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/logging"
+)
+
+// fetchProxy is one attempt's egress proxy; nil when the policy denies
+// nothing (no proxy is needed then and the hook fetches directly).
+type fetchProxy struct {
+	proxy *egress.Proxy
+}
+
+// startFetchProxy starts the attempt's egress proxy. Each attempt has its
+// own, so every refusal is reported in the log of the job that caused it.
+func (e *Engine) startFetchProxy(req activities.RunRequest, sink activities.Sink) (*fetchProxy, error) {
+	if e.cfg.Fetch.Empty() {
+		return nil, nil
+	}
+	log := e.log.With(logging.Ident(req.Job.Ident), logging.Hook(req.Hook.Key()), logging.Attempt(req.Attempt))
+	p, err := egress.Start(egress.Options{
+		Policy: e.cfg.Fetch,
+		Log:    log,
+		OnDeny: func(d egress.Denial) {
+			msg := e.cfg.Secrets.Redact(d.Message())
+			log.Info("fetch denied", zap.String("target", e.cfg.Secrets.Redact(d.Target)), zap.String("rule", d.Decision.Rule))
+			sink.StderrLine("archiveflow: " + msg)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the fetch policy proxy: %w", err)
+	}
+	return &fetchProxy{proxy: p}, nil
+}
+
+// fetchEnv returns the fetch policy's keys of the hook environment.
+func (e *Engine) fetchEnv(fp *fetchProxy) ([]string, error) {
+	rules := e.cfg.Fetch.Rules()
+	if rules == nil {
+		rules = []string{}
+	}
+	deny, err := json.Marshal(rules)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", egress.EnvDeny, err)
+	}
+	env := []string{egress.EnvDeny + "=" + string(deny)}
+	if fp == nil {
+		return env, nil
+	}
+	u := fp.proxy.URL()
+	// NO_PROXY empty: a bypass list from pass_env would open a way around.
+	env = append(env, egress.EnvProxy+"="+u, "NO_PROXY=", "no_proxy=")
+	for _, v := range egress.ProxyVars {
+		env = append(env, v+"="+u)
+	}
+	return env, nil
+}
+
+// close stops the proxy; no denial is reported after it returns.
+func (fp *fetchProxy) close() {
+	if fp != nil {
+		_ = fp.proxy.Close()
+	}
+}
