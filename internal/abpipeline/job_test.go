@@ -45,7 +45,8 @@ func TestJobFromViewReadsTheBotsHash(t *testing.T) {
 	j, notes, err := JobFromView(v)
 	require.NoError(t, err)
 	assert.Equal(t, model.Settings{Concurrency: 3, DelayMinMS: 250, DelayMaxMS: 375, UserAgent: "UA",
-		Ignores: []string{`\.gif$`, `^a`}, UnappliedIgnores: []string{`(?<=x)y`}, SuppressIgnoreReports: true}, j.Settings)
+		Ignores: []string{`\.gif$`, `^a`}, UnappliedIgnores: []string{`(?<=x)y`}, SuppressIgnoreReports: true,
+		BotOwned: true}, j.Settings)
 	assert.Equal(t, "pending-ao", j.Queue)
 	require.Len(t, notes, 1)
 	assert.Contains(t, notes[0], "lookbehind")

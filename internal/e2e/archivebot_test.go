@@ -348,7 +348,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	}
 	st := status()
 	assert.Equal(t, model.Settings{Concurrency: 3, DelayMinMS: 250, DelayMaxMS: 375,
-		UserAgent: "ArchiveTeam ArchiveBot/20250101 (slow)", Ignores: []string{`\.gif$`}}, st.Settings,
+		UserAgent: "ArchiveTeam ArchiveBot/20250101 (slow)", Ignores: []string{`\.gif$`}, BotOwned: true}, st.Settings,
 		"started with the bot's settings")
 	h, err := s.Redis.HGetAll(ctx, slow.Ident).Result()
 	require.NoError(t, err)

@@ -24,6 +24,11 @@ type Settings struct {
 	// them, e.g. Python-only lookarounds): they stay in IDENT_ignores, so
 	// the bot and dashboard still list them, but match nothing here.
 	UnappliedIgnores []string `json:"unapplied_ignores,omitempty"`
+	// BotOwned marks settings read from the job's hash, which ArchiveBot's
+	// bot owns (internal/abpipeline): Redis has them already, so they are
+	// not written back — a write-back could undo a change the bot made
+	// after they were read.
+	BotOwned bool `json:"bot_owned,omitempty"`
 }
 
 // SplitIgnores separates patterns ValidateIgnore accepts (applied) from

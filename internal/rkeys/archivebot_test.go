@@ -210,3 +210,19 @@ func TestClaimBotJobConcurrent(t *testing.T) {
 		assert.Equal(t, 1, k, "job %s claimed %d times", id, k)
 	}
 }
+
+// Settings read from the bot's hash are never written back: a write-back
+// could undo a change the bot made after the read.
+func TestSetSettingsLeavesBotOwnedSettingsAlone(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := ctxT(t)
+	bot := abbot.Bot{Redis: e.rdb}
+	j, err := bot.Queue(ctx, "https://owned.example/", abbot.Options{Shallow: true})
+	require.NoError(t, err)
+	require.NoError(t, bot.AddIgnore(ctx, j.Ident, `\.gif$`))
+	before := dump(t, e.rdb)
+	age, err := e.store.SetSettings(ctx, j.Ident, model.Settings{Concurrency: 9, BotOwned: true})
+	require.NoError(t, err)
+	assert.Zero(t, age)
+	assert.Equal(t, before, dump(t, e.rdb))
+}

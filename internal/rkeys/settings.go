@@ -16,9 +16,14 @@ import (
 // archivebot:job:IDENT; an identical repeat changes nothing. It returns the
 // new settings_age, or 0 when nothing changed. Settings that
 // model.Settings.Validate refuses are ErrInvalid and never written.
+// Settings read from the bot's hash (BotOwned) are Redis' own: nothing is
+// written.
 func (s *Store) SetSettings(ctx context.Context, ident string, st model.Settings) (int64, error) {
 	if err := st.Validate(); err != nil {
 		return 0, fmt.Errorf("set settings of job %s: %w: %w", ident, ErrInvalid, err)
+	}
+	if st.BotOwned {
+		return 0, nil
 	}
 	fields := []string{
 		"concurrency", strconv.Itoa(st.Concurrency),
