@@ -6,7 +6,10 @@
 package config
 
 import (
+	"strings"
 	"time"
+
+	"github.com/archiveflow/archiveflow/internal/bytesize"
 )
 
 // Config is archiveflow's whole configuration.
@@ -119,6 +122,10 @@ type Hooks struct {
 	// HeartbeatTimeout is how long Temporal waits for a heartbeat before it
 	// declares the worker dead and retries the hook elsewhere.
 	HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout"`
+	// Limits are every hook's default resource limits; a plugin overrides
+	// each with <PLUGIN>_MAX_MEMORY, _MAX_CPU_SECONDS, _MAX_OPEN_FILES,
+	// _MAX_PROCESSES (docs/hooks.md "Resource limits").
+	Limits HookLimits `mapstructure:"limits"`
 	// JobHeartbeatInterval is how often a running hook pulses the job's
 	// ArchiveBot heartbeat field in Redis.
 	JobHeartbeatInterval time.Duration `mapstructure:"job_heartbeat_interval"`
@@ -154,6 +161,30 @@ type Fetch struct {
 	// optional ports fetches must not reach, decided after DNS resolution
 	// (grammar: internal/netpolicy). Empty: no policy, no egress proxy.
 	Deny []string `mapstructure:"deny"`
+}
+
+// HookLimits are resource limits of one hook; zero values mean no limit.
+type HookLimits struct {
+	// MaxMemory is a size with a unit (512MiB, 2GB) or bytes; "" = none.
+	MaxMemory string `mapstructure:"max_memory"`
+	// MaxCPUSeconds is the CPU time of each of the hook's processes.
+	MaxCPUSeconds float64 `mapstructure:"max_cpu_seconds"`
+	// MaxOpenFiles is the open files of each of the hook's processes.
+	MaxOpenFiles int `mapstructure:"max_open_files"`
+	// MaxProcesses is the processes (and threads) of the hook together.
+	MaxProcesses int `mapstructure:"max_processes"`
+	// Cgroup is where per-hook cgroups go: "" finds a place (rlimits when
+	// none is writable), "none" uses rlimits only, or an absolute cgroup v2
+	// directory delegated to the worker.
+	Cgroup string `mapstructure:"cgroup"`
+}
+
+// MaxMemoryBytes is MaxMemory in bytes (0 = none).
+func (l HookLimits) MaxMemoryBytes() (int64, error) {
+	if strings.TrimSpace(l.MaxMemory) == "" {
+		return 0, nil
+	}
+	return bytesize.Parse(l.MaxMemory)
 }
 
 // RetryPolicy is an activity retry policy.

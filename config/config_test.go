@@ -126,6 +126,9 @@ func TestLoadErrors(t *testing.T) {
 		{name: "bare number for a duration", file: "hooks:\n  timeout: 30\n", wantErr: []string{"timeout", "30 is a bare number, not a duration", "30s"}},
 		{name: "no plugins at all", env: map[string]string{"ARCHIVEFLOW_PLUGINS_BUILTIN": "false"}, wantErr: []string{"plugins.dirs = []: must list at least one plugin root when plugins.builtin is false"}},
 		{name: "tls pair", file: "redis:\n  tls:\n    cert_file: /c.pem\n", wantErr: []string{"redis.tls.cert_file", "set together"}},
+		{name: "hook limits", file: "hooks:\n  limits: {max_memory: 512M, max_cpu_seconds: -1, max_open_files: -1, max_processes: -2, cgroup: rel/dir}\n",
+			wantErr: []string{`hooks.limits.max_memory = 512M: must be a size with a unit`, "write 512MiB (powers of 1024) or 512MB",
+				"hooks.limits.max_cpu_seconds = -1", "hooks.limits.max_open_files = -1", "hooks.limits.max_processes = -2", `hooks.limits.cgroup = rel/dir`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,4 +168,24 @@ func TestPolicyFor(t *testing.T) {
 func TestRedactURL(t *testing.T) {
 	assert.Equal(t, "redis://:xxxxx@h:6379/0", RedactURL("redis://:secret@h:6379/0"))
 	assert.Equal(t, "redis://h:6379", RedactURL("redis://h:6379"))
+}
+
+func TestHookLimits(t *testing.T) {
+	inTempDir(t)
+	d := Default()
+	assert.Equal(t, HookLimits{}, d.Hooks.Limits, "no limit unless configured")
+	n, err := d.Hooks.Limits.MaxMemoryBytes()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+
+	t.Setenv("ARCHIVEFLOW_HOOKS_LIMITS_MAX_MEMORY", "512MiB")
+	t.Setenv("ARCHIVEFLOW_HOOKS_LIMITS_MAX_PROCESSES", "200")
+	t.Setenv("ARCHIVEFLOW_HOOKS_LIMITS_CGROUP", "none")
+	cfg, err := Load(Options{})
+	require.NoError(t, err)
+	n, err = cfg.Hooks.Limits.MaxMemoryBytes()
+	require.NoError(t, err)
+	assert.Equal(t, int64(512<<20), n)
+	assert.Equal(t, 200, cfg.Hooks.Limits.MaxProcesses)
+	assert.Equal(t, "none", cfg.Hooks.Limits.Cgroup)
 }

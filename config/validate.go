@@ -3,8 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -89,6 +91,7 @@ func (c *Config) Validate() error {
 			v.check(false, fmt.Sprintf("fetch.deny[%d]", i), fmt.Sprintf("%q", r), err.Error())
 		}
 	}
+	v.hookLimits("hooks.limits", c.Hooks.Limits)
 
 	v.retry("retry", c.Retry.RetryPolicy, false)
 	for _, name := range sortedKeys(c.Retry.Plugins) {
@@ -147,6 +150,16 @@ func (v *validator) oneOf(key, s string, allowed ...string) {
 		}
 	}
 	v.check(false, key, fmt.Sprintf("%q", s), "must be one of "+strings.Join(allowed, ", "))
+}
+
+func (v *validator) hookLimits(prefix string, l HookLimits) {
+	if _, err := l.MaxMemoryBytes(); err != nil {
+		v.check(false, prefix+".max_memory", l.MaxMemory, "must be a size with a unit, e.g. 512MiB or 2GB, or empty for none: "+err.Error())
+	}
+	v.check(l.MaxCPUSeconds >= 0 && l.MaxCPUSeconds < float64(math.MaxInt64)/float64(time.Second), prefix+".max_cpu_seconds", l.MaxCPUSeconds, "must be >= 0 seconds (0 = no limit)")
+	v.check(l.MaxOpenFiles >= 0, prefix+".max_open_files", l.MaxOpenFiles, "must be >= 0 (0 = no limit)")
+	v.check(l.MaxProcesses >= 0, prefix+".max_processes", l.MaxProcesses, "must be >= 0 (0 = no limit)")
+	v.check(l.Cgroup == "" || l.Cgroup == "none" || filepath.IsAbs(l.Cgroup), prefix+".cgroup", l.Cgroup, `must be empty (find one), "none" (rlimits only) or an absolute cgroup v2 directory`)
 }
 
 func (v *validator) positiveDur(key string, d time.Duration) {

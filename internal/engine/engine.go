@@ -62,7 +62,10 @@ type Config struct {
 	// Fetch is the fetch network policy (config fetch.deny); when it
 	// denies anything, each attempt fetches through its own egress proxy.
 	Fetch *netpolicy.Policy
-	Log   *zap.Logger
+	// Limits are every hook's resource limits unless its plugin's limit
+	// keys say otherwise (config hooks.limits; none by default).
+	Limits procs.Limits
+	Log    *zap.Logger
 }
 
 // Engine is the production Discoverer and Runner: discovery and plugin
@@ -298,6 +301,7 @@ func (e *Engine) spec(req activities.RunRequest, sink activities.Sink, fp *fetch
 		Grace:      h.Grace,
 		Background: h.Background,
 		LineCap:    e.cfg.LineCap,
+		Limits:     limits(e.cfg.Limits, resolved.Limits()),
 		OnStderr:   func(line string) { sink.StderrLine(e.cfg.Secrets.Redact(line)) },
 		OnRecord: func(r jsonl.Record) {
 			sink.Record()
@@ -313,4 +317,22 @@ func (e *Engine) spec(req activities.RunRequest, sink activities.Sink, fp *fetch
 		spec.Timeout = 0
 	}
 	return spec, nil
+}
+
+// limits applies a plugin's limit keys over the worker's defaults.
+func limits(def procs.Limits, p hooks.Limits) procs.Limits {
+	l := def
+	if p.Memory != nil {
+		l.Memory = *p.Memory
+	}
+	if p.CPUTime != nil {
+		l.CPUTime = *p.CPUTime
+	}
+	if p.OpenFiles != nil {
+		l.OpenFiles = *p.OpenFiles
+	}
+	if p.Processes != nil {
+		l.Processes = *p.Processes
+	}
+	return l
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
 // These tests run real hooks (shell scripts written into t.TempDir()) through
@@ -262,6 +263,24 @@ func TestRunHookStatusMapping(t *testing.T) {
 	}
 }
 
+// A plugin's limit key (here from the worker's environment) overrides the
+// worker's default limits; a hook that runs into its limit fails for good,
+// with the limit named, and is not retried.
+func TestRunHookResourceLimit(t *testing.T) {
+	f := newFixture(t)
+	f.engine.cfg.Limits = procs.Limits{Memory: 1 << 30}
+	f.engine.cfg.Env = append(f.engine.cfg.Env, "HOG_MAX_MEMORY=64MiB")
+	h := f.hook("hog", "on_Snapshot__10_hog.sh", `head -c 536870912 /dev/zero | tail > /dev/null`)
+
+	res, err := f.run(f.env(), runInput(h))
+
+	require.NoError(t, err, "a limit is a final failure, not a retryable error")
+	assert.Equal(t, model.StatusFailed, res.Status)
+	assert.Equal(t, procs.LimitMemory, res.Limit)
+	assert.Contains(t, res.Error, "memory limit 64 MiB")
+	assert.Equal(t, 1, res.Attempts)
+}
+
 func TestRunHookInvocationContract(t *testing.T) {
 	f := newFixture(t)
 	h := f.hook("probe", "on_Snapshot__10_probe.sh", `
@@ -310,6 +329,15 @@ echo '{"type":"Response","url":"https://example.com/missing","status":404,"bytes
 while [ ! -f heartbeat-seen ]; do sleep 0.01; done
 echo 'done' >&2
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"index.html"}'`)
+	// The test environment of SDK v1.50 does not pass the worker options'
+	// MaxHeartbeatThrottleInterval to its activity handler: it sends the
+	// first heartbeat at once and holds the next ones back for 30 s. So the
+	// first heartbeat must come after the runner has read the hook's
+	// output; the runner follows output from 5 ms into the hook, and under
+	// load that read can come later than the 20 ms tick of testOptions.
+	opts := testOptions()
+	opts.HeartbeatInterval = 500 * time.Millisecond
+	f.withOptions(opts)
 	env := f.env()
 	var mu sync.Mutex
 	var beats []activities.Progress

@@ -64,6 +64,9 @@ func (s *Schema) Resolve(src Sources) (*Resolved, error) {
 	if out.globalTimeout, err = r.timeout(globalTimeoutKey); err != nil {
 		return nil, err
 	}
+	if out.limits, err = r.limits(); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -361,7 +364,6 @@ func (r *resolver) timeout(key string) (time.Duration, error) {
 	if secs < 0 {
 		return 0, r.fail(key, raw, "must be >= 0 seconds", origin)
 	}
-	const maxSeconds = float64(1<<63-1) / float64(time.Second)
 	if secs > maxSeconds {
 		return 0, r.fail(key, raw, "must be at most "+formatFloat(maxSeconds)+" seconds", origin)
 	}

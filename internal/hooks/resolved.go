@@ -52,6 +52,7 @@ type Resolved struct {
 	origins       map[string]string
 	pluginTimeout time.Duration
 	globalTimeout time.Duration
+	limits        Limits
 }
 
 // Value returns a resolved value (string, bool, int64, float64, []any or

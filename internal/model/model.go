@@ -61,6 +61,9 @@ type ArchiveResult struct {
 	OutputBytes int64 `json:"output_bytes"`
 	// Responses summarises the hook's Response records (nil: none).
 	Responses *ResponseCounts `json:"responses,omitempty"`
+	// Limit names the resource limit the hook ran into ("memory",
+	// "processes", "cpu_time"); Error then says which and how.
+	Limit string `json:"limit,omitempty"`
 }
 
 // JobState is the lifecycle state of a job (DESIGN.md §4, kickq-style indexes).

@@ -276,6 +276,22 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 	return []worker.Worker{shared, host}, nil
 }
 
+// hookLimits are the worker's default resource limits of every hook
+// (config hooks.limits) in the runner's terms.
+func hookLimits(l config.HookLimits) (procs.Limits, error) {
+	mem, err := l.MaxMemoryBytes()
+	if err != nil {
+		return procs.Limits{}, fmt.Errorf("hooks.limits.max_memory: %w", err)
+	}
+	return procs.Limits{
+		Memory:    mem,
+		CPUTime:   time.Duration(l.MaxCPUSeconds * float64(time.Second)),
+		OpenFiles: int64(l.MaxOpenFiles),
+		Processes: int64(l.MaxProcesses),
+		Cgroup:    l.Cgroup,
+	}, nil
+}
+
 // WorkerOptions are the Temporal worker options of both queues of pool p.
 func WorkerOptions(cfg *config.Config, p config.Pool) worker.Options {
 	return worker.Options{
@@ -298,6 +314,10 @@ func EngineConfig(cfg *config.Config, pluginDirs []string, archiveDir string, en
 	if err != nil {
 		return engine.Config{}, err
 	}
+	limits, err := hookLimits(cfg.Hooks.Limits)
+	if err != nil {
+		return engine.Config{}, err
+	}
 	return engine.Config{
 		PluginDirs: pluginDirs,
 		ArchiveDir: archiveDir,
@@ -309,6 +329,7 @@ func EngineConfig(cfg *config.Config, pluginDirs []string, archiveDir string, en
 		PassEnv:    cfg.Hooks.PassEnv,
 		Secrets:    cfg.Secrets(),
 		Fetch:      fetch,
+		Limits:     limits,
 		Log:        log,
 	}, nil
 }

@@ -143,16 +143,33 @@ func BenchmarkExecFloor(b *testing.B) {
 }
 
 // BenchmarkLeftoverScan measures one scan of /proc for leftovers (group and
-// marker), the fixed cost paid after every hook.
+// marker), the fixed cost paid after every hook: "full" reads the stat of
+// every process started since this test process (what the sweeper does for
+// a dead runner's hook), "window" only the processes created since the
+// window opened (what Run does).
 func BenchmarkLeftoverScan(b *testing.B) {
-	// Like after a real hook: only processes started since this test process
-	// started are candidates for the marker.
-	rp := &reaper{pgid: 1 << 22, marker: []byte(MarkerEnv + "=00000000000000000000000000000000"), minStart: selfRef().StartTime, log: zap.NewNop()}
-	for b.Loop() {
-		if len(rp.leftovers()) != 0 {
-			b.Fatal("unexpected leftovers")
+	marker := []byte(MarkerEnv + "=00000000000000000000000000000000")
+	b.Run("full", func(b *testing.B) {
+		rp := &reaper{pgid: 1 << 22, marker: marker, minStart: selfRef().StartTime, log: zap.NewNop()}
+		for b.Loop() {
+			if len(rp.leftovers()) != 0 {
+				b.Fatal("unexpected leftovers")
+			}
 		}
-	}
+	})
+	b.Run("window", func(b *testing.B) {
+		w := openBirthWindow()
+		if w == nil {
+			b.Skip("no fork counter in /proc")
+		}
+		_, w.first, _ = readLoadavg()
+		rp := &reaper{pgid: 1 << 22, marker: marker, minStart: selfRef().StartTime, born: w, log: zap.NewNop()}
+		for b.Loop() {
+			if len(rp.leftovers()) != 0 {
+				b.Fatal("unexpected leftovers")
+			}
+		}
+	})
 }
 
 func writeHookB(b *testing.B, name, body string) string {

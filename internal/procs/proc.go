@@ -92,11 +92,13 @@ func readCmdline(pid int) ([]string, error) {
 }
 
 // Reading the environment of a process that is in the middle of execve can
-// transiently fail or return nothing; such reads are retried this many times
-// with envRetryDelay in between.
+// transiently fail or return nothing; such reads are retried for up to
+// envRetryBudget, sleeping envRetryMin, doubling up to envRetryMax, in
+// between: the exec window is usually over after the first short sleep.
 const (
-	envRetries    = 20
-	envRetryDelay = time.Millisecond
+	envRetryBudget = 20 * time.Millisecond
+	envRetryMin    = 50 * time.Microsecond
+	envRetryMax    = 2 * time.Millisecond
 )
 
 // hasEnv reports whether /proc/PID/environ of the process instance p
@@ -106,20 +108,26 @@ const (
 func hasEnv(p procRef, kv []byte) bool {
 	path := filepath.Join(procRoot, strconv.Itoa(p.PID), "environ")
 	var b []byte
-	for try := 0; ; try++ {
+	var deadline time.Time
+	for delay := envRetryMin; ; delay = min(2*delay, envRetryMax) {
 		var err error
 		b, err = os.ReadFile(path)
 		if err == nil && len(b) > 0 {
 			break
 		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || try == envRetries {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return false
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(envRetryBudget)
+		} else if time.Now().After(deadline) {
 			return false
 		}
 		st, err := readStat(p.PID)
 		if err != nil || st.StartTime != p.StartTime || st.State == 'Z' || st.State == 'X' || st.Flags&(pfExiting|pfKthread) != 0 {
 			return false
 		}
-		time.Sleep(envRetryDelay)
+		time.Sleep(delay)
 	}
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, 0)
@@ -134,24 +142,55 @@ func hasEnv(p procRef, kv []byte) bool {
 	return false
 }
 
-// listPIDs returns every numeric entry of /proc.
+// listPIDs returns every numeric entry of /proc (processes; threads are not
+// listed). It runs after every hook, so it reads the directory with raw
+// getdents into a stack buffer and parses the names in place.
 func listPIDs() ([]int, error) {
-	d, err := os.Open(procRoot)
+	fd, err := unix.Open(procRoot, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
+		return nil, fmt.Errorf("list processes: %w", &fs.PathError{Op: "open", Path: procRoot, Err: err})
 	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
+	defer unix.Close(fd)
+	var buf [16 << 10]byte
+	pids := make([]int, 0, 256)
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if err != nil {
+			return nil, fmt.Errorf("list processes: %w", &fs.PathError{Op: "getdents", Path: procRoot, Err: err})
+		}
+		if n <= 0 {
+			return pids, nil
+		}
+		pids = appendDirentPIDs(pids, buf[:n])
 	}
-	pids := make([]int, 0, len(names))
-	for _, n := range names {
-		if pid, err := strconv.Atoi(n); err == nil && pid > 0 {
+}
+
+// appendDirentPIDs appends the all-digit names of the linux_dirent64
+// records in b (ino u64, off i64, reclen u16, type u8, NUL-terminated name).
+func appendDirentPIDs(pids []int, b []byte) []int {
+	const nameOff = 19
+	for len(b) >= nameOff {
+		reclen := int(b[16]) | int(b[17])<<8
+		if reclen < nameOff || reclen > len(b) {
+			break
+		}
+		pid := 0
+		for _, c := range b[nameOff:reclen] {
+			if c == 0 {
+				break
+			}
+			if c < '0' || c > '9' || pid > 1<<30 {
+				pid = 0
+				break
+			}
+			pid = pid*10 + int(c-'0')
+		}
+		if pid > 0 {
 			pids = append(pids, pid)
 		}
+		b = b[reclen:]
 	}
-	return pids, nil
+	return pids
 }
 
 // procRef identifies one process instance: a pid plus its start time, so a
@@ -212,9 +251,11 @@ func groupMembers(pgid int) []procRef {
 // markedProcesses lists live processes whose environment holds the entry
 // kv and that started at or after minStart (clock ticks since boot; 0 = any).
 // Only processes started after the hook can carry its marker, so the start
-// time filter avoids reading the environment of every process on the host.
-func markedProcesses(kv []byte, minStart uint64) ([]procRef, error) {
-	pids, err := listPIDs()
+// time filter avoids reading the environment of every process on the host;
+// a non-nil birth window also skips, without reading their /proc entry, the
+// processes whose pid shows they were created before the hook.
+func markedProcesses(kv []byte, minStart uint64, w *birthWindow) ([]procRef, error) {
+	pids, err := w.candidates()
 	if err != nil {
 		return nil, err
 	}

@@ -23,13 +23,17 @@ const (
 // its environment (daemons that left the group with setsid).
 type reaper struct {
 	pgid     int
-	marker   []byte // "ARCHIVEFLOW_ATTEMPT_ID=<id>"
-	minStart uint64 // hook start time in clock ticks; marked processes start later
+	marker   []byte       // "ARCHIVEFLOW_ATTEMPT_ID=<id>"
+	minStart uint64       // hook start time in clock ticks; marked processes start later
+	born     *birthWindow // pids of processes created since the hook started; nil = any
 	grace    time.Duration
 	log      *zap.Logger
 	// markerOnly skips the process group: used when the group's number may
 	// have been reused (the sweeper found the leader gone).
 	markerOnly bool
+	// members, when set, lists the pids in the hook's cgroup: all of its
+	// processes, whatever their group or environment.
+	members func() []int
 }
 
 // signalGroup sends sig to the whole process group.
@@ -71,7 +75,7 @@ func (r *reaper) leftovers() []procRef {
 			out = append(out, p)
 		}
 	}
-	marked, err := markedProcesses(r.marker, r.minStart)
+	marked, err := markedProcesses(r.marker, r.minStart, r.born)
 	if err != nil {
 		r.log.Warn("scan for marked processes", zap.Error(err))
 	}
@@ -79,6 +83,14 @@ func (r *reaper) leftovers() []procRef {
 		if !seen[p.PID] {
 			seen[p.PID] = true
 			out = append(out, p)
+		}
+	}
+	if r.members != nil {
+		for _, pid := range r.members() {
+			if st, err := readStat(pid); err == nil && !seen[pid] && st.State != 'Z' && st.State != 'X' {
+				seen[pid] = true
+				out = append(out, procRef{PID: pid, StartTime: st.StartTime})
+			}
 		}
 	}
 	return out

@@ -95,6 +95,11 @@ type Result struct {
 	// Leftovers counts processes found alive after the leader exited (group
 	// members and marked daemons); all were terminated.
 	Leftovers int
+	// Limit names the resource limit the hook ran into (LimitMemory,
+	// LimitProcesses, LimitCPUTime), "" if none; LimitError says how.
+	Limit      string
+	LimitError string
+
 	StartedAt time.Time
 	EndedAt   time.Time // when the leader exited
 	Files     Files
@@ -123,6 +128,7 @@ func (r Result) ArchiveResult() model.ArchiveResult {
 		EndedAt:     r.EndedAt,
 		Outputs:     r.Outputs,
 		OutputBytes: r.OutputBytes,
+		Limit:       r.Limit,
 	}
 	if r.Last != nil {
 		ar.OutputStr = r.Last.OutputStr
@@ -134,6 +140,9 @@ func (r Result) ArchiveResult() model.ArchiveResult {
 		ar.Error = r.Err().Error()
 	case r.Status == model.StatusFailed && r.Last == nil:
 		ar.Error = r.Reason
+	}
+	if r.Limit != "" && ar.Status == model.StatusFailed && ar.Error == "" {
+		ar.Error = r.LimitError
 	}
 	return ar
 }
@@ -158,6 +167,10 @@ const exitSIGTERM = 128 + int(syscall.SIGTERM)
 //  3. timeout or cancellation without a record: transient;
 //  4. no record: exit 0 → noresults, exit 10 → skipped;
 //  5. anything else (other exit, death by signal): transient.
+//
+// A resource limit the hook ran into turns a transient outcome of its own
+// (a timeout, 5; not a cancellation) into a final failed: the same hook
+// would run into it again.
 func decide(r *Result, background bool, timeout time.Duration) {
 	switch {
 	case r.Last != nil:
@@ -188,5 +201,10 @@ func decide(r *Result, background bool, timeout time.Duration) {
 	default:
 		r.Transient = true
 		r.Reason = fmt.Sprintf("exit %d without ArchiveResult record", r.ExitCode)
+	}
+	if r.Transient && r.Limit != "" && !r.Canceled {
+		r.Transient = false
+		r.Status = model.StatusFailed
+		r.Reason = r.LimitError + "; " + r.Reason
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 )
@@ -20,6 +21,9 @@ import (
 // maxWarnings bounds the warnings logged per attempt about bad stdout lines;
 // the rest are only counted.
 const maxWarnings = 10
+
+// noCgroupOnce warns once per process that limits fall back to rlimits.
+var noCgroupOnce sync.Once
 
 // active holds the attempt IDs being run by this process, so that Sweep
 // never touches a live attempt of its own process.
@@ -96,7 +100,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := context.Cause(ctx); err != nil {
 		return Result{}, fmt.Errorf("run hook %s: not started: %w", s.Stem, err)
 	}
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+	if err := makeDir(s.Dir); err != nil {
 		return Result{}, fmt.Errorf("run hook %s: create dir: %w", s.Stem, err)
 	}
 	files := runnerFiles(s.Dir, s.Stem, s.AttemptID)
@@ -104,10 +108,23 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
 	}
-	cmd, startErr := start(ctx, cmd)
+	cg, err := newHookCgroup(s.Limits, s.AttemptID, log)
+	if err != nil {
+		if s.Limits.Cgroup != "" {
+			closeFiles(cmd)
+			// %v: a missing cgroup file is not a missing executable (IsPermanent).
+			return Result{}, fmt.Errorf("run hook %s: limits: %v", s.Stem, err)
+		}
+		noCgroupOnce.Do(func() {
+			log.Warn("hook limits without a cgroup: memory is limited per process (RLIMIT_DATA), processes per user (RLIMIT_NPROC, not for root); set hooks.limits.cgroup", zap.Error(err))
+		})
+	}
+	born := openBirthWindow()
+	cmd, startErr := launch(ctx, cmd, cg, s.Limits, log)
 	// The child holds its own copies of the output descriptors.
 	closeFiles(cmd)
 	if startErr != nil {
+		cg.remove(log)
 		return Result{}, fmt.Errorf("run hook %s: start %s: %w", s.Stem, s.Path, startErr)
 	}
 	res := Result{AttemptID: s.AttemptID, Files: files, StartedAt: time.Now(), ExitCode: -1}
@@ -115,43 +132,59 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	go func() { waitCh <- cmd.Wait() }()
 
 	pid := cmd.Process.Pid
+	if born != nil {
+		born.first = pid
+	}
 	leader := procRef{PID: pid}
 	if st, err := readStat(pid); err == nil {
 		leader.StartTime = st.StartTime
 	}
 	log = log.With(zap.Int("pid", pid))
 	log.Info("hook started", zap.String("path", s.Path), zap.Strings("args", s.Args), zap.String("dir", s.Dir))
-	writeAttemptPIDFile(files.PID, leader, argv, res.StartedAt, log)
 
 	out := &stdoutSink{onRecord: s.OnRecord, log: log, lineCap: s.LineCap}
 	errs := &stderrSink{onLine: s.OnStderr}
+	stdout := newTailer(files.Stdout, &jsonl.Splitter{Cap: s.LineCap, Emit: out.line})
+	stderr := newTailer(files.Stderr, &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line})
 	stopTail := make(chan struct{})
 	var tails sync.WaitGroup
-	tails.Go(func() {
-		sp := &jsonl.Splitter{Cap: s.LineCap, Emit: out.line}
-		if err := tail(files.Stdout, stopTail, sp); err != nil {
-			log.Warn("read hook stdout", zap.Error(err))
+	follow := func() {
+		for _, t := range []*tailer{stdout, stderr} {
+			tails.Go(func() {
+				if err := t.follow(stopTail); err != nil {
+					log.Warn("read hook output", zap.Error(err))
+				}
+			})
 		}
-		sp.Flush()
-	})
-	tails.Go(func() {
-		sp := &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}
-		if err := tail(files.Stderr, stopTail, sp); err != nil {
-			log.Warn("read hook stderr", zap.Error(err))
-		}
-		sp.Flush()
-	})
+	}
+	// The runner's own files are written while the hook runs, not before.
+	writeAttemptPIDFile(files.PID, leader, argv, res.StartedAt, log)
+	if err := writeShFile(files.Sh, s.Dir, s.AttemptID, argv); err != nil {
+		log.Warn("write command file", zap.String("path", files.Sh), zap.Error(err))
+	}
 
-	rp := &reaper{pgid: pid, marker: []byte(MarkerEnv + "=" + s.AttemptID), minStart: leader.StartTime, grace: s.Grace, log: log}
-	if err := supervise(ctx, s.Timeout, rp, waitCh, &res); err != nil {
+	rp := &reaper{pgid: pid, marker: []byte(MarkerEnv + "=" + s.AttemptID), minStart: leader.StartTime, born: born, grace: s.Grace, log: log}
+	if cg != nil {
+		rp.members = cg.members
+	}
+	if err := supervise(ctx, s.Timeout, rp, waitCh, follow, &res); err != nil {
 		log.Debug("hook wait", zap.Error(err))
 	}
 	res.EndedAt = time.Now()
 	res.ExitCode, res.Signal = exitStatus(cmd.ProcessState)
+	close(stopTail) // tails that follow catch up while the leftovers are cleaned up
 	res.Leftovers = rp.cleanup()
-
-	close(stopTail)
+	res.Limit, res.LimitError = cg.hit()
+	if res.Limit == "" {
+		res.Limit, res.LimitError = rlimitHit(s.Limits, cg != nil, &res, usage(cmd.ProcessState))
+	}
+	cg.remove(log)
 	tails.Wait()
+	for _, t := range []*tailer{stdout, stderr} {
+		if err := t.finish(); err != nil {
+			log.Warn("read hook output", zap.Error(err))
+		}
+	}
 	if err := os.Remove(files.PID); err != nil && !errors.Is(err, os.ErrNotExist) {
 		log.Warn("remove pid file", zap.Error(err))
 	}
@@ -169,7 +202,17 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	return res, nil
 }
 
-// prepare creates the output files and the .sh file and builds the command.
+// makeDir creates dir like os.MkdirAll, with one system call when only the
+// last element is missing (the common case: SNAP_DIR exists, PLUGIN not).
+func makeDir(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if err == nil {
+		return nil
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+// prepare creates the output files and builds the command.
 func prepare(s Spec, files Files) (*exec.Cmd, []string, error) {
 	stdout, err := createOutput(files.Stdout)
 	if err != nil {
@@ -181,11 +224,6 @@ func prepare(s Spec, files Files) (*exec.Cmd, []string, error) {
 		return nil, nil, err
 	}
 	argv := append([]string{s.Path}, s.Args...)
-	if err := writeShFile(files.Sh, s.Dir, s.AttemptID, argv); err != nil {
-		stdout.Close()
-		stderr.Close()
-		return nil, nil, err
-	}
 	cmd := &exec.Cmd{
 		Path:        s.Path,
 		Args:        argv,
@@ -201,7 +239,7 @@ func prepare(s Spec, files Files) (*exec.Cmd, []string, error) {
 // createOutput creates a fresh append-only output file; an existing file
 // means the attempt ID was reused, which would mix two attempts' output.
 func createOutput(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	f, err := createFile(path, unix.O_EXCL|unix.O_APPEND)
 	if err != nil {
 		return nil, fmt.Errorf("create output file: %w", err)
 	}
@@ -227,24 +265,47 @@ func writeAttemptPIDFile(path string, leader procRef, argv []string, started tim
 	}
 }
 
+// followDelay is how long a hook runs before its output is followed live.
+// A hook that ends sooner (a no-op hook, a skip) has its output read once,
+// at its end, without two goroutines and their files competing with it for
+// the CPU while it runs; records still reach OnRecord within about
+// followDelay + pollMax of their write.
+const followDelay = 5 * time.Millisecond
+
 // supervise waits for the leader, stopping the group on timeout or
-// cancellation, and returns the leader's wait error.
-func supervise(ctx context.Context, timeout time.Duration, rp *reaper, waitCh <-chan error, res *Result) error {
+// cancellation, and returns the leader's wait error. It calls follow once
+// the hook has run for followDelay, or when it starts stopping it.
+func supervise(ctx context.Context, timeout time.Duration, rp *reaper, waitCh <-chan error, follow func(), res *Result) error {
 	var timeoutC <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		timeoutC = t.C
 	}
-	select {
-	case err := <-waitCh:
-		return err
-	case <-timeoutC:
-		res.TimedOut = true
-		return rp.stopLeader(waitCh, "timeout "+timeout.String())
-	case <-ctx.Done():
-		res.Canceled = true
-		return rp.stopLeader(waitCh, "canceled: "+context.Cause(ctx).Error())
+	ft := time.NewTimer(followDelay)
+	defer ft.Stop()
+	followC := ft.C
+	startFollowing := func() {
+		if followC != nil {
+			followC = nil
+			follow()
+		}
+	}
+	for {
+		select {
+		case err := <-waitCh:
+			return err
+		case <-followC:
+			startFollowing()
+		case <-timeoutC:
+			res.TimedOut = true
+			startFollowing()
+			return rp.stopLeader(waitCh, "timeout "+timeout.String())
+		case <-ctx.Done():
+			res.Canceled = true
+			startFollowing()
+			return rp.stopLeader(waitCh, "canceled: "+context.Cause(ctx).Error())
+		}
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -182,11 +181,8 @@ func writePIDFile(path string, p pidFile, started time.Time) error {
 	if err != nil {
 		return fmt.Errorf("write pid file %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := writeNewFile(path, b, started); err != nil {
 		return fmt.Errorf("write pid file: %w", err)
-	}
-	if err := os.Chtimes(path, started, started); err != nil {
-		return fmt.Errorf("set pid file mtime: %w", err)
 	}
 	return nil
 }
@@ -216,7 +212,7 @@ func writeShFile(path, dir, id string, argv []string) error {
 		"# Not executed by the runner; the environment is not recorded here.\n" +
 		"cd " + shellQuote(dir) + " || exit 1\n" +
 		"exec " + shellCommand(argv) + "\n"
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+	if err := writeNewFile(path, []byte(content), time.Time{}); err != nil {
 		return fmt.Errorf("write command file: %w", err)
 	}
 	return nil

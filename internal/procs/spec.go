@@ -46,7 +46,9 @@ type Spec struct {
 	// OnStderr is called live for each stderr line (valid UTF-8, capped).
 	// It may run concurrently with OnRecord, never with itself.
 	OnStderr func(line string)
-	Log      *zap.Logger
+	// Limits are the attempt's resource limits (none by default).
+	Limits Limits
+	Log    *zap.Logger
 }
 
 // normalize validates s and fills defaults.
@@ -71,6 +73,9 @@ func (s Spec) normalize() (Spec, error) {
 		return bad("line cap %d: must be >= 0 (0 = default %d)", s.LineCap, DefaultLineCap)
 	case s.StderrLineCap < 0:
 		return bad("stderr line cap %d: must be >= 0 (0 = default %d)", s.StderrLineCap, DefaultStderrLineCap)
+	}
+	if err := s.Limits.validate(); err != nil {
+		return bad("%v", err)
 	}
 	for _, kv := range s.Env {
 		if !strings.Contains(kv, "=") {

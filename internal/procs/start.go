@@ -47,14 +47,19 @@ func start(ctx context.Context, cmd *exec.Cmd) (*exec.Cmd, error) {
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
-		cmd = &exec.Cmd{
-			Path:        cmd.Path,
-			Args:        cmd.Args,
-			Env:         cmd.Env,
-			Dir:         cmd.Dir,
-			Stdout:      cmd.Stdout,
-			Stderr:      cmd.Stderr,
-			SysProcAttr: cmd.SysProcAttr,
-		}
+		cmd = fresh(cmd)
+	}
+}
+
+// fresh returns an unstarted copy of cmd.
+func fresh(cmd *exec.Cmd) *exec.Cmd {
+	return &exec.Cmd{
+		Path:        cmd.Path,
+		Args:        cmd.Args,
+		Env:         cmd.Env,
+		Dir:         cmd.Dir,
+		Stdout:      cmd.Stdout,
+		Stderr:      cmd.Stderr,
+		SysProcAttr: cmd.SysProcAttr,
 	}
 }

@@ -19,6 +19,7 @@ type SweepReport struct {
 	Killed   []int    // hook pids whose process tree was terminated
 	Removed  []string // stale pid files removed
 	Errors   []string // per-file problems (unreadable or unparsable files are removed too)
+	Cgroups  []string // stale per-hook cgroups removed
 }
 
 // SweepGrace walks root for runner .pid files. A file whose owner runner is
@@ -48,6 +49,7 @@ func SweepGrace(root string, grace time.Duration, log *zap.Logger) (SweepReport,
 		sweepOne(path, f.AttemptID, grace, log.With(zap.String("pid_file", path), zap.String("attempt", f.AttemptID)), &rep)
 		return nil
 	})
+	rep.Cgroups = sweepCgroups(grace, log)
 	if err != nil {
 		return rep, fmt.Errorf("sweep %s: %w", root, err)
 	}
