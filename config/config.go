@@ -27,6 +27,9 @@ type Config struct {
 	Crawl      Crawl    `mapstructure:"crawl"`
 	Worker     Worker   `mapstructure:"worker"`
 	Pools      []Pool   `mapstructure:"pools"`
+	// ArchiveBot times the pools that act as ArchiveBot pipelines
+	// (pools[].archivebot).
+	ArchiveBot ArchiveBot `mapstructure:"archivebot"`
 	Purge      Purge    `mapstructure:"purge"`
 }
 
@@ -312,6 +315,40 @@ type Pool struct {
 	TaskQueue string `mapstructure:"task_queue" json:"task_queue"`
 	// Slots bounds concurrently running hook activities per worker process.
 	Slots int `mapstructure:"slots" json:"slots"`
+	// ArchiveBot, when set, makes the pool an ArchiveBot pipeline: its
+	// workers claim the jobs ArchiveBot's bot queues (internal/abpipeline).
+	ArchiveBot *ArchiveBotPool `mapstructure:"archivebot" json:"archivebot,omitempty"`
+}
+
+// ArchiveBotPool is what ArchiveBot's pipeline.py takes from its
+// environment: the nickname (named queues pending:NAME are served when
+// NAME is part of it), AO_ONLY and LARGE.
+type ArchiveBotPool struct {
+	// Nickname matches named queues; empty = worker.nickname, else the
+	// host name.
+	Nickname string `mapstructure:"nickname" json:"nickname,omitempty"`
+	// AOOnly serves only !ao jobs (pending-ao), plus pending-large when
+	// Large is set too.
+	AOOnly bool `mapstructure:"ao_only" json:"ao_only,omitempty"`
+	// Large also serves pending-large (jobs queued with --large).
+	Large bool `mapstructure:"large" json:"large,omitempty"`
+}
+
+// ArchiveBot times claiming and obeying ArchiveBot's bot.
+type ArchiveBot struct {
+	// PollInterval is how often an idle pipeline looks at the queues
+	// (ArchiveBot's GetItemFromQueue retries every 5 s).
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+	// MaxJobs is how many claimed jobs one worker process runs at once
+	// per ArchiveBot pool (ArchiveBot's pipelines run one).
+	MaxJobs int `mapstructure:"max_jobs"`
+	// ClaimLease is how long a claimed job may stay unstarted; past it any
+	// pipeline returns it to its queue unless its workflow runs.
+	ClaimLease time.Duration `mapstructure:"claim_lease"`
+	// WatchInterval is how often running jobs are checked for the bot's
+	// abort_requested and settings_age (a publish on archivebot:job:IDENT
+	// triggers a check at once).
+	WatchInterval time.Duration `mapstructure:"watch_interval"`
 }
 
 // Default returns the configuration used when nothing is set. Every default
@@ -407,6 +444,12 @@ func Default() Config {
 			PipelineTTL:   30 * time.Second,
 		},
 		Pools: []Pool{{Name: "default", TaskQueue: "archiveflow", Slots: 8}},
+		ArchiveBot: ArchiveBot{
+			PollInterval:  5 * time.Second,
+			MaxJobs:       1,
+			ClaimLease:    time.Minute,
+			WatchInterval: 2 * time.Second,
+		},
 		Purge: Purge{
 			Schedule:   true,
 			ScheduleID: "archiveflow-purge",

@@ -128,6 +128,11 @@ func (c *Config) Validate() error {
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)
 	v.check(c.Worker.PipelineTTL > c.Worker.StatsInterval, "worker.pipeline_ttl", c.Worker.PipelineTTL, "must be > worker.stats_interval")
 
+	v.positiveDur("archivebot.poll_interval", c.ArchiveBot.PollInterval)
+	v.check(c.ArchiveBot.MaxJobs >= 1, "archivebot.max_jobs", c.ArchiveBot.MaxJobs, "must be >= 1")
+	v.check(c.ArchiveBot.ClaimLease >= time.Second, "archivebot.claim_lease", c.ArchiveBot.ClaimLease, "must be >= 1s")
+	v.positiveDur("archivebot.watch_interval", c.ArchiveBot.WatchInterval)
+
 	v.nonEmpty("purge.schedule_id", c.Purge.ScheduleID)
 	v.positiveDur("purge.interval", c.Purge.Interval)
 	v.check(c.Purge.Batch >= 1, "purge.batch", c.Purge.Batch, "must be >= 1")
@@ -224,6 +229,9 @@ func (v *validator) pools(c *Config) {
 		v.check(!strings.Contains(p.TaskQueue, "@"), key+".task_queue", p.TaskQueue, "must not contain '@' (reserved for host-specific queues)")
 		queues[p.TaskQueue] = true
 		v.check(p.Slots >= 1, key+".slots", p.Slots, "must be >= 1")
+		if ab := p.ArchiveBot; ab != nil {
+			v.check(!strings.ContainsAny(ab.Nickname, " \t\r\n"), key+".archivebot.nickname", fmt.Sprintf("%q", ab.Nickname), "must not contain whitespace")
+		}
 	}
 	if c.Job.TaskQueue != "" {
 		v.check(queues[c.Job.TaskQueue], "job.task_queue", c.Job.TaskQueue, "must be the task_queue of a configured pool")

@@ -205,6 +205,9 @@ func changeSettings(ctx context.Context, a *app, inv *invocation, b *backend.Bac
 	if err != nil {
 		return err
 	}
+	// A change made here is the CLI's, not read from ArchiveBot's bot:
+	// the workflow writes it to Redis.
+	next.BotOwned = false
 	version, err := applySettings(ctx, b, id, next)
 	if err != nil {
 		return err

@@ -15,6 +15,34 @@ type Settings struct {
 	DelayMaxMS  int      `json:"delay_max"`
 	UserAgent   string   `json:"user_agent,omitempty"`
 	Ignores     []string `json:"ignores,omitempty"` // RE2 patterns (ValidateIgnore)
+	// SuppressIgnoreReports is ArchiveBot's suppress_ignore_reports flag
+	// (the bot's !igoff / !igon): ignored URLs are not reported as
+	// `ignore` log packets.
+	SuppressIgnoreReports bool `json:"suppress_ignore_reports,omitempty"`
+	// UnappliedIgnores are patterns ArchiveBot's bot put into the job's
+	// ignore set that archiveflow cannot apply (ValidateIgnore refuses
+	// them, e.g. Python-only lookarounds): they stay in IDENT_ignores, so
+	// the bot and dashboard still list them, but match nothing here.
+	UnappliedIgnores []string `json:"unapplied_ignores,omitempty"`
+	// BotOwned marks settings read from the job's hash, which ArchiveBot's
+	// bot owns (internal/abpipeline): Redis has them already, so they are
+	// not written back — a write-back could undo a change the bot made
+	// after they were read.
+	BotOwned bool `json:"bot_owned,omitempty"`
+}
+
+// SplitIgnores separates patterns ValidateIgnore accepts (applied) from
+// those it refuses (unapplied, each with its reason), keeping their order.
+func SplitIgnores(patterns []string) (applied, unapplied []string, reasons []error) {
+	for _, p := range patterns {
+		if err := ValidateIgnore(p); err != nil {
+			unapplied = append(unapplied, p)
+			reasons = append(reasons, err)
+			continue
+		}
+		applied = append(applied, p)
+	}
+	return applied, unapplied, reasons
 }
 
 // Validate checks the settings' ranges and every ignore pattern. It is the
@@ -32,6 +60,11 @@ func (s Settings) Validate() error {
 	for _, p := range s.Ignores {
 		if err := ValidateIgnore(p); err != nil {
 			return err
+		}
+	}
+	for _, p := range s.UnappliedIgnores {
+		if p == "" {
+			return fmt.Errorf("unapplied ignore pattern %q: must not be empty", p)
 		}
 	}
 	return nil

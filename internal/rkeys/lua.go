@@ -74,6 +74,13 @@ local function move_to(ident, state)
 end
 `, len(keys))
 	}
+	// EXTRA holds the keys passed after the named ones (and the state
+	// sets): a script over a variable number of keys (queues) reads them.
+	n := len(keys)
+	if withStates {
+		n += len(model.JobStates)
+	}
+	fmt.Fprintf(&b, "local EXTRA = {}\nfor i = %d, #KEYS do EXTRA[#EXTRA + 1] = KEYS[i] end\n", n+1)
 	b.WriteString(body)
 	return &script{keys: keys, states: withStates, lua: redis.NewScript(b.String())}
 }
@@ -83,6 +90,12 @@ const withStates = true
 
 // run runs sc with its keys given by name.
 func (s *Store) run(ctx context.Context, sc *script, keys map[string]string, args ...any) *redis.Cmd {
+	return s.runExtra(ctx, sc, keys, nil, args...)
+}
+
+// runExtra runs sc with its keys given by name and extra keys after them
+// (the script's EXTRA table).
+func (s *Store) runExtra(ctx context.Context, sc *script, keys map[string]string, extra []string, args ...any) *redis.Cmd {
 	ks := make([]string, 0, len(sc.keys)+len(model.JobStates))
 	for _, name := range sc.keys {
 		k, ok := keys[name]
@@ -98,6 +111,7 @@ func (s *Store) run(ctx context.Context, sc *script, keys map[string]string, arg
 			ks = append(ks, s.keys.State(st))
 		}
 	}
+	ks = append(ks, extra...)
 	return sc.lua.Run(ctx, s.rdb, ks, args...)
 }
 

@@ -9,26 +9,37 @@ import (
 )
 
 // SetSettings writes the job's settings as absolute values (concurrency,
-// delay_min, delay_max, user_agent and the whole IDENT_ignores set). When
+// delay_min, delay_max, user_agent, suppress_ignore_reports — present
+// only when true, as ArchiveBot's bot writes it — and the whole
+// IDENT_ignores set: the applied and the unapplied patterns). When
 // anything changed, settings_age is bumped and published on
 // archivebot:job:IDENT; an identical repeat changes nothing. It returns the
 // new settings_age, or 0 when nothing changed. Settings that
 // model.Settings.Validate refuses are ErrInvalid and never written.
+// Settings read from the bot's hash (BotOwned) are Redis' own: nothing is
+// written.
 func (s *Store) SetSettings(ctx context.Context, ident string, st model.Settings) (int64, error) {
 	if err := st.Validate(); err != nil {
 		return 0, fmt.Errorf("set settings of job %s: %w: %w", ident, ErrInvalid, err)
+	}
+	if st.BotOwned {
+		return 0, nil
 	}
 	fields := []string{
 		"concurrency", strconv.Itoa(st.Concurrency),
 		"delay_min", strconv.Itoa(st.DelayMinMS),
 		"delay_max", strconv.Itoa(st.DelayMaxMS),
 		"user_agent", st.UserAgent,
+		"suppress_ignore_reports", suppressFlag(st.SuppressIgnoreReports),
 	}
 	args := []any{s.keys.JobChannel(ident), unixInt(s.now()), len(fields) / 2}
 	for _, f := range fields {
 		args = append(args, f)
 	}
 	for _, p := range st.Ignores {
+		args = append(args, p)
+	}
+	for _, p := range st.UnappliedIgnores {
 		args = append(args, p)
 	}
 	keys := map[string]string{"job": s.keys.Job(ident), "ignores": s.keys.Ignores(ident)}
@@ -82,3 +93,12 @@ redis.call('HSET', job, 'ts', ARGV[2])
 redis.call('PUBLISH', ARGV[1], age)
 return age
 `)
+
+// suppressFlag is suppress_ignore_reports as ArchiveBot's bot writes it:
+// "true" when set, absent (empty here: the field is deleted) otherwise.
+func suppressFlag(on bool) string {
+	if on {
+		return "true"
+	}
+	return ""
+}

@@ -120,7 +120,7 @@ redis.call('LREM', working, 0, ident)
 redis.call('INCR', jobs_counter)
 local info = {ident = ident, state = state, aborted = (state == 'aborted'), failed = (state == 'failed'),
   finished_at = tonumber(ARGV[3])}
-for _, f in ipairs({'fetch_depth', 'pipeline_id', 'queued_at', 'started_by', 'started_in', 'url', 'workflow_id', 'run_id'}) do
+for _, f in ipairs({'fetch_depth', 'pipeline_id', 'queued_at', 'started_by', 'started_in', 'url', 'url_file', 'workflow_id', 'run_id'}) do
   local v = redis.call('HGET', job, f)
   if v then info[f] = v end
 end

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -176,6 +177,9 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 	if j.Note != "" {
 		fields = append(fields, "note", j.Note)
 	}
+	if j.Settings.SuppressIgnoreReports {
+		fields = append(fields, "suppress_ignore_reports", suppressFlag(true))
+	}
 	if notBefore != "" {
 		fields = append(fields, "not_before", notBefore)
 	}
@@ -183,8 +187,9 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 	if j.Replace {
 		replace = "1"
 	}
-	args := []any{j.Ident, j.CreateOp, replace, unixInt(now), notBefore, len(j.Settings.Ignores)}
-	for _, p := range j.Settings.Ignores {
+	ignores := append(slices.Clone(j.Settings.Ignores), j.Settings.UnappliedIgnores...)
+	args := []any{j.Ident, j.CreateOp, replace, unixInt(now), notBefore, len(ignores)}
+	for _, p := range ignores {
 		args = append(args, p)
 	}
 	for _, f := range fields {

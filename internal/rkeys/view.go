@@ -164,6 +164,7 @@ func parseJob(ident string, h map[string]string) (JobView, error) {
 	v.Settings.DelayMinMS = int(p.int64("delay_min"))
 	v.Settings.DelayMaxMS = int(p.int64("delay_max"))
 	v.Settings.UserAgent = h["user_agent"]
+	v.Settings.SuppressIgnoreReports = p.flag("suppress_ignore_reports")
 	v.SettingsAge = p.int64("settings_age")
 	v.BytesDownloaded = p.int64("bytes_downloaded")
 	v.ItemsDownloaded = p.int64("items_downloaded")

@@ -1,0 +1,74 @@
+package abpipeline
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
+)
+
+func TestCandidateQueuesFollowArchiveBot(t *testing.T) {
+	named := []string{"pending:box", "pending:other", "pending:ox"}
+	for _, c := range []struct {
+		name          string
+		aoOnly, large bool
+		want          []string
+	}{
+		{"default", false, false, []string{"pending:box", "pending:ox", "pending", "pending-ao"}},
+		{"large", false, true, []string{"pending:box", "pending:ox", "pending-large", "pending", "pending-ao"}},
+		{"ao only", true, false, []string{"pending-ao"}},
+		{"ao only and large", true, true, []string{"pending-ao", "pending-large"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// pending:NAME applies when NAME is part of the nickname.
+			assert.Equal(t, c.want, CandidateQueues(named, "mybox", c.aoOnly, c.large))
+		})
+	}
+}
+
+func botView(raw map[string]string, ignores ...string) rkeys.JobView {
+	v := rkeys.JobView{Ident: "id1", URL: raw["url"], FetchDepth: raw["fetch_depth"], StartedBy: "alice", Raw: raw}
+	v.Settings.UserAgent = raw["user_agent"]
+	v.Settings.Ignores = ignores
+	return v
+}
+
+func TestJobFromViewReadsTheBotsHash(t *testing.T) {
+	raw := map[string]string{"url": "https://example.com/", "fetch_depth": "shallow", "concurrency": "3",
+		"user_agent": "UA", "claim_queue": "pending-ao", "url_file": ""}
+	v := botView(raw, `\.gif$`, `(?<=x)y`, `^a`)
+	v.Settings.Concurrency, v.Settings.DelayMinMS, v.Settings.DelayMaxMS = 3, 250, 375
+	v.Settings.SuppressIgnoreReports = true
+	j, notes, err := JobFromView(v)
+	require.NoError(t, err)
+	assert.Equal(t, model.Settings{Concurrency: 3, DelayMinMS: 250, DelayMaxMS: 375, UserAgent: "UA",
+		Ignores: []string{`\.gif$`, `^a`}, UnappliedIgnores: []string{`(?<=x)y`}, SuppressIgnoreReports: true,
+		BotOwned: true}, j.Settings)
+	assert.Equal(t, "pending-ao", j.Queue)
+	require.Len(t, notes, 1)
+	assert.Contains(t, notes[0], "lookbehind")
+
+	delete(raw, "concurrency")
+	j, _, err = JobFromView(botView(raw))
+	require.NoError(t, err)
+	assert.Equal(t, 1, j.Settings.Concurrency, "a missing concurrency is ArchiveBot's 1")
+
+	_, _, err = JobFromView(botView(map[string]string{"url": "https://example.com/", "fetch_depth": "7"}))
+	require.ErrorIs(t, err, ErrBadJob)
+	assert.Contains(t, err.Error(), `fetch_depth "7"`)
+	_, _, err = JobFromView(botView(map[string]string{"fetch_depth": "inf"}))
+	require.ErrorIs(t, err, ErrBadJob)
+}
+
+func TestSameSettingsComparesIgnoresAsSets(t *testing.T) {
+	a := model.Settings{Concurrency: 2, Ignores: []string{"b", "a"}}
+	b := model.Settings{Concurrency: 2, Ignores: []string{"a", "b"}}
+	assert.True(t, SameSettings(a, b))
+	b.Concurrency = 3
+	assert.False(t, SameSettings(a, b))
+	c := model.Settings{Concurrency: 2, Ignores: []string{"a", "b"}, SuppressIgnoreReports: true}
+	assert.False(t, SameSettings(a, c))
+}

@@ -1,0 +1,143 @@
+package abpipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/submit"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// Runner starts and steers the workflows of claimed jobs (one workflow per
+// job, workflow ID = ident).
+type Runner interface {
+	// Start starts the job's workflow; ErrAlreadyRunning when a workflow
+	// with the ident runs already (Temporal refused a second one).
+	Start(ctx context.Context, j Job) (Run, error)
+	// Running reports whether a workflow with the ident is running.
+	Running(ctx context.Context, ident string) (bool, error)
+	// Abort sends the workflow's abort signal.
+	Abort(ctx context.Context, ident, reason string) error
+	// Settings returns the workflow's current settings.
+	Settings(ctx context.Context, ident string) (model.Settings, error)
+	// SetSettings sends the set_settings update with the given update id
+	// (Temporal applies one update id once) and waits until it is applied.
+	SetSettings(ctx context.Context, ident, updateID string, s model.Settings) error
+}
+
+// Run is a started workflow; Get returns when it has ended.
+type Run interface {
+	Get(ctx context.Context, valuePtr any) error
+}
+
+// Typed errors of Runner.
+var (
+	// ErrAlreadyRunning: a workflow with the job's ident runs already.
+	ErrAlreadyRunning = errors.New("a workflow with this ident is already running")
+	// ErrCrawlUnavailable: fetch_depth inf needs the crawl workflow, which
+	// this build does not have yet.
+	ErrCrawlUnavailable = errors.New("fetch_depth inf (a recursive crawl) is not supported by this archiveflow build: CrawlWorkflow has not landed yet; queue the job with !ao, or run it on an ArchiveBot pipeline")
+	// ErrURLFileUnsupported: a URL-list job (`!a <` / `!ao <`).
+	ErrURLFileUnsupported = errors.New("URL-list jobs (!a < FILE, !ao < FILE) are not supported by archiveflow yet: run them on an ArchiveBot pipeline")
+)
+
+// TemporalRunner is the Runner on a Temporal client, building workflow
+// inputs with internal/submit from the configuration and the pool.
+type TemporalRunner struct {
+	Config *config.Config
+	Client client.Client
+	Pool   config.Pool
+}
+
+var _ Runner = (*TemporalRunner)(nil)
+
+// Request is the submit request of a bot job on pool.
+func Request(j Job, pool config.Pool) submit.Request {
+	return submit.Request{
+		Ident: j.Ident, URL: j.URL, FetchDepth: j.FetchDepth, Pool: pool, Settings: j.Settings,
+		StartedBy: j.StartedBy, StartedIn: j.StartedIn,
+	}
+}
+
+// Start implements Runner.
+func (r *TemporalRunner) Start(ctx context.Context, j Job) (Run, error) {
+	if j.URLFile != "" {
+		return nil, ErrURLFileUnsupported
+	}
+	req := Request(j, r.Pool)
+	if j.FetchDepth == model.FetchInf {
+		return nil, ErrCrawlUnavailable
+	}
+	in := submit.Input(r.Config, req)
+	if err := in.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadJob, err)
+	}
+	run, err := r.Client.ExecuteWorkflow(ctx, submit.StartOptions(req), workflows.SnapshotWorkflow, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, fmt.Errorf("start workflow %s: %w", j.Ident, ErrAlreadyRunning)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start workflow %s: %w", j.Ident, err)
+	}
+	return run, nil
+}
+
+// Running implements Runner.
+func (r *TemporalRunner) Running(ctx context.Context, ident string) (bool, error) {
+	d, err := r.Client.DescribeWorkflowExecution(ctx, ident, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("describe workflow %s: %w", ident, err)
+	}
+	return d.GetWorkflowExecutionInfo().GetCloseTime() == nil, nil
+}
+
+// Abort implements Runner.
+func (r *TemporalRunner) Abort(ctx context.Context, ident, reason string) error {
+	err := r.Client.SignalWorkflow(ctx, ident, "", workflows.SignalAbort, workflows.AbortRequest{Reason: reason, By: "ArchiveBot"})
+	if err != nil {
+		return fmt.Errorf("abort workflow %s: %w", ident, err)
+	}
+	return nil
+}
+
+// Settings implements Runner.
+func (r *TemporalRunner) Settings(ctx context.Context, ident string) (model.Settings, error) {
+	val, err := r.Client.QueryWorkflow(ctx, ident, "", workflows.QueryStatus)
+	if err != nil {
+		return model.Settings{}, fmt.Errorf("query workflow %s: %w", ident, err)
+	}
+	var st workflows.Status
+	if err := val.Get(&st); err != nil {
+		return model.Settings{}, fmt.Errorf("query workflow %s: decode status: %w", ident, err)
+	}
+	return st.Settings, nil
+}
+
+// SetSettings implements Runner.
+func (r *TemporalRunner) SetSettings(ctx context.Context, ident, updateID string, s model.Settings) error {
+	h, err := r.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   ident,
+		UpdateID:     updateID,
+		UpdateName:   workflows.UpdateSetSettings,
+		Args:         []any{s},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return fmt.Errorf("update settings of workflow %s: %w", ident, err)
+	}
+	if err := h.Get(ctx, nil); err != nil {
+		return fmt.Errorf("update settings of workflow %s: %w", ident, err)
+	}
+	return nil
+}
