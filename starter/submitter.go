@@ -16,7 +16,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/submit"
-	"github.com/archiveflow/archiveflow/workflows"
 )
 
 // submitted is one job this command started.
@@ -96,27 +95,17 @@ func (sb *submitter) submitOne(ctx context.Context, t target, op string) (submit
 		StartedBy: startedBy(), StartedIn: "cli", CreateOp: t.Ident + "/" + op, Replace: s.force,
 		CrawlDepth: s.crawlDepth, Rules: s.rules,
 	}
-	var workflow, in any
-	if req.IsCrawl() {
-		ci := submit.CrawlInput(cfg, req)
-		if err := ci.Validate(); err != nil {
-			return submitted{}, withCode(exitUsage, fmt.Errorf("%s: %w", t.Source, err))
-		}
-		workflow, in = workflows.CrawlWorkflow, ci
-		if s.force {
-			// A crawl replacing a retained one starts from an empty frontier.
-			if err := sb.frontier().Delete(ctx, t.Ident, 500); err != nil {
-				return submitted{}, withCode(exitUnavailable, fmt.Errorf("%s: remove the retained crawl's pages: %w", t.Source, err))
-			}
-		}
-	} else {
-		si := submit.Input(cfg, req)
-		if err := si.Validate(); err != nil {
-			return submitted{}, withCode(exitUsage, fmt.Errorf("%s: %w", t.Source, err))
-		}
-		workflow, in = workflows.SnapshotWorkflow, si
+	workflow, in, err := submit.Workflow(cfg, req)
+	if err != nil {
+		return submitted{}, withCode(exitUsage, fmt.Errorf("%s: %w", t.Source, err))
 	}
-	err := sb.b.Store.CreateJob(ctx, submit.Job(req))
+	if req.IsCrawl() && s.force {
+		// A crawl replacing a retained one starts from an empty frontier.
+		if err := sb.frontier().Delete(ctx, t.Ident, 500); err != nil {
+			return submitted{}, withCode(exitUnavailable, fmt.Errorf("%s: remove the retained crawl's pages: %w", t.Source, err))
+		}
+	}
+	err = sb.b.Store.CreateJob(ctx, submit.Job(req))
 	if err != nil {
 		if errors.Is(err, rkeys.ErrJobExists) {
 			return submitted{}, withCode(exitConflict, fmt.Errorf("%s: %w", t.Source, err))

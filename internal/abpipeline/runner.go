@@ -40,15 +40,14 @@ type Run interface {
 var (
 	// ErrAlreadyRunning: a workflow with the job's ident runs already.
 	ErrAlreadyRunning = errors.New("a workflow with this ident is already running")
-	// ErrCrawlUnavailable: fetch_depth inf needs the crawl workflow, which
-	// this build does not have yet.
-	ErrCrawlUnavailable = errors.New("fetch_depth inf (a recursive crawl) is not supported by this archiveflow build: CrawlWorkflow has not landed yet; queue the job with !ao, or run it on an ArchiveBot pipeline")
 	// ErrURLFileUnsupported: a URL-list job (`!a <` / `!ao <`).
 	ErrURLFileUnsupported = errors.New("URL-list jobs (!a < FILE, !ao < FILE) are not supported by archiveflow yet: run them on an ArchiveBot pipeline")
 )
 
 // TemporalRunner is the Runner on a Temporal client, building workflow
-// inputs with internal/submit from the configuration and the pool.
+// inputs with internal/submit from the configuration and the pool: a
+// fetch_depth inf job is a CrawlWorkflow, a shallow one a SnapshotWorkflow.
+// Both take the same abort signal and set_settings update.
 type TemporalRunner struct {
 	Config *config.Config
 	Client client.Client
@@ -57,11 +56,13 @@ type TemporalRunner struct {
 
 var _ Runner = (*TemporalRunner)(nil)
 
-// Request is the submit request of a bot job on pool.
+// Request is the submit request of a bot job on pool. A fetch_depth inf
+// job (`!a`) is a crawl without a depth limit and without rules, as
+// ArchiveBot's recursive jobs are; its ignores are the bot's.
 func Request(j Job, pool config.Pool) submit.Request {
 	return submit.Request{
 		Ident: j.Ident, URL: j.URL, FetchDepth: j.FetchDepth, Pool: pool, Settings: j.Settings,
-		StartedBy: j.StartedBy, StartedIn: j.StartedIn,
+		StartedBy: j.StartedBy, StartedIn: j.StartedIn, CrawlDepth: -1,
 	}
 }
 
@@ -71,14 +72,11 @@ func (r *TemporalRunner) Start(ctx context.Context, j Job) (Run, error) {
 		return nil, ErrURLFileUnsupported
 	}
 	req := Request(j, r.Pool)
-	if j.FetchDepth == model.FetchInf {
-		return nil, ErrCrawlUnavailable
-	}
-	in := submit.Input(r.Config, req)
-	if err := in.Validate(); err != nil {
+	workflow, in, err := submit.Workflow(r.Config, req)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadJob, err)
 	}
-	run, err := r.Client.ExecuteWorkflow(ctx, submit.StartOptions(req), workflows.SnapshotWorkflow, in)
+	run, err := r.Client.ExecuteWorkflow(ctx, submit.StartOptions(req), workflow, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return nil, fmt.Errorf("start workflow %s: %w", j.Ident, ErrAlreadyRunning)
@@ -111,13 +109,17 @@ func (r *TemporalRunner) Abort(ctx context.Context, ident, reason string) error 
 	return nil
 }
 
-// Settings implements Runner.
+// Settings implements Runner. The status of a snapshot (workflows.Status)
+// and of a crawl (workflows.CrawlStatus) both carry the settings under
+// "settings"; only that field is read.
 func (r *TemporalRunner) Settings(ctx context.Context, ident string) (model.Settings, error) {
 	val, err := r.Client.QueryWorkflow(ctx, ident, "", workflows.QueryStatus)
 	if err != nil {
 		return model.Settings{}, fmt.Errorf("query workflow %s: %w", ident, err)
 	}
-	var st workflows.Status
+	var st struct {
+		Settings model.Settings `json:"settings"`
+	}
 	if err := val.Get(&st); err != nil {
 		return model.Settings{}, fmt.Errorf("query workflow %s: decode status: %w", ident, err)
 	}

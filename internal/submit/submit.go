@@ -49,6 +49,18 @@ type Request struct {
 // IsCrawl reports whether the request is a crawl (FetchDepth inf).
 func (r Request) IsCrawl() bool { return r.FetchDepth == model.FetchInf }
 
+// Workflow is the workflow a request starts and its input, validated:
+// CrawlWorkflow with CrawlInput for a crawl, SnapshotWorkflow with Input
+// otherwise. Every submitter picks the workflow here.
+func Workflow(cfg *config.Config, r Request) (workflow, input any, err error) {
+	if r.IsCrawl() {
+		in := CrawlInput(cfg, r)
+		return workflows.CrawlWorkflow, in, in.Validate()
+	}
+	in := Input(cfg, r)
+	return workflows.SnapshotWorkflow, in, in.Validate()
+}
+
 // CrawlInput builds a crawl's workflow input from configuration: the start
 // page's snapshot input (every plugin, crawl-page role) and the page
 // settings of config crawl.*.
