@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -281,45 +284,100 @@ func TestArchiveBotClaimerKilledAfterClaim(t *testing.T) {
 	assert.Zero(t, leases)
 }
 
+// abSite is a small site of linked pages for the bot's `!a` crawls; it
+// records the path and User-Agent of every request.
+type abSite struct {
+	*httptest.Server
+	mu   sync.Mutex
+	reqs []string // "PATH UA"
+}
+
+func newABSite(t *testing.T) *abSite {
+	t.Helper()
+	links := map[string][]string{"/": {"/a", "/b"}, "/a": {"/c", "/"}, "/b": {"/a"}, "/c": nil}
+	site := &abSite{}
+	site.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		site.mu.Lock()
+		site.reqs = append(site.reqs, r.URL.Path+" "+r.UserAgent())
+		site.mu.Unlock()
+		out, ok := links[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = fmt.Fprintf(w, "<html><head><title>page %s</title></head><body>", r.URL.Path)
+		for _, l := range out {
+			_, _ = fmt.Fprintf(w, "<a href=%q>%s</a> ", l, l)
+		}
+		_, _ = fmt.Fprint(w, "</body></html>")
+	}))
+	t.Cleanup(site.Close)
+	return site
+}
+
+// requests are the "PATH UA" of every request so far.
+func (s *abSite) requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reqs)
+}
+
 // TestArchiveBotDropIn drives a real redis-server as ArchiveBot's bot does
 // and checks that archiveflow obeys: jobs queued into pending, pending-ao
-// and a named queue are claimed once and started with the bot's settings; a
-// raised settings_age (new concurrency, new ignore pattern) reaches the
-// running workflow; !abort ends the job with ArchiveBot's finished-job keys.
+// and a named queue are claimed once and started with the bot's settings;
+// an `!a` job is crawled (CrawlWorkflow) with the bot's user agent and
+// ignores and counted as ArchiveBot counts; a raised settings_age (new
+// concurrency, new ignore pattern) reaches a running crawl; !abort ends it
+// with ArchiveBot's finished-job keys.
 func TestArchiveBotDropIn(t *testing.T) {
-	root := t.TempDir()
+	site := newABSite(t)
+	// The crawls' pages run the built-in page plugins; snapshots (and a
+	// crawl's start page) run the recording hook, which on the site's
+	// start page finds the links with the built-in outlinks.
+	root := builtinPlugins(t, "pagefetch", "title", "outlinks")
 	events := filepath.Join(t.TempDir(), "events")
 	writeHook(t, root, "runs", "on_Snapshot__10_runs.sh", `echo "$*" >> "$E2E_EVENTS"
+case "$*" in
+*slow*) sleep 120;;
+*"$E2E_SITE/"*) exec "$ARCHIVEFLOW_BIN" hook outlinks "$@";;
+esac
 echo '{"type":"Response","url":"http://127.0.0.1:1/page","status":200,"bytes":100}'
 echo '{"type":"Response","url":"http://127.0.0.1:1/gone","status":404,"bytes":10}'
-case "$*" in *slow*) sleep 120;; esac
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 `)
 	s := NewStack(t, server, root, func(c *config.Config) {
 		archiveBotPool("dropin", 4)(c)
 		c.Hooks.Timeout = 5 * time.Minute
+		// Snapshots run the recording hook only; crawl pages enable
+		// their page plugins themselves.
+		c.Plugins.Values = map[string]any{"TITLE_ENABLED": false, "OUTLINKS_ENABLED": false}
 	})
-	s.StartPools(t, hookEnv(events))
+	s.StartPools(t, append(builtinEnv(t), "E2E_EVENTS="+events, "E2E_SITE="+site.URL))
 	ctx := context.Background()
 	bot := abbot.Bot{Redis: s.Redis}
 
-	slow, err := bot.Queue(ctx, "http://127.0.0.1:1/slow", abbot.Options{Shallow: true, UserAgent: "ArchiveTeam ArchiveBot/20250101 (slow)"})
+	const slowUA, siteUA = "ArchiveTeam ArchiveBot/20250101 (slow)", "ArchiveTeam ArchiveBot/20250101 (site)"
+	slow, err := bot.Queue(ctx, "http://127.0.0.1:1/slow", abbot.Options{UserAgent: slowUA})
 	require.NoError(t, err)
 	require.NoError(t, bot.AddIgnore(ctx, slow.Ident, `\.gif$`))
 	named, err := bot.Queue(ctx, "http://127.0.0.1:1/named", abbot.Options{Shallow: true, Pipeline: "dropin"})
 	require.NoError(t, err)
-	rec, err := bot.Queue(ctx, "http://127.0.0.1:1/recursive", abbot.Options{})
+	rec, err := bot.Queue(ctx, site.URL+"/", abbot.Options{UserAgent: siteUA})
 	require.NoError(t, err)
+	require.NoError(t, bot.AddIgnore(ctx, rec.Ident, `/b$`))
 
 	startPipeline(t, s, "dropin1", nil)
 	startPipeline(t, s, "dropin2", nil)
 
-	// The named and the pending-ao jobs run; the slow one stays running.
-	require.Eventually(t, func() bool { return jobsCounter(t, s, "jobs_completed") == 1 },
+	// The named job and the site's crawl finish; the slow crawl stays
+	// running.
+	state := func(ident string) string { return s.Redis.HGet(ctx, ident, "state").Val() }
+	require.Eventually(t, func() bool { return state(named.Ident) == "finished" },
 		60*time.Second, 50*time.Millisecond, "the named-queue job finishes")
 	require.Eventually(t, func() bool {
 		return runsOf(t, events, []string{slow.Ident})[slow.Ident] == 1
-	}, 60*time.Second, 50*time.Millisecond, "the slow job's hook runs")
+	}, 60*time.Second, 50*time.Millisecond, "the slow crawl's start page runs")
 
 	// Counters and packets as ArchiveBot's pipeline writes them.
 	nh, err := s.Redis.HGetAll(ctx, named.Ident).Result()
@@ -339,16 +397,18 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 		}
 	}
 	assert.ElementsMatch(t, []string{"http://127.0.0.1:1/page 200 false false", "http://127.0.0.1:1/gone 404 false true"}, downloads)
-	status := func() workflows.Status {
+	status := func() workflows.CrawlStatus {
 		val, err := s.Client.QueryWorkflow(ctx, slow.Ident, "", workflows.QueryStatus)
 		require.NoError(t, err)
-		var st workflows.Status
+		var st workflows.CrawlStatus
 		require.NoError(t, val.Get(&st))
 		return st
 	}
 	st := status()
+	assert.Equal(t, "crawl", st.Kind, "fetch_depth inf is a crawl")
+	assert.Equal(t, -1, st.MaxDepth, "ArchiveBot's !a has no depth limit")
 	assert.Equal(t, model.Settings{Concurrency: 3, DelayMinMS: 250, DelayMaxMS: 375,
-		UserAgent: "ArchiveTeam ArchiveBot/20250101 (slow)", Ignores: []string{`\.gif$`}, BotOwned: true}, st.Settings,
+		UserAgent: slowUA, Ignores: []string{`\.gif$`}, BotOwned: true}, st.Settings,
 		"started with the bot's settings")
 	h, err := s.Redis.HGetAll(ctx, slow.Ident).Result()
 	require.NoError(t, err)
@@ -356,15 +416,36 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	assert.True(t, strings.HasPrefix(h["pipeline_id"], "pipeline:"))
 	assert.NotEmpty(t, h["started_at"])
 
-	// fetch_depth inf: refused with the reason until crawls land.
-	require.Eventually(t, func() bool { return jobsCounter(t, s, "jobs_failed") == 1 },
-		30*time.Second, 50*time.Millisecond, "the recursive job is refused")
-	log, err := s.Store.ReadLog(ctx, rec.Ident, 0, 10)
+	// fetch_depth inf (!a): the site is crawled with the bot's user agent,
+	// its ignore pattern keeps /b out, and the counters are ArchiveBot's:
+	// items_queued = pages accepted (/, /a, /c), items_downloaded = their
+	// 2xx responses.
+	require.Eventually(t, func() bool { return state(rec.Ident) == "finished" },
+		90*time.Second, 50*time.Millisecond, "the site's crawl finishes")
+	assert.ElementsMatch(t, []string{"/ " + siteUA, "/a " + siteUA, "/c " + siteUA}, site.requests(),
+		"each page within scope fetched once with the bot's user agent, the ignored one not at all")
+	rh, err := s.Redis.HGetAll(ctx, rec.Ident).Result()
 	require.NoError(t, err)
-	require.NotEmpty(t, log)
-	assert.Contains(t, log[len(log)-1].Raw, "fetch_depth inf")
+	for field, want := range map[string]string{"items_downloaded": "3", "items_queued": "3", "r2xx": "3", "r4xx": "0",
+		"r5xx": "0", "runk": "0", "error_count": "0", "fetch_depth": "inf"} {
+		assert.Equal(t, want, rh[field], "crawl's %s", field)
+	}
+	assert.NotEmpty(t, rh["finished_at"])
+	rlog, err := s.Store.ReadLog(ctx, rec.Ident, 0, 1000)
+	require.NoError(t, err)
+	var fetched, ignored []string
+	for _, e := range rlog {
+		switch e.Packet.Type {
+		case rkeys.PacketDownload:
+			fetched = append(fetched, fmt.Sprintf("%s %d", e.Packet.URL, e.Packet.ResponseCode))
+		case rkeys.PacketIgnore:
+			ignored = append(ignored, e.Packet.URL)
+		}
+	}
+	assert.ElementsMatch(t, []string{site.URL + "/ 200", site.URL + "/a 200", site.URL + "/c 200"}, fetched)
+	assert.Equal(t, []string{site.URL + "/b"}, ignored, "the ignored page is reported as ArchiveBot does")
 
-	// !con 5 and !ig: the running workflow gets them.
+	// !con 5 and !ig: the running crawl gets them.
 	sent := time.Now()
 	require.NoError(t, bot.SetConcurrency(ctx, slow.Ident, 5))
 	require.NoError(t, bot.AddIgnore(ctx, slow.Ident, `^https?://ads\.`))
@@ -376,7 +457,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 			return true
 		}
 		return false
-	}, 10*time.Second, 5*time.Millisecond, "the bot's change reaches the workflow")
+	}, 10*time.Second, 5*time.Millisecond, "the bot's change reaches the running crawl")
 	t.Logf("bot settings change applied by the workflow after %s", applied)
 	assert.Equal(t, []string{`\.gif$`, `^https?://ads\.`}, status().Settings.Ignores)
 	age, err := s.Redis.HGet(ctx, slow.Ident, "settings_age").Int()
@@ -394,7 +475,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	// !abort: the job ends aborted, ArchiveBot's way.
 	require.NoError(t, bot.Abort(ctx, slow.Ident))
 	require.Eventually(t, func() bool { return jobsCounter(t, s, "jobs_aborted") == 1 },
-		30*time.Second, 50*time.Millisecond, "the abort ends the job")
+		30*time.Second, 50*time.Millisecond, "the abort ends the crawl")
 	h, err = s.Redis.HGetAll(ctx, slow.Ident).Result()
 	require.NoError(t, err)
 	assert.Equal(t, "true", h["aborted"])
@@ -422,9 +503,11 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	assert.Equal(t, "archivist", abortedNote["started_by"])
 	assert.Equal(t, "#archivebot", abortedNote["started_in"])
 
+	assert.Equal(t, 2, jobsCounter(t, s, "jobs_completed"), "the named job and the site's crawl")
+
 	// Claimed once each.
-	require.Eventually(t, func() bool { return len(workflowRuns(t, s, []string{slow.Ident, named.Ident})) == 2 },
-		30*time.Second, 100*time.Millisecond, "Temporal lists both jobs")
-	assert.Equal(t, onceEach(slow.Ident, named.Ident), workflowRuns(t, s, []string{slow.Ident, named.Ident, rec.Ident}),
-		"one run each; the refused job has none")
+	all := []string{slow.Ident, named.Ident, rec.Ident}
+	require.Eventually(t, func() bool { return len(workflowRuns(t, s, all)) == 3 },
+		30*time.Second, 100*time.Millisecond, "Temporal lists every job")
+	assert.Equal(t, onceEach(all...), workflowRuns(t, s, all), "one run each")
 }
