@@ -284,6 +284,17 @@ func TestArchiveBotClaimerKilledAfterClaim(t *testing.T) {
 	assert.Zero(t, leases)
 }
 
+// assertJobFields asserts fields of the job's hash and returns the hash.
+func assertJobFields(t *testing.T, s *Stack, ident string, want map[string]string) map[string]string {
+	t.Helper()
+	h, err := s.Redis.HGetAll(context.Background(), ident).Result()
+	require.NoError(t, err)
+	for field, v := range want {
+		assert.Equal(t, v, h[field], "job %s's %s", ident, field)
+	}
+	return h
+}
+
 // abSite is a small site of linked pages for the bot's `!a` crawls; it
 // records the path and User-Agent of every request.
 type abSite struct {
@@ -380,12 +391,8 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	}, 60*time.Second, 50*time.Millisecond, "the slow crawl's start page runs")
 
 	// Counters and packets as ArchiveBot's pipeline writes them.
-	nh, err := s.Redis.HGetAll(ctx, named.Ident).Result()
-	require.NoError(t, err)
-	for field, want := range map[string]string{"items_downloaded": "2", "items_queued": "2", "r2xx": "1", "r4xx": "1",
-		"r5xx": "0", "runk": "0", "error_count": "0", "state": "finished"} {
-		assert.Equal(t, want, nh[field], "named job's %s", field)
-	}
+	nh := assertJobFields(t, s, named.Ident, map[string]string{"items_downloaded": "2", "items_queued": "2", "r2xx": "1",
+		"r4xx": "1", "r5xx": "0", "runk": "0", "error_count": "0", "state": "finished"})
 	assert.NotEmpty(t, nh["finished_at"])
 	assert.NotContains(t, nh, "aborted")
 	nlog, err := s.Store.ReadLog(ctx, named.Ident, 0, 100)
@@ -424,12 +431,8 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 		90*time.Second, 50*time.Millisecond, "the site's crawl finishes")
 	assert.ElementsMatch(t, []string{"/ " + siteUA, "/a " + siteUA, "/c " + siteUA}, site.requests(),
 		"each page within scope fetched once with the bot's user agent, the ignored one not at all")
-	rh, err := s.Redis.HGetAll(ctx, rec.Ident).Result()
-	require.NoError(t, err)
-	for field, want := range map[string]string{"items_downloaded": "3", "items_queued": "3", "r2xx": "3", "r4xx": "0",
-		"r5xx": "0", "runk": "0", "error_count": "0", "fetch_depth": "inf"} {
-		assert.Equal(t, want, rh[field], "crawl's %s", field)
-	}
+	rh := assertJobFields(t, s, rec.Ident, map[string]string{"items_downloaded": "3", "items_queued": "3", "r2xx": "3",
+		"r4xx": "0", "r5xx": "0", "runk": "0", "error_count": "0", "fetch_depth": "inf"})
 	assert.NotEmpty(t, rh["finished_at"])
 	rlog, err := s.Store.ReadLog(ctx, rec.Ident, 0, 1000)
 	require.NoError(t, err)

@@ -1,6 +1,8 @@
 package submit
 
 import (
+	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -52,3 +54,31 @@ func TestStartOptions(t *testing.T) {
 	assert.Equal(t, "q", j.TaskQueue)
 	assert.Equal(t, "abc", j.WorkflowID)
 }
+
+func TestWorkflowPicksCrawlOrSnapshot(t *testing.T) {
+	cfg := config.Default()
+	base := Request{Ident: "abc", URL: "http://x/", Pool: cfg.Pools[0], Settings: model.Settings{Concurrency: 2}, CrawlDepth: -1}
+
+	crawl := base
+	crawl.FetchDepth = model.FetchInf
+	wf, in, err := Workflow(&cfg, crawl)
+	require.NoError(t, err)
+	assert.Equal(t, workflowName(workflows.CrawlWorkflow), workflowName(wf))
+	require.IsType(t, workflows.CrawlInput{}, in)
+	assert.Equal(t, CrawlInput(&cfg, crawl), in, "the crawl input is CrawlInput's")
+
+	shallow := base
+	shallow.FetchDepth = model.FetchShallow
+	wf, in, err = Workflow(&cfg, shallow)
+	require.NoError(t, err)
+	assert.Equal(t, workflowName(workflows.SnapshotWorkflow), workflowName(wf))
+	assert.Equal(t, Input(&cfg, shallow), in, "the snapshot input is Input's")
+
+	bad := crawl
+	bad.Settings.Concurrency = -1
+	_, _, err = Workflow(&cfg, bad)
+	assert.ErrorContains(t, err, "concurrency", "an invalid input is refused with the rule")
+}
+
+// workflowName names a workflow function (functions do not compare).
+func workflowName(fn any) string { return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() }
