@@ -29,11 +29,11 @@ func (d *hostDenier) Deny(_ context.Context, raw string) (string, bool) {
 	return "", false
 }
 
-// TestJudgeLinksReportsDeniedLinks: a link the fetch policy denies is not
+// TestJudgeLinksReportsFetchDenyEvenWhenSuppressed: a link the fetch policy denies is not
 // queued and is reported as an ignore packet naming the rule, with source
 // fetch.deny, even when the job suppresses ignore reports; an ignored link
 // is then not reported, an allowed one is queued.
-func TestJudgeLinksReportsDeniedLinks(t *testing.T) {
+func TestJudgeLinksReportsFetchDenyEvenWhenSuppressed(t *testing.T) {
 	const (
 		start  = "http://site.example/"
 		denied = "http://169.254.169.254/latest/meta-data/"
