@@ -288,7 +288,7 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64) (*http.Re
 	if errors.As(err, &denied) {
 		// No Response record: nothing was fetched. The line goes to the
 		// job's log with the rule.
-		pf.h.Log.Warn("fetch denied", zap.String("url", u), zap.String("rule", denied.Decision.Rule))
+		pf.h.Log.Warn("fetch denied", zap.String("target", u), zap.String("rule", denied.Decision.Rule))
 		return nil, nil, false, &deniedError{url: u, rule: denied.Decision.Rule}
 	}
 	if err != nil {

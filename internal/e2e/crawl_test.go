@@ -98,18 +98,25 @@ func runSiteCrawl(t *testing.T, s *Stack, srv *testsite.Server, depth int, adjus
 	out.fetched = testsite.Requested(srv.RequestsSince(mark), func(r testsite.Request) bool { return r.UserAgent == crawlUA })
 	out.job, err = s.Store.GetJob(ctx, job.Ident)
 	require.NoError(t, err)
+	out.pages = crawlPages(t, s, job.Ident)
+	return out
+}
+
+// crawlPages lists every page of a crawl's frontier.
+func crawlPages(t *testing.T, s *Stack, ident string) []frontier.Page {
+	t.Helper()
 	f, err := frontier.New(s.Redis, s.Store.Keys(), frontier.Options{})
 	require.NoError(t, err)
+	var pages []frontier.Page
 	for cursor := int64(0); ; {
-		ps, next, err := f.Pages(ctx, job.Ident, frontier.Filter{}, cursor, frontier.MaxPagesLimit)
+		ps, next, err := f.Pages(context.Background(), ident, frontier.Filter{}, cursor, frontier.MaxPagesLimit)
 		require.NoError(t, err)
-		out.pages = append(out.pages, ps...)
+		pages = append(pages, ps...)
 		if next == 0 {
-			break
+			return pages
 		}
 		cursor = next
 	}
-	return out
 }
 
 // TestCrawlDepthLimit is issue 12's acceptance on a generated site: the

@@ -30,13 +30,23 @@ type policySite struct {
 	paths []string
 }
 
-func newPolicySite(t *testing.T, denied string) *policySite {
+// newLoggingSite serves handler and logs the paths it was asked for.
+func newLoggingSite(t *testing.T, handler http.HandlerFunc) *policySite {
 	t.Helper()
 	s := &policySite{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.paths = append(s.paths, r.URL.Path)
 		s.mu.Unlock()
+		handler(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newPolicySite(t *testing.T, denied string) *policySite {
+	t.Helper()
+	return newLoggingSite(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/":
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -60,9 +70,7 @@ func newPolicySite(t *testing.T, denied string) *policySite {
 		default:
 			http.NotFound(w, r)
 		}
-	}))
-	t.Cleanup(s.Close)
-	return s
+	})
 }
 
 func (s *policySite) served(path string) bool {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,7 +21,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 // writeHook writes an executable hook script.
@@ -234,4 +237,36 @@ func TestWrapperDetection(t *testing.T) {
 	} {
 		assert.Empty(t, parseWrapper([]byte(bad)), bad)
 	}
+}
+
+// TestRunPageProcessHookGoesThroughTheFetchPolicy: a page hook run as a
+// process gets the attempt's fetch proxy and the deny list; plain wget
+// honouring http_proxy cannot reach a denied port, and the page goes on.
+func TestRunPageProcessHookGoesThroughTheFetchPolicy(t *testing.T) {
+	if _, err := exec.LookPath("wget"); err != nil {
+		t.Skip("wget is not installed")
+	}
+	guard := egresstest.Guard(t)
+	pol, err := netpolicy.Parse([]string{guard.Addr})
+	require.NoError(t, err)
+	plugins := t.TempDir()
+	writeHook(t, filepath.Join(plugins, "fetcher", "on_Snapshot__10_fetcher.sh"), `
+echo "$FETCH_DENY" > deny
+echo "$http_proxy" > proxy
+wget -q -O secret --tries=1 "http://`+guard.Addr+`/secret" 2>wget.err
+echo '{"type":"ArchiveResult","status":"succeeded"}'
+`)
+	e := pageEngine(t, plugins, func(c *Config) { c.Fetch = pol })
+	out, err := e.RunPage(context.Background(), activities.PageRun{Crawl: testCrawl("fetcher"),
+		Page: activities.PageSpec{ID: 2, URL: "http://site.test/p", Attempt: 1}, Settings: model.Settings{Concurrency: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, activities.PageSucceeded, out.Status, out.Note)
+	assert.Zero(t, guard.Connections(), "the denied port was connected to")
+	dir := filepath.Join(e.pageDir("crawl1", 2), "fetcher")
+	deny, err := os.ReadFile(filepath.Join(dir, "deny"))
+	require.NoError(t, err)
+	assert.Equal(t, `["`+guard.Addr+`"]`+"\n", string(deny))
+	proxy, err := os.ReadFile(filepath.Join(dir, "proxy"))
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(proxy), "http://127.0.0.1:"), "http_proxy is the attempt's proxy: %q", proxy)
 }

@@ -1,0 +1,72 @@
+package activities
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/scope"
+)
+
+// hostDenier is a scope.Denier that denies every URL on its host, naming
+// rule; it records what it was asked.
+type hostDenier struct {
+	host, rule string
+	asked      []string
+}
+
+func (d *hostDenier) Deny(_ context.Context, raw string) (string, bool) {
+	d.asked = append(d.asked, raw)
+	u, err := url.Parse(raw)
+	if err == nil && u.Host == d.host {
+		return d.rule, true
+	}
+	return "", false
+}
+
+// TestJudgeLinksReportsFetchDenyEvenWhenSuppressed: a link the fetch policy denies is not
+// queued and is reported as an ignore packet naming the rule, with source
+// fetch.deny, even when the job suppresses ignore reports; an ignored link
+// is then not reported, an allowed one is queued.
+func TestJudgeLinksReportsFetchDenyEvenWhenSuppressed(t *testing.T) {
+	const (
+		start  = "http://site.example/"
+		denied = "http://169.254.169.254/latest/meta-data/"
+		img    = "http://169.254.169.254/i.png"
+		rule   = "169.254.0.0/16"
+	)
+	sc, err := scope.New(start, scope.Config{OffsiteOnce: true})
+	require.NoError(t, err)
+	found := []Discovered{
+		{URL: denied},
+		{URL: img, Requisite: true},
+		{URL: start + "ignored/x"},
+		{URL: start + "ok"},
+	}
+	now := time.Date(2026, 11, 22, 18, 0, 0, 0, time.UTC)
+	for _, suppress := range []bool{false, true} {
+		deny := &hostDenier{host: "169.254.169.254", rule: rule}
+		judge := &scope.Judge{Scope: sc, Ignores: scope.CompileIgnores([]string{"/ignored/"}, start), Deny: deny}
+		live := LiveSettings{Ignores: []string{"/ignored/"}, SuppressIgnoreReports: suppress}
+		prior := []LogEntry{{Kind: LogStdout, Time: now, Message: "before"}}
+		links, entries := judgeLinks(context.Background(), zap.NewNop(), judge, live, PageSpec{ID: 1, URL: start, Attempt: 1},
+			found, prior, now, 1000)
+
+		assert.Equal(t, []Link{{URL: start + "ok"}}, links, "suppress %v: only the allowed link is queued", suppress)
+		assert.Contains(t, deny.asked, denied, "every discovered link is put to the policy")
+		want := []LogEntry{
+			prior[0],
+			{Kind: LogIgnore, Time: now, Hook: "page", URL: denied, Pattern: rule, Source: "fetch.deny"},
+			{Kind: LogIgnore, Time: now, Hook: "page", URL: img, Pattern: rule, Source: "fetch.deny"},
+		}
+		if !suppress {
+			want = append(want, LogEntry{Kind: LogIgnore, Time: now, Hook: "page", URL: start + "ignored/x", Pattern: "/ignored/", Source: "accept_url"})
+		}
+		assert.Equal(t, want, entries, "suppress %v", suppress)
+	}
+}

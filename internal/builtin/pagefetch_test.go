@@ -1,0 +1,71 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
+)
+
+// TestPageFetchIsHeldByFetchDeny: pagefetch dials through the hook's
+// FETCH_DENY list. A requisite on a denied port is not fetched (no
+// Response record) and the page still succeeds; a page redirecting there
+// is a final failure naming the rule. The refusal is logged with the
+// denied URL as target (the hook's logger already has the page's url).
+func TestPageFetchIsHeldByFetchDeny(t *testing.T) {
+	guard := egresstest.Guard(t)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/":
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<title>p</title><img src="http://%s/i.png"><img src="/ok.png">`, guard.Addr)
+		case "/moved":
+			http.Redirect(w, r, "http://"+guard.Addr+"/x", http.StatusFound)
+		default:
+			w.Header().Set("Content-Type", "image/png")
+			fmt.Fprint(w, "png")
+		}
+	}))
+	defer site.Close()
+	deny, err := json.Marshal([]string{guard.Addr})
+	require.NoError(t, err)
+
+	run := func(url string) (recs []map[string]any, log string) {
+		t.Helper()
+		t.Chdir(t.TempDir())
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), []string{"pagefetch", "--url=" + url},
+			env(map[string]string{"PAGEFETCH_ENABLED": "True", egress.EnvDeny: string(deny)}), &out, &errb)
+		require.Equal(t, ExitOK, code, errb.String())
+		for _, l := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal(l, &rec), string(l))
+			recs = append(recs, rec)
+		}
+		return recs, errb.String()
+	}
+
+	recs, log := run(site.URL + "/")
+	assert.Equal(t, "succeeded", recs[len(recs)-1]["status"], log)
+	var fetched []string
+	for _, r := range recs[:len(recs)-1] {
+		fetched = append(fetched, fmt.Sprint(r["url"]))
+	}
+	assert.Equal(t, []string{site.URL + "/", site.URL + "/ok.png"}, fetched, "Response records: the denied requisite has none")
+	assert.Contains(t, log, fmt.Sprintf(`"url": "%s/", "target": "http://%s/i.png", "rule": "%s"`, site.URL, guard.Addr, guard.Addr))
+
+	recs, log = run(site.URL + "/moved")
+	last := recs[len(recs)-1]
+	assert.Equal(t, "failed", last["status"], log)
+	assert.Equal(t, fmt.Sprintf("fetch of http://%s/x denied by fetch.deny rule %q", guard.Addr, guard.Addr), last["error"])
+	assert.Zero(t, guard.Connections(), "the denied port was connected to")
+}
