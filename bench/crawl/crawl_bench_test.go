@@ -36,8 +36,9 @@ import (
 )
 
 var (
-	pages = flag.Int("pages", 5000, "pages of the generated site")
-	slots = flag.Int("slots", 16, "slots of each worker process (the job's concurrency is all of them)")
+	pages  = flag.Int("pages", 5000, "pages of the generated site")
+	slots  = flag.Int("slots", 16, "slots of each worker process (the job's concurrency is all of them)")
+	budget = flag.Int("historyevents", 0, "crawl.history_events (0: the default)")
 )
 
 const (
@@ -152,6 +153,7 @@ type measure struct {
 	cpu      cpuSplit      // submit → crawl closed
 	events   benchkit.EventCounts
 	runs     int
+	maxRun   int // the longest run's events
 	seedEvts int
 	usedMem  int64 // INFO used_memory delta
 	frontMem int64 // MEMORY USAGE of the frontier's keys
@@ -168,6 +170,9 @@ func benchCrawl(b *testing.B, bin, pluginRoot string, workers int) {
 	st := e2e.NewStack(b, e2e.SharedServer(b), plugins, func(c *config.Config) {
 		c.Pools[0].Slots = *slots
 		c.Job.Concurrency = *slots * workers
+		if *budget > 0 {
+			c.Crawl.HistoryEvents = *budget
+		}
 	})
 	procs := make([]*exec.Cmd, workers)
 	for i := range procs {
@@ -201,6 +206,7 @@ func crawlOnce(b *testing.B, st *e2e.Stack, procs []*exec.Cmd) measure {
 		r.Settings.UserAgent = crawlUA
 		r.Rules = scope.Rules{{Pattern: info.Skip, Skip: scope.Bool(true)}}
 	})
+	firstRun := job.Run.GetRunID() // Get follows continue-as-new and moves it on
 	wctx, cancel := context.WithTimeout(ctx, crawlTimeout)
 	defer cancel()
 	var status workflows.CrawlStatus
@@ -220,10 +226,11 @@ func crawlOnce(b *testing.B, st *e2e.Stack, procs []*exec.Cmd) measure {
 
 	// Every run of the crawl, following continue-as-new.
 	var first, end time.Time
-	for runID := job.Run.GetRunID(); runID != ""; {
+	for runID := firstRun; runID != ""; {
 		events := history(b, st.Client, job.Ident, runID)
 		m.events.Add(events)
 		m.runs++
+		m.maxRun = max(m.maxRun, len(events))
 		runID = ""
 		for _, ev := range events {
 			if first.IsZero() && ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
@@ -306,6 +313,7 @@ func report(b *testing.B, workers int, ms []measure) {
 		t.all += m.all
 		t.cpu = t.cpu.add(m.cpu)
 		t.runs += m.runs
+		t.maxRun = max(t.maxRun, m.maxRun)
 		t.seedEvts += m.seedEvts
 		t.usedMem += m.usedMem
 		t.frontMem += m.frontMem
@@ -342,8 +350,8 @@ func report(b *testing.B, workers int, ms []measure) {
 	b.Logf("%.1f pages/s (%d pages in %s; %.1f/s from submit, start page included); CPU ms per page: Temporal server+bench %.2f, workers %.2f, start-page hooks %.2f, site %.2f, redis %.2f, total %.2f = %.2f cores over the wall",
 		rate, t.pages, t.wall.Round(time.Millisecond), n/t.all.Seconds(), perPage(t.cpu.server), perPage(t.cpu.workers), perPage(t.cpu.hooks),
 		perPage(t.cpu.site), perPage(t.cpu.redis), perPage(t.cpu.total()), t.cpu.total().Seconds()/t.all.Seconds())
-	b.Logf("history: %d runs, %.2f events and %.2f workflow tasks per page (seed child: %d events): %s",
-		t.runs, float64(t.events.Events)/n, float64(t.events.WorkflowTasks)/n, t.seedEvts, t.events.PerUnit(n))
+	b.Logf("history: %d runs (longest %d events), %.2f events and %.2f workflow tasks per page (seed child: %d events): %s",
+		t.runs, t.maxRun, float64(t.events.Events)/n, float64(t.events.WorkflowTasks)/n, t.seedEvts, t.events.PerUnit(n))
 	b.Logf("Redis: %.1f bytes of used_memory per discovered URL (%d URLs), %.1f of them the frontier's keys",
 		float64(t.usedMem)/float64(t.urls), t.urls, float64(t.frontMem)/float64(t.urls))
 	names := slices.Collect(maps.Keys(t.byKey))
