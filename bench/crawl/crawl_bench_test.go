@@ -275,13 +275,8 @@ func history(b *testing.B, c client.Client, id, runID string) []*historypb.Histo
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var events []*historypb.HistoryEvent
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(b, err)
-		events = append(events, ev)
-	}
+	events, err := benchkit.History(ctx, c, id, runID)
+	require.NoError(b, err)
 	return events
 }
 
@@ -305,7 +300,7 @@ func cpuOf(b *testing.B, workers []*exec.Cmd, sitePID, redisPID int) cpuSplit {
 }
 
 func report(b *testing.B, workers int, ms []measure) {
-	var t measure
+	t := measure{byKey: map[string]int64{}}
 	for _, m := range ms {
 		t.pages += m.pages
 		t.urls += m.urls
@@ -317,20 +312,10 @@ func report(b *testing.B, workers int, ms []measure) {
 		t.seedEvts += m.seedEvts
 		t.usedMem += m.usedMem
 		t.frontMem += m.frontMem
-		if t.byKey == nil {
-			t.byKey = map[string]int64{}
-		}
 		for k, v := range m.byKey {
 			t.byKey[k] += v
 		}
-		t.events.Events += m.events.Events
-		t.events.WorkflowTasks += m.events.WorkflowTasks
-		if t.events.ByType == nil {
-			t.events.ByType = map[string]int{}
-		}
-		for k, v := range m.events.ByType {
-			t.events.ByType[k] += v
-		}
+		t.events.Merge(m.events)
 	}
 	n := float64(t.pages)
 	// The pages after the start page, over the time from the first one's

@@ -12,7 +12,9 @@
 //	go test -tags dev -run '^$' -bench Crawl -benchtime 1x -timeout 60m ./bench/crawl/
 //	go test -tags dev -run '^$' -bench 'Crawl/workers=1$' -benchtime 1x ./bench/crawl/ -pages 500
 //
-// -pages sets the site's size (default 5,000 generated pages: ~5,300 URLs, enough for the crawl to continue as new), -slots the
-// slots of each worker process; the job's concurrency is every slot of
-// every process.
+// -pages sets the site's size (default 5,000 generated pages: 5,422 URLs,
+// enough for the crawl to continue as new), -slots the slots of each
+// worker process (the job's concurrency is every slot of every process),
+// -historyevents N crawl.history_events (500..40000), to see continue-as-new
+// on a small site.
 package crawl
