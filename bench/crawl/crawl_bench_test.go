@@ -246,8 +246,8 @@ func crawlOnce(b *testing.B, st *e2e.Stack, procs []*exec.Cmd) measure {
 	require.False(b, first.IsZero(), "no RunPage in the crawl's history")
 	m.wall = end.Sub(first)
 	m.seedEvts = len(history(b, st.Client, job.Ident+"/seed", ""))
-	b.Logf("crawl %s: %d pages done of %d URLs (site expects %d), %d runs, wall %s (%s with the start page)",
-		job.Ident, m.pages, m.urls, info.Expected, m.runs, m.wall.Round(time.Millisecond), m.all.Round(time.Millisecond))
+	b.Logf("crawl %s: %d pages done of %d URLs (%+v; the site expects %d fetched), %d runs, wall %s (%s with the start page)",
+		job.Ident, m.pages, m.urls, status.Counts, info.Expected, m.runs, m.wall.Round(time.Millisecond), m.all.Round(time.Millisecond))
 	return m
 }
 
