@@ -202,7 +202,7 @@ func crawlOnce(b *testing.B, st *e2e.Stack, procs []*exec.Cmd) measure {
 	require.NoError(b, err)
 	cpu0 := cpuOf(b, procs, site.Process.Pid, rs.PID)
 	t0 := time.Now()
-	job := st.SubmitCrawl(b, info.Start, -1, func(r *submit.Request) {
+	job := st.SubmitCrawl(b, info.Start, -1 /* no depth limit */, func(r *submit.Request) {
 		r.Settings.UserAgent = crawlUA
 		r.Rules = scope.Rules{{Pattern: info.Skip, Skip: scope.Bool(true)}}
 	})
