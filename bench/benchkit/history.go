@@ -1,6 +1,7 @@
 package benchkit
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,7 +9,23 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 )
+
+// History reads every event of one workflow run (runID "" for the
+// current run of id).
+func History(ctx context.Context, c client.Client, id, runID string) ([]*historypb.HistoryEvent, error) {
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []*historypb.HistoryEvent
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s run %q: %w", id, runID, err)
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
 
 // Breakdown splits one workflow run's wall time, read from its history,
 // into where the time went around the activities of one type (the hooks).
@@ -125,6 +142,18 @@ func (c *EventCounts) Add(events []*historypb.HistoryEvent) {
 			c.WorkflowTasks++
 		}
 		c.ByType[ev.GetEventType().String()]++
+	}
+}
+
+// Merge adds the counts of o.
+func (c *EventCounts) Merge(o EventCounts) {
+	c.Events += o.Events
+	c.WorkflowTasks += o.WorkflowTasks
+	if c.ByType == nil {
+		c.ByType = map[string]int{}
+	}
+	for k, v := range o.ByType {
+		c.ByType[k] += v
 	}
 }
 

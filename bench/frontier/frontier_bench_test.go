@@ -104,36 +104,6 @@ func genSite(n int, seed uint64) site {
 	return s
 }
 
-// memory sums MEMORY USAGE over every key of the job's frontier, per kind.
-func memory(ctx context.Context, rdb *redis.Client, f *frontier.Frontier, ident string) (int64, map[string]int64, error) {
-	keys, err := f.JobKeys(ctx, ident)
-	if err != nil {
-		return 0, nil, err
-	}
-	cmds := make([]*redis.IntCmd, len(keys))
-	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.MemoryUsage(ctx, k, 0)
-		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return 0, nil, err
-	}
-	var total int64
-	kinds := map[string]int64{}
-	for i, c := range cmds {
-		n := c.Val() // 0 for a key that does not exist
-		total += n
-		kind := strings.TrimPrefix(keys[i], ident)
-		if j := strings.IndexByte(kind, ':'); j >= 0 {
-			kind = kind[:j]
-		}
-		kinds[kind] += n
-	}
-	return total, kinds, nil
-}
-
 // start starts a real redis-server and a Frontier on it (no namespace).
 func start(b *testing.B) (*redis.Client, *frontier.Frontier) {
 	srv := testredis.Start(b)
@@ -237,7 +207,7 @@ func runMemory(b *testing.B) {
 			return
 		}
 		nextSample += sampleEvery
-		total, _, err := memory(ctx, rdb, f, ident)
+		total, _, err := benchkit.FrontierMemory(ctx, rdb, f, ident)
 		if err != nil {
 			fail(err)
 			return
@@ -318,7 +288,7 @@ func runMemory(b *testing.B) {
 	if counts.Total != sitePages || counts.Succeeded != sitePages {
 		b.Fatalf("crawl ended with %+v, want all %d pages succeeded", counts, sitePages)
 	}
-	total, kinds, err := memory(ctx, rdb, f, ident)
+	total, kinds, err := benchkit.FrontierMemory(ctx, rdb, f, ident)
 	if err != nil {
 		b.Fatal(err)
 	}

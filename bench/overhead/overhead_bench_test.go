@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/archiveflow/archiveflow/bench/benchkit"
 	"github.com/archiveflow/archiveflow/config"
@@ -132,13 +131,8 @@ func breakdown(b *testing.B, st *e2e.Stack, job e2e.Job) benchkit.Breakdown {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	it := st.Client.GetWorkflowHistory(ctx, job.Run.GetID(), job.Run.GetRunID(), false, 0)
-	events := make([]*historypb.HistoryEvent, 0, 256)
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(b, err)
-		events = append(events, ev)
-	}
+	events, err := benchkit.History(ctx, st.Client, job.Run.GetID(), job.Run.GetRunID())
+	require.NoError(b, err)
 	br, err := benchkit.HistoryBreakdown(events, "RunHook")
 	require.NoError(b, err)
 	require.Equal(b, hooks, br.Hooks)

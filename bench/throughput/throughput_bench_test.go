@@ -236,13 +236,8 @@ func history(b *testing.B, c client.Client, run client.WorkflowRun) []*historypb
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, 0)
-	var events []*historypb.HistoryEvent
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(b, err)
-		events = append(events, ev)
-	}
+	events, err := benchkit.History(ctx, c, run.GetID(), run.GetRunID())
+	require.NoError(b, err)
 	return events
 }
 
@@ -252,14 +247,7 @@ func sum(ms []measure) measure {
 		t.wall += m.wall
 		t.cpu = t.cpu.add(m.cpu)
 		t.roundTrips += m.roundTrips
-		t.events.Events += m.events.Events
-		t.events.WorkflowTasks += m.events.WorkflowTasks
-		if t.events.ByType == nil {
-			t.events.ByType = map[string]int{}
-		}
-		for k, v := range m.events.ByType {
-			t.events.ByType[k] += v
-		}
+		t.events.Merge(m.events)
 	}
 	return t
 }

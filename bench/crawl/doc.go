@@ -1,0 +1,20 @@
+// Package crawl owns the crawl throughput benchmark of issue 12: one crawl
+// job of a generated local site (internal/testsite, served on loopback by
+// a child process so its CPU is counted apart) with the default page
+// plugin set, on the embedded dev server and a real redis-server, run by
+// 1, 2 and 4 separate worker processes. It reports pages/s, and per page
+// the CPU of the Temporal server (with the bench client), the workers, the
+// hook processes (the start page's), the site and Redis, the crawl's
+// history events (every run, continue-as-new included), and the Redis
+// memory per discovered URL. It links the Temporal server, so it builds
+// only with `-tags dev`:
+//
+//	go test -tags dev -run '^$' -bench Crawl -benchtime 1x -timeout 60m ./bench/crawl/
+//	go test -tags dev -run '^$' -bench 'Crawl/workers=1$' -benchtime 1x ./bench/crawl/ -pages 500
+//
+// -pages sets the site's size (default 5,000 generated pages: 5,422 URLs,
+// enough for the crawl to continue as new), -slots the slots of each
+// worker process (the job's concurrency is every slot of every process),
+// -historyevents N crawl.history_events (500..40000), to see continue-as-new
+// on a small site.
+package crawl
