@@ -25,7 +25,8 @@ type site struct {
 	*httptest.Server
 	mu      sync.Mutex
 	log     []served
-	hold    chan struct{} // when non-nil, /slow.css blocks until it is closed
+	hold    chan struct{} // /slow.css blocks until it is closed, once held is set
+	held    atomic.Bool   // set by a test before the request it holds
 	waiting atomic.Int32  // requests blocked on hold
 }
 
@@ -69,7 +70,7 @@ var page2HTML = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>Page tw
 `
 
 func newSite(t *testing.T) *site {
-	s := &site{}
+	s := &site{hold: make(chan struct{})}
 	mux := http.NewServeMux()
 	page := func(body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -106,7 +107,7 @@ func newSite(t *testing.T) *site {
 		_, _ = w.Write([]byte(`<html><head><title>slow</title><link rel="stylesheet" href="/slow.css"></head><body>slow</body></html>`))
 	})
 	mux.HandleFunc("/slow.css", func(w http.ResponseWriter, r *http.Request) {
-		if s.hold != nil {
+		if s.held.Load() {
 			s.waiting.Add(1)
 			select {
 			case <-s.hold:
@@ -124,12 +125,10 @@ func newSite(t *testing.T) *site {
 		s.mu.Unlock()
 	}))
 	t.Cleanup(func() {
-		if s.hold != nil {
-			select {
-			case <-s.hold:
-			default:
-				close(s.hold)
-			}
+		select {
+		case <-s.hold:
+		default:
+			close(s.hold)
 		}
 		s.Close()
 	})

@@ -59,7 +59,7 @@ func TestWgetRecursive(t *testing.T) {
 // the hook stops wget, prints its final record and exits by itself.
 func TestWgetStopsOnSIGTERM(t *testing.T) {
 	s := newSite(t)
-	s.hold = make(chan struct{})
+	s.held.Store(true)
 	snap := newSnapshot(t, s.URL+"/slow")
 	ua := userAgent(t, "wget")
 	ctx, seal := context.WithCancel(context.Background())

@@ -119,9 +119,13 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 		return Deps{}, err
 	}
 	store := &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID()}
-	crawl, err := NewCrawlStore(be, store, log)
-	if err != nil {
-		return Deps{}, err
+	var crawl activities.CrawlStore // nil without Redis (Run refuses it)
+	if be.Redis != nil && be.Store != nil {
+		cs, err := NewCrawlStore(be, store, log)
+		if err != nil {
+			return Deps{}, err
+		}
+		crawl = cs
 	}
 	var purger activities.Purger
 	if be.Redis != nil && be.Store != nil {
