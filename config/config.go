@@ -30,7 +30,7 @@ type Config struct {
 	// ArchiveBot times the pools that act as ArchiveBot pipelines
 	// (pools[].archivebot).
 	ArchiveBot ArchiveBot `mapstructure:"archivebot"`
-	Purge      Purge    `mapstructure:"purge"`
+	Purge      Purge      `mapstructure:"purge"`
 }
 
 // Purge configures removing finished jobs from Redis once their retention
