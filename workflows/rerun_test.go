@@ -25,7 +25,18 @@ func TestRerunRunsOnlyTheFailedHooks(t *testing.T) {
 	first.runner.on(bad, transient)
 	first.runner.on(soft, softFail)
 	st := first.run(input(2))
-	require.Equal(t, activities.Counters{Total: 4, Succeeded: 1, Skipped: 1, Failed: 2}, st.Counters)
+	// The background hook either started before the seal (and was stopped
+	// there: succeeded) or did not (skipped); the test suite's scheduling
+	// decides. Neither is a failure, so a retry never runs it again.
+	bgWas := result(t, st, bg).Status
+	require.Contains(t, []model.Status{model.StatusSucceeded, model.StatusSkipped}, bgWas)
+	bgOK, bgSkipped := 0, 0
+	if bgWas == model.StatusSucceeded {
+		bgOK = 1
+	} else {
+		bgSkipped = 1
+	}
+	require.Equal(t, activities.Counters{Total: 4, Succeeded: 1 + bgOK, Skipped: bgSkipped, Failed: 2}, st.Counters)
 
 	rerun, err := RerunOf("run-1", st)
 	require.NoError(t, err)
@@ -47,7 +58,8 @@ func TestRerunRunsOnlyTheFailedHooks(t *testing.T) {
 	assert.Equal(t, model.StatusSucceeded, result(t, st2, bad).Status)
 	assert.Equal(t, model.StatusFailed, result(t, st2, soft).Status)
 	assert.Equal(t, model.StateFinished, st2.State)
-	assert.Equal(t, activities.Counters{Total: 4, Succeeded: 2, Skipped: 1, Failed: 1}, st2.Counters)
+	assert.Equal(t, bgWas, result(t, st2, bg).Status, "the background hook keeps its result")
+	assert.Equal(t, activities.Counters{Total: 4, Succeeded: 2 + bgOK, Skipped: bgSkipped, Failed: 1}, st2.Counters)
 
 	require.Len(t, second.store.reopens, 1)
 	assert.Equal(t, 2, second.store.reopens[0].Hooks)
