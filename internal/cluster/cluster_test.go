@@ -1,4 +1,4 @@
-//go:build cluster
+//go:build dev || cluster
 
 package cluster
 
@@ -21,8 +21,16 @@ import (
 )
 
 // suite is the cluster every test shares: PostgreSQL and one Temporal
-// server. Each test has its own Redis, pool and worker processes.
-var suite *Cluster
+// server. Each test has its own Redis, pool and worker processes. When it
+// is nil every test skips, saying why (skipReason).
+var (
+	suite      *Cluster
+	skipReason = "the cluster suite does not run in -short mode"
+)
+
+// EnvRequirePostgres, set to 1 (CI sets it), makes a missing PostgreSQL a
+// failure of the suite instead of a skip.
+const EnvRequirePostgres = "ARCHIVEFLOW_REQUIRE_POSTGRES"
 
 // deadline bounds every wait of a test on a loaded 2-core machine.
 const deadline = 3 * time.Minute
@@ -31,6 +39,19 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
 		os.Exit(m.Run()) // every test skips
+	}
+	// The suite runs under the README's test command (-tags dev) as well
+	// as alone (-tags cluster). PostgreSQL is the one thing it needs that
+	// Go does not bring: without it the suite skips, saying so, unless
+	// EnvRequirePostgres asks for a failure.
+	if _, err := postgresBin(); err != nil {
+		if os.Getenv(EnvRequirePostgres) == "1" {
+			fmt.Fprintf(os.Stderr, "cluster suite: %v (%s=1)\n", err, EnvRequirePostgres)
+			os.Exit(1)
+		}
+		skipReason = "cluster suite skipped: " + err.Error()
+		fmt.Println(skipReason)
+		os.Exit(m.Run())
 	}
 	os.Exit(runSuite(m))
 }
@@ -91,7 +112,7 @@ func buildBudget() time.Duration {
 func cluster(t *testing.T) *Cluster {
 	t.Helper()
 	if suite == nil {
-		t.Skip("the cluster suite does not run in -short mode")
+		t.Skip(skipReason)
 	}
 	if p := suite.Temporal.Proc(); p == nil || !p.Running() {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
