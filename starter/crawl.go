@@ -8,10 +8,10 @@ import (
 	"strconv"
 
 	"github.com/spf13/pflag"
-	"go.temporal.io/sdk/client"
 
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/scope"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -304,13 +304,9 @@ func showRules(ctx context.Context, a *app, inv *invocation, b *backend.Backend,
 func crawlOf(ctx context.Context, b *backend.Backend, id string) (workflows.CrawlStatus, error) {
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	val, err := b.Temporal.QueryWorkflow(cctx, id, "", workflows.QueryStatus)
-	if err != nil {
-		return workflows.CrawlStatus{}, temporalErr(id, "query", err)
-	}
 	var st workflows.CrawlStatus
-	if err := val.Get(&st); err != nil {
-		return st, fmt.Errorf("query job %s: decode status: %w", id, err)
+	if err := jobctl.Status(cctx, b.Temporal, id, &st); err != nil {
+		return st, temporalErr(id, "query", err)
 	}
 	if st.Kind != "crawl" {
 		return st, withCode(exitConflict, fmt.Errorf("job %s is not a crawl: rules are for crawls (submit --depth inf or N)", id))
@@ -326,21 +322,9 @@ func applyRules(ctx context.Context, b *backend.Backend, id string, rules scope.
 	}
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	h, err := b.Temporal.UpdateWorkflow(cctx, client.UpdateWorkflowOptions{
-		WorkflowID:   id,
-		UpdateName:   workflows.UpdateSetRules,
-		Args:         []any{rules},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	version, err := jobctl.SetRules(cctx, b.Temporal, id, rules)
 	if err != nil {
-		return 0, temporalErr(id, "update rules of", err)
-	}
-	var version int64
-	if err := h.Get(cctx, &version); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return 0, temporalErr(id, "update rules of", err)
-		}
-		return 0, withCode(exitConflict, fmt.Errorf("update rules of job %s: refused: %w", id, err))
+		return 0, controlErr(id, "update rules of", err)
 	}
 	return version, nil
 }

@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/ident"
+	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -330,7 +330,7 @@ func runAbort(ctx context.Context, a *app, inv *invocation) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	err = b.Temporal.SignalWorkflow(cctx, workflowID(v), "", workflows.SignalAbort, workflows.AbortRequest{Reason: reason, By: startedBy()})
+	err = jobctl.Abort(cctx, b.Temporal, workflowID(v), workflows.AbortRequest{Reason: reason, By: startedBy()})
 	if err != nil {
 		return temporalErr(id, "abort", err)
 	}
@@ -359,13 +359,9 @@ func workflowID(v rkeys.JobView) string {
 func currentSettings(ctx context.Context, b *backend.Backend, id string) (workflows.Status, error) {
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	val, err := b.Temporal.QueryWorkflow(cctx, id, "", workflows.QueryStatus)
-	if err != nil {
-		return workflows.Status{}, temporalErr(id, "query", err)
-	}
 	var st workflows.Status
-	if err := val.Get(&st); err != nil {
-		return st, fmt.Errorf("query job %s: decode status: %w", id, err)
+	if err := jobctl.Status(cctx, b.Temporal, id, &st); err != nil {
+		return st, temporalErr(id, "query", err)
 	}
 	return st, nil
 }
@@ -375,22 +371,18 @@ func currentSettings(ctx context.Context, b *backend.Backend, id string) (workfl
 func applySettings(ctx context.Context, b *backend.Backend, id string, set model.Settings) (int, error) {
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	h, err := b.Temporal.UpdateWorkflow(cctx, client.UpdateWorkflowOptions{
-		WorkflowID:   id,
-		UpdateName:   workflows.UpdateSetSettings,
-		Args:         []any{set},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	version, err := jobctl.SetSettings(cctx, b.Temporal, id, "", set)
 	if err != nil {
-		return 0, temporalErr(id, "update settings of", err)
-	}
-	var version int
-	if err := h.Get(cctx, &version); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return 0, temporalErr(id, "update settings of", err)
-		}
-		// The workflow's validator refused: the job is stopping or final.
-		return 0, withCode(exitConflict, fmt.Errorf("update settings of job %s: refused: %w", id, err))
+		return 0, controlErr(id, "update settings of", err)
 	}
 	return version, nil
+}
+
+// controlErr maps an update's error: a refusal by the workflow (the job is
+// stopping or final) is a conflict, anything else as temporalErr.
+func controlErr(id, what string, err error) error {
+	if errors.Is(err, jobctl.ErrRefused) {
+		return withCode(exitConflict, fmt.Errorf("%s job %s: %w", what, id, err))
+	}
+	return temporalErr(id, what, err)
 }

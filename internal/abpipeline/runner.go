@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/submit"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -102,44 +103,24 @@ func (r *TemporalRunner) Running(ctx context.Context, ident string) (bool, error
 
 // Abort implements Runner.
 func (r *TemporalRunner) Abort(ctx context.Context, ident, reason string) error {
-	err := r.Client.SignalWorkflow(ctx, ident, "", workflows.SignalAbort, workflows.AbortRequest{Reason: reason, By: "ArchiveBot"})
-	if err != nil {
-		return fmt.Errorf("abort workflow %s: %w", ident, err)
-	}
-	return nil
+	return jobctl.Abort(ctx, r.Client, ident, workflows.AbortRequest{Reason: reason, By: "ArchiveBot"})
 }
 
 // Settings implements Runner. The status of a snapshot (workflows.Status)
 // and of a crawl (workflows.CrawlStatus) both carry the settings under
 // "settings"; only that field is read.
 func (r *TemporalRunner) Settings(ctx context.Context, ident string) (model.Settings, error) {
-	val, err := r.Client.QueryWorkflow(ctx, ident, "", workflows.QueryStatus)
-	if err != nil {
-		return model.Settings{}, fmt.Errorf("query workflow %s: %w", ident, err)
-	}
 	var st struct {
 		Settings model.Settings `json:"settings"`
 	}
-	if err := val.Get(&st); err != nil {
-		return model.Settings{}, fmt.Errorf("query workflow %s: decode status: %w", ident, err)
+	if err := jobctl.Status(ctx, r.Client, ident, &st); err != nil {
+		return model.Settings{}, err
 	}
 	return st.Settings, nil
 }
 
 // SetSettings implements Runner.
 func (r *TemporalRunner) SetSettings(ctx context.Context, ident, updateID string, s model.Settings) error {
-	h, err := r.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   ident,
-		UpdateID:     updateID,
-		UpdateName:   workflows.UpdateSetSettings,
-		Args:         []any{s},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return fmt.Errorf("update settings of workflow %s: %w", ident, err)
-	}
-	if err := h.Get(ctx, nil); err != nil {
-		return fmt.Errorf("update settings of workflow %s: %w", ident, err)
-	}
-	return nil
+	_, err := jobctl.SetSettings(ctx, r.Client, ident, updateID, s)
+	return err
 }
