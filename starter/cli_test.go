@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,8 +13,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
@@ -314,4 +319,36 @@ func TestSubmitRefusesURLsTheFetchPolicyDenies(t *testing.T) {
 	assert.NotContains(t, res.stderr, "example.com", "an allowed URL is not reported")
 	assert.Empty(t, res.stdout)
 	requireEmpty(t, srv)
+}
+
+// TestListShowsAJobCaughtMidMoveOnce: a job read while it moves between
+// state sets (here: left in state:pending as well as state:active) is
+// listed once, in the state its hash holds; --state pending leaves it out.
+func TestListShowsAJobCaughtMidMoveOnce(t *testing.T) {
+	srv := testredis.Start(t)
+	ctx := context.Background()
+	cfg := config.Default()
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
+	require.NoError(t, err)
+	const id = "3mlbkdu1fpo7wt4lr2qf1mpsw"
+	require.NoError(t, store.CreateJob(ctx, rkeys.Job{Ident: id, URL: "https://example.com/", FetchDepth: model.FetchShallow,
+		Settings: model.Settings{Concurrency: 1}, HooksTotal: 1, WorkflowID: id}))
+	require.NoError(t, store.SetState(ctx, id, model.StateActive))
+	require.NoError(t, srv.Client().SAdd(ctx, store.Keys().State(model.StatePending), id).Err(), "the half-done move")
+
+	res := runCLI(t, "", "list", "--json", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	var out struct {
+		Jobs []struct {
+			Ident string         `json:"ident"`
+			State model.JobState `json:"state"`
+		} `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out))
+	require.Len(t, out.Jobs, 1, res.stdout)
+	assert.Equal(t, model.StateActive, out.Jobs[0].State)
+
+	res = runCLI(t, "", "list", "--state", "pending", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Equal(t, "no jobs\n", res.stdout)
 }

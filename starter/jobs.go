@@ -260,6 +260,11 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	defer b.Close()
+	filtered := len(states) == 1
+	// A job that changes state while the sets are read can be in two of
+	// them by the time each is read: it is listed once, in the state its
+	// hash holds, and a --state list leaves out a job that has left it.
+	seen := map[string]bool{}
 	var jobs []jobJSON
 	for _, st := range states {
 		ids, err := b.Store.ListJobs(ctx, st)
@@ -267,6 +272,9 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 			return withCode(exitUnavailable, err)
 		}
 		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
 			v, err := b.Store.GetJob(ctx, id)
 			if errors.Is(err, rkeys.ErrJobNotFound) {
 				continue // expired between the two reads
@@ -274,6 +282,10 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 			if err != nil {
 				return withCode(exitUnavailable, err)
 			}
+			if filtered && v.State != st {
+				continue
+			}
+			seen[id] = true
 			jobs = append(jobs, toJSON(v, uiLink(inv.cfg.Temporal, id)))
 		}
 	}
