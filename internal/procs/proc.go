@@ -122,7 +122,7 @@ const (
 func hasEnv(p procRef, kv []byte) bool {
 	path := procRoot + "/" + strconv.Itoa(p.PID) + "/environ"
 	bp := envBufs.Get().(*[]byte)
-	defer envBufs.Put(bp)
+	defer putEnvBuf(bp)
 	var b []byte
 	var deadline time.Time
 	for delay := envRetryMin; ; delay = min(2*delay, envRetryMax) {
@@ -161,6 +161,13 @@ func hasEnv(p procRef, kv []byte) bool {
 // envBufs holds the buffers hasEnv reads environments into: the scan reads
 // one per candidate process, and an environment is a few KiB.
 var envBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
+// putEnvBuf returns a buffer to envBufs unless a huge environment grew it.
+func putEnvBuf(bp *[]byte) {
+	if len(*bp) <= 256<<10 {
+		envBufs.Put(bp)
+	}
+}
 
 // readWhole reads the whole file at path into *buf, growing it as needed,
 // with plain system calls (os.ReadFile adds an fstat, the poller and a
