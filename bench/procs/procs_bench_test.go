@@ -48,8 +48,9 @@ func hookEnv() []string {
 // tailing, ~60 env entries, timeout, callbacks), alternating which goes
 // first. It reports the medians of both, their difference (the runner's
 // overhead) and their ratio, and the CPU this process spent per half
-// (user + system, all its threads, not the hook's): unlike wall time, that
-// does not depend on what else runs on the machine. "sh-limits" adds every resource limit (a
+// (user + system, all its threads, not the hook's), the hook process's own
+// CPU (the reaped children's), and their sum per hook: unlike wall time,
+// that does not depend on what else runs on the machine. "sh-limits" adds every resource limit (a
 // cgroup where the host allows one, the ptrace stop for the rlimits).
 func BenchmarkRunOverhead(b *testing.B) {
 	sh := writeHook(b, hookBody)
@@ -69,16 +70,18 @@ func benchOverhead(b *testing.B, hook string, limits procs.Limits) {
 	root := b.TempDir()
 	env := hookEnv()
 	args := []string{"--url=https://example.com/page", "--snapshot-id=s1"}
-	var floors, runs, diffs, floorCPU, runCPU []float64
+	var floors, runs, diffs, floorCPU, runCPU, floorHook, runHook []float64
 	floorHalf := func(dir string) {
-		c0 := selfCPU(b)
+		c0, h0 := cpuUsed(b, syscall.RUSAGE_SELF), cpuUsed(b, syscall.RUSAGE_CHILDREN)
 		floors = append(floors, benchkit.Millis(execFloor(b, hook, args, env, dir+"-floor")))
-		floorCPU = append(floorCPU, float64(selfCPU(b)-c0)/float64(time.Microsecond))
+		floorCPU = append(floorCPU, micros(cpuUsed(b, syscall.RUSAGE_SELF)-c0))
+		floorHook = append(floorHook, micros(cpuUsed(b, syscall.RUSAGE_CHILDREN)-h0))
 	}
 	runHalf := func(dir string) {
-		c0 := selfCPU(b)
+		c0, h0 := cpuUsed(b, syscall.RUSAGE_SELF), cpuUsed(b, syscall.RUSAGE_CHILDREN)
 		runs = append(runs, benchkit.Millis(runOnce(b, hook, args, env, dir, limits)))
-		runCPU = append(runCPU, float64(selfCPU(b)-c0)/float64(time.Microsecond))
+		runCPU = append(runCPU, micros(cpuUsed(b, syscall.RUSAGE_SELF)-c0))
+		runHook = append(runHook, micros(cpuUsed(b, syscall.RUSAGE_CHILDREN)-h0))
 	}
 	for i := 0; b.Loop(); i++ {
 		dir := filepath.Join(root, strconv.Itoa(i))
@@ -101,15 +104,35 @@ func benchOverhead(b *testing.B, hook string, limits procs.Limits) {
 	b.ReportMetric(fc, "floor-cpu-us")
 	b.ReportMetric(rc, "run-cpu-us")
 	b.ReportMetric(rc-fc, "overhead-cpu-us")
+	// The hook process itself (the reaped children's CPU), and the whole
+	// cost of a hook: this process plus the hook.
+	fh, rh := benchkit.Quantile(floorHook, 0.5), benchkit.Quantile(runHook, 0.5)
+	b.ReportMetric(fh, "floor-hook-cpu-us")
+	b.ReportMetric(rh, "run-hook-cpu-us")
+	b.ReportMetric(benchkit.Quantile(sums(floorCPU, floorHook), 0.5), "floor-total-cpu-us")
+	b.ReportMetric(benchkit.Quantile(sums(runCPU, runHook), 0.5), "run-total-cpu-us")
 }
 
-// selfCPU is the CPU time this process has used (all threads).
-func selfCPU(b *testing.B) time.Duration {
+// cpuUsed is the user + system CPU time of this process (all threads,
+// RUSAGE_SELF) or of its children that have been waited for
+// (RUSAGE_CHILDREN).
+func cpuUsed(b *testing.B, who int) time.Duration {
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	if err := syscall.Getrusage(who, &ru); err != nil {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// sums returns the element-wise sums of two series of the same length.
+func sums(a, b []float64) []float64 {
+	out := make([]float64, len(a))
+	for i := range a {
+		out[i] = a[i] + b[i]
+	}
+	return out
 }
 
 // execFloor is a plain fork/exec+wait with stdout and stderr to files in a

@@ -2,10 +2,13 @@ package procs
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/archiveflow/archiveflow/internal/model"
 )
@@ -170,6 +174,69 @@ func BenchmarkLeftoverScan(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkLeftoverScanConcurrent measures the scan Run does after a hook
+// while two other hooks run through Run in a loop beside it, as on a worker
+// running several hooks at once: each window then holds the other hooks'
+// processes. It reports the scanning thread's own CPU per scan (the
+// background hooks' CPU is not counted) and the processes in the window.
+func BenchmarkLeftoverScanConcurrent(b *testing.B) {
+	if openBirthWindow() == nil {
+		b.Skip("no fork counter in /proc")
+	}
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	for i := len(env); i < 60; i++ {
+		env = append(env, "WORKER_VAR_"+strconv.Itoa(i)+"=value-"+strconv.Itoa(i)+"-some/typical/path/or/flag/value")
+	}
+	hook := writeHookB(b, "other.sh", `echo '{"type":"ArchiveResult","status":"succeeded"}'`)
+	root := b.TempDir()
+	var stop atomic.Bool
+	var others sync.WaitGroup
+	for g := range 2 {
+		others.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				dir := root + "/" + strconv.Itoa(g) + "-" + strconv.Itoa(i)
+				if _, err := Run(context.Background(), Spec{Path: hook, Env: env, Dir: dir, Stem: "other", Log: zap.NewNop()}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	defer func() { stop.Store(true); others.Wait() }()
+
+	// Thread CPU: this goroutine stays on its thread while it scans.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	marker := []byte(MarkerEnv + "=00000000000000000000000000000000")
+	var cpu time.Duration
+	var window int
+	for b.Loop() {
+		w := openBirthWindow()
+		_, w.first, _ = readLoadavg()
+		time.Sleep(10 * time.Millisecond) // a short hook's run: the others start processes meanwhile
+		if s, ok := w.span(); ok {
+			window += s.size()
+		}
+		rp := &reaper{pgid: 1 << 22, marker: marker, minStart: selfRef().StartTime, born: w, log: zap.NewNop()}
+		c0 := threadCPU(b)
+		if len(rp.leftovers()) != 0 {
+			b.Fatal("unexpected leftovers")
+		}
+		cpu += threadCPU(b) - c0
+	}
+	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(b.N), "scan-cpu-us")
+	b.ReportMetric(float64(window)/float64(b.N), "window-pids")
+}
+
+// threadCPU is the CPU time the calling thread has used.
+func threadCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func writeHookB(b *testing.B, name, body string) string {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,20 +58,33 @@ func parseStat(b []byte) (procStat, error) {
 	if i < 0 || i+2 > len(b) {
 		return procStat{}, fmt.Errorf("parse /proc stat %q: no ')' after comm", truncateBytes(b, 80))
 	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); field N is f[N-3].
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("parse /proc stat: %d fields after comm, want >= 20", len(f))
+	// Field N (1-based, as in proc(5)) is f[N-3]; only the four used are
+	// kept, without splitting the whole line.
+	var f [20][]byte
+	n := 0
+	for rest := b[i+1:]; n < len(f); n++ {
+		rest = bytes.TrimLeft(rest, " \n")
+		if len(rest) == 0 {
+			break
+		}
+		end := bytes.IndexAny(rest, " \n")
+		if end < 0 {
+			end = len(rest)
+		}
+		f[n], rest = rest[:end], rest[end:]
 	}
-	pgid, err := strconv.Atoi(f[2])
+	if n < len(f) {
+		return procStat{}, fmt.Errorf("parse /proc stat: %d fields after comm, want >= 20", n)
+	}
+	pgid, err := strconv.Atoi(string(f[2]))
 	if err != nil {
 		return procStat{}, fmt.Errorf("parse /proc stat pgrp %q: %w", f[2], err)
 	}
-	flags, err := strconv.ParseUint(f[6], 10, 64)
+	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
 	if err != nil {
 		return procStat{}, fmt.Errorf("parse /proc stat flags %q: %w", f[6], err)
 	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
+	start, err := strconv.ParseUint(string(f[19]), 10, 64)
 	if err != nil {
 		return procStat{}, fmt.Errorf("parse /proc stat starttime %q: %w", f[19], err)
 	}
@@ -106,12 +120,14 @@ const (
 // still alive and not exiting (it may be inside execve) is retried; a
 // process whose environment cannot be read for lack of permission is not.
 func hasEnv(p procRef, kv []byte) bool {
-	path := filepath.Join(procRoot, strconv.Itoa(p.PID), "environ")
+	path := procRoot + "/" + strconv.Itoa(p.PID) + "/environ"
+	bp := envBufs.Get().(*[]byte)
+	defer putEnvBuf(bp)
 	var b []byte
 	var deadline time.Time
 	for delay := envRetryMin; ; delay = min(2*delay, envRetryMax) {
 		var err error
-		b, err = os.ReadFile(path)
+		b, err = readWhole(path, bp)
 		if err == nil && len(b) > 0 {
 			break
 		}
@@ -140,6 +156,42 @@ func hasEnv(p procRef, kv []byte) bool {
 		b = b[i+1:]
 	}
 	return false
+}
+
+// envBufs holds the buffers hasEnv reads environments into: the scan reads
+// one per candidate process, and an environment is a few KiB.
+var envBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
+// putEnvBuf returns a buffer to envBufs unless a huge environment grew it.
+func putEnvBuf(bp *[]byte) {
+	if len(*bp) <= 256<<10 {
+		envBufs.Put(bp)
+	}
+}
+
+// readWhole reads the whole file at path into *buf, growing it as needed,
+// with plain system calls (os.ReadFile adds an fstat, the poller and a
+// fresh buffer per read).
+func readWhole(path string, buf *[]byte) ([]byte, error) {
+	fd, err := openFile(path, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	n := 0
+	for {
+		if n == len(*buf) {
+			*buf = append(*buf, make([]byte, len(*buf))...)
+		}
+		m, err := readFD(fd, (*buf)[n:])
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			return (*buf)[:n], nil
+		}
+		n += m
+	}
 }
 
 // listPIDs returns every numeric entry of /proc (processes; threads are not
@@ -248,12 +300,29 @@ func groupMembers(pgid int) []procRef {
 	return out
 }
 
+// leaders holds the hook leaders this process has started and not yet
+// cleaned up after, pid → start time: Run adds its leader once started and
+// removes it when the run ends.
+var leaders sync.Map
+
+// isLeader reports whether p is the leader of a hook this process runs: its
+// environment holds that hook's own marker (Spec.env overrides any
+// inherited one), so it never carries another attempt's, and the marker
+// scan need not read it. The start time tells a reused pid apart.
+func isLeader(p procRef) bool {
+	start, ok := leaders.Load(p.PID)
+	return ok && start.(uint64) == p.StartTime
+}
+
 // markedProcesses lists live processes whose environment holds the entry
 // kv and that started at or after minStart (clock ticks since boot; 0 = any).
 // Only processes started after the hook can carry its marker, so the start
 // time filter avoids reading the environment of every process on the host;
 // a non-nil birth window also skips, without reading their /proc entry, the
-// processes whose pid shows they were created before the hook.
+// processes whose pid shows they were created before the hook. The leaders
+// of the other hooks this process runs are skipped too: on a busy worker
+// they are most of the window, and reading a process's environment is the
+// costly part of the scan (tens of µs, longer while it is inside execve).
 func markedProcesses(kv []byte, minStart uint64, w *birthWindow) ([]procRef, error) {
 	pids, err := w.candidates()
 	if err != nil {
@@ -269,7 +338,7 @@ func markedProcesses(kv []byte, minStart uint64, w *birthWindow) ([]procRef, err
 		if err != nil || st.StartTime < minStart || st.State == 'Z' || st.State == 'X' || st.Flags&pfKthread != 0 {
 			continue
 		}
-		if ref := (procRef{PID: pid, StartTime: st.StartTime}); hasEnv(ref, kv) {
+		if ref := (procRef{PID: pid, StartTime: st.StartTime}); !isLeader(ref) && hasEnv(ref, kv) {
 			out = append(out, ref)
 		}
 	}

@@ -138,6 +138,8 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	leader := procRef{PID: pid}
 	if st, err := readStat(pid); err == nil {
 		leader.StartTime = st.StartTime
+		leaders.Store(pid, leader.StartTime)
+		defer leaders.CompareAndDelete(pid, leader.StartTime)
 	}
 	log = log.With(zap.Int("pid", pid))
 	log.Info("hook started", zap.String("path", s.Path), zap.Strings("args", s.Args), zap.String("dir", s.Dir))
