@@ -112,8 +112,9 @@ func (o CrawlOptions) validate() error {
 
 // CrawlActivities are the crawl's activities on a pool's shared queue: the
 // frontier writes the workflow runs as local activities (SeedCrawl,
-// ClaimPages, CompletePage, ReleasePages, SetRules, FinishCrawl) and the
-// page attempts any worker of the pool may run (RunPage).
+// ClaimPages, CompletePage, ReleasePages, RequeueFailed, SetRules,
+// FinishCrawl) and the page attempts any worker of the pool may run
+// (RunPage).
 type CrawlActivities struct {
 	store     CrawlStore
 	pages     PageRunner
