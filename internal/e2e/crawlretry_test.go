@@ -4,6 +4,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,17 +37,18 @@ func responseTally(log []testsite.Request) (ok, r5xx int64) {
 
 // TestCrawlRetryFetchesOnlyTheFailedPage is issue 13.5 for crawls: a page
 // that answers 500 to every attempt ends failed; once it is repaired,
-// the retry (submit.Rerun, what `starter retry` runs) fetches only that
-// page and the pages it now links, never the others again, and the
-// counters move once: the new responses are added, items_queued counts
-// the newly found pages only, jobs_completed still counts the job once.
-// A second retry finds nothing failed.
+// `starter retry IDENT --wait` (the binary) fetches only that page and the
+// pages it now links, never the others again, and the counters move once:
+// the new responses are added, items_queued counts the newly found pages
+// only, jobs_completed still counts the job once. A second retry finds
+// nothing failed (exit 4).
 func TestCrawlRetryFetchesOnlyTheFailedPage(t *testing.T) {
 	const depth = 3
 	srv := crawlSite(t, testsite.MinPages)
 	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks"), builtinEnv(t)
 	s := NewStack(t, server, root, crawlConfig)
 	s.StartPools(t, env)
+	bin := BuildCommand(t, "github.com/archiveflow/archiveflow/starter")
 	broken := srv.URL(testsite.PathBehind1)
 	srv.Break(testsite.PathBehind1)
 	// The site's always-500 and 404 pages are skipped: the broken page is
@@ -66,16 +71,13 @@ func TestCrawlRetryFetchesOnlyTheFailedPage(t *testing.T) {
 
 	srv.Repair(testsite.PathBehind1)
 	mark := srv.RequestCount()
-	f, err := frontier.New(s.Redis, s.Store.Keys(), frontier.Options{})
-	require.NoError(t, err)
-	run, retried, err := submit.Rerun(ctx, s.Client, f, first.status.Ident)
-	require.NoError(t, err)
-	assert.True(t, retried.Crawl)
-	assert.EqualValues(t, 1, retried.PageCount)
-	require.Len(t, retried.Pages, 1)
-	assert.Equal(t, broken, retried.Pages[0].URL)
+	res := runStarter(t, bin, s, "retry", first.status.Ident, "--wait")
+	require.Equal(t, 0, res.code, "starter retry --wait: %s%s", res.stdout, res.stderr)
+	assert.Contains(t, res.stdout, "retrying 1 failed page(s) of crawl "+first.status.Ident)
+	assert.Contains(t, res.stdout, broken+" (depth 2)")
+	assert.Contains(t, res.stdout, first.status.Ident+" finished")
 	var st workflows.CrawlStatus
-	require.NoError(t, run.Get(ctx, &st))
+	require.NoError(t, s.Client.GetWorkflow(ctx, first.status.Ident, "").Get(ctx, &st))
 	assert.Equal(t, model.StateFinished, st.State, st.Error)
 	assert.Zero(t, st.Counts.Failed)
 
@@ -113,11 +115,46 @@ func TestCrawlRetryFetchesOnlyTheFailedPage(t *testing.T) {
 	assert.Equal(t, int64(queued), v.ItemsQueued, "items_queued counts the new pages, not the retried one again")
 	assert.Equal(t, "1", s.Redis.Get(ctx, "jobs_completed").Val(), "the job is counted once")
 	assert.Empty(t, s.Redis.Get(ctx, "jobs_failed").Val())
+	f, err := frontier.New(s.Redis, s.Store.Keys(), frontier.Options{})
+	require.NoError(t, err)
 	keys, err := f.JobKeys(ctx, first.status.Ident)
 	require.NoError(t, err)
 	assert.Positive(t, s.Redis.PTTL(ctx, keys[0]).Val(), "the frontier has the job's retention again")
 
+	res = runStarter(t, bin, s, "retry", first.status.Ident)
+	assert.Equal(t, 4, res.code, "nothing failed: exit 4")
+	assert.Contains(t, res.stderr, "no page failed")
 	_, _, err = submit.Rerun(ctx, s.Client, f, first.status.Ident)
 	require.ErrorIs(t, err, submit.ErrNothingFailed)
-	assert.ErrorContains(t, err, "no page failed")
+}
+
+// starterResult is one run of the starter CLI.
+type starterResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// runStarter runs the starter binary bin against the stack's Temporal
+// server and Redis.
+func runStarter(t *testing.T, bin string, s *Stack, args ...string) starterResult {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(),
+		"ARCHIVEFLOW_TEMPORAL_HOST_PORT="+s.Config.Temporal.HostPort,
+		"ARCHIVEFLOW_TEMPORAL_NAMESPACE="+s.Config.Temporal.Namespace,
+		"ARCHIVEFLOW_REDIS_URL="+s.Config.Redis.URL,
+		"ARCHIVEFLOW_ARCHIVE_DIR="+s.Config.ArchiveDir,
+	)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := starterResult{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		res.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("run starter %v: %v", args, err)
+	}
+	return res
 }
