@@ -56,6 +56,10 @@ type CrawlStore interface {
 	// no longer holds the page.
 	Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, rc model.ResponseCounts, bytes int64) (PageCounts, error)
 	Release(ctx context.Context, ident string, ids []int64) (PageCounts, error)
+	// Requeue makes the failed pages of a finished crawl READY again for a
+	// retry run (the frontier loses its retention until the job ends
+	// again), once per token.
+	Requeue(ctx context.Context, in RequeueInput) (RequeueResult, error)
 	Counts(ctx context.Context, ident string) (PageCounts, error)
 	LiveSettings(ctx context.Context, ident string) (LiveSettings, error)
 	SetRules(ctx context.Context, ident string, rules scope.Versioned) error
@@ -108,8 +112,9 @@ func (o CrawlOptions) validate() error {
 
 // CrawlActivities are the crawl's activities on a pool's shared queue: the
 // frontier writes the workflow runs as local activities (SeedCrawl,
-// ClaimPages, CompletePage, ReleasePages, SetRules, FinishCrawl) and the
-// page attempts any worker of the pool may run (RunPage).
+// ClaimPages, CompletePage, ReleasePages, RequeueFailed, SetRules,
+// FinishCrawl) and the page attempts any worker of the pool may run
+// (RunPage).
 type CrawlActivities struct {
 	store     CrawlStore
 	pages     PageRunner
@@ -221,6 +226,20 @@ func (a *CrawlActivities) ReleasePages(ctx context.Context, in ReleasePagesInput
 		return PageCounts{}, crawlStoreError(err, "release pages of %s", in.Ident)
 	}
 	return c, nil
+}
+
+// RequeueFailed makes a finished crawl's failed pages READY again at the
+// start of a retry run (starter retry), once per token.
+func (a *CrawlActivities) RequeueFailed(ctx context.Context, in RequeueInput) (RequeueResult, error) {
+	if in.Ident == "" || in.Token == "" {
+		return RequeueResult{}, invalidInput("requeue failed pages of %q: ident and token must be set", in.Ident)
+	}
+	res, err := a.store.Requeue(ctx, in)
+	if err != nil {
+		return RequeueResult{}, crawlStoreError(err, "requeue failed pages of %s", in.Ident)
+	}
+	a.log.Info("failed pages requeued for a retry", logging.Ident(in.Ident), zap.Int64("pages", res.Pages), zap.Bool("start_page", res.Seed))
+	return res, nil
 }
 
 // SetRules stores a rules version (IDENT_rules) for the hosts to read.

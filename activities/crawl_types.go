@@ -130,6 +130,23 @@ type CompletePageInput struct {
 	Note    string `json:"note"`
 }
 
+// RequeueInput makes a finished crawl's failed pages READY again for a
+// retry run (starter retry).
+type RequeueInput struct {
+	Ident string `json:"ident"`
+	// Token names the requeue (the retry run's id): repeating it never
+	// requeues a page twice.
+	Token string `json:"token"`
+}
+
+// RequeueResult is how many failed pages were requeued, whether the start
+// page is one of them, and the counts after.
+type RequeueResult struct {
+	Pages  int64      `json:"pages"`
+	Seed   bool       `json:"seed,omitempty"`
+	Counts PageCounts `json:"counts"`
+}
+
 // ReleasePagesInput returns claimed pages to READY (an abort, or a run
 // that stops before running them).
 type ReleasePagesInput struct {

@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
 
+	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/submit"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -17,16 +19,28 @@ func retryCommand() *command {
 	return &command{
 		name:    "retry",
 		args:    "IDENT",
-		summary: "run a finished job's failed hooks again, as a new run of the same job",
+		summary: "run a finished job's failed hooks (or crawl pages) again, as a new run of the same job",
 		details: `
 IDENT may also be the job's URL. Starts a new run of the job's workflow (the
-same workflow ID) that runs only the hooks whose final status was failed
-and keeps every other hook's result as it was. In Redis the job goes back
-to pending/active without its retention; a failed hook that now succeeds
-moves from hooks_failed to hooks_succeeded, counted once, and the job is
-counted once in jobs_completed/jobs_failed when the retry ends. Refused
-while the job runs (exit 4), for an aborted job (submit it again with
---force), and when no hook failed.`,
+same workflow ID) that runs only what failed and keeps everything else as
+it was. In Redis the job goes back to pending/active without its
+retention, and is counted once in jobs_completed/jobs_failed when the
+retry ends.
+
+One page: the hooks whose final status was failed run again; a failed hook
+that now succeeds moves from hooks_failed to hooks_succeeded, counted once.
+
+A crawl: the pages whose final status is failed (attempts used up on a
+5xx, a network error or a hook failure) are queued again at their depth
+with fresh attempts, and the crawl goes on from there: the pages they
+discover are crawled as usual, no other page is fetched again. The
+retry's responses are added to items_downloaded, r1xx..r5xx, error_count
+and bytes_downloaded once each; the failed attempts' responses stay
+counted (ArchiveBot's counters count responses, not pages). The first
+pages retried are listed (--json lists every one).
+
+Refused (exit 4) while the job runs, for an aborted job (submit it again
+with --force), and when nothing failed.`,
 		examples: []string{
 			"starter retry 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter retry https://example.com/ --wait",
@@ -40,14 +54,19 @@ while the job runs (exit 4), for an aborted job (submit it again with
 
 // retryJSON is the --json form of a retry.
 type retryJSON struct {
-	Ident         string         `json:"ident"`
-	URL           string         `json:"url"`
-	RunID         string         `json:"run_id"`
-	PreviousRunID string         `json:"previous_run_id"`
-	Hooks         []string       `json:"hooks"`
-	State         model.JobState `json:"state,omitempty"` // with --wait
-	UI            string         `json:"ui,omitempty"`
+	Ident         string   `json:"ident"`
+	URL           string   `json:"url"`
+	RunID         string   `json:"run_id"`
+	PreviousRunID string   `json:"previous_run_id"`
+	Hooks         []string `json:"hooks"`
+	// Pages are a crawl's failed pages that run again (their URLs).
+	Pages []string       `json:"pages,omitempty"`
+	State model.JobState `json:"state,omitempty"` // with --wait
+	UI    string         `json:"ui,omitempty"`
 }
+
+// retryShownPages is how many retried page URLs the text output shows.
+const retryShownPages = 5
 
 func runRetry(ctx context.Context, a *app, inv *invocation) error {
 	id, err := oneIdent(inv)
@@ -73,17 +92,22 @@ func runRetry(ctx context.Context, a *app, inv *invocation) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	run, rerun, err := submit.Rerun(cctx, b.Temporal, workflowID(v))
+	run, rerun, err := submit.Rerun(cctx, b.Temporal, newFrontier(b), workflowID(v))
 	switch {
-	case errors.Is(err, submit.ErrStillRunning), errors.Is(err, submit.ErrNothingFailed):
+	case errors.Is(err, submit.ErrStillRunning), errors.Is(err, submit.ErrNothingFailed), errors.Is(err, submit.ErrAborted):
 		return withCode(exitConflict, err)
+	case errors.Is(err, frontier.ErrNoFrontier):
+		return withCode(exitNotFound, fmt.Errorf("%w (the crawl's pages expired with its retention)", err))
 	case err != nil:
 		return temporalErr(id, "retry", err)
 	}
 	out := retryJSON{Ident: id, URL: v.URL, RunID: run.GetRunID(), PreviousRunID: rerun.PreviousRunID,
 		Hooks: rerun.Hooks, UI: uiLink(inv.cfg.Temporal, id)}
+	for _, p := range rerun.Pages {
+		out.Pages = append(out.Pages, p.URL)
+	}
 	if !inv.json {
-		fmt.Fprintf(a.stdout, "retrying %d failed hook(s) of %s (%s): %s\n", len(rerun.Hooks), id, v.URL, strings.Join(rerun.Hooks, ", "))
+		printRetry(a, id, v.URL, rerun)
 		if out.UI != "" {
 			fmt.Fprintf(a.stdout, "  %s\n", out.UI)
 		}
@@ -94,25 +118,57 @@ func runRetry(ctx context.Context, a *app, inv *invocation) error {
 		}
 		return nil
 	}
-	var st workflows.Status
-	if err := run.Get(ctx, &st); err != nil {
-		s, ok := workflows.EndStatus(err)
-		if !ok {
-			return withCode(exitUnavailable, fmt.Errorf("retry of job %s: %w", id, err))
-		}
-		st = s
+	state, summary, reason, err := retryOutcome(ctx, run, rerun.Crawl)
+	if err != nil {
+		return withCode(exitUnavailable, fmt.Errorf("retry of job %s: %w", id, err))
 	}
-	out.State = st.State
+	out.State = state
 	if inv.json {
 		if err := writeJSON(a.stdout, out); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.stdout, "%s %s: %d succeeded, %d failed of %d hooks\n", id, st.State,
-			st.Counters.Succeeded, st.Counters.Failed, st.Counters.Total)
+		fmt.Fprintf(a.stdout, "%s %s: %s\n", id, state, summary)
 	}
-	if st.State != model.StateFinished {
-		return withCode(exitJobFailed, fmt.Errorf("job %s ended %s after the retry: %s", id, st.State, st.Error))
+	if state != model.StateFinished {
+		return withCode(exitJobFailed, fmt.Errorf("job %s ended %s after the retry: %s", id, state, reason))
 	}
 	return nil
+}
+
+// retryOutcome waits for the retry's run: its final state, a summary of
+// its counts and its error.
+func retryOutcome(ctx context.Context, run client.WorkflowRun, crawl bool) (model.JobState, string, string, error) {
+	if crawl {
+		var st workflows.CrawlStatus
+		if err := run.Get(ctx, &st); err != nil {
+			return "", "", "", err
+		}
+		c := st.Counts
+		return st.State, fmt.Sprintf("%d succeeded, %d failed of %d pages done", c.Succeeded, c.Failed, c.Done), st.Error, nil
+	}
+	var st workflows.Status
+	if err := run.Get(ctx, &st); err != nil {
+		s, ok := workflows.EndStatus(err)
+		if !ok {
+			return "", "", "", err
+		}
+		st = s
+	}
+	return st.State, fmt.Sprintf("%d succeeded, %d failed of %d hooks", st.Counters.Succeeded, st.Counters.Failed, st.Counters.Total), st.Error, nil
+}
+
+// printRetry says what the retry runs again.
+func printRetry(a *app, id, url string, r submit.Retried) {
+	if !r.Crawl {
+		fmt.Fprintf(a.stdout, "retrying %d failed hook(s) of %s (%s): %s\n", len(r.Hooks), id, url, strings.Join(r.Hooks, ", "))
+		return
+	}
+	fmt.Fprintf(a.stdout, "retrying %d failed page(s) of crawl %s (%s):\n", r.PageCount, id, url)
+	for _, p := range r.Pages[:min(len(r.Pages), retryShownPages)] {
+		fmt.Fprintf(a.stdout, "  %s (depth %d): %s\n", p.URL, p.Depth, oneLine(p.Note))
+	}
+	if more := r.PageCount - int64(min(len(r.Pages), retryShownPages)); more > 0 {
+		fmt.Fprintf(a.stdout, "  … and %d more (--json lists them)\n", more)
+	}
 }

@@ -49,15 +49,22 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 	stopDeadline := c.startDeadline()
 	workflow.Go(c.dctx, c.writes.run)
 
+	retry := in.Rerun != nil && in.Carry == nil // the first run of a retry
+	if retry {
+		c.reopen()
+	}
 	c.setState(model.StateActive, true)
-	if in.Carry == nil && len(c.rules.Rules) > 0 {
+	if in.Carry == nil && in.Rerun == nil && len(c.rules.Rules) > 0 {
 		// The hosts judge links with the latest rules in Redis.
 		rin := activities.SetRulesInput{Ident: c.ident(), Rules: c.rules}
 		c.writes.enqueue("set rules", func(wc workflow.Context) error {
 			return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.SetRules, rin).Get(wc, nil)
 		})
 	}
-	if !c.carry.SeedDone {
+	if retry {
+		c.requeue()
+	}
+	if !c.carry.SeedDone && !c.stopping() {
 		c.runSeed()
 	}
 	c.loop()
@@ -126,6 +133,13 @@ func newCrawl(ctx workflow.Context, in CrawlInput) *crawl {
 		c.job.failure = c.carry.Failure
 	} else {
 		c.carry.Run = 1
+		if in.Rerun != nil {
+			// A retry goes on with the last settings and rules; the
+			// start page ran unless the requeue says otherwise.
+			c.settings.version = in.Rerun.SettingsVersion
+			c.rules = in.Rerun.Rules
+			c.carry.SeedDone = true
+		}
 		if in.Timing.MaxDuration > 0 {
 			c.carry.Deadline = workflow.Now(ctx).Add(in.Timing.MaxDuration)
 		}
@@ -181,6 +195,30 @@ func (c *crawl) startDeadline() func() {
 
 func (c *crawl) localCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, redisOptions())
+}
+
+// reopen takes the finished crawl back in Redis (ReopenJob, the snapshot
+// retry's write) and waits for it, so the requeue follows a job that is
+// pending again.
+func (c *crawl) reopen() {
+	seq := enqueueReopen(&c.writes, activities.ReopenInput{Ident: c.ident(), Key: c.runID + "/reopen"})
+	_ = c.writes.await(c.dctx, seq)
+}
+
+// requeue makes the previous run's failed pages READY again (once per
+// run: the run id is the token). A failed start page is run again as the
+// start page.
+func (c *crawl) requeue() {
+	var res activities.RequeueResult
+	in := activities.RequeueInput{Ident: c.ident(), Token: c.runID + "/requeue"}
+	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.RequeueFailed, in).Get(c.dctx, &res); err != nil {
+		c.job.failure = fmt.Sprintf("requeue failed pages: %v", err)
+		c.stop(c.job.failure, false)
+		return
+	}
+	c.log().Info("retrying failed pages", "pages", res.Pages, "start_page", res.Seed, "previous_run", c.in.Rerun.PreviousRunID)
+	c.carry.SeedDone = !res.Seed
+	c.setCounts(res.Counts)
 }
 
 // runSeed claims the start page and runs it as a child SnapshotWorkflow

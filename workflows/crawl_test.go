@@ -179,3 +179,77 @@ func TestCrawlAbortReleasesPagesInFlight(t *testing.T) {
 	assert.Equal(t, int64(1), st.Counts.Done)
 	assert.Equal(t, model.StateAborted, fake.Report().Final)
 }
+
+// retryInput is the input internal/submit.Rerun gives the retry of a
+// crawl that ended with st.
+func retryInput(st workflows.CrawlStatus, failed int64) workflows.CrawlInput {
+	in := crawlInput(8)
+	in.Settings = st.Settings
+	in.Rerun = &workflows.CrawlRerun{PreviousRunID: "run-1", Pages: failed, SettingsVersion: st.SettingsVersion, Rules: st.Rules}
+	return in
+}
+
+// A crawl whose pages 4 and 7 failed is retried: the new run reopens the
+// job, requeues the failed pages, fetches only them and the pages they now
+// discover, and ends finished; no other page runs again.
+func TestCrawlRetryRunsOnlyTheFailedPages(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.Failing = map[int64]bool{4: true, 7: true}
+	st, _ := runCrawl(t, fake, crawlInput(8))
+	require.Equal(t, model.StateFinished, st.State, "failed pages other than the start page do not fail the crawl")
+	r := fake.Report()
+	require.Equal(t, int64(2), r.Failed)
+	require.Equal(t, int64(24), r.Known, "4's and 7's links were never found")
+	require.Empty(t, r.Reopens)
+
+	fake.Fix()
+	fake.NewRun()
+	st, _ = runCrawl(t, fake, retryInput(st, 2))
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	r = fake.Report()
+	assert.Equal(t, int64(30), r.Known)
+	assert.Equal(t, int64(30), r.Done)
+	assert.Zero(t, r.Failed)
+	assert.Empty(t, r.Twice)
+	assert.Equal(t, []string{"default-test-run-id/reopen"}, r.Reopens, "the job is reopened once")
+	assert.Equal(t, 2, r.PageRuns[4])
+	assert.Equal(t, 2, r.PageRuns[7])
+	for id := int64(2); id <= 30; id++ {
+		if id != 4 && id != 7 {
+			assert.Equal(t, 1, r.PageRuns[id], "page %d runs once over both runs", id)
+		}
+	}
+	assert.Empty(t, r.Rules, "the retry does not store its rules again")
+	assert.Equal(t, model.StateFinished, r.Final)
+	assert.Equal(t, int64(30), st.Counts.Done)
+}
+
+// A crawl whose start page failed ends failed; its retry runs the start
+// page again as the start page (the seed snapshot) and crawls on.
+func TestCrawlRetryRunsAFailedStartPageAgain(t *testing.T) {
+	fake := crawltest.New(10, 3)
+	fake.Failing = map[int64]bool{1: true}
+	st, _ := runCrawl(t, fake, crawlInput(4))
+	require.Equal(t, model.StateFailed, st.State)
+	require.Contains(t, st.Error, "start page failed")
+
+	fake.Fix()
+	fake.NewRun()
+	st, _ = runCrawl(t, fake, retryInput(st, 1))
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Empty(t, st.Error)
+	r := fake.Report()
+	assert.Equal(t, int64(10), r.Done)
+	assert.Zero(t, r.Failed)
+	assert.True(t, st.SeedDone)
+}
+
+func TestCrawlRetryInputIsValidated(t *testing.T) {
+	in := crawlInput(4)
+	in.Rerun = &workflows.CrawlRerun{PreviousRunID: "r"}
+	assert.ErrorContains(t, in.Validate(), "pages 0: must be >= 1 (no page failed)")
+	in.Rerun = &workflows.CrawlRerun{Pages: 1}
+	assert.ErrorContains(t, in.Validate(), "previous_run_id must not be empty")
+	in.Rerun = &workflows.CrawlRerun{PreviousRunID: "r", Pages: 1}
+	assert.NoError(t, in.Validate())
+}

@@ -77,6 +77,42 @@ type CrawlInput struct {
 	Timing CrawlTiming   `json:"timing"`
 	// Carry is the state the previous run handed on (nil for the first).
 	Carry *CrawlCarry `json:"carry,omitempty"`
+	// Rerun makes the run a retry of the crawl's failed pages (`starter
+	// retry`, internal/submit.Rerun): it starts from the existing frontier
+	// instead of seeding it. nil (every recorded history) seeds as before.
+	Rerun *CrawlRerun `json:"rerun,omitempty"`
+}
+
+// CrawlRerun makes a CrawlWorkflow run a retry of a finished crawl: a new
+// run of the same workflow ID that takes the job back in Redis (ReopenJob,
+// as a snapshot retry does), makes the pages whose final status is failed
+// READY again with fresh attempts (activities.RequeueFailed, once per
+// run) and crawls from there: only those pages, and the pages they
+// discover, are fetched. The start page, when it is one of them, runs
+// again as the start page (a child SnapshotWorkflow with every plugin).
+type CrawlRerun struct {
+	// PreviousRunID is the run whose failed pages are retried.
+	PreviousRunID string `json:"previous_run_id"`
+	// Pages is how many failed pages the previous run left (what the
+	// starter showed; the requeue counts them again).
+	Pages int64 `json:"pages"`
+	// SettingsVersion and Rules are the previous run's last ones: the
+	// retry goes on with them (Settings holds its settings).
+	SettingsVersion int             `json:"settings_version"`
+	Rules           scope.Versioned `json:"rules"`
+}
+
+// Validate checks that the rerun names its run and has pages to retry.
+func (r CrawlRerun) Validate() error {
+	switch {
+	case r.PreviousRunID == "":
+		return fmt.Errorf("crawl rerun: previous_run_id must not be empty")
+	case r.Pages < 1:
+		return fmt.Errorf("crawl rerun of run %s: pages %d: must be >= 1 (no page failed)", r.PreviousRunID, r.Pages)
+	case r.SettingsVersion < 0:
+		return fmt.Errorf("crawl rerun of run %s: settings_version %d: must be >= 0", r.PreviousRunID, r.SettingsVersion)
+	}
+	return r.Rules.Rules.Validate()
 }
 
 // CrawlCarry is what a crawl run hands to the next (continue-as-new): the
@@ -129,6 +165,11 @@ func (in CrawlInput) Validate() error {
 	}
 	if err := in.Seed.Validate(); err != nil {
 		return fmt.Errorf("crawl %s seed: %w", job.Ident, err)
+	}
+	if in.Rerun != nil {
+		if err := in.Rerun.Validate(); err != nil {
+			return fmt.Errorf("crawl %s: %w", job.Ident, err)
+		}
 	}
 	return nil
 }

@@ -104,10 +104,15 @@ func (s *snapshot) keep(h activities.HookSpec, res model.ArchiveResult) {
 // final state, retention and jobs_* count, and the failed results that
 // run again (ReopenJob, once per run).
 func (s *snapshot) reopen() {
-	in := activities.ReopenInput{
+	enqueueReopen(&s.writes, activities.ReopenInput{
 		Ident: s.in.Job.Ident, Hooks: len(s.in.Rerun.Hooks), Bytes: s.in.Rerun.FailedBytes, Key: s.runID + "/reopen",
-	}
-	s.writes.enqueue("reopen job", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.ReopenJob, in).Get(c, nil)
+	})
+}
+
+// enqueueReopen queues the ReopenJob write of a retry run (a snapshot's or
+// a crawl's) on w and returns its sequence number.
+func enqueueReopen(w *writer, in activities.ReopenInput) int {
+	return w.enqueue("reopen job", func(c workflow.Context) error {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c, redisOptions()), poolActs.ReopenJob, in).Get(c, nil)
 	})
 }

@@ -9,6 +9,8 @@ package crawltest
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"go.temporal.io/sdk/workflow"
@@ -27,26 +29,51 @@ type Fake struct {
 	Fanout int64
 	// TransientOnce lists pages whose first attempt fails transiently.
 	TransientOnce map[int64]bool
+	// Failing lists pages whose attempts fail for good (DONE failed)
+	// until Fix is called; a retry run requeues them (RequeueFailed).
+	Failing map[int64]bool
 
-	mu       sync.Mutex
-	known    int64          // pages discovered
-	seen     map[int64]bool // discovered pages
-	ready    []int64        // FIFO of READY pages
-	claimed  map[int64]int  // page → attempt
-	attempts map[int64]int  // page → attempts made
-	tokens   map[string][]activities.PageSpec
-	done     map[int64]int // page → completions (must end at 1)
-	failed   int64
-	runs     int64 // RunPage calls
-	states   []model.JobState
-	final    model.JobState
-	rules    []int64 // rules versions stored
+	mu        sync.Mutex
+	known     int64          // pages discovered
+	seen      map[int64]bool // discovered pages
+	ready     []int64        // FIFO of READY pages
+	claimed   map[int64]int  // page → attempt
+	attempts  map[int64]int  // page → attempts made
+	tokens    map[string][]activities.PageSpec
+	done      map[int64]int // page → completions (must end at 1)
+	failed    int64
+	runs      int64 // RunPage calls
+	states    []model.JobState
+	final     model.JobState
+	rules     []int64          // rules versions stored
+	failedIDs map[int64]bool   // pages DONE failed
+	requeues  map[string]int64 // requeue token → pages requeued
+	reopens   []string         // ReopenJob keys
+	pageRuns  map[int64]int    // page → RunPage calls
 }
 
 // New returns a Fake crawl of pages pages with fanout links per page.
 func New(pages, fanout int64) *Fake {
 	return &Fake{Pages: pages, Fanout: fanout, claimed: map[int64]int{}, attempts: map[int64]int{}, seen: map[int64]bool{},
-		tokens: map[string][]activities.PageSpec{}, done: map[int64]int{}}
+		tokens: map[string][]activities.PageSpec{}, done: map[int64]int{}, failedIDs: map[int64]bool{},
+		requeues: map[string]int64{}, pageRuns: map[int64]int{}}
+}
+
+// NewRun forgets the claim and requeue tokens of the runs so far. Tokens
+// carry the run id; the Temporal test environment gives every run the
+// same one, so a test starting a new run of a crawl (a retry) calls it.
+func (f *Fake) NewRun() {
+	f.mu.Lock()
+	f.tokens = map[string][]activities.PageSpec{}
+	f.requeues = map[string]int64{}
+	f.mu.Unlock()
+}
+
+// Fix makes the Failing pages succeed from now on.
+func (f *Fake) Fix() {
+	f.mu.Lock()
+	f.Failing = nil
+	f.mu.Unlock()
 }
 
 // Activities are the fake crawl's activities. Their methods have the
@@ -94,6 +121,11 @@ func (a *Activities) SeedCrawl(_ context.Context, in activities.SeedCrawlInput) 
 		f.claimed[1] = 1
 		f.attempts[1] = 1
 	}
+	if i := slices.Index(f.ready, 1); i >= 0 { // requeued by a retry
+		f.ready = slices.Delete(f.ready, i, i+1)
+		f.attempts[1]++
+		f.claimed[1] = f.attempts[1]
+	}
 	res := activities.SeedCrawlResult{Counts: f.countsLocked()}
 	if a, ok := f.claimed[1]; ok {
 		res.Page = &activities.PageSpec{ID: 1, URL: f.url(1), Attempt: a}
@@ -132,6 +164,7 @@ func (a *Activities) RunPage(_ context.Context, in activities.RunPageInput) (act
 	f := a.f
 	f.mu.Lock()
 	f.runs++
+	f.pageRuns[in.Page.ID]++
 	f.mu.Unlock()
 	return f.complete(in.Page, "host-1")
 }
@@ -146,10 +179,16 @@ func (f *Fake) complete(p activities.PageSpec, host string) (activities.PageResu
 		return res, nil
 	}
 	delete(f.claimed, p.ID)
-	if f.TransientOnce[p.ID] && p.Attempt == 1 {
+	switch {
+	case f.TransientOnce[p.ID] && p.Attempt == 1:
 		f.ready = append(f.ready, p.ID)
 		res.Status = activities.PageTransient
-	} else {
+	case f.Failing[p.ID]:
+		f.done[p.ID]++
+		f.failed++
+		f.failedIDs[p.ID] = true
+		res.Status = activities.PageFailed
+	default:
 		f.done[p.ID]++
 		f.discoverLocked(p.ID)
 	}
@@ -166,8 +205,44 @@ func (a *Activities) CompletePage(_ context.Context, in activities.CompletePageI
 		delete(f.claimed, in.PageID)
 		f.done[in.PageID]++
 		f.failed++
+		f.failedIDs[in.PageID] = true
 	}
 	return f.countsLocked(), nil
+}
+
+// RequeueFailed is activities.CrawlActivities.RequeueFailed: the failed
+// pages are READY again (their completion count starts over), once per
+// token.
+func (a *Activities) RequeueFailed(_ context.Context, in activities.RequeueInput) (activities.RequeueResult, error) {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n, ok := f.requeues[in.Token]; ok {
+		return activities.RequeueResult{Pages: n, Counts: f.countsLocked()}, nil
+	}
+	res := activities.RequeueResult{}
+	for id := int64(1); id <= f.known; id++ {
+		if f.failedIDs[id] {
+			delete(f.failedIDs, id)
+			delete(f.done, id)
+			f.failed--
+			f.ready = append(f.ready, id)
+			res.Pages++
+			res.Seed = res.Seed || id == 1
+		}
+	}
+	f.requeues[in.Token] = res.Pages
+	res.Counts = f.countsLocked()
+	return res, nil
+}
+
+// ReopenJob is activities.PoolActivities.ReopenJob.
+func (a *Activities) ReopenJob(_ context.Context, in activities.ReopenInput) error {
+	f := a.f
+	f.mu.Lock()
+	f.reopens = append(f.reopens, in.Key)
+	f.mu.Unlock()
+	return nil
 }
 
 // ReleasePages is activities.CrawlActivities.ReleasePages.
@@ -225,6 +300,9 @@ type Report struct {
 	Final  model.JobState
 	States []model.JobState
 	Rules  []int64
+	// Reopens are the ReopenJob keys; PageRuns the RunPage calls per page.
+	Reopens  []string
+	PageRuns map[int64]int
 }
 
 // Report returns what happened so far.
@@ -232,7 +310,8 @@ func (f *Fake) Report() Report {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Final: f.final,
-		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...)}
+		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
+		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns)}
 	for id, n := range f.done {
 		if n > 1 {
 			r.Twice = append(r.Twice, id)

@@ -44,7 +44,7 @@ echo '{"type":"ArchiveResult","status":"failed","error":"no marker"}'
 	require.EqualValues(t, 1, v.HooksFailed)
 
 	require.NoError(t, os.WriteFile(marker, nil, 0o644))
-	run, rerun, err := submit.Rerun(ctx, s.Client, j.Ident)
+	run, rerun, err := submit.Rerun(ctx, s.Client, nil, j.Ident)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"flaky/on_Snapshot__20_flaky.sh"}, rerun.Hooks)
 	var st workflows.Status

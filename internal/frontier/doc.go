@@ -76,9 +76,10 @@
 // (batch, chunk) expected from the current attempt (a claim resets it), so
 // a repeated chunk is a no-op and a skipped one is refused; Complete keeps
 // the attempt that last completed; Claim keeps each token's pages, so a
-// repeated Claim returns them again; Skip and Release are absolute. The
-// keys are page id + attempt + batch sequence: no set of operation ids
-// grows with the job.
+// repeated Claim returns them again; Skip and Release are absolute;
+// Requeue (a crawl's retry) keeps one token's cursor, so a repeated or
+// resumed requeue reads every page once. The keys are page id + attempt +
+// batch sequence: no set of operation ids grows with the job.
 //
 // # Encoding (≤ 300 bytes of Redis memory per discovered URL)
 //

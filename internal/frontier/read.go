@@ -136,8 +136,9 @@ return {APPLIED, page_reply(p), redis.call('HGET', notes, id) or '', redis.call(
 
 // Filter selects pages; the zero value selects all.
 type Filter struct {
-	State State // "" = any
-	Depth *int  // nil = any
+	State  State  // "" = any
+	Status Status // "" = any (StatusFailed with StateDone: the pages a retry requeues)
+	Depth  *int   // nil = any
 }
 
 // MaxPagesLimit is the largest page listing.
@@ -192,6 +193,9 @@ func (f *Frontier) Pages(ctx context.Context, ident string, filter Filter, curso
 				return nil, 0, fmt.Errorf("pages of job %s: page %d: %w", ident, id, err)
 			}
 			if filter.State != "" && States[r.state-1] != filter.State {
+				continue
+			}
+			if filter.Status != "" && statuses[r.status] != filter.Status {
 				continue
 			}
 			if filter.Depth != nil && int(r.depth) != *filter.Depth {

@@ -133,6 +133,23 @@ func (s *CrawlStore) Release(ctx context.Context, ident string, ids []int64) (ac
 	return pageCounts(c), nil
 }
 
+// requeueBatch is how many page records one requeue script call reads
+// (~160 KB of records: a few milliseconds of Redis time).
+const requeueBatch = frontier.MaxRequeueBatch
+
+// Requeue takes the frontier's retention off (the job runs again) and
+// requeues its failed pages under the retry's token.
+func (s *CrawlStore) Requeue(ctx context.Context, in activities.RequeueInput) (activities.RequeueResult, error) {
+	if err := s.Frontier.Persist(ctx, in.Ident); err != nil {
+		return activities.RequeueResult{}, crawlErr(err)
+	}
+	r, err := s.Frontier.Requeue(ctx, in.Ident, in.Token, requeueBatch)
+	if err != nil {
+		return activities.RequeueResult{}, crawlErr(err)
+	}
+	return activities.RequeueResult{Pages: r.Pages, Seed: r.Seed, Counts: pageCounts(r.Counts)}, nil
+}
+
 // Counts reads the page counts.
 func (s *CrawlStore) Counts(ctx context.Context, ident string) (activities.PageCounts, error) {
 	c, err := s.Frontier.Counts(ctx, ident)

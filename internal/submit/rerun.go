@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -17,49 +19,141 @@ import (
 var (
 	// ErrStillRunning: the job's workflow has not ended.
 	ErrStillRunning = errors.New("job is still running")
-	// ErrNothingFailed: no hook of the job's last run failed.
-	ErrNothingFailed = errors.New("no hook failed")
+	// ErrNothingFailed: no hook (or crawl page) of the job's last run
+	// failed.
+	ErrNothingFailed = errors.New("nothing failed to retry")
+	// ErrAborted: the job was aborted; a retry runs what failed in a job
+	// that ended (submit it again instead).
+	ErrAborted = errors.New("job was aborted")
 )
 
+// maxPagesListed bounds the failed pages Rerun lists (the retry requeues
+// every failed page however many there are; Retried.PageCount counts them).
+const maxPagesListed = frontier.MaxPagesLimit
+
+// Retried is what a retry runs again: a snapshot's failed hooks, or a
+// crawl's failed pages.
+type Retried struct {
+	// Crawl tells a crawl's retry from a snapshot's.
+	Crawl bool
+	// PreviousRunID is the run whose failures are retried.
+	PreviousRunID string
+	// Hooks are the snapshot's failed hooks (PLUGIN/NAME).
+	Hooks []string
+	// Pages are the crawl's failed pages in discovery order (the first
+	// maxPagesListed); PageCount counts them all.
+	Pages     []frontier.Page
+	PageCount int64
+}
+
 // Rerun starts a new run of the job's workflow (same workflow ID) that
-// runs only the hooks whose final status in the last run was failed, with
-// the last run's input otherwise unchanged (workflows.Rerun). It refuses
-// with ErrStillRunning while the last run is running, and with
-// ErrNothingFailed when it has nothing to retry.
-func Rerun(ctx context.Context, c client.Client, workflowID string) (client.WorkflowRun, *workflows.Rerun, error) {
+// runs again only what failed in the last run, the one place that decides
+// between a snapshot and a crawl (by the last run's workflow type): a
+// SnapshotWorkflow runs the hooks whose final status was failed
+// (workflows.Rerun), a CrawlWorkflow the pages whose final status is
+// failed in its frontier f (workflows.CrawlRerun). The last run's input is
+// otherwise unchanged. It refuses with ErrStillRunning while the last run
+// is running, ErrAborted for an aborted crawl, and ErrNothingFailed when
+// nothing failed; a crawl whose frontier expired gives
+// frontier.ErrNoFrontier.
+func Rerun(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID string) (client.WorkflowRun, Retried, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
-		return nil, nil, fmt.Errorf("retry job %s: describe its workflow: %w", workflowID, err)
+		return nil, Retried{}, fmt.Errorf("retry job %s: describe its workflow: %w", workflowID, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	runID := info.GetExecution().GetRunId()
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return nil, nil, fmt.Errorf("retry job %s: %w (run %s): wait for it to end, or abort it, before retrying", workflowID, ErrStillRunning, runID)
+		return nil, Retried{}, fmt.Errorf("retry job %s: %w (run %s): wait for it to end, or abort it, before retrying", workflowID, ErrStillRunning, runID)
+	}
+	if info.GetType().GetName() == crawlWorkflowName {
+		return rerunCrawl(ctx, c, f, workflowID, runID)
 	}
 	st, err := lastStatus(ctx, c, workflowID, runID)
 	if err != nil {
-		return nil, nil, err
+		return nil, Retried{}, err
 	}
-	in, err := lastInput(ctx, c, workflowID, runID)
-	if err != nil {
-		return nil, nil, err
+	var in workflows.SnapshotInput
+	if err := lastInput(ctx, c, workflowID, runID, &in); err != nil {
+		return nil, Retried{}, err
 	}
 	rerun, err := workflows.RerunOf(runID, st)
 	if err != nil {
-		return nil, nil, fmt.Errorf("retry job %s: %w: %w", workflowID, ErrNothingFailed, err)
+		return nil, Retried{}, fmt.Errorf("retry job %s: no hook failed (%w): %w", workflowID, ErrNothingFailed, err)
 	}
 	in.Rerun = rerun
 	if err := in.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("retry job %s: input of run %s: %w", workflowID, runID, err)
+		return nil, Retried{}, fmt.Errorf("retry job %s: input of run %s: %w", workflowID, runID, err)
 	}
-	opts := StartOptions(Request{Ident: in.Job.Ident, URL: in.Job.URL,
-		Pool: config.Pool{Name: in.Pool, TaskQueue: in.TaskQueue}})
-	opts.ID = workflowID
-	run, err := c.ExecuteWorkflow(ctx, opts, workflows.SnapshotWorkflow, in)
+	r := Request{Ident: in.Job.Ident, URL: in.Job.URL, Pool: config.Pool{Name: in.Pool, TaskQueue: in.TaskQueue}}
+	run, err := startRerun(ctx, c, workflowID, r, workflows.SnapshotWorkflow, in)
 	if err != nil {
-		return nil, nil, fmt.Errorf("retry job %s: start a new run: %w", workflowID, err)
+		return nil, Retried{}, err
 	}
-	return run, rerun, nil
+	return run, Retried{PreviousRunID: runID, Hooks: rerun.Hooks}, nil
+}
+
+// crawlWorkflowName is CrawlWorkflow's registered name (its function name).
+const crawlWorkflowName = "CrawlWorkflow"
+
+// rerunCrawl retries a crawl's failed pages: the new run starts from the
+// existing frontier with the last run's settings and rules.
+func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID, runID string) (client.WorkflowRun, Retried, error) {
+	if f == nil {
+		return nil, Retried{}, fmt.Errorf("retry crawl %s: no frontier reader given (a bug in the caller)", workflowID)
+	}
+	var st workflows.CrawlStatus
+	if err := c.GetWorkflow(ctx, workflowID, runID).Get(ctx, &st); err != nil {
+		return nil, Retried{}, fmt.Errorf("retry crawl %s: run %s ended without the crawl's status (terminated or timed out?): %w", workflowID, runID, err)
+	}
+	if st.State == model.StateAborted {
+		return nil, Retried{}, fmt.Errorf("retry crawl %s: %w (run %s): submit it again with --force", workflowID, ErrAborted, runID)
+	}
+	var in workflows.CrawlInput
+	if err := lastInput(ctx, c, workflowID, runID, &in); err != nil {
+		return nil, Retried{}, err
+	}
+	out := Retried{Crawl: true, PreviousRunID: runID}
+	filter := frontier.Filter{State: frontier.StateDone, Status: frontier.StatusFailed}
+	for cursor := int64(0); ; {
+		pages, next, err := f.Pages(ctx, in.Crawl.Job.Ident, filter, cursor, frontier.MaxPagesLimit)
+		if err != nil {
+			return nil, Retried{}, fmt.Errorf("retry crawl %s: list its failed pages: %w", workflowID, err)
+		}
+		out.PageCount += int64(len(pages))
+		out.Pages = append(out.Pages, pages[:min(len(pages), maxPagesListed-len(out.Pages))]...)
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	if out.PageCount == 0 {
+		return nil, Retried{}, fmt.Errorf("retry crawl %s: no page failed (%w) in run %s (%d pages done)", workflowID, ErrNothingFailed, runID, st.Counts.Done)
+	}
+	in.Carry = nil
+	in.Settings = st.Settings
+	in.Rerun = &workflows.CrawlRerun{PreviousRunID: runID, Pages: out.PageCount, SettingsVersion: st.SettingsVersion, Rules: st.Rules}
+	if err := in.Validate(); err != nil {
+		return nil, Retried{}, fmt.Errorf("retry crawl %s: input of run %s: %w", workflowID, runID, err)
+	}
+	r := Request{Ident: in.Crawl.Job.Ident, URL: in.Crawl.Job.URL, FetchDepth: model.FetchInf,
+		Pool: config.Pool{Name: in.Pool, TaskQueue: in.TaskQueue}}
+	run, err := startRerun(ctx, c, workflowID, r, workflows.CrawlWorkflow, in)
+	if err != nil {
+		return nil, Retried{}, err
+	}
+	return run, out, nil
+}
+
+// startRerun starts the retry's run with the job's start options.
+func startRerun(ctx context.Context, c client.Client, workflowID string, r Request, wf, in any) (client.WorkflowRun, error) {
+	opts := StartOptions(r)
+	opts.ID = workflowID
+	run, err := c.ExecuteWorkflow(ctx, opts, wf, in)
+	if err != nil {
+		return nil, fmt.Errorf("retry job %s: start a new run: %w", workflowID, err)
+	}
+	return run, nil
 }
 
 // lastStatus is the final Status of a run that ended: its result, or the
@@ -76,23 +170,23 @@ func lastStatus(ctx context.Context, c client.Client, workflowID, runID string) 
 	return st, fmt.Errorf("retry job %s: run %s ended without the job's status (terminated or timed out?): %w", workflowID, runID, err)
 }
 
-// lastInput is the input the run was started with (its first history event).
-func lastInput(ctx context.Context, c client.Client, workflowID, runID string) (workflows.SnapshotInput, error) {
-	var in workflows.SnapshotInput
+// lastInput decodes the input the run was started with (its first history
+// event) into in.
+func lastInput(ctx context.Context, c client.Client, workflowID, runID string, in any) error {
 	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
-		return in, fmt.Errorf("retry job %s: run %s has no history", workflowID, runID)
+		return fmt.Errorf("retry job %s: run %s has no history", workflowID, runID)
 	}
 	ev, err := it.Next()
 	if err != nil {
-		return in, fmt.Errorf("retry job %s: read the history of run %s: %w", workflowID, runID, err)
+		return fmt.Errorf("retry job %s: read the history of run %s: %w", workflowID, runID, err)
 	}
 	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
 	if attrs == nil || len(attrs.GetInput().GetPayloads()) != 1 {
-		return in, fmt.Errorf("retry job %s: run %s: first event carries no snapshot input", workflowID, runID)
+		return fmt.Errorf("retry job %s: run %s: first event carries no workflow input", workflowID, runID)
 	}
-	if err := converter.GetDefaultDataConverter().FromPayload(attrs.GetInput().GetPayloads()[0], &in); err != nil {
-		return in, fmt.Errorf("retry job %s: decode the input of run %s: %w", workflowID, runID, err)
+	if err := converter.GetDefaultDataConverter().FromPayload(attrs.GetInput().GetPayloads()[0], in); err != nil {
+		return fmt.Errorf("retry job %s: decode the input of run %s: %w", workflowID, runID, err)
 	}
-	return in, nil
+	return nil
 }

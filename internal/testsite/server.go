@@ -52,6 +52,10 @@ type Server struct {
 
 	inflight, maxInflight atomic.Int64
 
+	// broken holds the main-host paths that answer 500 until Repair.
+	brokenMu sync.Mutex
+	broken   map[string]bool
+
 	mu  sync.Mutex
 	log []Request
 }
@@ -125,6 +129,34 @@ func (s *Server) Reset() {
 	for _, id := range s.site.flaky {
 		s.served[id].Store(0)
 	}
+}
+
+// Break makes the page at path on the main host answer 500 to every
+// request until Repair (a crawl's page that fails for good, then is fixed
+// before a retry).
+func (s *Server) Break(path string) {
+	s.brokenMu.Lock()
+	defer s.brokenMu.Unlock()
+	if s.broken == nil {
+		s.broken = map[string]bool{}
+	}
+	s.broken[path] = true
+}
+
+// Repair makes a broken path answer as the site does again.
+func (s *Server) Repair(path string) {
+	s.brokenMu.Lock()
+	defer s.brokenMu.Unlock()
+	delete(s.broken, path)
+}
+
+func (s *Server) isBroken(host uint8, path string) bool {
+	if host != hostMain {
+		return false
+	}
+	s.brokenMu.Lock()
+	defer s.brokenMu.Unlock()
+	return s.broken[path]
 }
 
 // Requests returns a copy of the request log, in the order the answers
@@ -327,6 +359,10 @@ func (s *Server) answer(host uint8, r *http.Request) (a answer, ok bool) {
 		return answer{status: http.StatusNotFound, contentType: htmlType, body: notFoundBody}, true
 	}
 	a.kind = s.site.kind(k)
+	if s.isBroken(host, r.URL.Path) {
+		a.status, a.contentType, a.body = http.StatusInternalServerError, htmlType, errorBody
+		return a, true
+	}
 	switch a.kind {
 	case KindMissing:
 		a.status, a.contentType, a.body = http.StatusNotFound, htmlType, notFoundBody

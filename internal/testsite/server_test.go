@@ -146,6 +146,25 @@ func TestServerFlakyPagesFailOncePerRun(t *testing.T) {
 	assert.Empty(t, srv.RequestsSince(99))
 }
 
+func TestServerBrokenPagesFailUntilRepaired(t *testing.T) {
+	srv := start(t, Config{Seed: 2, Pages: MinPages}, Options{})
+	status := func(u string) int {
+		resp, _ := get(t, u, "broken")
+		return resp.StatusCode
+	}
+	srv.Break(PathDetour1)
+	for range 3 {
+		assert.Equal(t, 500, status(srv.URL(PathDetour1)))
+	}
+	assert.Equal(t, 200, status(srv.URL(PathDetour2)), "only the broken path")
+	assert.Equal(t, 404, status(srv.OtherURL(PathDetour1)), "only on the main host")
+	srv.Repair(PathDetour1)
+	assert.Equal(t, 200, status(srv.URL(PathDetour1)))
+	log := srv.Requests()
+	require.Len(t, log, 6)
+	assert.Equal(t, KindPage, log[0].Kind, "a broken page is still logged as the page it is")
+}
+
 func TestServerAnswersWhatIsNotInTheGraph(t *testing.T) {
 	srv := start(t, Config{Seed: 2, Pages: MinPages}, Options{})
 	for _, c := range []struct {

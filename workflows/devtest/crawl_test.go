@@ -106,7 +106,11 @@ func TestCrawlOnDevServer(t *testing.T) {
 		replayCrawl(t, h)
 		first := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() == ""
 		if first || len(lengths) == 1 {
-			recordCrawl(t, h, first)
+			which := "last"
+			if first {
+				which = "first"
+			}
+			recordCrawl(t, h, which)
 		}
 		runID = h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 	}
@@ -139,17 +143,59 @@ func replayCrawl(t *testing.T, h *historypb.History) {
 	require.NoError(t, r.ReplayWorkflowHistory(nil, h), "replay of the crawl run just recorded")
 }
 
-// recordCrawl stores the first and the last run's histories as testdata.
-func recordCrawl(t *testing.T, h *historypb.History, first bool) {
+// recordCrawl stores a run's history as testdata (which: first, last,
+// retry).
+func recordCrawl(t *testing.T, h *historypb.History, which string) {
 	if os.Getenv("ARCHIVEFLOW_RECORD_HISTORIES") != "1" {
 		return
-	}
-	which := "last"
-	if first {
-		which = "first"
 	}
 	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
 	require.NoError(t, err)
 	name := fmt.Sprintf("%s.%s.v%d.json", strings.ReplaceAll(t.Name(), "/", "_"), which, workflows.InputComplete)
 	require.NoError(t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
+}
+
+// TestCrawlRetryOnDevServer retries a crawl whose page 4 failed (a new run
+// with CrawlInput.Rerun, as internal/submit.Rerun starts it): only page 4
+// and the pages it now links run; the retry's history replays and is
+// recorded for the replay test.
+func TestCrawlRetryOnDevServer(t *testing.T) {
+	e := start(t)
+	q := e.queue + "-crawlretry"
+	fake := crawltest.New(40, 3)
+	fake.Failing = map[int64]bool{4: true}
+	fakeCrawlWorker(t, e.c, q, fake)
+	in := crawlInput("devtestcrawlretry", q, 4, 8000)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	opts := client.StartWorkflowOptions{ID: in.Crawl.Job.Ident, TaskQueue: q}
+	run, err := e.c.ExecuteWorkflow(ctx, opts, workflows.CrawlWorkflow, in)
+	require.NoError(t, err)
+	var st workflows.CrawlStatus
+	require.NoError(t, run.Get(ctx, &st))
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	require.EqualValues(t, 1, st.Counts.Failed)
+	known := fake.Report().Known
+
+	fake.Fix()
+	in.Settings = st.Settings
+	in.Rerun = &workflows.CrawlRerun{PreviousRunID: run.GetRunID(), Pages: 1, SettingsVersion: st.SettingsVersion, Rules: st.Rules}
+	retry, err := e.c.ExecuteWorkflow(ctx, opts, workflows.CrawlWorkflow, in)
+	require.NoError(t, err)
+	require.NoError(t, retry.Get(ctx, &st))
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Zero(t, st.Counts.Failed)
+	r := fake.Report()
+	assert.Equal(t, int64(40), r.Known)
+	assert.Greater(t, r.Known, known, "page 4's links are crawled")
+	assert.Equal(t, 2, r.PageRuns[4])
+	assert.Equal(t, []string{retry.GetRunID() + "/reopen"}, r.Reopens)
+	for id, n := range r.PageRuns {
+		if id != 4 {
+			assert.Equal(t, 1, n, "page %d runs once over both runs", id)
+		}
+	}
+	h := history(ctx, t, e.c, in.Crawl.Job.Ident, retry.GetRunID())
+	replayCrawl(t, h)
+	recordCrawl(t, h, "retry")
 }
