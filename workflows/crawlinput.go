@@ -77,6 +77,11 @@ type CrawlInput struct {
 	Timing CrawlTiming   `json:"timing"`
 	// Carry is the state the previous run handed on (nil for the first).
 	Carry *CrawlCarry `json:"carry,omitempty"`
+	// URLList, when set, makes this a URL-list crawl (ArchiveBot's `!a <`
+	// and `!ao <` jobs): the list is downloaded on the pool and every URL
+	// it names is a start page at depth 0 (SeedURLList); Seed is not run.
+	// Absent: the single start URL of Crawl.Job.URL.
+	URLList *activities.URLList `json:"url_list,omitempty"`
 }
 
 // CrawlCarry is what a crawl run hands to the next (continue-as-new): the
@@ -126,6 +131,11 @@ func (in CrawlInput) Validate() error {
 	}
 	if err := in.Timing.Validate(); err != nil {
 		return fmt.Errorf("crawl %s: %w", job.Ident, err)
+	}
+	if in.URLList != nil {
+		if err := in.URLList.Validate(); err != nil {
+			return fmt.Errorf("crawl %s: %w", job.Ident, err)
+		}
 	}
 	if err := in.Seed.Validate(); err != nil {
 		return fmt.Errorf("crawl %s seed: %w", job.Ident, err)
