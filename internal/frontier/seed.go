@@ -41,19 +41,27 @@ func (f *Frontier) Seed(ctx context.Context, ident, url string, cfg Config) (Pag
 			zap.Int("max_depth", cfg.MaxDepth), zap.Int("max_attempts", cfg.MaxAttempts))
 	case retRepeat:
 		f.log.Debug("frontier seed repeated", zap.String("ident", ident))
-	case retConflict:
-		return Page{}, fmt.Errorf("seed frontier of job %s with %s (max depth %d, max attempts %d, queued field %q): %w: seeded with %v (max depth %v, max attempts %v, queued field %q)",
-			ident, u, cfg.MaxDepth, cfg.MaxAttempts, cfg.QueuedField, ErrSeedConflict, rest[0], rest[1], rest[2], rest[3])
-	case retNoJob:
-		return Page{}, fmt.Errorf("seed frontier of job %s: counter field %s: %w (the job hash must exist before its frontier)", ident, cfg.QueuedField, rkeys.ErrJobNotFound)
-	case retLeftover:
-		return Page{}, fmt.Errorf("seed frontier of job %s: %w: Delete it first", ident, ErrLeftoverKeys)
-	case retNoFrontier:
-		return Page{}, fmt.Errorf("seed frontier of job %s: %w: a Delete is in progress", ident, ErrNoFrontier)
 	default:
-		return Page{}, fmt.Errorf("seed frontier of job %s: unexpected reply code %d", ident, code)
+		return Page{}, seedError(ident, u, cfg, code, rest)
 	}
 	return f.PageByID(ctx, ident, 1)
+}
+
+// seedError is the error of a seed script's reply code other than
+// APPLIED and REPEAT; seed is what the caller seeds with.
+func seedError(ident, seed string, cfg Config, code int64, rest []any) error {
+	switch code {
+	case retConflict:
+		return fmt.Errorf("seed frontier of job %s with %s (max depth %d, max attempts %d, queued field %q): %w: seeded with %v (max depth %v, max attempts %v, queued field %q)",
+			ident, seed, cfg.MaxDepth, cfg.MaxAttempts, cfg.QueuedField, ErrSeedConflict, rest[0], rest[1], rest[2], rest[3])
+	case retNoJob:
+		return fmt.Errorf("seed frontier of job %s: counter field %s: %w (the job hash must exist before its frontier)", ident, cfg.QueuedField, rkeys.ErrJobNotFound)
+	case retLeftover:
+		return fmt.Errorf("seed frontier of job %s: %w: Delete it first", ident, ErrLeftoverKeys)
+	case retNoFrontier:
+		return fmt.Errorf("seed frontier of job %s: %w: a Delete is in progress", ident, ErrNoFrontier)
+	}
+	return fmt.Errorf("seed frontier of job %s: unexpected reply code %d", ident, code)
 }
 
 // seedScript creates the metadata hash and page 1.
@@ -130,22 +138,11 @@ func (f *Frontier) SeedList(ctx context.Context, ident, list string, urls []stri
 		if err != nil {
 			return res, fmt.Errorf("seed frontier of job %s from %s: %w", ident, list, err)
 		}
-		switch code {
-		case retApplied:
-			res.Added += int(replyInt(rest, 0))
-			res.Known += int(replyInt(rest, 1))
-		case retConflict:
-			return res, fmt.Errorf("seed frontier of job %s from %s (max depth %d, max attempts %d, queued field %q): %w: seeded with %v (max depth %v, max attempts %v, queued field %q)",
-				ident, list, cfg.MaxDepth, cfg.MaxAttempts, cfg.QueuedField, ErrSeedConflict, rest[0], rest[1], rest[2], rest[3])
-		case retNoJob:
-			return res, fmt.Errorf("seed frontier of job %s: counter field %s: %w (the job hash must exist before its frontier)", ident, cfg.QueuedField, rkeys.ErrJobNotFound)
-		case retLeftover:
-			return res, fmt.Errorf("seed frontier of job %s: %w: Delete it first", ident, ErrLeftoverKeys)
-		case retNoFrontier:
-			return res, fmt.Errorf("seed frontier of job %s: %w: a Delete is in progress", ident, ErrNoFrontier)
-		default:
-			return res, fmt.Errorf("seed frontier of job %s: unexpected reply code %d", ident, code)
+		if code != retApplied {
+			return res, seedError(ident, "list "+list, cfg, code, rest)
 		}
+		res.Added += int(replyInt(rest, 0))
+		res.Known += int(replyInt(rest, 1))
 	}
 	f.log.Info("frontier seeded from a list", zap.String("ident", ident), zap.String("list", list),
 		zap.Int("added", res.Added), zap.Int("known", res.Known), zap.Int("invalid", len(res.Invalid)))
