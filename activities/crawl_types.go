@@ -232,13 +232,16 @@ type SeedURLListInput struct {
 	MaxDepth     int     `json:"max_depth"`
 	PageAttempts int     `json:"page_attempts"`
 	UserAgent    string  `json:"user_agent,omitempty"`
+	// Scope is the crawl's scope configuration (what the start URLs
+	// returned need: one per host, or per directory with path_prefix).
+	Scope scope.Config `json:"scope"`
 }
 
 // SeedURLListResult is what the list gave.
 type SeedURLListResult struct {
 	Counts PageCounts `json:"counts"`
-	// Starts are the listed URLs that set the crawl's scope, one per host
-	// and directory (scope.Config.StartURLs).
+	// Starts are the listed URLs that set the crawl's scope
+	// (scope.Config.StartURLs, scope.Starts).
 	Starts []string `json:"starts"`
 	// URLs, Bad and Denied count the list's URLs queued, its bad lines
 	// and the URLs the fetch policy denies (each an ignore packet).

@@ -89,7 +89,7 @@ func (a *CrawlActivities) SeedURLList(ctx context.Context, in SeedURLListInput) 
 	if err != nil {
 		return res, crawlStoreError(err, "seed url list of %s", in.Ident)
 	}
-	res.Starts = scope.Starts(urls)
+	res.Starts = scope.Starts(urls, in.Scope)
 	log.Info("url list seeded", zap.Int("urls", res.URLs), zap.Int("bad_lines", res.Bad), zap.Int("denied", res.Denied),
 		zap.Int("start_hosts", len(res.Starts)), zap.String("path", res.Path))
 	return res, nil

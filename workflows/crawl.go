@@ -267,7 +267,7 @@ func (c *crawl) runSeed() {
 func (c *crawl) runURLList() {
 	l := *c.in.URLList
 	in := activities.SeedURLListInput{Ident: c.ident(), List: l, MaxDepth: c.in.Crawl.MaxDepth,
-		PageAttempts: c.in.Crawl.PageAttempts, UserAgent: c.settings.current.UserAgent}
+		PageAttempts: c.in.Crawl.PageAttempts, UserAgent: c.settings.current.UserAgent, Scope: c.in.Crawl.Scope}
 	actx := workflow.WithActivityOptions(c.runCtx, workflow.ActivityOptions{
 		TaskQueue:           c.in.TaskQueue,
 		ActivityID:          c.ident() + "/url-list",

@@ -76,14 +76,17 @@ func New(startURL string, cfg Config) (*Scope, error) {
 	return s, nil
 }
 
-// Starts keeps one URL per host and directory of urls, in order: what
-// Config.StartURLs needs of a list of start URLs. URLs that are not
-// http(s) URLs are left out.
-func Starts(urls []string) []string {
+// Starts keeps what Config.StartURLs needs of a list of start URLs under
+// cfg, in order: one URL per host, or with PathPrefix one per host and
+// directory. URLs that are not http(s) URLs are left out.
+func Starts(urls []string, cfg Config) []string {
 	var out []string
 	seen := map[where]bool{}
 	for _, raw := range urls {
 		u, w, err := whereOf(raw)
+		if !cfg.PathPrefix {
+			w.prefix = ""
+		}
 		if err != nil || seen[w] {
 			continue
 		}

@@ -13,8 +13,10 @@ import (
 // not a start host.
 func TestStartURLsReplaceTheJobURL(t *testing.T) {
 	ctx := context.Background()
-	starts := Starts([]string{"http://a.example/docs/x", "http://A.example/docs/y", "http://b.example/", "ftp://c.example/", "http://a.example/blog/z"})
-	assert.Equal(t, []string{"http://a.example/docs/x", "http://b.example/", "http://a.example/blog/z"}, starts)
+	listed := []string{"http://a.example/docs/x", "http://A.example/docs/y", "http://b.example/", "ftp://c.example/", "http://a.example/blog/z"}
+	assert.Equal(t, []string{"http://a.example/docs/x", "http://b.example/"}, Starts(listed, Config{}), "one per host")
+	starts := Starts(listed, Config{PathPrefix: true})
+	assert.Equal(t, []string{"http://a.example/docs/x", "http://b.example/", "http://a.example/blog/z"}, starts, "one per host and directory")
 
 	sc, err := New("http://lists.example/l.txt", Config{PathPrefix: true, StartURLs: starts})
 	require.NoError(t, err)
