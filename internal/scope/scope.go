@@ -22,9 +22,9 @@ type Config struct {
 	// it they are out of scope.
 	OffsiteOnce bool `json:"offsite_once"`
 	// StartURLs, when set, are the crawl's start URLs in place of the
-	// job's URL (a URL-list crawl: the listed URLs, one per host and
-	// directory, see Starts): each one's host (and with PathPrefix its
-	// directory) is in scope, as wpull does for an input file.
+	// job's URL (a URL-list crawl: the listed URLs as Starts keeps them):
+	// each one's host (and with PathPrefix its directory) is in scope, as
+	// wpull does for an input file.
 	StartURLs []string `json:"start_urls,omitempty"`
 }
 
