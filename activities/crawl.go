@@ -63,6 +63,9 @@ type CrawlStore interface {
 	Counts(ctx context.Context, ident string) (PageCounts, error)
 	LiveSettings(ctx context.Context, ident string) (LiveSettings, error)
 	SetRules(ctx context.Context, ident string, rules scope.Versioned) error
+	// SeedList creates the frontier from a URL list's start URLs (depth
+	// 0, items_queued counts each once) and returns the counts.
+	SeedList(ctx context.Context, in SeedListInput) (PageCounts, error)
 	// FinishCrawl writes the job's final state (FinishJob) and gives the
 	// frontier the job's retention.
 	FinishCrawl(ctx context.Context, in FinishInput) error
@@ -80,6 +83,10 @@ type PageRunner interface {
 	SeedRecords(ctx context.Context, in SeedPageInput) (SeedRecords, error)
 	// TeardownCrawl stops the crawl's setup hooks on this host.
 	TeardownCrawl(ctx context.Context, ident string) error
+	// FetchURLList downloads a URL-list job's list through the fetch
+	// policy and keeps it in the crawl's directory on this host; a
+	// permanent refusal wraps ErrURLListRefused.
+	FetchURLList(ctx context.Context, in URLListFetch) (URLListData, error)
 }
 
 // CrawlOptions tune the crawl activities; every value comes from the

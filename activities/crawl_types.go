@@ -1,6 +1,10 @@
 package activities
 
 import (
+	"errors"
+	"fmt"
+	"time"
+
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/scope"
 )
@@ -213,3 +217,82 @@ type SeedRecords struct {
 	Links        []Discovered
 	LinksDropped int
 }
+
+// URLList is a URL-list crawl's list (ArchiveBot's `!a <` / `!ao <`
+// jobs, their url_file): every URL it names is a start page; the limits
+// come from config crawl.url_list.
+type URLList struct {
+	URL          string        `json:"url"`
+	MaxBytes     int64         `json:"max_bytes"`
+	MaxURLs      int           `json:"max_urls"`
+	FetchTimeout time.Duration `json:"fetch_timeout"`
+}
+
+// Validate checks that the list can be fetched.
+func (l URLList) Validate() error {
+	switch {
+	case l.URL == "":
+		return errors.New("url list: url must be set")
+	case l.MaxBytes < 1 || l.MaxURLs < 1:
+		return fmt.Errorf("url list %s: max bytes %d and max urls %d: must be >= 1", l.URL, l.MaxBytes, l.MaxURLs)
+	case l.FetchTimeout <= 0:
+		return fmt.Errorf("url list %s: fetch timeout %s: must be > 0", l.URL, l.FetchTimeout)
+	}
+	return nil
+}
+
+// SeedURLListInput downloads a URL-list crawl's list and seeds the
+// frontier with its URLs.
+type SeedURLListInput struct {
+	Ident        string  `json:"ident"`
+	List         URLList `json:"list"`
+	MaxDepth     int     `json:"max_depth"`
+	PageAttempts int     `json:"page_attempts"`
+	UserAgent    string  `json:"user_agent,omitempty"`
+	// Scope is the crawl's scope configuration (what the start URLs
+	// returned need: one per host, or per directory with path_prefix).
+	Scope scope.Config `json:"scope"`
+}
+
+// SeedURLListResult is what the list gave.
+type SeedURLListResult struct {
+	Counts PageCounts `json:"counts"`
+	// Starts are the listed URLs that set the crawl's scope
+	// (scope.Config.StartURLs, scope.Starts).
+	Starts []string `json:"starts"`
+	// URLs, Bad and Denied count the list's URLs queued, its bad lines
+	// and the URLs the fetch policy denies (each an ignore packet).
+	URLs   int `json:"urls"`
+	Bad    int `json:"bad"`
+	Denied int `json:"denied"`
+	// Path is where the list is kept on the worker that fetched it.
+	Path string `json:"path"`
+}
+
+// URLListFetch is one download of a list (PageRunner.FetchURLList).
+type URLListFetch struct {
+	Ident     string
+	URL       string
+	MaxBytes  int64
+	Timeout   time.Duration
+	UserAgent string
+}
+
+// URLListData is a downloaded list and where it is kept.
+type URLListData struct {
+	Data []byte
+	Path string
+}
+
+// SeedListInput seeds a frontier from a list's URLs (CrawlStore.SeedList).
+type SeedListInput struct {
+	Ident        string
+	List         string // the list's URL: the frontier's seed
+	URLs         []string
+	MaxDepth     int
+	PageAttempts int
+}
+
+// ErrURLListRefused marks a list that another download would not change:
+// denied by the fetch policy, a 4xx status, not text, too large.
+var ErrURLListRefused = errors.New("the url list is refused")

@@ -290,6 +290,19 @@ type Crawl struct {
 	// less per hook).
 	InProcessBuiltins bool       `mapstructure:"in_process_builtins"`
 	Scope             CrawlScope `mapstructure:"scope"`
+	// URLList bounds a list of start URLs (ArchiveBot's `!a <` / `!ao <`
+	// jobs, `starter submit -f FILE`): internal/urllist.
+	URLList URLList `mapstructure:"url_list"`
+}
+
+// URLList bounds a list of URLs (internal/urllist) and its download.
+type URLList struct {
+	// MaxBytes is the largest list read or downloaded.
+	MaxBytes int64 `mapstructure:"max_bytes"`
+	// MaxURLs is the most URLs one list may name.
+	MaxURLs int `mapstructure:"max_urls"`
+	// FetchTimeout bounds one download of a job's list.
+	FetchTimeout time.Duration `mapstructure:"fetch_timeout"`
 }
 
 // CrawlScope is a crawl's URL scope (internal/scope).
@@ -437,6 +450,7 @@ func Default() Config {
 			WriteTimeout:      2 * time.Minute,
 			InProcessBuiltins: true,
 			Scope:             CrawlScope{OffsiteOnce: true},
+			URLList:           URLList{MaxBytes: 8 << 20, MaxURLs: 50_000, FetchTimeout: time.Minute},
 		},
 		Worker: Worker{
 			DrainTimeout:  30 * time.Second,

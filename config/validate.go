@@ -123,6 +123,9 @@ func (c *Config) Validate() error {
 	v.positiveDur("crawl.live_interval", c.Crawl.LiveInterval)
 	v.check(c.Crawl.WriteTimeout > 0 && c.Crawl.WriteTimeout < c.Crawl.PageTimeout, "crawl.write_timeout", c.Crawl.WriteTimeout, "must be > 0 and < crawl.page_timeout")
 	v.check(c.Crawl.MaxLinksPerPage >= 1, "crawl.max_links_per_page", c.Crawl.MaxLinksPerPage, "must be >= 1")
+	v.check(c.Crawl.URLList.MaxBytes >= 1, "crawl.url_list.max_bytes", c.Crawl.URLList.MaxBytes, "must be >= 1")
+	v.check(c.Crawl.URLList.MaxURLs >= 1, "crawl.url_list.max_urls", c.Crawl.URLList.MaxURLs, "must be >= 1")
+	v.check(c.Crawl.URLList.FetchTimeout > 0, "crawl.url_list.fetch_timeout", c.Crawl.URLList.FetchTimeout, "must be > 0")
 
 	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/scope"
+	"github.com/archiveflow/archiveflow/internal/urllist"
 )
 
 func submitCommand() *command {
@@ -245,12 +245,12 @@ func collectTargets(a *app, inv *invocation) ([]target, error) {
 		out, errs = addTarget(out, errs, raw, fmt.Sprintf("argument %d", i+1))
 	}
 	if file, _ := inv.fs.GetString("input"); inv.fs.Changed("input") {
-		lines, err := readURLFile(a, file)
+		lines, err := readURLFile(a, inv.cfg, file)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		for _, l := range lines {
-			out, errs = addTarget(out, errs, l.text, fmt.Sprintf("%s line %d", file, l.n))
+			out, errs = addTarget(out, errs, l.Text, fmt.Sprintf("%s line %d", file, l.Line))
 		}
 	}
 	if len(out) == 0 && len(errs) == 0 {
@@ -328,14 +328,9 @@ func (a *app) checkFetchPolicy(cfg *config.Config, targets []target) error {
 	return errors.Join(errs...)
 }
 
-type urlLine struct {
-	n    int
-	text string
-}
-
-// readURLFile reads FILE (or stdin for "-"): one URL per line, blank
-// lines and lines starting with # skipped.
-func readURLFile(a *app, file string) ([]urlLine, error) {
+// readURLFile reads FILE (or stdin for "-") by the rules of
+// internal/urllist; every bad line is an error naming FILE and the line.
+func readURLFile(a *app, cfg *config.Config, file string) ([]urllist.Entry, error) {
 	var r io.Reader
 	if file == "-" {
 		r = a.stdin
@@ -347,22 +342,15 @@ func readURLFile(a *app, file string) ([]urlLine, error) {
 		defer f.Close()
 		r = f
 	}
-	var out []urlLine
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		out = append(out, urlLine{n: n, text: line})
+	l, err := urllist.Parse(r, urllist.LimitsOf(cfg.Crawl.URLList))
+	if err != nil {
+		return nil, fmt.Errorf("-i %s: %w", file, err)
 	}
-	if err := sc.Err(); err != nil {
-		return out, fmt.Errorf("-i %s: read line %d: %w", file, n+1, err)
+	errs := make([]error, 0, len(l.Bad))
+	for _, b := range l.Bad {
+		errs = append(errs, fmt.Errorf("%s %w", file, b))
 	}
-	return out, nil
+	return l.URLs, errors.Join(errs...)
 }
 
 // poolFor resolves --queue (a task queue or a pool name) to a configured

@@ -65,7 +65,11 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 		c.requeue()
 	}
 	if !c.carry.SeedDone && !c.stopping() {
-		c.runSeed()
+		if in.URLList != nil {
+			c.runURLList()
+		} else {
+			c.runSeed()
+		}
 	}
 	c.loop()
 	stopDeadline()
@@ -290,6 +294,42 @@ func (c *crawl) runSeed() {
 	if res.Status != activities.PageSucceeded {
 		c.job.failure = "start page failed: " + strings.TrimPrefix(firstNonEmpty(note, res.Error), "; ")
 	}
+	c.carry.SeedDone = true
+}
+
+// runURLList starts a URL-list crawl: one SeedURLList activity on the
+// pool downloads the list (retried by the start page's retry policy) and
+// seeds the frontier with its URLs, which the loop then runs as pages.
+// The listed URLs' hosts become the crawl's start hosts (carried on in
+// Crawl.Scope). A list that cannot be had fails the crawl, naming it.
+func (c *crawl) runURLList() {
+	l := *c.in.URLList
+	in := activities.SeedURLListInput{Ident: c.ident(), List: l, MaxDepth: c.in.Crawl.MaxDepth,
+		PageAttempts: c.in.Crawl.PageAttempts, UserAgent: c.settings.current.UserAgent, Scope: c.in.Crawl.Scope}
+	actx := workflow.WithActivityOptions(c.runCtx, workflow.ActivityOptions{
+		TaskQueue:           c.in.TaskQueue,
+		ActivityID:          c.ident() + "/url-list",
+		Summary:             "url list " + summary(l.URL),
+		StartToCloseTimeout: l.FetchTimeout + c.in.Timing.PageTimeout,
+		RetryPolicy:         retryPolicy(c.in.Seed.Retry.Default, false),
+	})
+	var res activities.SeedURLListResult
+	if err := workflow.ExecuteActivity(actx, crawlActs.SeedURLList, in).Get(c.dctx, &res); err != nil {
+		if c.stopping() {
+			return
+		}
+		var appErr *temporal.ApplicationError
+		msg := err.Error()
+		if errors.As(err, &appErr) {
+			msg = appErr.Message()
+		}
+		c.job.failure = fmt.Sprintf("url list %s: %s", l.URL, strings.TrimPrefix(msg, "url list "+l.URL+": "))
+		c.stop(c.job.failure, false)
+		return
+	}
+	c.in.Crawl.Scope.StartURLs = res.Starts
+	c.setCounts(res.Counts)
+	c.log().Info("url list seeded", "urls", res.URLs, "bad_lines", res.Bad, "denied", res.Denied, "start_hosts", len(res.Starts))
 	c.carry.SeedDone = true
 }
 

@@ -79,10 +79,19 @@ func newCrawlEnv(t *testing.T, fake *crawltest.Fake) *crawlEnv {
 // returns the final status and the history events each run modelled.
 func runCrawl(t *testing.T, fake *crawltest.Fake, in workflows.CrawlInput) (workflows.CrawlStatus, []int) {
 	t.Helper()
+	return runCrawlWith(t, fake, in, nil)
+}
+
+// runCrawlWith is runCrawl with setup applied to every run's environment.
+func runCrawlWith(t *testing.T, fake *crawltest.Fake, in workflows.CrawlInput, setup func(*crawlEnv)) (workflows.CrawlStatus, []int) {
+	t.Helper()
 	var perRun []int
 	for run := 1; ; run++ {
 		require.Less(t, run, 1000, "the crawl does not end")
 		env := newCrawlEnv(t, fake)
+		if setup != nil {
+			setup(env)
+		}
 		env.ExecuteWorkflow(workflows.CrawlWorkflow, in)
 		require.True(t, env.IsWorkflowCompleted())
 		perRun = append(perRun, env.events)

@@ -35,7 +35,10 @@ type CrawlStatus struct {
 	PagesLaunched int64    `json:"pages_launched"`
 	SeedDone      bool     `json:"seed_done"`
 	Hosts         []string `json:"hosts,omitempty"`
-	Error         string   `json:"error,omitempty"`
+	// StartURLs are a URL-list crawl's start URLs (scope.Config.StartURLs)
+	// once its list is seeded: a retry of the crawl goes on with them.
+	StartURLs []string `json:"start_urls,omitempty"`
+	Error     string   `json:"error,omitempty"`
 }
 
 func (c *crawl) status() CrawlStatus {
@@ -43,7 +46,7 @@ func (c *crawl) status() CrawlStatus {
 		Ident: c.ident(), URL: c.in.Crawl.Job.URL, Kind: "crawl", State: c.job.state, Run: c.carry.Run,
 		MaxDepth: c.in.Crawl.MaxDepth, Settings: c.settings.current, SettingsVersion: c.settings.version,
 		Rules: c.rules, Counts: c.counts, PagesLaunched: c.carry.Pages + c.launched, SeedDone: c.carry.SeedDone,
-		Hosts: slices.Clone(c.carry.SetupHosts), Error: c.job.failure,
+		Hosts: slices.Clone(c.carry.SetupHosts), StartURLs: slices.Clone(c.in.Crawl.Scope.StartURLs), Error: c.job.failure,
 	}
 	if st.Error == "" && c.job.stopReason != "" {
 		st.Error = c.job.stopReason

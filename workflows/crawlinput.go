@@ -81,6 +81,11 @@ type CrawlInput struct {
 	// retry`, internal/submit.Rerun): it starts from the existing frontier
 	// instead of seeding it. nil (every recorded history) seeds as before.
 	Rerun *CrawlRerun `json:"rerun,omitempty"`
+	// URLList, when set, makes this a URL-list crawl (ArchiveBot's `!a <`
+	// and `!ao <` jobs): the list is downloaded on the pool and every URL
+	// it names is a start page at depth 0 (SeedURLList); Seed is not run.
+	// Absent: the single start URL of Crawl.Job.URL.
+	URLList *activities.URLList `json:"url_list,omitempty"`
 }
 
 // CrawlRerun makes a CrawlWorkflow run a retry of a finished crawl: a new
@@ -162,6 +167,11 @@ func (in CrawlInput) Validate() error {
 	}
 	if err := in.Timing.Validate(); err != nil {
 		return fmt.Errorf("crawl %s: %w", job.Ident, err)
+	}
+	if in.URLList != nil {
+		if err := in.URLList.Validate(); err != nil {
+			return fmt.Errorf("crawl %s: %w", job.Ident, err)
+		}
 	}
 	if err := in.Seed.Validate(); err != nil {
 		return fmt.Errorf("crawl %s seed: %w", job.Ident, err)

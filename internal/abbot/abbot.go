@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"path"
 	"strconv"
 	"time"
 
@@ -59,6 +60,9 @@ func (b Bot) Queue(ctx context.Context, rawURL string, o Options) (Job, error) {
 		depth = "shallow"
 	}
 	slug := u.Hostname() + "-" + depth
+	if o.URLFile {
+		slug = "urls-" + u.Hostname() + "-" + path.Base(u.Path) + "-" + depth
+	}
 	if o.StartedBy == "" {
 		o.StartedBy = "archivist"
 	}

@@ -191,7 +191,7 @@ func (p *Pipeline) start(ctx context.Context, c rkeys.Claim) (Run, error) {
 		// A late start of an earlier claim of this job: it runs; adopt it.
 		log.Info("job's workflow already runs; claim adopted")
 		return nil, p.confirm(ctx, c)
-	case errors.Is(jerr, ErrBadJob), errors.Is(jerr, ErrURLFileUnsupported):
+	case errors.Is(jerr, ErrBadJob):
 		log.Warn("ArchiveBot job refused", zap.Error(jerr))
 		p.logJob(ctx, c.Ident, "archiveflow cannot run this job: "+jerr.Error())
 		return nil, p.end(ctx, c, model.StateFailed)

@@ -41,13 +41,12 @@ type Run interface {
 var (
 	// ErrAlreadyRunning: a workflow with the job's ident runs already.
 	ErrAlreadyRunning = errors.New("a workflow with this ident is already running")
-	// ErrURLFileUnsupported: a URL-list job (`!a <` / `!ao <`).
-	ErrURLFileUnsupported = errors.New("URL-list jobs (!a < FILE, !ao < FILE) are not supported by archiveflow yet: run them on an ArchiveBot pipeline")
 )
 
 // TemporalRunner is the Runner on a Temporal client, building workflow
 // inputs with internal/submit from the configuration and the pool: a
-// fetch_depth inf job is a CrawlWorkflow, a shallow one a SnapshotWorkflow.
+// fetch_depth inf job or a URL-list job is a CrawlWorkflow, a shallow one
+// a SnapshotWorkflow.
 // Both take the same abort signal and set_settings update.
 type TemporalRunner struct {
 	Config *config.Config
@@ -59,19 +58,18 @@ var _ Runner = (*TemporalRunner)(nil)
 
 // Request is the submit request of a bot job on pool. A fetch_depth inf
 // job (`!a`) is a crawl without a depth limit and without rules, as
-// ArchiveBot's recursive jobs are; its ignores are the bot's.
+// ArchiveBot's recursive jobs are; its ignores are the bot's. A URL-list
+// job (`!a <` / `!ao <`, url_file set) is a crawl from every listed URL,
+// recursive or (shallow) of depth 0.
 func Request(j Job, pool config.Pool) submit.Request {
 	return submit.Request{
 		Ident: j.Ident, URL: j.URL, FetchDepth: j.FetchDepth, Pool: pool, Settings: j.Settings,
-		StartedBy: j.StartedBy, StartedIn: j.StartedIn, CrawlDepth: -1,
+		StartedBy: j.StartedBy, StartedIn: j.StartedIn, CrawlDepth: -1, URLList: j.URLFile,
 	}
 }
 
 // Start implements Runner.
 func (r *TemporalRunner) Start(ctx context.Context, j Job) (Run, error) {
-	if j.URLFile != "" {
-		return nil, ErrURLFileUnsupported
-	}
 	req := Request(j, r.Pool)
 	workflow, in, err := submit.Workflow(r.Config, req)
 	if err != nil {

@@ -133,6 +133,27 @@ func (a *Activities) SeedCrawl(_ context.Context, in activities.SeedCrawlInput) 
 	return res, nil
 }
 
+// ListSize is how many start pages SeedURLList seeds (pages 1..ListSize).
+const ListSize = 3
+
+// SeedURLList is activities.CrawlActivities.SeedURLList: a URL list
+// naming pages 1..ListSize, all READY (a repeat adds nothing).
+func (a *Activities) SeedURLList(_ context.Context, in activities.SeedURLListInput) (activities.SeedURLListResult, error) {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var starts []string
+	for id := int64(1); id <= min(ListSize, f.Pages); id++ {
+		if !f.seen[id] {
+			f.seen[id] = true
+			f.known++
+			f.ready = append(f.ready, id)
+		}
+		starts = append(starts, f.url(id))
+	}
+	return activities.SeedURLListResult{Counts: f.countsLocked(), Starts: starts, URLs: len(starts)}, nil
+}
+
 // CompleteSeedPage is activities.CrawlHostActivities.CompleteSeedPage.
 func (a *Activities) CompleteSeedPage(ctx context.Context, in activities.SeedPageInput) (activities.PageResult, error) {
 	f := a.f

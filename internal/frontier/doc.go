@@ -7,7 +7,8 @@
 //
 // # Pages and states
 //
-// A page has a small integer id (the seed is 1, then discovery order), its
+// A page has a small integer id (the seed is 1, a list's start pages 1..N
+// in list order (SeedList), then discovery order), its
 // URL (normalised with internal/ident's Normalize, the ident's normal
 // form, at most MaxURLBytes), depth, parent, attempts, attempts_remaining,
 // state, last status, flags (no-recurse, requisite) and the rules version
@@ -70,7 +71,8 @@
 // # Repeat-safety
 //
 // Activities are retried, so every write can be repeated: Seed compares
-// the stored seed and configuration (Complete also applies the caller's
+// the stored seed and configuration, SeedList the stored list and
+// configuration and adds only URLs the frontier does not have (Complete also applies the caller's
 // job counters, Outcome.JobCounters, only when it applies the outcome);
 // Discover keeps, per page, the next
 // (batch, chunk) expected from the current attempt (a claim resets it), so

@@ -71,6 +71,16 @@ func (s *CrawlStore) SeedCrawl(ctx context.Context, in activities.SeedCrawlInput
 	return res, nil
 }
 
+// SeedList seeds the frontier from a URL list (items_queued counts each
+// start page once).
+func (s *CrawlStore) SeedList(ctx context.Context, in activities.SeedListInput) (activities.PageCounts, error) {
+	_, err := s.Frontier.SeedList(ctx, in.Ident, in.List, in.URLs, frontier.Config{MaxDepth: in.MaxDepth, MaxAttempts: in.PageAttempts, QueuedField: queuedField})
+	if err != nil {
+		return activities.PageCounts{}, fmt.Errorf("seed crawl %s from %s: %w", in.Ident, in.List, crawlErr(err))
+	}
+	return s.Counts(ctx, in.Ident)
+}
+
 // Claim claims up to n pages for token.
 func (s *CrawlStore) Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]activities.PageSpec, activities.PageCounts, error) {
 	pages, counts, err := s.Frontier.Claim(ctx, ident, n, token, rulesVersion)

@@ -21,31 +21,79 @@ type Config struct {
 	// once, without following their links (ArchiveBot's default); without
 	// it they are out of scope.
 	OffsiteOnce bool `json:"offsite_once"`
+	// StartURLs, when set, are the crawl's start URLs in place of the
+	// job's URL (a URL-list crawl: the listed URLs as Starts keeps them):
+	// each one's host (and with PathPrefix its directory) is in scope, as
+	// wpull does for an input file.
+	StartURLs []string `json:"start_urls,omitempty"`
 }
 
 // Scope is the URL scope of one crawl.
 type Scope struct {
 	cfg    Config
-	start  string // canonical start URL
-	host   string // lower-case hostname of the start URL
-	prefix string // directory of the start URL's path, ending in "/"
+	start  string  // canonical start URL
+	starts []where // the start hosts and directories
 }
 
-// New returns the scope of a crawl of startURL.
-func New(startURL string, cfg Config) (*Scope, error) {
-	u, err := Canonical(startURL)
+// where is a start URL's lower-case hostname and the directory of its
+// path, ending in "/".
+type where struct{ host, prefix string }
+
+// whereOf is the host and directory of a URL.
+func whereOf(raw string) (string, where, error) {
+	u, err := Canonical(raw)
 	if err != nil {
-		return nil, fmt.Errorf("crawl scope: start %w", err)
+		return "", where{}, fmt.Errorf("crawl scope: start %w", err)
 	}
 	pu, err := url.Parse(u)
 	if err != nil {
-		return nil, fmt.Errorf("crawl scope: start url %q: %w", u, err)
+		return "", where{}, fmt.Errorf("crawl scope: start url %q: %w", u, err)
 	}
 	prefix := pu.EscapedPath()
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		prefix = prefix[:i+1]
 	}
-	return &Scope{cfg: cfg, start: u, host: strings.ToLower(pu.Hostname()), prefix: prefix}, nil
+	return u, where{host: strings.ToLower(pu.Hostname()), prefix: prefix}, nil
+}
+
+// New returns the scope of a crawl of startURL (or of cfg.StartURLs).
+func New(startURL string, cfg Config) (*Scope, error) {
+	u, w, err := whereOf(startURL)
+	if err != nil {
+		return nil, err
+	}
+	s := &Scope{cfg: cfg, start: u, starts: []where{w}}
+	if len(cfg.StartURLs) > 0 {
+		s.starts = s.starts[:0]
+		for _, raw := range cfg.StartURLs {
+			_, w, err := whereOf(raw)
+			if err != nil {
+				return nil, err
+			}
+			s.starts = append(s.starts, w)
+		}
+	}
+	return s, nil
+}
+
+// Starts keeps what Config.StartURLs needs of a list of start URLs under
+// cfg, in order: one URL per host, or with PathPrefix one per host and
+// directory. URLs that are not http(s) URLs are left out.
+func Starts(urls []string, cfg Config) []string {
+	var out []string
+	seen := map[where]bool{}
+	for _, raw := range urls {
+		u, w, err := whereOf(raw)
+		if !cfg.PathPrefix {
+			w.prefix = ""
+		}
+		if err != nil || seen[w] {
+			continue
+		}
+		seen[w] = true
+		out = append(out, u)
+	}
+	return out
 }
 
 // Start is the canonical start URL.
@@ -97,16 +145,24 @@ func (s *Scope) classify(u string) (verdict, string) {
 		return outside, "unparsable"
 	}
 	h := strings.ToLower(pu.Hostname())
-	onHost := h == s.host || (s.cfg.Subdomains && strings.HasSuffix(h, "."+s.host))
+	onHost, prefix := false, ""
+	for _, w := range s.starts {
+		if h != w.host && !(s.cfg.Subdomains && strings.HasSuffix(h, "."+w.host)) {
+			continue
+		}
+		if onHost, prefix = true, w.prefix; !s.cfg.PathPrefix || strings.HasPrefix(pu.EscapedPath(), w.prefix) {
+			return follow, ""
+		}
+	}
 	switch {
-	case onHost && s.cfg.PathPrefix && !strings.HasPrefix(pu.EscapedPath(), s.prefix):
-		return outside, "outside the start URL's directory " + s.prefix
 	case onHost:
-		return follow, ""
+		return outside, "outside the start URL's directory " + prefix
 	case s.cfg.OffsiteOnce:
 		return offsite, ""
+	case len(s.starts) == 1:
+		return outside, "host " + h + " is not the start host " + s.starts[0].host
 	}
-	return outside, "host " + h + " is not the start host " + s.host
+	return outside, "host " + h + " is not a start host"
 }
 
 // Denier is a URL deny policy (issue 17's fetch.deny): it reports the rule

@@ -132,6 +132,11 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 	}
 	in.Carry = nil
 	in.Settings = st.Settings
+	if in.URLList != nil && len(in.Crawl.Scope.StartURLs) == 0 {
+		// A URL-list crawl learns its start URLs from the list; the first
+		// run's input never held them, its status does.
+		in.Crawl.Scope.StartURLs = st.StartURLs
+	}
 	in.Rerun = &workflows.CrawlRerun{PreviousRunID: runID, Pages: out.PageCount, SettingsVersion: st.SettingsVersion, Rules: st.Rules}
 	if err := in.Validate(); err != nil {
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: input of run %s: %w", workflowID, runID, err)

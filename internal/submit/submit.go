@@ -44,10 +44,16 @@ type Request struct {
 	// none); Rules are its initial rules.
 	CrawlDepth int
 	Rules      scope.Rules
+	// URLList is the URL of a list of start URLs (ArchiveBot's `!a <` /
+	// `!ao <` jobs, url_file); URL is then the list's URL too. Such a job
+	// is always a crawl: FetchDepth inf crawls from every listed URL
+	// (CrawlDepth), shallow fetches each once (max depth 0).
+	URLList string
 }
 
-// IsCrawl reports whether the request is a crawl (FetchDepth inf).
-func (r Request) IsCrawl() bool { return r.FetchDepth == model.FetchInf }
+// IsCrawl reports whether the request is a crawl (FetchDepth inf, or a
+// URL list).
+func (r Request) IsCrawl() bool { return r.FetchDepth == model.FetchInf || r.URLList != "" }
 
 // Workflow is the workflow a request starts and its input, validated:
 // CrawlWorkflow with CrawlInput for a crawl, SnapshotWorkflow with Input
@@ -69,11 +75,19 @@ func CrawlInput(cfg *config.Config, r Request) workflows.CrawlInput {
 	seed.Job.FetchDepth = model.FetchShallow // the start page is one page
 	seed.Job.CrawlPage = true
 	cc := cfg.Crawl
+	maxDepth := r.CrawlDepth
+	var list *activities.URLList
+	if r.URLList != "" {
+		list = &activities.URLList{URL: r.URLList, MaxBytes: cc.URLList.MaxBytes, MaxURLs: cc.URLList.MaxURLs, FetchTimeout: cc.URLList.FetchTimeout}
+		if r.FetchDepth == model.FetchShallow {
+			maxDepth = 0 // every listed URL once, with its requisites
+		}
+	}
 	return workflows.CrawlInput{
 		Version: workflows.InputComplete,
 		Crawl: activities.Crawl{
 			Job:          activities.Job{Ident: r.Ident, URL: r.URL, SnapshotID: r.Ident, FetchDepth: model.FetchInf},
-			MaxDepth:     r.CrawlDepth,
+			MaxDepth:     maxDepth,
 			Scope:        scope.Config{Subdomains: cc.Scope.Subdomains, PathPrefix: cc.Scope.PathPrefix, OffsiteOnce: cc.Scope.OffsiteOnce},
 			PagePlugins:  slices.Clone(cc.PagePlugins),
 			PageAttempts: cc.PageAttempts,
@@ -94,6 +108,7 @@ func CrawlInput(cfg *config.Config, r Request) workflows.CrawlInput {
 			AttrInterval:         cc.AttrInterval,
 			MaxDuration:          cfg.Job.MaxDuration,
 		},
+		URLList: list,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/searchattr"
@@ -82,3 +83,31 @@ func TestWorkflowPicksCrawlOrSnapshot(t *testing.T) {
 
 // workflowName names a workflow function (functions do not compare).
 func workflowName(fn any) string { return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() }
+
+// TestURLListJobsAreCrawls: a URL-list request (ArchiveBot's `!a <` /
+// `!ao <`) is a CrawlWorkflow whose input names the list with the
+// configured limits; a shallow one has max depth 0.
+func TestURLListJobsAreCrawls(t *testing.T) {
+	cfg := config.Default()
+	base := Request{Ident: "abc", URL: "http://x/list.txt", URLList: "http://x/list.txt", Pool: cfg.Pools[0],
+		Settings: model.Settings{Concurrency: 2}, CrawlDepth: -1}
+	want := &activities.URLList{URL: "http://x/list.txt", MaxBytes: cfg.Crawl.URLList.MaxBytes, MaxURLs: cfg.Crawl.URLList.MaxURLs,
+		FetchTimeout: cfg.Crawl.URLList.FetchTimeout}
+	for depth, maxDepth := range map[string]int{model.FetchInf: -1, model.FetchShallow: 0} {
+		r := base
+		r.FetchDepth = depth
+		assert.True(t, r.IsCrawl(), depth)
+		wf, in, err := Workflow(&cfg, r)
+		require.NoError(t, err, depth)
+		assert.Equal(t, workflowName(workflows.CrawlWorkflow), workflowName(wf), depth)
+		require.IsType(t, workflows.CrawlInput{}, in)
+		ci := in.(workflows.CrawlInput)
+		assert.Equal(t, want, ci.URLList, depth)
+		assert.Equal(t, maxDepth, ci.Crawl.MaxDepth, depth)
+	}
+	r := base
+	r.FetchDepth = model.FetchInf
+	ci := CrawlInput(&cfg, r)
+	ci.URLList.FetchTimeout = 0
+	assert.ErrorContains(t, ci.Validate(), "fetch timeout", "a list without its limits is refused")
+}
