@@ -49,9 +49,11 @@ func TestURLListCrawlStartsFromEveryListedPage(t *testing.T) {
 	assert.Equal(t, model.StateFinished, st.State, st.Error)
 	assert.Equal(t, []string{"host-1"}, st.Hosts, "no start-page snapshot ran on a host of its own")
 	require.NotEmpty(t, starts)
+	want := []string{"http://fake.test/p/1", "http://fake.test/p/2", "http://fake.test/p/3"}
 	for _, s := range starts {
-		assert.Equal(t, []string{"http://fake.test/p/1", "http://fake.test/p/2", "http://fake.test/p/3"}, s)
+		assert.Equal(t, want, s)
 	}
+	assert.Equal(t, want, st.StartURLs, "the final status names the start URLs, for a retry")
 }
 
 // TestURLListCrawlFailsOnAListItCannotHave: a list refused by SeedURLList

@@ -130,14 +130,7 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 	if out.PageCount == 0 {
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: no page failed (%w) in run %s (%d pages done)", workflowID, ErrNothingFailed, runID, st.Counts.Done)
 	}
-	in.Carry = nil
-	in.Settings = st.Settings
-	if in.URLList != nil && len(in.Crawl.Scope.StartURLs) == 0 {
-		// A URL-list crawl learns its start URLs from the list; the first
-		// run's input never held them, its status does.
-		in.Crawl.Scope.StartURLs = st.StartURLs
-	}
-	in.Rerun = &workflows.CrawlRerun{PreviousRunID: runID, Pages: out.PageCount, SettingsVersion: st.SettingsVersion, Rules: st.Rules}
+	in = crawlRerunInput(in, st, runID, out.PageCount)
 	if err := in.Validate(); err != nil {
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: input of run %s: %w", workflowID, runID, err)
 	}
@@ -148,6 +141,21 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 		return nil, Retried{}, err
 	}
 	return run, out, nil
+}
+
+// crawlRerunInput is the input of a retry of run runID, whose last input
+// was in and whose final status is st, for pages failed pages: the run
+// goes on with the run's last settings and rules, from the frontier (no
+// carry). A URL-list crawl learns its start URLs from its list; the first
+// run's input never held them, its status does.
+func crawlRerunInput(in workflows.CrawlInput, st workflows.CrawlStatus, runID string, pages int64) workflows.CrawlInput {
+	in.Carry = nil
+	in.Settings = st.Settings
+	if in.URLList != nil && len(in.Crawl.Scope.StartURLs) == 0 {
+		in.Crawl.Scope.StartURLs = st.StartURLs
+	}
+	in.Rerun = &workflows.CrawlRerun{PreviousRunID: runID, Pages: pages, SettingsVersion: st.SettingsVersion, Rules: st.Rules}
+	return in
 }
 
 // startRerun starts the retry's run with the job's start options.

@@ -111,3 +111,35 @@ func TestURLListJobsAreCrawls(t *testing.T) {
 	ci.URLList.FetchTimeout = 0
 	assert.ErrorContains(t, ci.Validate(), "fetch timeout", "a list without its limits is refused")
 }
+
+// TestCrawlRetryOfAURLListGoesOnWithItsStartURLs: the first run of a
+// URL-list crawl learns its start URLs from the list, so its input lacks
+// them; the retry's input takes them from the run's final status, and
+// keeps the input's own when a later run (continue-as-new) carried them.
+func TestCrawlRetryOfAURLListGoesOnWithItsStartURLs(t *testing.T) {
+	cfg := config.Default()
+	r := Request{Ident: "abc", URL: "http://x/list.txt", URLList: "http://x/list.txt", FetchDepth: model.FetchInf,
+		Pool: cfg.Pools[0], Settings: model.Settings{Concurrency: 2}, CrawlDepth: -1}
+	first := CrawlInput(&cfg, r)
+	require.Empty(t, first.Crawl.Scope.StartURLs)
+	st := workflows.CrawlStatus{Settings: model.Settings{Concurrency: 5}, SettingsVersion: 3,
+		StartURLs: []string{"http://a.example/", "http://b.example/"}}
+
+	in := crawlRerunInput(first, st, "run-1", 4)
+	assert.Equal(t, st.StartURLs, in.Crawl.Scope.StartURLs)
+	assert.Equal(t, st.Settings, in.Settings)
+	require.NotNil(t, in.Rerun)
+	assert.Equal(t, workflows.CrawlRerun{PreviousRunID: "run-1", Pages: 4, SettingsVersion: 3}, *in.Rerun)
+	assert.Nil(t, in.Carry)
+	require.NoError(t, in.Validate())
+
+	carried := first
+	carried.Crawl.Scope.StartURLs = []string{"http://c.example/"}
+	in = crawlRerunInput(carried, st, "run-2", 1)
+	assert.Equal(t, []string{"http://c.example/"}, in.Crawl.Scope.StartURLs)
+
+	single := CrawlInput(&cfg, Request{Ident: "abc", URL: "http://x/", FetchDepth: model.FetchInf, Pool: cfg.Pools[0],
+		Settings: model.Settings{Concurrency: 2}, CrawlDepth: -1})
+	in = crawlRerunInput(single, st, "run-3", 1)
+	assert.Empty(t, in.Crawl.Scope.StartURLs, "a crawl of one start URL keeps its scope")
+}
