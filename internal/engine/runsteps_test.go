@@ -19,7 +19,9 @@ import (
 // fixedSettings is a SettingsReader that always reads the same settings.
 type fixedSettings model.Settings
 
-func (s fixedSettings) Settings(context.Context) (model.Settings, error) { return model.Settings(s), nil }
+func (s fixedSettings) Settings(context.Context) (model.Settings, error) {
+	return model.Settings(s), nil
+}
 
 // stepsFixture is a fixture whose RunSteps reads settings of concurrency.
 func stepsFixture(t *testing.T, concurrency int) *fixture {
