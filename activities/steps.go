@@ -298,7 +298,9 @@ func (s *segment) runStep(step int) {
 		case <-ended:
 			active--
 		case <-tick.C:
-			s.beat()
+			if active == 0 {
+				s.beat() // paused: no hook heartbeats for the segment
+			}
 		case <-s.ctx.Done():
 		}
 	}
