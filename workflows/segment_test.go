@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
-	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
@@ -190,33 +189,11 @@ func TestHostStepsPauseAppliesDuringASegment(t *testing.T) {
 // step starts.
 func TestHostStepsAbortDuringASegment(t *testing.T) {
 	const a, b, next = "on_Snapshot__10_a.sh", "on_Snapshot__11_b.sh", "on_Snapshot__20_next.sh"
-	h := newHarness(t, plan(a, b, next))
-	started := newBarrier(2)
-	for _, n := range []string{a, b} {
-		h.runner.on(n, func(ctx context.Context, req activities.RunRequest, s activities.Sink) (activities.Outcome, error) {
-			_, _ = started.behaviour(ctx, req, s)
-			return untilCancelled(ctx, req, s)
-		})
-	}
-	go func() {
-		select {
-		case <-started.all:
-			h.env.SignalWorkflow(SignalAbort, AbortRequest{Reason: "test", By: "tester"})
-		case <-time.After(barrierWait):
-		}
-	}()
-
-	st := h.run(hostSteps(2))
+	h, st := abortWhileTwoHooksRun(t, hostSteps(2), a, b, next)
 
 	assert.Equal(t, model.StateAborted, st.State)
 	assert.Equal(t, "aborted: test (by tester)", st.Error)
-	assert.Equal(t, 0, count(h.runner.snapshot(), next, "start"), "no hook starts after an abort")
-	require.Len(t, h.store.finishes, 1)
-	assert.Equal(t, model.StateAborted, h.store.finishes[0].State)
-	require.Eventually(t, func() bool {
-		ev := h.runner.snapshot()
-		return count(ev, a, "cancelled") == 1 && count(ev, b, "cancelled") == 1
-	}, barrierWait, 10*time.Millisecond, "running hooks are cancelled (SIGTERM)")
+	assertAborted(t, h, a, b, next)
 }
 
 // A segment whose heartbeat timed out on a live host keeps what its last
