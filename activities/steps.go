@@ -36,6 +36,10 @@ type StepsInput struct {
 	Hooks []StepHook `json:"hooks"`
 	// HooksTotal is the plan's hook count (the job's step record).
 	HooksTotal int `json:"hooks_total"`
+	// Resume is the last heartbeat of an earlier RunSteps of this segment
+	// that timed out on a live host: it resumes from it as a retried
+	// attempt does from its own.
+	Resume *StepsProgress `json:"resume,omitempty"`
 }
 
 // StepHook is one hook of a segment.
@@ -89,6 +93,9 @@ type StepsProgress struct {
 // later steps are not started.
 type StepsResult struct {
 	Outcomes []StepOutcome `json:"outcomes"`
+	// StepRecorded says the job's current step in Redis is the last step
+	// RunSteps started; when not (Redis down), the workflow writes it.
+	StepRecorded bool `json:"step_recorded,omitempty"`
 }
 
 // SettingsReader reads the job's current settings from the workflow that
@@ -140,18 +147,20 @@ func (a *HostActivities) RunSteps(ctx context.Context, in StepsInput) (StepsResu
 	seg.resume()
 	seg.settings = settingsWatch{reader: a.settingsReader(), current: in.Settings, read: time.Now()}
 
+	recorded := true
 	for _, step := range in.Steps {
 		if ctx.Err() != nil || seg.failed() {
 			break
 		}
 		if !in.Job.CrawlPage {
-			if err := a.store.SetStep(ctx, StepInput{Ident: in.Job.Ident, Step: step, HooksTotal: in.HooksTotal}); err != nil {
-				seg.log.Warn("set step", zap.Int("step", step), zap.Error(err))
+			err := a.store.SetStep(ctx, StepInput{Ident: in.Job.Ident, Step: step, HooksTotal: in.HooksTotal})
+			if recorded = err == nil; !recorded {
+				seg.log.Warn("set step; the workflow writes it", zap.Int("step", step), zap.Error(err))
 			}
 		}
 		seg.runStep(step)
 	}
-	res := StepsResult{Outcomes: seg.outcomes()}
+	res := StepsResult{Outcomes: seg.outcomes(), StepRecorded: recorded}
 	if ctx.Err() != nil && !workerStopping(ctx) {
 		return StepsResult{}, temporal.NewCanceledError(res)
 	}
@@ -203,12 +212,16 @@ type segment struct {
 // hook that ended is not run again, one that was running is reported
 // interrupted (its attempt was used; the workflow retries it).
 func (s *segment) resume() {
-	if !activity.HasHeartbeatDetails(s.ctx) {
-		return
-	}
 	var p StepsProgress
-	if err := activity.GetHeartbeatDetails(s.ctx, &p); err != nil {
-		s.log.Warn("read the previous attempt's heartbeat; running the segment from its start", zap.Error(err))
+	switch {
+	case activity.HasHeartbeatDetails(s.ctx):
+		if err := activity.GetHeartbeatDetails(s.ctx, &p); err != nil {
+			s.log.Warn("read the previous attempt's heartbeat; running the segment from its start", zap.Error(err))
+			return
+		}
+	case s.in.Resume != nil:
+		p = *s.in.Resume
+	default:
 		return
 	}
 	for _, o := range p.Done {

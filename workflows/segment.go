@@ -25,8 +25,8 @@ import (
 // runs it again as RunHook activities with the attempt counted
 // (AttemptsBefore), waits for it (the step barrier) and starts the next
 // segment after that step. A segment that ends any other way (its
-// heartbeat timed out on a live host, its timeout) hands what is left of
-// the claim to the per-hook path.
+// heartbeat timed out on a live host more than once, its timeout) hands
+// what is left of the claim to the per-hook path.
 
 // segmentAttempts are the attempts of one RunSteps activity; a retried
 // attempt resumes from the heartbeat (hooks that ended are not run again).
@@ -90,16 +90,25 @@ func (s *snapshot) runSegment(first int) (last, left int, ran bool) {
 	summary := segmentSummary(first, last, run)
 	var res activities.StepsResult
 	check := s.hostCheck()
-	err := check.untilStarted(s.runCtx, s.dctx, id, &res, nil, func(r round) workflow.Future {
+	// A segment whose heartbeat timed out on a live host is scheduled
+	// again, resuming from its last heartbeat, its wait bounded by the
+	// host's lease: a host that just died is found lost as soon as its
+	// record expires.
+	beats := 0
+	again := func(error) bool { beats++; return beats < segmentAttempts }
+	err := check.untilStarted(s.runCtx, s.dctx, id, &res, again, func(r round) workflow.Future {
+		if p, ok := lastProgress(r.after); ok {
+			in.Resume = &p
+		}
 		opts := segmentOptions(id+requeueSuffix(r.n), check.hostQueue, summary, s.in.Timing, r.wait)
 		return workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), hostActs.RunSteps, in)
 	})
 	for _, h := range run {
 		delete(s.claim.running, h.Key())
 	}
-	outcomes := res.Outcomes
+	outcomes, stepRecorded := res.Outcomes, res.StepRecorded
 	if err != nil {
-		outcomes = segmentOutcomes(err)
+		outcomes, stepRecorded = segmentOutcomes(err, in.Resume)
 	}
 	left = s.applyOutcomes(run, outcomes)
 	switch {
@@ -119,9 +128,15 @@ func (s *snapshot) runSegment(first int) (last, left int, ran bool) {
 		}
 	}
 	if left >= 0 {
-		s.claim.step = left
+		s.claim.step = left // enterStep writes it
 	} else {
 		s.claim.step = last
+		if !stepRecorded && !s.in.Job.CrawlPage {
+			st := activities.StepInput{Ident: s.in.Job.Ident, Step: last, HooksTotal: len(s.plan.Hooks)}
+			s.writes.enqueue("set step", func(c workflow.Context) error {
+				return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetStep, st).Get(c, nil)
+			})
+		}
 	}
 	return last, left, true
 }
@@ -172,32 +187,43 @@ func failureError(o activities.StepOutcome) error {
 	return temporal.NewApplicationErrorWithOptions(f.Message, f.Type, temporal.ApplicationErrorOptions{NonRetryable: !f.Retryable, Details: details})
 }
 
-// segmentOutcomes are the outcomes a segment's error carries: the result
-// so far of a cancelled segment, or the last heartbeat of one that timed
-// out (its running hooks then count as failed first attempts).
-func segmentOutcomes(err error) []activities.StepOutcome {
+// lastProgress is the last heartbeat a segment's timeout carries.
+func lastProgress(err error) (activities.StepsProgress, bool) {
+	var te *temporal.TimeoutError
+	var p activities.StepsProgress
+	if errors.As(err, &te) && te.HasLastHeartbeatDetails() && te.LastHeartbeatDetails(&p) == nil {
+		return p, true
+	}
+	return p, false
+}
+
+// segmentOutcomes are the outcomes a segment's error carries, and whether
+// it wrote its step: the result so far of a cancelled segment, or the
+// last heartbeat of one that timed out (else the one it resumed from);
+// the hooks running then count as failed first attempts.
+func segmentOutcomes(err error, resumed *activities.StepsProgress) ([]activities.StepOutcome, bool) {
 	var canceled *temporal.CanceledError
 	if errors.As(err, &canceled) && canceled.HasDetails() {
 		var r activities.StepsResult
 		if canceled.Details(&r) == nil {
-			return r.Outcomes
+			return r.Outcomes, r.StepRecorded
 		}
 	}
-	var te *temporal.TimeoutError
-	if errors.As(err, &te) && te.HasLastHeartbeatDetails() {
-		var p activities.StepsProgress
-		if te.LastHeartbeatDetails(&p) == nil {
-			out := p.Done
-			for _, key := range p.Running {
-				out = append(out, activities.StepOutcome{Hook: key, Failure: &activities.StepFailure{
-					Message: fmt.Sprintf("hook %s: the segment timed out while it ran: %v", key, err), Type: activities.ErrTypeTransient,
-					Retryable: true, Interrupted: true,
-				}})
-			}
-			return out
+	p, ok := lastProgress(err)
+	if !ok {
+		if resumed == nil {
+			return nil, false
 		}
+		p = *resumed
 	}
-	return nil
+	out := p.Done
+	for _, key := range p.Running {
+		out = append(out, activities.StepOutcome{Hook: key, Failure: &activities.StepFailure{
+			Message: fmt.Sprintf("hook %s: the segment ended while it ran: %v", key, err), Type: activities.ErrTypeTransient,
+			Retryable: true, Interrupted: true,
+		}})
+	}
+	return out, false
 }
 
 // segmentOptions are the options of one RunSteps activity on the claimed

@@ -196,10 +196,10 @@ func TestHostStepsAbortDuringASegment(t *testing.T) {
 	assertAborted(t, h, a, b, next)
 }
 
-// A segment whose heartbeat timed out on a live host keeps what its last
-// heartbeat reported: a hook that ended is not run again, one that was
-// running is retried with its attempt counted, and the rest of the claim
-// runs per hook.
+// A segment whose heartbeat timed out on a live host is scheduled again
+// and resumes from its last heartbeat: a hook that ended is not run again,
+// one that was running is retried with its attempt counted, and the next
+// step is a segment again.
 func TestHostStepsSegmentTimeoutKeepsFinishedHooks(t *testing.T) {
 	const a, b, c = "on_Snapshot__10_a.sh", "on_Snapshot__11_b.sh", "on_Snapshot__20_c.sh"
 	h := newHarness(t, plan(a, b, c))
@@ -207,7 +207,10 @@ func TestHostStepsSegmentTimeoutKeepsFinishedHooks(t *testing.T) {
 		Plugin: hook(a).Plugin, Hook: a, Step: 1, Status: model.StatusSucceeded, Attempts: 1,
 	}}}
 	h.env.OnActivity(h.host.RunSteps, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.StepsInput) (activities.StepsResult, error) {
+		func(ctx context.Context, in activities.StepsInput) (activities.StepsResult, error) {
+			if strings.Contains(activity.GetInfo(ctx).ActivityID, "#requeue-") || in.Steps[0] > 1 {
+				return h.host.RunSteps(ctx, in)
+			}
 			p := activities.StepsProgress{Done: []activities.StepOutcome{done}, Running: []string{hook(b).Key()}}
 			return activities.StepsResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil, p)
 		})
@@ -224,7 +227,10 @@ func TestHostStepsSegmentTimeoutKeepsFinishedHooks(t *testing.T) {
 	assert.Equal(t, model.StatusSucceeded, result(t, st, a).Status)
 	assert.Equal(t, 2, result(t, st, b).Attempts, "b's interrupted attempt counts")
 	assert.Equal(t, model.StatusSucceeded, result(t, st, c).Status)
-	assert.Equal(t, []string{testIdent + "/step-1/" + b, testIdent + "/step-2/" + c}, acts.of("RunHook"), "the rest runs per hook")
+	assert.Equal(t, []string{testIdent + "/step-1/" + b}, acts.of("RunHook"), "b is retried alone")
+	segments := acts.of("RunSteps")
+	assert.Contains(t, segments, testIdent+"/steps-0-9#requeue-2", "scheduled again on the live host")
+	assert.Equal(t, testIdent+"/steps-2-9", segments[len(segments)-1], "the next step is a segment again")
 	assert.Equal(t, activities.Counters{Total: 3, Succeeded: 3}, st.Counters)
 }
 
