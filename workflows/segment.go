@@ -110,12 +110,11 @@ func (s *snapshot) runSegment(first int) (last, left int, ran bool) {
 	if err != nil {
 		outcomes, stepRecorded = segmentOutcomes(err, in.Resume)
 	}
+	// A lost host loses the claim's results first (complete keeps none).
+	s.noteHostLost(run[0], err)
 	left = s.applyOutcomes(run, outcomes)
 	switch {
-	case err == nil:
-	case isHostLost(err):
-		s.noteHostLost(run[0], err)
-	case s.stopping():
+	case err == nil, s.claim.hostLost, s.stopping():
 	default:
 		// Whatever ended the segment, the per-hook path finishes the claim:
 		// the hooks it never started run from their first attempt.
@@ -131,7 +130,7 @@ func (s *snapshot) runSegment(first int) (last, left int, ran bool) {
 		s.claim.step = left // enterStep writes it
 	} else {
 		s.claim.step = last
-		if !stepRecorded && !s.in.Job.CrawlPage {
+		if !stepRecorded && !s.in.Job.CrawlPage && !s.claim.hostLost {
 			st := activities.StepInput{Ident: s.in.Job.Ident, Step: last, HooksTotal: len(s.plan.Hooks)}
 			s.writes.enqueue("set step", func(c workflow.Context) error {
 				return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetStep, st).Get(c, nil)
