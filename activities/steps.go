@@ -135,9 +135,9 @@ func (workflowSettings) Settings(ctx context.Context) (model.Settings, error) {
 // retried attempt does not run a hook that already ended, and reports one
 // it had started as interrupted. A hook whose attempt fails retryably
 // makes its step the segment's last (its other hooks still run); the
-// workflow runs it again as RunHook activities. On cancellation (abort, seal) running
-// hooks are stopped like RunHook's and the result so far is the details of
-// the CanceledError.
+// workflow runs it again as RunHook activities. On cancellation (abort,
+// seal) running hooks are stopped like RunHook's and the result so far is
+// the details of the CanceledError.
 func (a *HostActivities) RunSteps(ctx context.Context, in StepsInput) (StepsResult, error) {
 	if err := validateSteps(in); err != nil {
 		return StepsResult{}, err
