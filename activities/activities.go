@@ -11,8 +11,9 @@
 //     worker that runs the workflows;
 //   - HostActivities run on the queue of the host that claimed the snapshot:
 //     discovering its hooks (DiscoverHooks, older histories), running one
-//     hook attempt with heartbeats and a streamed job log (RunHook), and the
-//     host side of the seal (SealSnapshot).
+//     hook attempt with heartbeats and a streamed job log (RunHook), a run
+//     of consecutive foreground steps with the same per-hook path
+//     (RunSteps, host steps), and the host side of the seal (SealSnapshot).
 //
 // Every dependency is an interface defined here (Discoverer, Runner, Sealer,
 // Store, HostRegistry); the production adapters live with what they adapt

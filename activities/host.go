@@ -12,7 +12,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/outbox"
 )
 
-// Options tune RunHook. Every field but LogOutbox is required: the values
+// Options tune RunHook and RunSteps. Every field but LogOutbox and Settings is required: the values
 // come from the resolved configuration (config hooks.*, see
 // internal/pools), never from defaults of this package.
 type Options struct {
@@ -41,6 +41,10 @@ type Options struct {
 	// LogDelivery). Without one those entries are dropped with an error
 	// log (the hook's stderr stays in its .stderr.log file).
 	LogOutbox *outbox.Outbox
+	// Settings reads a job's current settings for RunSteps; nil (the
+	// production value) queries the activity's own workflow through the
+	// worker's client.
+	Settings SettingsReader
 }
 
 // Validate checks that every required value is set.

@@ -43,12 +43,24 @@ func (a *HostActivities) RunHook(ctx context.Context, in RunHookInput) (RunHookR
 	if err := validateRunHook(in); err != nil {
 		return RunHookResult{}, err
 	}
-	attempt := in.AttemptsBefore + int(activity.GetInfo(ctx).Attempt)
+	info := activity.GetInfo(ctx)
+	attempt := in.AttemptsBefore + int(info.Attempt)
+	// Log batches are keyed by run, activity and attempt: unique per attempt
+	// and stable across a repeated flush.
+	logKey := fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, attempt)
+	return a.runAttempt(ctx, in, attempt, logKey, func(p Progress) { activity.RecordHeartbeat(ctx, p) })
+}
+
+// runAttempt is one attempt of one hook, the unit RunHook and RunSteps
+// share: the runner, the heartbeat and log-flush loop (beat receives the
+// attempt's progress), the job log under logKey, the result's Redis write
+// and the mapping of the outcome to a result or an error (see RunHook).
+func (a *HostActivities) runAttempt(ctx context.Context, in RunHookInput, attempt int, logKey string, beat func(Progress)) (RunHookResult, error) {
 	log := a.log.With(logging.Ident(in.Job.Ident), logging.Hook(in.Hook.Key()),
 		zap.Int("step", in.Hook.Step), logging.Attempt(attempt))
 
 	sink := newRunSink(a.opts, in.Hook.Key())
-	stop := a.superviseAttempt(ctx, in, attempt, sink, log)
+	stop := a.superviseAttempt(ctx, in, attempt, logKey, sink, log, beat)
 	started := time.Now()
 	outcome, runErr := a.runner.Run(ctx, RunRequest{Job: in.Job, Hook: in.Hook, Settings: in.Settings, Attempt: attempt}, sink)
 	stop()
@@ -82,11 +94,11 @@ func (a *HostActivities) RunHook(ctx context.Context, in RunHookInput) (RunHookR
 			return RunHookResult{}, transientError(in, res)
 		}
 		log.Info("hook finished", zap.String("status", string(res.Status)), zap.Int("exit_code", res.ExitCode))
-		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log)}, nil
+		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log, beat)}, nil
 	case cancelled && in.Hook.Background:
 		res = sealedResult(res, runErr != nil)
 		log.Info("background hook stopped", zap.String("status", string(res.Status)), zap.String("error", res.Error), zap.NamedError("run_error", runErr))
-		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log)}, nil
+		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log, beat)}, nil
 	case cancelled:
 		log.Info("hook cancelled", zap.String("error", res.Error))
 		return RunHookResult{}, temporal.NewCanceledError(res)
@@ -129,11 +141,11 @@ func workerStopping(ctx context.Context) bool {
 // whether the write succeeded. When it did not, the workflow records the
 // result with the same key (the response counters then come from the
 // result's summary of them), so the result is never lost.
-func (a *HostActivities) recordFinal(ctx context.Context, in RunHookInput, res model.ArchiveResult, sink *runSink, log *zap.Logger) bool {
+func (a *HostActivities) recordFinal(ctx context.Context, in RunHookInput, res model.ArchiveResult, sink *runSink, log *zap.Logger, beat func(Progress)) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 	defer cancel()
 	var err error
-	a.heartbeatWhile(ctx, res.Attempts, sink, func() {
+	a.heartbeatWhile(res.Attempts, sink, beat, func() {
 		err = a.store.RecordResult(wctx, ResultInput{Ident: in.Job.Ident, Result: res, Key: in.Key, Responses: sink.responses(), CrawlPage: in.Job.CrawlPage})
 	})
 	if err != nil {
@@ -219,14 +231,10 @@ func truncate(s string, n int) string {
 
 // superviseAttempt starts the heartbeat and log-flush loop of one attempt
 // and returns the function that stops it and writes the last log batch.
-func (a *HostActivities) superviseAttempt(ctx context.Context, in RunHookInput, attempt int, sink *runSink, log *zap.Logger) func() {
+func (a *HostActivities) superviseAttempt(ctx context.Context, in RunHookInput, attempt int, logKey string, sink *runSink, log *zap.Logger, beat func(Progress)) func() {
 	loopCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	info := activity.GetInfo(ctx)
-	// Log batches are keyed by run, activity and attempt: unique per attempt
-	// and stable across a repeated flush.
-	key := fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, attempt)
-	flusher := &logFlusher{store: a.store, ident: in.Job.Ident, key: key, log: log}
+	flusher := &logFlusher{store: a.store, ident: in.Job.Ident, key: logKey, log: log}
 	lastPulse := time.Time{}
 	go func() {
 		defer close(done)
@@ -241,7 +249,7 @@ func (a *HostActivities) superviseAttempt(ctx context.Context, in RunHookInput, 
 			case <-hb.C:
 				p := sink.progress()
 				p.Attempt = attempt
-				activity.RecordHeartbeat(ctx, p)
+				beat(p)
 				if time.Since(lastPulse) >= a.opts.JobHeartbeatInterval {
 					lastPulse = time.Now()
 					if err := a.store.Heartbeat(loopCtx, in.Job.Ident); err != nil {
@@ -261,7 +269,7 @@ func (a *HostActivities) superviseAttempt(ctx context.Context, in RunHookInput, 
 		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
 		defer fcancel()
 		var undelivered []LogBatch
-		a.heartbeatWhile(ctx, attempt, sink, func() { undelivered = flusher.final(fctx, sink, a.opts.LogBatch) })
+		a.heartbeatWhile(attempt, sink, beat, func() { undelivered = flusher.final(fctx, sink, a.opts.LogBatch) })
 		if len(undelivered) == 0 {
 			return
 		}
@@ -280,7 +288,7 @@ func (a *HostActivities) superviseAttempt(ctx context.Context, in RunHookInput, 
 // for up to finalFlushTimeout each; without heartbeats that wait could
 // outlast the heartbeat timeout, and Temporal would run the finished hook
 // again.
-func (a *HostActivities) heartbeatWhile(ctx context.Context, attempt int, sink *runSink, fn func()) {
+func (a *HostActivities) heartbeatWhile(attempt int, sink *runSink, beat func(Progress), fn func()) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -295,7 +303,7 @@ func (a *HostActivities) heartbeatWhile(ctx context.Context, attempt int, sink *
 			case <-t.C:
 				p := sink.progress()
 				p.Attempt = attempt
-				activity.RecordHeartbeat(ctx, p)
+				beat(p)
 			}
 		}
 	}()

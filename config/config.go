@@ -252,6 +252,10 @@ type Job struct {
 	// MaxClaims is how many times a snapshot may be claimed by a host (the
 	// first claim included) before the job fails as lost.
 	MaxClaims int `mapstructure:"max_claims"`
+	// HostSteps runs consecutive steps without background hooks on the
+	// claimed host in one activity (fewer activities and workflow tasks
+	// per hook); false runs every hook as its own activity.
+	HostSteps bool `mapstructure:"host_steps"`
 }
 
 // Crawl configures crawl jobs (submit --depth inf or N): every page after
@@ -437,6 +441,7 @@ func Default() Config {
 			// enough that a step an operator can watch is shown.
 			StepAttributeDelay: 5 * time.Second,
 			MaxClaims:          3,
+			HostSteps:          true,
 		},
 		Crawl: Crawl{
 			PagePlugins:       []string{"pagefetch", "title", "outlinks"},

@@ -209,6 +209,7 @@ type fakeStore struct {
 	settings []activities.SettingsInput
 	reopens  []activities.ReopenInput
 	calls    int
+	reads    int // Settings calls
 	// failResults fails that many RecordResult calls first (Redis down).
 	failResults int
 }
@@ -271,6 +272,25 @@ func (s *fakeStore) ApplySettings(_ context.Context, in activities.SettingsInput
 	return nil
 }
 
+// Settings is the harness's activities.SettingsReader: the settings the
+// workflow last published (ApplySettings); before any, an error (RunSteps
+// keeps the input's).
+func (s *fakeStore) Settings(context.Context) (model.Settings, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	if len(s.settings) == 0 {
+		return model.Settings{}, errors.New("no settings published yet")
+	}
+	return s.settings[len(s.settings)-1].Settings, nil
+}
+
+func (s *fakeStore) settingsReads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
+}
+
 func (s *fakeStore) AppendLog(context.Context, string, string, int, []activities.LogEntry) error {
 	return nil
 }
@@ -329,7 +349,7 @@ func newHarness(t *testing.T, p activities.Plan) *harness {
 	h.host, err = activities.NewHost(fakeDiscoverer{plan: p}, h.runner, h.sealer, h.store, zap.NewNop(), activities.Options{
 		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,
 		LogFlushInterval: 50 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
-		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
+		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20, Settings: h.store,
 	})
 	require.NoError(t, err)
 	h.env.RegisterWorkflow(SnapshotWorkflow)

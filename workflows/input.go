@@ -138,6 +138,10 @@ type SnapshotInput struct {
 	// (starter retry): only its failed hooks run. Absent in every input
 	// before it, so their histories replay unchanged.
 	Rerun *Rerun `json:"rerun,omitempty"`
+	// HostSteps runs consecutive foreground steps on the claimed host in
+	// one RunSteps activity (segment.go; from InputV2 on). Absent, as in
+	// every input recorded before it, each hook is its own activity.
+	HostSteps bool `json:"host_steps,omitempty"`
 }
 
 // Validate checks that the input carries every value the workflow needs.

@@ -103,16 +103,21 @@ type claim struct {
 	fgActive   int
 	bgLive     int
 	bgCancels  []workflow.CancelFunc
+	// attemptsBefore are the attempts a hook's segment used (host steps).
+	attemptsBefore map[string]int
+	// perHook: a segment of this claim failed; the rest runs per hook.
+	perHook bool
 }
 
 // newClaim is claim n, from step 0, with Redis counters to be rewritten
 // as absolute values for a plan of total hooks.
 func newClaim(n, total int) claim {
 	return claim{
-		n:        n,
-		results:  map[string]model.ArchiveResult{},
-		running:  map[string]bool{},
-		counters: activities.Counters{Total: total},
+		n:              n,
+		results:        map[string]model.ArchiveResult{},
+		running:        map[string]bool{},
+		counters:       activities.Counters{Total: total},
+		attemptsBefore: map[string]int{},
 	}
 }
 
@@ -270,6 +275,16 @@ func (s *snapshot) runClaim(n int) error {
 		}
 	}
 	for step := 0; step <= 9 && !s.stopping(); step++ {
+		if s.hostSteps() {
+			last, left, ran := s.runSegment(step)
+			if ran && (left < 0 || s.stopping()) {
+				step = last
+				continue
+			}
+			if ran {
+				step = left // its hooks left run the old way
+			}
+		}
 		s.enterStep(step)
 		s.runStep(step)
 	}
@@ -408,6 +423,9 @@ func (s *snapshot) runStep(step int) {
 }
 
 func (s *snapshot) launch(h activities.HookSpec) {
+	if _, done := s.claim.results[h.Key()]; done {
+		return // ended in a segment of this claim (host steps)
+	}
 	if res, ok := s.keptResult(h); ok {
 		s.keep(h, res)
 		return
@@ -429,8 +447,11 @@ func (s *snapshot) startForeground(h activities.HookSpec) {
 	s.claim.fgActive++
 	s.claim.running[h.Key()] = true
 	id, in, r := s.activityID(h), s.runInput(h), s.in.Retry.For(h.Plugin)
+	// A hook whose first attempt failed in a segment continues with the
+	// attempts its policy has left (host steps; 0 otherwise).
+	in.AttemptsBefore = s.claim.attemptsBefore[h.Key()]
 	check := s.hostCheck()
-	opts := hookActivityOptions(h, id, s.claim.hostQueue, r, s.in.Timing, s.in.Timing.HostScheduleToStart, check.fast)
+	opts := hookActivityOptions(h, id, s.claim.hostQueue, r.remaining(in.AttemptsBefore), s.in.Timing, s.in.Timing.HostScheduleToStart, check.fast)
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), hostActs.RunHook, in)
 	// The goroutine's context is a child of runCtx, so a stop or a lost
 	// host also cancels a hook scheduled again on a busy host.
@@ -476,18 +497,21 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 
 // failedResult maps a hook's final error, noting a lost host or a stop.
 func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveResult {
-	if isHostLost(err) && s.job.stopReason == "" {
-		if !s.claim.hostLost {
-			s.claim.hostLost = true
-			s.log().Warn("hook's host queue is not polled; host lost", "hook", h.Key(), "host_queue", s.claim.hostQueue)
-			s.cancelRun()
-		}
-	}
+	s.noteHostLost(h, err)
 	res := resultFromError(h, s.in.Retry.For(h.Plugin), err, workflow.Now(s.dctx))
 	if s.job.stopReason != "" && temporal.IsCanceledError(err) {
 		res.Error = "stopped: " + s.job.stopReason
 	}
 	return res
+}
+
+// noteHostLost ends the claim when err says h's host is gone.
+func (s *snapshot) noteHostLost(h activities.HookSpec, err error) {
+	if isHostLost(err) && s.job.stopReason == "" && !s.claim.hostLost {
+		s.claim.hostLost = true
+		s.log().Warn("hook's host queue is not polled; host lost", "hook", h.Key(), "host_queue", s.claim.hostQueue)
+		s.cancelRun()
+	}
 }
 
 // complete records a hook's final result, unless its claim was lost (the

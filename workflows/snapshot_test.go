@@ -215,18 +215,17 @@ func TestHookOutcomes(t *testing.T) {
 	assert.Equal(t, st.Counters, h.store.finishes[0].Counters)
 }
 
-func TestAbortMidStep(t *testing.T) {
-	const a, b, next = "on_Snapshot__10_a.sh", "on_Snapshot__11_b.sh", "on_Snapshot__20_next.sh"
+// abortWhileTwoHooksRun runs a plan of a, b (one step) and next (the step
+// after) and aborts the job once a and b both run.
+func abortWhileTwoHooksRun(t *testing.T, in SnapshotInput, a, b, next string) (*harness, Status) {
 	h := newHarness(t, plan(a, b, next))
 	started := newBarrier(2)
-	h.runner.on(a, func(ctx context.Context, req activities.RunRequest, s activities.Sink) (activities.Outcome, error) {
-		_, _ = started.behaviour(ctx, req, s)
-		return untilCancelled(ctx, req, s)
-	})
-	h.runner.on(b, func(ctx context.Context, req activities.RunRequest, s activities.Sink) (activities.Outcome, error) {
-		_, _ = started.behaviour(ctx, req, s)
-		return untilCancelled(ctx, req, s)
-	})
+	for _, n := range []string{a, b} {
+		h.runner.on(n, func(ctx context.Context, req activities.RunRequest, s activities.Sink) (activities.Outcome, error) {
+			_, _ = started.behaviour(ctx, req, s)
+			return untilCancelled(ctx, req, s)
+		})
+	}
 	go func() {
 		// Abort once both hooks run: the signal goes through the test
 		// environment's callback channel, safe from another goroutine.
@@ -236,8 +235,12 @@ func TestAbortMidStep(t *testing.T) {
 		case <-time.After(barrierWait):
 		}
 	}()
+	return h, h.run(in)
+}
 
-	st := h.run(input(2))
+func TestAbortMidStep(t *testing.T) {
+	const a, b, next = "on_Snapshot__10_a.sh", "on_Snapshot__11_b.sh", "on_Snapshot__20_next.sh"
+	h, st := abortWhileTwoHooksRun(t, input(2), a, b, next)
 
 	assert.Equal(t, model.StateAborted, st.State)
 	assert.Equal(t, "aborted: test (by tester)", st.Error)
@@ -246,6 +249,12 @@ func TestAbortMidStep(t *testing.T) {
 		assert.Equal(t, model.StatusFailed, res.Status)
 		assert.Contains(t, res.Error, "aborted: test")
 	}
+	assertAborted(t, h, a, b, next)
+}
+
+// assertAborted checks the end of abortWhileTwoHooksRun.
+func assertAborted(t *testing.T, h *harness, a, b, next string) {
+	t.Helper()
 	assert.Equal(t, 0, count(h.runner.snapshot(), next, "start"), "no hook starts after an abort")
 	require.Len(t, h.store.finishes, 1, "jobs_aborted is bumped by exactly one finish")
 	assert.Equal(t, model.StateAborted, h.store.finishes[0].State)

@@ -32,6 +32,7 @@ var (
 	only      = flag.String("only", "", `run only one side: "archiveflow" or "bare" (for profiling; no ratio)`)
 	workerCPU = flag.String("workerprofile", "", "write each worker process's CPU profile to this path + .NAME")
 	attrDelay = flag.Duration("attrdelay", 0, "job.step_attribute_delay for archiveflow (0: the default), to size the search-attribute upserts")
+	hostSteps = flag.Bool("hoststeps", true, "job.host_steps for archiveflow (A/B of one activity per segment against one per hook)")
 )
 
 const (
@@ -90,6 +91,7 @@ func benchThroughput(b *testing.B, bin string, workers int) {
 		if *attrDelay > 0 {
 			cfg.Job.StepAttributeDelay = *attrDelay
 		}
+		cfg.Job.HostSteps = *hostSteps
 	})
 	af := &side{name: "archiveflow"}
 	af.submit = func(tag string, i int) (client.WorkflowRun, error) {

@@ -129,6 +129,7 @@ func Input(cfg *config.Config, r Request) workflows.SnapshotInput {
 		Settings:        r.Settings,
 		SequentialSteps: slices.Clone(cfg.Job.SequentialSteps),
 		Retry:           workflows.RetryPolicies{Default: Retry(cfg.Retry.RetryPolicy), PerPlugin: per},
+		HostSteps:       cfg.Job.HostSteps,
 		Timing: workflows.Timing{
 			HeartbeatTimeout:    cfg.Hooks.HeartbeatTimeout,
 			StartMargin:         cfg.Hooks.StartMargin,

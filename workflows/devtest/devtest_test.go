@@ -71,6 +71,8 @@ type env struct {
 	queue   string
 	store   *nopStore
 	hosts   map[string]func() // host name → stop
+	// hostSteps builds inputs with SnapshotInput.HostSteps.
+	hostSteps bool
 }
 
 var (
@@ -184,6 +186,7 @@ func (e *env) input(ident string, concurrency int) workflows.SnapshotInput {
 		}},
 		Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartMargin: 30 * time.Second, HostScheduleToStart: 30 * time.Second,
 			BackgroundMaxRun: 24 * time.Hour, MaxClaims: 3},
+		HostSteps: e.hostSteps,
 	}
 }
 
@@ -236,8 +239,14 @@ func (e *env) record(ctx context.Context, run client.WorkflowRun) {
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
-func TestSnapshotOnDevServer(t *testing.T) {
+func TestSnapshotOnDevServer(t *testing.T) { testSnapshot(t, false) }
+
+// TestSnapshotHostStepsOnDevServer runs it with host steps (SnapshotInput.HostSteps).
+func TestSnapshotHostStepsOnDevServer(t *testing.T) { testSnapshot(t, true) }
+
+func testSnapshot(t *testing.T, hostSteps bool) {
 	e := start(t)
+	e.hostSteps = hostSteps
 	e.hook("a", "on_Snapshot__00_a.sh", `true`)
 	e.hook("b", "on_Snapshot__10_b.sh", `sleep 0.3`)
 	e.hook("c", "on_Snapshot__11_c.sh", `sleep 0.3`)
@@ -292,8 +301,14 @@ func TestSnapshotOnDevServer(t *testing.T) {
 	assert.Equal(t, 3.0, indexed["flaky"]["attempts"])
 }
 
-func TestAbortOnDevServer(t *testing.T) {
+func TestAbortOnDevServer(t *testing.T) { testAbort(t, false) }
+
+// TestAbortHostStepsOnDevServer runs it with host steps (SnapshotInput.HostSteps).
+func TestAbortHostStepsOnDevServer(t *testing.T) { testAbort(t, true) }
+
+func testAbort(t *testing.T, hostSteps bool) {
 	e := start(t)
+	e.hostSteps = hostSteps
 	e.hook("slow", "on_Snapshot__10_slow.sh", `echo $$ > pid; trap 'echo TERM >> "$EVENTS"; exit 143' TERM; while :; do sleep 0.05; done`)
 	e.hook("next", "on_Snapshot__20_next.sh", `true`)
 
@@ -314,8 +329,14 @@ func TestAbortOnDevServer(t *testing.T) {
 	assert.Equal(t, model.StateAborted, e.store.finishes[0].State)
 }
 
-func TestPauseAndSettingsOnDevServer(t *testing.T) {
+func TestPauseAndSettingsOnDevServer(t *testing.T) { testPauseAndSettings(t, false) }
+
+// TestPauseAndSettingsHostStepsOnDevServer runs it with host steps (SnapshotInput.HostSteps).
+func TestPauseAndSettingsHostStepsOnDevServer(t *testing.T) { testPauseAndSettings(t, true) }
+
+func testPauseAndSettings(t *testing.T, hostSteps bool) {
 	e := start(t)
+	e.hostSteps = hostSteps
 	e.hook("a", "on_Snapshot__10_a.sh", `true`)
 
 	st := e.execute(e.input("devtestpause", 0), func(run client.WorkflowRun) {
@@ -446,8 +467,14 @@ func TestFailedJobOnDevServer(t *testing.T) {
 // A hook whose heartbeat times out asks at once whether its host is alive
 // (InputV2); a host that cannot be vouched for (here: no host registry) is
 // lost and the snapshot is re-claimed without waiting out the host timeout.
-func TestHeartbeatTimeoutOnDevServer(t *testing.T) {
+func TestHeartbeatTimeoutOnDevServer(t *testing.T) { testHeartbeatTimeout(t, false) }
+
+// TestHeartbeatTimeoutHostStepsOnDevServer runs it with host steps (SnapshotInput.HostSteps).
+func TestHeartbeatTimeoutHostStepsOnDevServer(t *testing.T) { testHeartbeatTimeout(t, true) }
+
+func testHeartbeatTimeout(t *testing.T, hostSteps bool) {
 	e := start(t)
+	e.hostSteps = hostSteps
 	e.hosts["host-1"]() // replaced by a host that heartbeats too rarely
 	_, stopShared := e.addHostBeating("host-1", time.Minute)
 	e.hook("a", "on_Snapshot__00_a.sh", `true`)
