@@ -16,11 +16,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
-// SettingsPollInterval is how often RunSteps asks its workflow for the
-// job's current settings while it has hooks left to start: a concurrency
-// change or a pause reaches a running segment within about this long.
-const SettingsPollInterval = 2 * time.Second
-
 // StepsInput is one segment: consecutive steps whose hooks all run in the
 // foreground, run on the claimed host by one RunSteps activity.
 type StepsInput struct {
@@ -104,9 +99,12 @@ type SettingsReader interface {
 	Settings(ctx context.Context) (model.Settings, error)
 }
 
-// queryStatus is the settings part of SnapshotWorkflow's status query
-// (the workflows package owns the query; activities cannot import it).
-const queryStatus = "status"
+// QueryStatus names the workflows' status query (workflows.QueryStatus is
+// this name). It is declared here, below the workflows package, because
+// RunSteps reads its own workflow's settings through it and activities
+// cannot import workflows; the answer carries the settings under
+// "settings".
+const QueryStatus = "status"
 
 // workflowSettings reads the settings through the worker's client from the
 // status query of the activity's own workflow.
@@ -114,7 +112,7 @@ type workflowSettings struct{}
 
 func (workflowSettings) Settings(ctx context.Context) (model.Settings, error) {
 	info := activity.GetInfo(ctx)
-	v, err := activity.GetClient(ctx).QueryWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, queryStatus)
+	v, err := activity.GetClient(ctx).QueryWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, QueryStatus)
 	if err != nil {
 		return model.Settings{}, fmt.Errorf("query settings of %s: %w", info.WorkflowExecution.ID, err)
 	}
@@ -145,7 +143,7 @@ func (a *HostActivities) RunSteps(ctx context.Context, in StepsInput) (StepsResu
 	info := activity.GetInfo(ctx)
 	seg := &segment{a: a, ctx: ctx, in: in, ended: map[string]bool{}, log: a.log.With(logging.Ident(in.Job.Ident), zap.String("segment", info.ActivityID))}
 	seg.resume()
-	seg.settings = settingsWatch{reader: a.settingsReader(), current: in.Settings, read: time.Now()}
+	seg.settings = settingsWatch{reader: a.settingsReader(), interval: a.opts.SettingsPollInterval, current: in.Settings, read: time.Now()}
 
 	recorded := true
 	for _, step := range in.Steps {
@@ -288,7 +286,7 @@ func (s *segment) runStep(step int) {
 	}
 	ended := make(chan struct{}, len(queue))
 	active := 0
-	tick := time.NewTicker(min(s.a.opts.HeartbeatInterval, SettingsPollInterval))
+	tick := time.NewTicker(min(s.a.opts.HeartbeatInterval, s.a.opts.SettingsPollInterval))
 	defer tick.Stop()
 	// A failed hook does not stop its step: the step's other hooks run
 	// (the workflow would run them anyway); no later step starts.
@@ -355,19 +353,20 @@ func (s *segment) runHook(h StepHook) StepOutcome {
 }
 
 // settingsWatch is the job's settings as last read from the workflow, read
-// again at most every SettingsPollInterval, and only when RunSteps is about
-// to start a hook or waits for a slot.
+// again at most every interval (Options.SettingsPollInterval), and only
+// when RunSteps is about to start a hook or waits for a slot.
 type settingsWatch struct {
-	reader  SettingsReader
-	mu      sync.Mutex
-	current model.Settings
-	read    time.Time
+	reader   SettingsReader
+	interval time.Duration
+	mu       sync.Mutex
+	current  model.Settings
+	read     time.Time
 }
 
 func (w *settingsWatch) get(ctx context.Context, log *zap.Logger) model.Settings {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if time.Since(w.read) < SettingsPollInterval {
+	if time.Since(w.read) < w.interval {
 		return w.current
 	}
 	w.read = time.Now()

@@ -13,8 +13,9 @@ import (
 
 // Names of SnapshotWorkflow's query, signals and update.
 const (
-	// QueryStatus returns Status.
-	QueryStatus = "status"
+	// QueryStatus returns Status (a crawl's: CrawlStatus). Its name is
+	// activities.QueryStatus, which RunSteps uses to read the settings.
+	QueryStatus = activities.QueryStatus
 	// SignalAbort stops the job: SIGTERM to running hooks, background
 	// children cancelled, final state aborted. Payload: AbortRequest.
 	SignalAbort = "abort"
