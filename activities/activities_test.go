@@ -82,7 +82,7 @@ func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, e
 // testOptions are complete hook activity options with short intervals.
 func testOptions() Options {
 	return Options{
-		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,
+		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second, SettingsPollInterval: 2 * time.Second,
 		LogFlushInterval: 20 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
 		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
 	}

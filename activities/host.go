@@ -22,6 +22,9 @@ type Options struct {
 	// JobHeartbeatInterval is how often a running hook pulses the job's
 	// Redis heartbeat.
 	JobHeartbeatInterval time.Duration
+	// SettingsPollInterval is how often RunSteps asks its workflow for the
+	// job's current settings while it has hooks left to start.
+	SettingsPollInterval time.Duration
 	// LogFlushInterval and LogBatch bound how long and how many stderr
 	// lines and responses are buffered before a job log write.
 	LogFlushInterval time.Duration
@@ -55,6 +58,7 @@ func (o Options) Validate() error {
 	}{
 		{"heartbeat interval", o.HeartbeatInterval},
 		{"job heartbeat interval", o.JobHeartbeatInterval},
+		{"settings poll interval", o.SettingsPollInterval},
 		{"log flush interval", o.LogFlushInterval},
 	} {
 		if d.v <= 0 {

@@ -155,6 +155,11 @@ type Hooks struct {
 	// JobHeartbeatInterval is how often a running hook pulses the job's
 	// ArchiveBot heartbeat field in Redis.
 	JobHeartbeatInterval time.Duration `mapstructure:"job_heartbeat_interval"`
+	// SettingsPollInterval is how often a host-steps segment (job.host_steps)
+	// asks its workflow for the job's current settings while it has hooks
+	// left to start: a concurrency change or a pause reaches a running
+	// segment within about this long. Each read is one status query.
+	SettingsPollInterval time.Duration `mapstructure:"settings_poll_interval"`
 	// StartMargin is added to a foreground hook's timeout and grace to give
 	// its activity attempt a StartToClose timeout.
 	StartMargin time.Duration `mapstructure:"start_margin"`
@@ -405,6 +410,7 @@ func Default() Config {
 			HeartbeatInterval:    2 * time.Second,
 			HeartbeatTimeout:     15 * time.Second,
 			JobHeartbeatInterval: 5 * time.Second,
+			SettingsPollInterval: 2 * time.Second,
 			StartMargin:          30 * time.Second,
 			BackgroundMaxRun:     24 * time.Hour,
 			LogFlushInterval:     time.Second,

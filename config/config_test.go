@@ -115,6 +115,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "sequential step out of range", env: map[string]string{"ARCHIVEFLOW_JOB_SEQUENTIAL_STEPS": "5,12"}, wantErr: []string{"job.sequential_steps[1] = 12: must be a step from 0 to 9"}},
 		{name: "bad redis url hides password", env: map[string]string{"ARCHIVEFLOW_REDIS_URL": "http://u:hunter2@h:1"}, wantErr: []string{"redis.url", "xxxxx"}},
 		{name: "bad host port", env: map[string]string{"ARCHIVEFLOW_TEMPORAL_HOST_PORT": "nohost"}, wantErr: []string{`temporal.host_port = "nohost": must be host:port`}},
+		{name: "zero settings poll interval", file: "hooks:\n  settings_poll_interval: 0s\n", wantErr: []string{"config hooks.settings_poll_interval = 0s: must be a positive duration"}},
 		{name: "heartbeat timeout too short", file: "hooks:\n  heartbeat_interval: 5s\n  heartbeat_timeout: 5s\n", wantErr: []string{"hooks.heartbeat_timeout"}},
 		{name: "retry override", file: "retry:\n  plugins:\n    wget:\n      backoff_coefficient: 0.5\n", wantErr: []string{"retry.plugins.wget.backoff_coefficient = 0.5: must be >= 1"}},
 		{name: "duplicate pool", file: "pools:\n- {name: a, task_queue: archiveflow, slots: 1}\n- {name: a, task_queue: q, slots: 0}\n",

@@ -73,6 +73,7 @@ func (c *Config) Validate() error {
 	v.positiveDur("hooks.heartbeat_interval", c.Hooks.HeartbeatInterval)
 	v.check(c.Hooks.HeartbeatTimeout > c.Hooks.HeartbeatInterval, "hooks.heartbeat_timeout", c.Hooks.HeartbeatTimeout, "must be > hooks.heartbeat_interval")
 	v.positiveDur("hooks.job_heartbeat_interval", c.Hooks.JobHeartbeatInterval)
+	v.positiveDur("hooks.settings_poll_interval", c.Hooks.SettingsPollInterval)
 	v.positiveDur("hooks.start_margin", c.Hooks.StartMargin)
 	v.positiveDur("hooks.background_max_run", c.Hooks.BackgroundMaxRun)
 	v.positiveDur("hooks.log_flush_interval", c.Hooks.LogFlushInterval)

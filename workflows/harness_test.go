@@ -347,7 +347,7 @@ func newHarness(t *testing.T, p activities.Plan) *harness {
 	h.pool, err = activities.NewPool(h.store, nil, fakeDiscoverer{plan: p}, testHostQueue, zap.NewNop())
 	require.NoError(t, err)
 	h.host, err = activities.NewHost(fakeDiscoverer{plan: p}, h.runner, h.sealer, h.store, zap.NewNop(), activities.Options{
-		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,
+		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second, SettingsPollInterval: 2 * time.Second,
 		LogFlushInterval: 50 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
 		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20, Settings: h.store,
 	})

@@ -19,7 +19,7 @@ import (
 // workflow task per step change. A step that starts a background hook
 // runs the old way and ends the segment before it. The workflow stays the
 // only owner of the settings: RunSteps reads them through the status
-// query (activities.SettingsPollInterval), which costs no history event,
+// query (config hooks.settings_poll_interval), which costs no history event,
 // unlike cancelling and re-planning the segment on every change. A hook
 // whose first attempt fails ends the segment after its step; the workflow
 // runs it again as RunHook activities with the attempt counted

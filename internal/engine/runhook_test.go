@@ -126,7 +126,7 @@ type fixture struct {
 // intervals so heartbeats and log flushes happen within a test.
 func testOptions() activities.Options {
 	return activities.Options{
-		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second,
+		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second, SettingsPollInterval: 2 * time.Second,
 		LogFlushInterval: 20 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
 		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
 	}

@@ -396,6 +396,7 @@ func ActivityOptions(cfg *config.Config, logOutbox *outbox.Outbox) activities.Op
 	return activities.Options{
 		HeartbeatInterval:    h.HeartbeatInterval,
 		JobHeartbeatInterval: h.JobHeartbeatInterval,
+		SettingsPollInterval: h.SettingsPollInterval,
 		LogFlushInterval:     h.LogFlushInterval,
 		LogBatch:             h.LogBatch,
 		LogLinesPerRun:       h.LogLinesPerAttempt,

@@ -123,7 +123,7 @@ func (e *env) addHostBeating(name string, heartbeat time.Duration) (stop, stopSh
 	poolActs, err := activities.NewPool(e.store, nil, eng, hq, zap.NewNop())
 	require.NoError(e.t, err)
 	hostActs, err := activities.NewHost(eng, eng, eng, e.store, zap.NewNop(), activities.Options{
-		HeartbeatInterval: heartbeat, JobHeartbeatInterval: 5 * time.Second,
+		HeartbeatInterval: heartbeat, JobHeartbeatInterval: 5 * time.Second, SettingsPollInterval: 2 * time.Second,
 		LogFlushInterval: time.Second, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
 		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20,
 	})
