@@ -49,6 +49,21 @@ func crawlInput(ident, q string, concurrency, historyEvents int) workflows.Crawl
 
 // fakeCrawlWorker serves CrawlWorkflow with the fake crawl's activities
 // (and its stand-in start page) on queue q.
+// finishedCrawl starts the crawl in on queue q, waits for its end and
+// checks that it finished with each of fake's pages done exactly once.
+func finishedCrawl(ctx context.Context, t *testing.T, c client.Client, q string, in workflows.CrawlInput, fake *crawltest.Fake, pages int) (client.WorkflowRun, workflows.CrawlStatus) {
+	t.Helper()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: in.Crawl.Job.Ident, TaskQueue: q}, workflows.CrawlWorkflow, in)
+	require.NoError(t, err)
+	var st workflows.CrawlStatus
+	require.NoError(t, run.Get(ctx, &st))
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	r := fake.Report()
+	assert.Equal(t, int64(pages), r.Done)
+	assert.Empty(t, r.Twice)
+	return run, st
+}
+
 func fakeCrawlWorker(t *testing.T, c client.Client, q string, fake *crawltest.Fake) {
 	w := worker.New(c, q, worker.Options{})
 	w.RegisterWorkflow(workflows.CrawlWorkflow)
@@ -78,15 +93,7 @@ func TestCrawlOnDevServer(t *testing.T) {
 	in := crawlInput("devtestcrawl", q, 10, budget)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: in.Crawl.Job.Ident, TaskQueue: q}, workflows.CrawlWorkflow, in)
-	require.NoError(t, err)
-	var st workflows.CrawlStatus
-	require.NoError(t, run.Get(ctx, &st))
-
-	assert.Equal(t, model.StateFinished, st.State, st.Error)
-	r := fake.Report()
-	assert.Equal(t, int64(pages), r.Done)
-	assert.Empty(t, r.Twice)
+	_, st := finishedCrawl(ctx, t, e.c, q, in, fake, pages)
 	assert.Greater(t, st.Run, 2, "the crawl continued as new")
 
 	// Walk the runs back from the last: each run's history length.

@@ -12,12 +12,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/crawltest"
-	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -35,14 +33,7 @@ func TestURLListCrawlOnDevServer(t *testing.T) {
 	in.URLList = &activities.URLList{URL: "http://lists.test/urls.txt", MaxBytes: 1 << 20, MaxURLs: 100, FetchTimeout: 10 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: in.Crawl.Job.Ident, TaskQueue: q}, workflows.CrawlWorkflow, in)
-	require.NoError(t, err)
-	var st workflows.CrawlStatus
-	require.NoError(t, run.Get(ctx, &st))
-	assert.Equal(t, model.StateFinished, st.State, st.Error)
-	r := fake.Report()
-	assert.Equal(t, int64(pages), r.Done)
-	assert.Empty(t, r.Twice)
+	run, _ := finishedCrawl(ctx, t, e.c, q, in, fake, pages)
 
 	h := history(ctx, t, e.c, in.Crawl.Job.Ident, run.GetRunID())
 	var types []string
