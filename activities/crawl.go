@@ -335,6 +335,13 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		r.URL = truncate(r.URL, a.opts.LogLineBytes)
 		entries = append(entries, LogEntry{Kind: LogDownload, Time: now, Hook: "page", Response: &r})
 	}
+	for _, d := range out.Denials {
+		if !logResponses {
+			break
+		}
+		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
+			Message: truncate(d, a.opts.LogLineBytes)})
+	}
 	if out.Status == PageSucceeded {
 		live, judge, err := a.live.get(ctx, a, in.Crawl)
 		if err != nil {

@@ -39,8 +39,9 @@ type Hook struct {
 	Inv     *hookio.Invocation
 	Out     *hookio.Emitter
 	Log     *zap.Logger
-	Dir     string // the hook's working directory: SNAP_DIR/PLUGIN
-	SnapDir string // SNAP_DIR, or the parent of Dir when SNAP_DIR is unset
+	Stderr  io.Writer // the hook's stderr: Log's lines, and each fetch refusal's line (denied)
+	Dir     string    // the hook's working directory: SNAP_DIR/PLUGIN
+	SnapDir string    // SNAP_DIR, or the parent of Dir when SNAP_DIR is unset
 }
 
 type hookFunc func(ctx context.Context, h *Hook) (hookio.Result, error)
@@ -154,7 +155,7 @@ func RunIn(ctx context.Context, dir string, args []string, env hookio.LookupEnv,
 		}
 		dir = wd
 	}
-	h := &Hook{Inv: inv, Out: out, Log: log.With(zap.String("url", inv.URL)), Dir: dir, SnapDir: inv.SnapDir}
+	h := &Hook{Inv: inv, Out: out, Log: log.With(zap.String("url", inv.URL)), Stderr: stderr, Dir: dir, SnapDir: inv.SnapDir}
 	if h.SnapDir == "" {
 		h.SnapDir = filepath.Dir(dir)
 	}

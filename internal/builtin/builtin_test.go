@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -139,46 +140,97 @@ func TestWgetEndedBySIGTERMIsStopped(t *testing.T) {
 	assert.Equal(t, true, rec.OutputJSON["stopped"])
 }
 
-// TestGoFetchersAreHeldByTheFetchPolicy: the headers hook fetches through
-// FETCH_PROXY; a redirect to a denied port (plain HTTP) and a denied
-// https:// seed (a tunnel) end as a final failure naming the rule, and the
-// denied port is never connected to. An allowed page still works.
+// TestGoFetchersAreHeldByTheFetchPolicy: every built-in Go fetcher
+// (headers, favicon, title and outlinks when they must fetch the page,
+// pagefetch) dials through the policy of its FETCH_DENY
+// (egress.Transport), proxy or not: a seed that redirects (301, 302, 303,
+// 307, 308) to a denied port, spelled as the address, its IPv4-mapped
+// IPv6 form or its decimal, octal or hex spellings, and a denied https://
+// seed end as a final failure naming the rule, with the refusal's line on
+// stderr, no Response record for the denied hop, and no connection to the
+// denied port. An allowed page still works.
 func TestGoFetchersAreHeldByTheFetchPolicy(t *testing.T) {
 	guard := egresstest.Guard(t)
 	denied := guard.Addr
+	port := guard.Port()
+	spellings := map[string]string{
+		"addr":    denied,
+		"mapped":  fmt.Sprintf("[::ffff:127.0.0.1]:%d", port),
+		"decimal": fmt.Sprintf("2130706433:%d", port),
+		"octal":   fmt.Sprintf("0177.0.0.01:%d", port),
+		"hex":     fmt.Sprintf("0x7f.0.0.1:%d", port),
+	}
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/moved" {
-			http.Redirect(w, r, "http://"+denied+"/x", http.StatusFound)
+		if host, ok := spellings[r.URL.Query().Get("to")]; ok {
+			code, _ := strconv.Atoi(r.URL.Query().Get("code"))
+			http.Redirect(w, r, "http://"+host+"/x", code)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		if icon := r.URL.Query().Get("icon"); icon != "" {
+			fmt.Fprintf(w, `<title>icon</title><link rel="icon" href="/?to=%s&amp;code=302">`, icon)
 			return
 		}
 		fmt.Fprint(w, "<title>ok</title>")
 	}))
 	defer site.Close()
+	deny, err := json.Marshal([]string{denied})
+	require.NoError(t, err)
+	// A proxy as the engine starts one: the Go fetchers do not need it.
 	pol, err := netpolicy.Parse([]string{denied})
 	require.NoError(t, err)
 	proxy, err := egress.Start(egress.Options{Policy: pol})
 	require.NoError(t, err)
 	defer proxy.Close()
 
-	run := func(url string) map[string]any {
+	run := func(hook, url string) (rec map[string]any, responses []string, stderr string) {
 		t.Helper()
 		t.Chdir(t.TempDir())
 		var out, errb bytes.Buffer
-		code := Run(context.Background(), []string{"headers", "--url=" + url}, env(map[string]string{"FETCH_PROXY": proxy.URL()}), &out, &errb)
+		code := Run(context.Background(), []string{hook, "--url=" + url},
+			env(map[string]string{"FETCH_PROXY": proxy.URL(), egress.EnvDeny: string(deny), "PAGEFETCH_ENABLED": "True"}), &out, &errb)
 		require.Equal(t, ExitOK, code, errb.String())
 		lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
-		var rec map[string]any
-		require.NoError(t, json.Unmarshal(lines[len(lines)-1], &rec))
-		return rec
+		for _, l := range lines {
+			var r map[string]any
+			require.NoError(t, json.Unmarshal(l, &r), string(l))
+			if r["type"] == "Response" {
+				responses = append(responses, fmt.Sprint(r["url"]))
+			} else {
+				rec = r
+			}
+		}
+		return rec, responses, errb.String()
 	}
-	assert.Equal(t, "succeeded", run(site.URL + "/")["status"])
-	for url, target := range map[string]string{
-		site.URL + "/moved":       "http://" + denied + "/x",
-		"https://" + denied + "/": "https://" + denied,
-	} {
-		rec := run(url)
-		assert.Equal(t, "failed", rec["status"], url)
-		assert.Equal(t, fmt.Sprintf("headers: fetch of %s denied by fetch.deny rule %q", target, denied), rec["error"], url)
+	for _, hook := range []string{"headers", "title", "outlinks", "pagefetch"} {
+		rec, _, stderr := run(hook, site.URL+"/")
+		assert.Contains(t, []any{"succeeded", "noresults"}, rec["status"], "%s: %s", hook, stderr)
+	}
+	for name, host := range spellings {
+		for _, code := range []int{301, 302, 303, 307, 308} {
+			seed := fmt.Sprintf("%s/?to=%s&code=%d", site.URL, name, code)
+			target := "http://" + host + "/x"
+			for _, hook := range []string{"headers", "title", "outlinks", "pagefetch"} {
+				rec, responses, stderr := run(hook, seed)
+				assert.Equal(t, "failed", rec["status"], "%s %s: %s", hook, seed, stderr)
+				assert.Contains(t, rec["error"], fmt.Sprintf("fetch of %s denied by fetch.deny rule %q", target, denied), hook)
+				assert.Contains(t, stderr, fmt.Sprintf("archiveflow: fetch of %s denied by fetch.deny rule %q", target, denied), hook)
+				assert.NotContains(t, responses, target, "%s: a refusal is not a response", hook)
+			}
+		}
+	}
+	rec, _, _ := run("headers", "https://"+denied+"/")
+	assert.Equal(t, "failed", rec["status"])
+	assert.Equal(t, fmt.Sprintf("headers: fetch of https://%s/ denied by fetch.deny rule %q", denied, denied), rec["error"])
+
+	// favicon: the page's icon links redirect to the denied port; the
+	// refusals leave no icon and no failure (/favicon.ico is tried).
+	for name := range spellings {
+		rec, responses, stderr := run("favicon", fmt.Sprintf("%s/icon-page?icon=%s", site.URL, name))
+		assert.Equal(t, "noresults", rec["status"], stderr)
+		target := "http://" + spellings[name] + "/x"
+		assert.Contains(t, stderr, fmt.Sprintf("archiveflow: fetch of %s denied by fetch.deny rule %q", target, denied))
+		assert.NotContains(t, responses, target)
 	}
 	assert.Zero(t, guard.Connections(), "the denied port was connected to")
 }

@@ -7,12 +7,15 @@ import (
 	"io"
 	"net/http"
 	neturl "net/url"
+	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/builtin/wgetlog"
 	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 // maxRedirects bounds a redirect chain, as browsers and wget do.
@@ -36,8 +39,8 @@ type fetched struct {
 	Redirects []hop
 }
 
-// deniedError is a request the runner's fetch proxy refused: the fetch
-// policy forbids its address. Retrying cannot help.
+// deniedError is a request the fetch policy refused (a redirect hop or
+// a requisite included); Retrying cannot help.
 type deniedError struct {
 	url, rule string
 }
@@ -46,23 +49,67 @@ func (e *deniedError) Error() string {
 	return fmt.Sprintf("fetch of %s denied by fetch.deny rule %q", e.url, e.rule)
 }
 
-// transport sends every request through the runner's fetch proxy when
-// there is one (loopback included, which Go's environment proxy would
-// skip), and turns the proxy's refusal of a tunnel into a deniedError.
-func (h *Hook) transport() http.RoundTripper {
-	proxy := h.Inv.FetchProxy
-	if proxy == nil {
-		return http.DefaultTransport
+// fetchTransports are shared by every Go fetch of this process, one per
+// fetch.deny list (FETCH_DENY): a crawl running hooks in-process keeps its
+// connections alive across pages.
+var fetchTransports sync.Map // *netpolicy.Policy (of policies) → *http.Transport
+
+// policies are the parsed fetch.deny lists of this process, by FETCH_DENY.
+var policies sync.Map // FETCH_DENY → *netpolicy.Policy
+
+// policy is the hook's fetch policy (FETCH_DENY), parsed once per list.
+func (h *Hook) policy() (*netpolicy.Policy, error) {
+	rules, err := h.Inv.StringList(egress.EnvDeny)
+	if err != nil {
+		return nil, err
 	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.Proxy = http.ProxyURL(proxy)
-	t.OnProxyConnectResponse = func(_ context.Context, _ *neturl.URL, req *http.Request, resp *http.Response) error {
-		if rule := resp.Header.Get(egress.DeniedHeader); rule != "" {
-			return &deniedError{url: "https://" + req.Host, rule: rule}
-		}
+	key := strings.Join(rules, "\n")
+	if p, ok := policies.Load(key); ok {
+		return p.(*netpolicy.Policy), nil
+	}
+	p, err := netpolicy.Parse(rules)
+	if err != nil {
+		return nil, fmt.Errorf("env %s: %w", egress.EnvDeny, err)
+	}
+	actual, _ := policies.LoadOrStore(key, p)
+	return actual.(*netpolicy.Policy), nil
+}
+
+// fetchTransport is the transport every built-in Go fetcher uses: it dials
+// directly, and only where the fetch policy of the hook's FETCH_DENY
+// allows, decided on the resolved address of every connection (each
+// redirect hop and requisite included) by egress.Transport. No proxy sits
+// in between (Go's environment proxy would skip loopback anyway); a
+// refusal is a *egress.DeniedError the fetcher reports itself (denied).
+func (h *Hook) fetchTransport() (*http.Transport, error) {
+	policy, err := h.policy()
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := fetchTransports.Load(policy); ok {
+		return t.(*http.Transport), nil
+	}
+	actual, _ := fetchTransports.LoadOrStore(policy, egress.Transport(policy))
+	return actual.(*http.Transport), nil
+}
+
+// denied turns a fetch error that is a policy refusal into a *deniedError
+// for target (the hop the refusal was for, when err names it), after
+// printing the refusal's line (egress.Denial.LogLine) on the hook's stderr:
+// the runner puts it in the job's log. Any other error: nil.
+func (h *Hook) denied(target string, err error) *deniedError {
+	d, ok := egress.DeniedBy(err)
+	if !ok {
 		return nil
 	}
-	return t
+	var ue *neturl.Error
+	if errors.As(err, &ue) && ue.URL != "" {
+		target = ue.URL
+	}
+	if h.Stderr != nil {
+		fmt.Fprintln(h.Stderr, egress.Denial{Target: target, Decision: d.Decision}.LogLine())
+	}
+	return &deniedError{url: target, rule: d.Decision.Rule}
 }
 
 // get fetches url with the hook's user agent and timeout, follows redirects,
@@ -70,11 +117,15 @@ func (h *Hook) transport() http.RoundTripper {
 // exchange (each redirect hop and the final answer). A transport error is
 // returned as an error (after a status-0 Response record); a request the
 // fetch policy denied (a redirect included) as a *deniedError, without a
-// Response record: the runner reports it in the job log.
+// Response record: its line on stderr reports it in the job log.
 func (h *Hook) get(ctx context.Context, url string, limit int64) (*fetched, error) {
 	f := &fetched{URL: url}
+	transport, err := h.fetchTransport()
+	if err != nil {
+		return nil, err
+	}
 	client := &http.Client{
-		Transport: h.transport(),
+		Transport: transport,
 		Timeout:   h.Inv.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > maxRedirects {
@@ -95,8 +146,7 @@ func (h *Hook) get(ctx context.Context, url string, limit int64) (*fetched, erro
 		req.Header.Set("User-Agent", ua)
 	}
 	resp, err := client.Do(req)
-	var denied *deniedError
-	if errors.As(err, &denied) {
+	if denied := h.denied(url, err); denied != nil {
 		return nil, denied
 	}
 	if err != nil {
@@ -104,9 +154,6 @@ func (h *Hook) get(ctx context.Context, url string, limit int64) (*fetched, erro
 		return nil, fmt.Errorf("get %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	if rule := resp.Header.Get(egress.DeniedHeader); rule != "" && h.Inv.FetchProxy != nil {
-		return nil, &deniedError{url: resp.Request.URL.String(), rule: rule}
-	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil && !errors.Is(err, io.EOF) {
 		h.responseCode(resp.Request.URL.String(), resp.StatusCode, int64(len(body)), wgetlog.CodeNetworkError)

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -29,6 +30,9 @@ type headersMeta struct {
 	BodyFile      string      `json:"body_file"`
 	BodyBytes     int64       `json:"body_bytes"`
 	BodyTruncated bool        `json:"body_truncated"`
+	// Denied is the fetch policy's refusal of the URL or a redirect hop:
+	// later hooks read no page and fetch none.
+	Denied string `json:"denied,omitempty"`
 }
 
 func readHeadersJSON(snapDir string) (*headersMeta, error) {
@@ -48,6 +52,13 @@ func readHeadersJSON(snapDir string) (*headersMeta, error) {
 // archived; a transport error is transient.
 func runHeaders(ctx context.Context, h *Hook) (hookio.Result, error) {
 	f, err := h.get(ctx, h.Inv.URL, maxPageBytes)
+	var denied *deniedError
+	if errors.As(err, &denied) {
+		meta := headersMeta{URL: h.Inv.URL, Denied: denied.Error(), Redirects: []hop{}}
+		if werr := writeJSON(filepath.Join(h.Dir, headersFile), meta); werr != nil {
+			return hookio.Result{}, werr
+		}
+	}
 	if err != nil {
 		return hookio.Result{}, fmt.Errorf("headers: %w", err)
 	}

@@ -20,9 +20,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
 	"github.com/archiveflow/archiveflow/internal/builtin/htmldoc"
 	"github.com/archiveflow/archiveflow/internal/builtin/wgetlog"
-	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/model"
-	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
 
@@ -56,6 +54,9 @@ type pageFetchSummary struct {
 	Responses   int    `json:"responses"`
 	Bytes       int64  `json:"bytes"`
 	WARC        string `json:"warc"`
+	// Denied is the refusal of the page (or a redirect hop of it) by the
+	// fetch policy: later hooks read no page and fetch none.
+	Denied string `json:"denied,omitempty"`
 }
 
 func readPageFetchJSON(snapDir string) (*pageFetchSummary, error) {
@@ -64,40 +65,6 @@ func readPageFetchJSON(snapDir string) (*pageFetchSummary, error) {
 		return nil, err
 	}
 	return &s, nil
-}
-
-// pageTransports are shared by every pagefetch run of this process, one
-// per fetch.deny list (FETCH_DENY): a crawl running the hook in-process
-// keeps its connections alive across pages. They connect directly (no
-// proxy: Go's environment proxy would skip loopback), and only where the
-// fetch policy allows, checked after DNS resolution (egress.Dialer).
-var pageTransports sync.Map // FETCH_DENY → *http.Transport
-
-// pageTransport is the transport for the hook's fetch.deny list.
-func pageTransport(inv *hookio.Invocation) (*http.Transport, error) {
-	rules, err := inv.StringList(egress.EnvDeny)
-	if err != nil {
-		return nil, err
-	}
-	key := strings.Join(rules, "\n")
-	if t, ok := pageTransports.Load(key); ok {
-		return t.(*http.Transport), nil
-	}
-	policy, err := netpolicy.Parse(rules)
-	if err != nil {
-		return nil, fmt.Errorf("env %s: %w", egress.EnvDeny, err)
-	}
-	t := &http.Transport{
-		DialContext:         egress.Dialer(policy),
-		MaxIdleConns:        256,
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 15 * time.Second,
-		// The WARC keeps the body as served.
-		DisableCompression: true,
-	}
-	actual, _ := pageTransports.LoadOrStore(key, t)
-	return actual.(*http.Transport), nil
 }
 
 // requisiteCache remembers, per crawl (CRAWL_DIR), the requisites already
@@ -163,7 +130,7 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 		return hookio.Result{}, fmt.Errorf("pagefetch: create warc: %w", err)
 	}
 	defer f.Close()
-	transport, err := pageTransport(h.Inv)
+	transport, err := h.fetchTransport()
 	if err != nil {
 		return hookio.Result{}, fmt.Errorf("pagefetch: %w", err)
 	}
@@ -196,6 +163,7 @@ func (pf *pageFetcher) fetchPage(ctx context.Context) (hookio.Result, error) {
 		var denied *deniedError
 		if errors.As(err, &denied) {
 			// Final: the policy will deny it again.
+			pf.sum.Denied = denied.Error()
 			return hookio.Result{Status: model.StatusFailed, OutputStr: denied.Error(), Error: denied.Error()}, nil
 		}
 		if err != nil {
@@ -284,12 +252,9 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64) (*http.Re
 	req.Header.Set("Accept-Encoding", "identity")
 	started := time.Now()
 	resp, err := pf.client.Do(req)
-	var denied *egress.DeniedError
-	if errors.As(err, &denied) {
-		// No Response record: nothing was fetched. The line goes to the
-		// job's log with the rule.
-		pf.h.Log.Warn("fetch denied", zap.String("target", u), zap.String("rule", denied.Decision.Rule))
-		return nil, nil, false, &deniedError{url: u, rule: denied.Decision.Rule}
+	if denied := pf.h.denied(u, err); denied != nil {
+		// No Response record and no WARC record: nothing was fetched.
+		return nil, nil, false, denied
 	}
 	if err != nil {
 		pf.h.responseCode(u, 0, 0, wgetlog.CodeNetworkError)
@@ -370,6 +335,9 @@ func (h *Hook) pageFetchSource() (*page, error) {
 	sum, err := readPageFetchJSON(h.SnapDir)
 	if err != nil {
 		return nil, err
+	}
+	if sum.Denied != "" {
+		return nil, fmt.Errorf("pagefetch: %s: %w", sum.Denied, errNoPage)
 	}
 	if sum.BodyFile == "" {
 		return nil, errors.New("pagefetch has not saved the page")

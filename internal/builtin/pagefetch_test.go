@@ -61,7 +61,8 @@ func TestPageFetchIsHeldByFetchDeny(t *testing.T) {
 		fetched = append(fetched, fmt.Sprint(r["url"]))
 	}
 	assert.Equal(t, []string{site.URL + "/", site.URL + "/ok.png"}, fetched, "Response records: the denied requisite has none")
-	assert.Contains(t, log, fmt.Sprintf(`"url": "%s/", "target": "http://%s/i.png", "rule": "%s"`, site.URL, guard.Addr, guard.Addr))
+	assert.Contains(t, log, fmt.Sprintf("archiveflow: fetch of http://%s/i.png denied by fetch.deny rule %q\n", guard.Addr, guard.Addr),
+		"the refusal's line (egress.Denial.LogLine) is on stderr")
 
 	recs, log = run(site.URL + "/moved")
 	last := recs[len(recs)-1]

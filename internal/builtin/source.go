@@ -40,7 +40,7 @@ type page struct {
 // errNoPage is a source that knows the URL has no page to read (pagefetch
 // got an error answer): later sources are not tried, so a parsing hook
 // does not fetch the URL again, and the hook reports noresults.
-var errNoPage = errors.New("the URL answered without a page")
+var errNoPage = errors.New("there is no page to read")
 
 // loadPage returns the first non-empty page among sources, in order.
 // sourceFetch, when listed, fetches the URL (reporting its Response records).
@@ -48,8 +48,9 @@ func (h *Hook) loadPage(ctx context.Context, sources ...string) (*page, error) {
 	var tried []string
 	for _, src := range sources {
 		p, err := h.pageFrom(ctx, src)
-		if errors.Is(err, errNoPage) {
-			return nil, err
+		var denied *deniedError
+		if errors.Is(err, errNoPage) || errors.As(err, &denied) {
+			return nil, err // a refusal is final: no other source fetches it
 		}
 		if err != nil {
 			h.Log.Debug("page source unavailable", zap.String("source", src), zap.Error(err))
@@ -71,6 +72,9 @@ func (h *Hook) pageFrom(ctx context.Context, src string) (*page, error) {
 		meta, err := readHeadersJSON(h.SnapDir)
 		if err != nil {
 			return nil, err
+		}
+		if meta.Denied != "" {
+			return nil, fmt.Errorf("headers: %s: %w", meta.Denied, errNoPage)
 		}
 		return h.readPage(src, "headers/"+meta.BodyFile, meta.FinalURL, meta.ContentType)
 	case sourceWget:

@@ -19,6 +19,8 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
 	"github.com/archiveflow/archiveflow/internal/builtin/wgetlog"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/warc"
 )
 
 // Files of the wget hook (in SNAP_DIR/wget/).
@@ -93,7 +95,13 @@ func runWget(ctx context.Context, h *Hook) (hookio.Result, error) {
 	}
 	stopped := stopOnCancel(ctx, cmd.Process, wgetGrace)
 
-	t := newWgetTracker(h)
+	policy, err := h.policy()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return hookio.Result{}, fmt.Errorf("wget: %w", err)
+	}
+	t := newWgetTracker(ctx, h, policy)
 	parser := wgetlog.NewParser(t.fetched)
 	scanErr := parser.Scan(io.TeeReader(stderr, logFile))
 	waitErr := cmd.Wait()
@@ -103,6 +111,9 @@ func runWget(ctx context.Context, h *Hook) (hookio.Result, error) {
 	wasStopped := stopped() || ctx.Err() != nil || endedBy(cmd.ProcessState, syscall.SIGTERM)
 	if scanErr != nil {
 		h.Log.Warn("reading wget log", zap.Error(scanErr))
+	}
+	if err := t.dropDenied(filepath.Join(h.Dir, t.sum.WARC)); err != nil {
+		return hookio.Result{}, fmt.Errorf("wget: %w", err)
 	}
 	return t.result(exitCode(waitErr), wasStopped)
 }
@@ -227,17 +238,41 @@ func exitCode(err error) int {
 
 // wgetTracker turns parsed fetches into Response records and the summary.
 type wgetTracker struct {
+	ctx     context.Context
 	h       *Hook
+	policy  *netpolicy.Policy
 	sum     wgetSummary
 	mainSet bool   // the seed's final answer is known
 	lastErr string // wget's last failure message
+	// mainDenied is the refusal that ended the seed's redirect chain.
+	mainDenied string
 }
 
-func newWgetTracker(h *Hook) *wgetTracker {
-	return &wgetTracker{h: h, sum: wgetSummary{WARC: wgetWARCDir + "/" + wgetWARCBase + ".warc.gz"}}
+func newWgetTracker(ctx context.Context, h *Hook, policy *netpolicy.Policy) *wgetTracker {
+	return &wgetTracker{ctx: ctx, h: h, policy: policy, sum: wgetSummary{WARC: wgetWARCDir + "/" + wgetWARCBase + ".warc.gz"}}
+}
+
+// deniedRule is the fetch.deny rule that refuses u ("" when allowed).
+// wget fetches through the attempt's proxy, which refused such a URL
+// without an answer and reported it to the job log itself.
+func (t *wgetTracker) deniedRule(u string) string {
+	rule, denied := t.policy.Deny(t.ctx, u)
+	if !denied {
+		return ""
+	}
+	return rule
 }
 
 func (t *wgetTracker) fetched(f wgetlog.Fetch) {
+	if rule := t.deniedRule(f.URL); rule != "" {
+		// The proxy refused it: no response, nothing to count. The
+		// seed's chain ending here ends the hook (final).
+		if !t.mainSet {
+			t.mainSet = true
+			t.mainDenied = (&deniedError{url: f.URL, rule: rule}).Error()
+		}
+		return
+	}
 	t.sum.Responses++
 	t.sum.Bytes += f.Bytes
 	if f.Status == 0 || f.Status >= 400 {
@@ -284,11 +319,34 @@ func (t *wgetTracker) result(code int, stopped bool) (hookio.Result, error) {
 	case t.sum.MainStatus >= 300:
 		return hookio.Result{Status: model.StatusFailed, OutputStr: desc, OutputJSON: out,
 			Error: fmt.Sprintf("%s answered HTTP %d", t.sum.MainURL, t.sum.MainStatus)}, nil
+	case t.mainDenied != "":
+		return hookio.Result{Status: model.StatusFailed, OutputStr: "fetch denied by the fetch policy", OutputJSON: out,
+			Error: t.mainDenied}, nil
 	case stopped:
 		return hookio.Result{Status: model.StatusNoResults, OutputStr: desc, OutputJSON: out,
 			Error: "stopped before the page was fetched"}, nil
 	}
 	return hookio.Result{}, fmt.Errorf("wget exited %d without fetching the page: %s", code, firstNonEmpty(t.lastErr, "see "+wgetLogFile))
+}
+
+// dropDenied removes from wget's WARC every record of a URL the fetch
+// policy refuses: wget writes a request record before it learns that the
+// proxy refused the request, and a request that never left for the site
+// is not evidence of anything it did.
+func (t *wgetTracker) dropDenied(path string) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	n, err := warc.Filter(path, func(h warc.Header) bool {
+		return h.TargetURI != "" && t.deniedRule(h.TargetURI) != ""
+	})
+	if err != nil {
+		return fmt.Errorf("drop refused fetches from the WARC: %w", err)
+	}
+	if n > 0 {
+		t.h.Log.Info("records of refused fetches dropped from the WARC", zap.Int("records", n))
+	}
+	return nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -4,9 +4,16 @@
 // internal/netpolicy allows. Every connection is decided on the address it
 // will really use, after DNS resolution, so a redirect, a page requisite or
 // a host name that resolves to a denied address is refused the same way as
-// a denied URL. A refused request is answered 403 with the DeniedHeader
-// and reported through Options.OnDeny. Plain http:// requests are
-// forwarded; https:// and anything else tunnels with CONNECT.
+// a denied URL. A refusal is never an HTTP response a fetcher could take
+// for the site's: a forwarded request is answered by closing the
+// connection, a CONNECT by a 403 with the DeniedHeader (a tunnel that was
+// never opened); each is reported through Options.OnDeny. Plain http://
+// requests are forwarded; https:// and anything else tunnels with CONNECT.
+//
+// The package also owns the one dialer every Go fetcher of the project
+// connects with (Dialer, Transport): a fetcher inside the worker process
+// dials with it directly, so the same decision is made whether or not a
+// proxy stands in between.
 package egress
 
 import (
@@ -20,6 +27,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,9 +36,9 @@ import (
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
-// DeniedHeader is set on the proxy's 403 answer to a denied request; its
-// value is the rule that matched. A fetcher that sees it knows the answer
-// came from the policy, not from the site.
+// DeniedHeader is set on the proxy's 403 answer to a denied CONNECT; its
+// value is the rule that matched. A fetcher that sees it knows the tunnel
+// was refused by the policy, not by the site.
 const DeniedHeader = "X-Archiveflow-Fetch-Denied"
 
 // The hook environment's fetch policy keys (set by internal/engine, read by
@@ -64,10 +72,24 @@ func (d Denial) Message() string {
 	return fmt.Sprintf("fetch of %s %s", d.Target, d.Decision.Reason())
 }
 
+// logPrefix starts a denial's line on a hook's stderr (LogLine).
+const logPrefix = "archiveflow: fetch of "
+
+// LogLine is the line a fetcher prints on its stderr for a denial: the
+// same words whether the proxy refused it or a fetcher's own dialer did,
+// so the job log shows one kind of line per refusal, and IsLogLine finds
+// it among a hook's other output.
+func (d Denial) LogLine() string { return "archiveflow: " + d.Message() }
+
+// IsLogLine reports whether a hook's stderr line is a denial's LogLine.
+func IsLogLine(line string) bool {
+	return strings.HasPrefix(line, logPrefix) && strings.Contains(line, " denied by fetch.deny rule ")
+}
+
 // Options configure a Proxy.
 type Options struct {
 	Policy *netpolicy.Policy
-	// OnDeny is called once per refused request, possibly from several
+	// OnDeny is called once per refused target, possibly from several
 	// goroutines at once, never after Close returns.
 	OnDeny func(Denial)
 	Log    *zap.Logger
@@ -84,10 +106,11 @@ type Proxy struct {
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 	url       string
 
-	mu      sync.Mutex
-	closed  bool
-	tunnels map[net.Conn]struct{} // both ends of every open tunnel
-	wg      sync.WaitGroup        // serve loop, handlers and tunnel copies
+	mu       sync.Mutex
+	closed   bool
+	tunnels  map[net.Conn]struct{} // both ends of every open tunnel
+	reported map[string]struct{}   // targets already handed to OnDeny
+	wg       sync.WaitGroup        // serve loop, handlers and tunnel copies
 }
 
 // Start listens on a free loopback port and serves until Close.
@@ -101,15 +124,13 @@ func Start(opts Options) (*Proxy, error) {
 		log = zap.NewNop()
 	}
 	p := &Proxy{opts: opts, log: log, ln: ln, url: "http://" + ln.Addr().String(), tunnels: map[net.Conn]struct{}{},
-		dial: Dialer(opts.Policy)}
-	p.transport = &http.Transport{
-		Proxy:                 nil, // never chain to the worker's own proxy settings
-		DialContext:           p.dial,
-		DisableCompression:    true, // pass the fetcher's Accept-Encoding and the body through as they are
-		MaxIdleConnsPerHost:   4,
-		IdleConnTimeout:       30 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
+		reported: map[string]struct{}{}, dial: Dialer(opts.Policy)}
+	// The upstream transport is Transport's: the proxy dials with the
+	// policy like every other fetcher.
+	p.transport = Transport(opts.Policy)
+	p.transport.MaxIdleConnsPerHost = 4
+	p.transport.IdleConnTimeout = 30 * time.Second
+	p.transport.ExpectContinueTimeout = time.Second
 	p.forward = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL = r.In.URL
@@ -174,6 +195,34 @@ type DeniedError struct{ Decision netpolicy.Decision }
 
 func (e *DeniedError) Error() string { return e.Decision.Reason() }
 
+// Transport returns a new HTTP transport for fetching under policy: it
+// dials only through Dialer(policy), never through the environment's
+// proxy settings, and does not ask for compression (DisableCompression),
+// so a body is kept as the origin served it. It is the one constructor of
+// a fetching transport in the project (a test fails on any other); a
+// caller may tune its pool and timeouts but not how it connects.
+func Transport(policy *netpolicy.Policy) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         Dialer(policy),
+		DisableCompression:  true,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 15 * time.Second,
+	}
+}
+
+// DeniedBy returns the denial when err (a fetcher's error, however
+// wrapped, e.g. in a *url.Error of a redirect hop) is a policy refusal.
+func DeniedBy(err error) (*DeniedError, bool) {
+	var d *DeniedError
+	if errors.As(err, &d) {
+		return d, true
+	}
+	return nil, false
+}
+
 // Dialer returns a DialContext that connects to addr (host:port) only when
 // policy allows every address the host resolves to, and then to exactly
 // those addresses, so the name cannot resolve differently between the
@@ -210,22 +259,36 @@ func Dialer(policy *netpolicy.Policy) func(ctx context.Context, network, addr st
 	}
 }
 
-// refuse answers 403 for a denied request and reports it.
-func (p *Proxy) refuse(w http.ResponseWriter, target string, d netpolicy.Decision) {
-	den := Denial{Target: target, Decision: d}
+// maxReported bounds the targets a proxy remembers having reported.
+const maxReported = 10000
+
+// report logs a denied request and hands it to OnDeny, once per target:
+// a fetcher that gets no answer retries (wget's --tries, a browser, Go's
+// transport on a kept-alive connection), and one refusal is one line.
+func (p *Proxy) report(target string, d netpolicy.Decision) {
+	p.mu.Lock()
+	_, seen := p.reported[target]
+	if !seen && len(p.reported) < maxReported {
+		p.reported[target] = struct{}{}
+	}
+	p.mu.Unlock()
+	if seen {
+		return
+	}
 	p.log.Debug("fetch denied", zap.String("target", target), zap.String("rule", d.Rule))
 	if p.opts.OnDeny != nil {
-		p.opts.OnDeny(den)
+		p.opts.OnDeny(Denial{Target: target, Decision: d})
 	}
-	w.Header().Set(DeniedHeader, d.Rule)
-	http.Error(w, "archiveflow fetch proxy: "+den.Message(), http.StatusForbidden)
 }
 
+// forwardError answers a forwarded request that got no response from the
+// site. A denial closes the fetcher's connection without any answer: an
+// HTTP status from the proxy would be recorded by the fetcher (wget's
+// WARC, a browser's network log) as if the site had sent it.
 func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, err error) {
-	var denied *DeniedError
-	if errors.As(err, &denied) {
-		p.refuse(w, redactedURL(r.URL), denied.Decision)
-		return
+	if denied, ok := DeniedBy(err); ok {
+		p.report(redactedURL(r.URL), denied.Decision)
+		panic(http.ErrAbortHandler) // net/http closes the connection, nothing written
 	}
 	if errors.Is(err, context.Canceled) {
 		return // the fetcher went away
@@ -238,9 +301,12 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
 	target := r.Host
 	upstream, err := p.dial(r.Context(), "tcp", target)
 	if err != nil {
-		var denied *DeniedError
-		if errors.As(err, &denied) {
-			p.refuse(w, target, denied.Decision)
+		if denied, ok := DeniedBy(err); ok {
+			// A refused tunnel: the fetcher reports a proxy error, never
+			// a response of the site.
+			p.report(target, denied.Decision)
+			w.Header().Set(DeniedHeader, denied.Decision.Rule)
+			http.Error(w, "archiveflow fetch proxy: "+Denial{Target: target, Decision: denied.Decision}.Message(), http.StatusForbidden)
 			return
 		}
 		http.Error(w, "archiveflow fetch proxy: "+err.Error(), http.StatusBadGateway)

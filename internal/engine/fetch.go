@@ -18,7 +18,9 @@ type fetchProxy struct {
 
 // startFetchProxy starts the attempt's egress proxy. Each attempt has its
 // own, so every refusal is reported in the log of the job that caused it.
-// onStderr (may be nil) gets one line per refusal, for the job's log.
+// onStderr (may be nil) gets one line per refusal (egress.Denial.LogLine,
+// the words a built-in fetcher prints for its own refusals), for the
+// job's log.
 func (e *Engine) startFetchProxy(inv invocation, onStderr func(string)) (*fetchProxy, error) {
 	if e.cfg.Fetch.Empty() {
 		return nil, nil
@@ -28,10 +30,9 @@ func (e *Engine) startFetchProxy(inv invocation, onStderr func(string)) (*fetchP
 		Policy: e.cfg.Fetch,
 		Log:    log,
 		OnDeny: func(d egress.Denial) {
-			msg := e.cfg.Secrets.Redact(d.Message())
 			log.Info("fetch denied", zap.String("target", e.cfg.Secrets.Redact(d.Target)), zap.String("rule", d.Decision.Rule))
 			if onStderr != nil {
-				onStderr("archiveflow: " + msg)
+				onStderr(e.cfg.Secrets.Redact(d.LogLine()))
 			}
 		},
 	})

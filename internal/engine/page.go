@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/logging"
@@ -100,6 +101,22 @@ type pageRecords struct {
 	max       int
 	responses []model.Response
 	dropped   int
+	denials   []string // fetch policy refusals (egress.Denial.LogLine), capped at max
+}
+
+// denial keeps a line of a page hook's stderr when it reports a fetch the
+// policy refused (the proxy's report, or a built-in fetcher's own): a
+// page's other stderr lines stay out of the job log.
+func (r *pageRecords) denial(line string) {
+	if !egress.IsLogLine(line) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.max > 0 && len(r.denials) >= r.max {
+		return
+	}
+	r.denials = append(r.denials, line)
 }
 
 func (r *pageRecords) response(resp model.Response) {
@@ -200,7 +217,7 @@ steps:
 				succeeded = true
 			case model.StatusFailed:
 				if out.Note == "" {
-					out.Note = h.Name + ": " + res.ArchiveResult().Error
+					out.Note = e.cfg.Secrets.Redact(h.Name + ": " + res.ArchiveResult().Error)
 				}
 			}
 			links = append(links, hl.links...)
@@ -214,7 +231,7 @@ steps:
 	if out.Status != activities.PageTransient && succeeded {
 		out.Status, out.Note = activities.PageSucceeded, ""
 	}
-	out.Responses = recs.responses
+	out.Responses, out.Denials = recs.responses, recs.denials
 	if recs.dropped > 0 {
 		log.Warn("page responses over the cap not counted", zap.Int("dropped", recs.dropped))
 	}
@@ -237,9 +254,10 @@ func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageReco
 	var fp *fetchProxy
 	if !inProc {
 		// A built-in run in this process holds the policy itself
-		// (pagefetch dials through egress.Dialer); a process gets a proxy.
+		// (its fetchers dial through egress.Transport); a process gets a
+		// proxy.
 		var err error
-		if fp, err = e.startFetchProxy(inv, nil); err != nil {
+		if fp, err = e.startFetchProxy(inv, recs.denial); err != nil {
 			return procs.Result{}, fmt.Errorf("run page hook %s: %w", inv.hook.Key(), err)
 		}
 		defer fp.close()
@@ -251,7 +269,7 @@ func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageReco
 		case r.Snapshot != nil:
 			hl.add(*r.Snapshot)
 		}
-	}, nil, fp)
+	}, recs.denial, fp)
 	if err != nil {
 		return procs.Result{}, err
 	}

@@ -7,10 +7,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/egress"
@@ -30,10 +30,9 @@ const URLListFile = "url-list.txt"
 // activities.ErrURLListRefused.
 func (e *Engine) FetchURLList(ctx context.Context, in activities.URLListFetch) (activities.URLListData, error) {
 	var out activities.URLListData
-	client := &http.Client{
-		Transport: &http.Transport{DialContext: egress.Dialer(e.cfg.Fetch), TLSHandshakeTimeout: 15 * time.Second},
-		Timeout:   in.Timeout,
-	}
+	transport := egress.Transport(e.cfg.Fetch)
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: in.Timeout}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.URL, nil)
 	if err != nil {
 		return out, fmt.Errorf("url list %s: %w: %w", in.URL, activities.ErrURLListRefused, err)
@@ -42,8 +41,13 @@ func (e *Engine) FetchURLList(ctx context.Context, in activities.URLListFetch) (
 		req.Header.Set("User-Agent", in.UserAgent)
 	}
 	resp, err := client.Do(req)
-	if de := (*egress.DeniedError)(nil); errors.As(err, &de) {
-		return out, fmt.Errorf("url list %s: %w: the fetch policy denies it: %s", in.URL, activities.ErrURLListRefused, de.Decision.Reason())
+	if de, ok := egress.DeniedBy(err); ok {
+		target := in.URL
+		if ue := (*url.Error)(nil); errors.As(err, &ue) && ue.URL != "" {
+			target = ue.URL // a redirect hop
+		}
+		return out, fmt.Errorf("url list %s: %w: the fetch policy denies it: %s", in.URL, activities.ErrURLListRefused,
+			egress.Denial{Target: target, Decision: de.Decision}.Message())
 	}
 	if err != nil {
 		return out, fmt.Errorf("download url list %s: %w", in.URL, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,8 @@ func TestFetchURLList(t *testing.T) {
 			fmt.Fprint(w, "\x89PNG")
 		case "/down":
 			http.Error(w, "down", http.StatusServiceUnavailable)
+		case "/redirect":
+			http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 		default:
 			http.NotFound(w, r)
 		}
@@ -74,6 +77,14 @@ func TestFetchURLList(t *testing.T) {
 		_, err := fetch(path, 50)
 		require.ErrorIs(t, err, activities.ErrURLListRefused, path)
 		assert.Contains(t, err.Error(), want, path)
+	}
+	// A list that redirects to the denied port, however it is spelled.
+	for _, host := range []string{guard.Addr, fmt.Sprintf("[::ffff:127.0.0.1]:%d", guard.Port()),
+		fmt.Sprintf("2130706433:%d", guard.Port()), fmt.Sprintf("0x7f.1:%d", guard.Port())} {
+		target := "http://" + host + "/l.txt"
+		_, err := fetch(srv.URL+"/redirect?to="+url.QueryEscape(target), 50)
+		require.ErrorIs(t, err, activities.ErrURLListRefused, host)
+		assert.Contains(t, err.Error(), fmt.Sprintf("fetch of %s denied by fetch.deny rule %q", target, guard.Addr))
 	}
 	assert.Zero(t, guard.Connections(), "the denied address was connected to")
 	_, err = fetch(srv.URL+"/down", 50)

@@ -5,6 +5,13 @@
 // fetching: the starter asks it about submitted URLs, a crawl about
 // discovered ones, and internal/egress about every connection a fetcher
 // makes.
+//
+// Addresses are compared in canonical form: an address literal is read the
+// way C resolvers and browsers read it (ParseAddr: "2130706437", "0x7f.1" and
+// "0177.0.0.1" are IPv4 addresses), IPv4 is 4 bytes (an IPv4-mapped IPv6
+// address is its IPv4 address), and an IPv6 address that embeds an IPv4
+// address (IPv4-compatible ::a.b.c.d, NAT64 64:ff9b::/96) is denied by a rule
+// for either of the two.
 package netpolicy
 
 import (
@@ -42,7 +49,9 @@ func (r Rule) String() string { return r.text }
 //	127.0.0.1:6379        any of the above with a port: only that port
 //	[::1]:6379            an IPv6 address or CIDR with a port, in brackets
 //
-// The error says what is wrong with the entry.
+// An address is read by ParseAddr, so "0x7f.0.0.1" is the address 127.0.0.1
+// (not a host name) and "::ffff:127.0.0.1" is 127.0.0.1; a CIDR is written
+// in standard notation. The error says what is wrong with the entry.
 func ParseRule(s string) (Rule, error) {
 	text := strings.TrimSpace(s)
 	if text == "" {
@@ -64,11 +73,10 @@ func ParseRule(s string) (Rule, error) {
 		}
 		return r, nil
 	}
-	if a, err := netip.ParseAddr(hostPart); err == nil {
-		if a.Zone() != "" {
-			return Rule{}, errors.New("must not have an IPv6 zone")
-		}
-		a = a.Unmap()
+	if a, err := netip.ParseAddr(hostPart); err == nil && a.Zone() != "" {
+		return Rule{}, errors.New("must not have an IPv6 zone")
+	}
+	if a, ok := ParseAddr(hostPart); ok {
 		r.prefix = netip.PrefixFrom(a, a.BitLen())
 		return r, nil
 	}
@@ -84,6 +92,120 @@ func ParseRule(s string) (Rule, error) {
 	}
 	r.host = name
 	return r, nil
+}
+
+// ParseAddr reads host as an address literal the way resolvers (glibc's
+// inet_aton and getaddrinfo) and browsers do, and returns the address in
+// canonical form: IPv4 as a 4-byte address, an IPv4-mapped IPv6 address
+// (::ffff:a.b.c.d) as its IPv4 address. It accepts
+//
+//   - IPv6 in standard notation, bare or in brackets ("[::1]"), but not with
+//     a zone ("fe80::1%eth0"): that names an interface, not only an address;
+//   - IPv4 as 1 to 4 dot-separated numbers, each decimal, octal (leading 0:
+//     "0177") or hexadecimal ("0x7f", "0X7F"), where the last number fills
+//     the remaining bytes: "2130706433", "127.1", "127.0.1", "0x7f000001",
+//     "0177.0.0.01" are all 127.0.0.1; one trailing dot is allowed
+//     ("127.0.0.1.", as browsers do).
+//
+// Anything else, including a number out of range for its bytes ("256.0.0.1",
+// "0x100.0.0.1"), invalid digits ("08", "0xg", "1e3") or an empty part, is not
+// an address (ok false): it is a host name.
+func ParseAddr(host string) (netip.Addr, bool) {
+	if inner, ok := strings.CutPrefix(host, "["); ok {
+		inner, ok = strings.CutSuffix(inner, "]")
+		if !ok {
+			return netip.Addr{}, false
+		}
+		a, err := netip.ParseAddr(inner)
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return netip.Addr{}, false
+		}
+		return a.Unmap(), true
+	}
+	if strings.Contains(host, ":") {
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return netip.Addr{}, false
+		}
+		return a.Unmap(), true
+	}
+	return parseIPv4(host)
+}
+
+// parseIPv4 reads the IPv4 spellings of inet_aton: a, a.b, a.b.c or a.b.c.d,
+// each part decimal, octal (leading 0) or hexadecimal (0x), the last part
+// filling the bytes left; plus one trailing dot.
+func parseIPv4(s string) (netip.Addr, bool) {
+	if len(s) > 1 {
+		s = strings.TrimSuffix(s, ".")
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var b [4]byte
+	last := len(parts) - 1
+	for i, part := range parts {
+		n, ok := parseIPv4Part(part)
+		if !ok {
+			return netip.Addr{}, false
+		}
+		if i < last { // one byte
+			if n > 0xff {
+				return netip.Addr{}, false
+			}
+			b[i] = byte(n)
+			continue
+		}
+		// The last part fills bytes i to 3.
+		if n>>(8*(4-i)) != 0 {
+			return netip.Addr{}, false
+		}
+		for j := 3; j >= i; j-- {
+			b[j] = byte(n)
+			n >>= 8
+		}
+	}
+	return netip.AddrFrom4(b), true
+}
+
+// parseIPv4Part reads one number of an IPv4 spelling as C's strtoul with
+// base 0 would, but only when the whole part is that number; the result is
+// at most 0xffffffff.
+func parseIPv4Part(s string) (uint64, bool) {
+	base, digits := uint64(10), s
+	switch {
+	case len(s) > 1 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'):
+		base, digits = 16, s[2:]
+	case len(s) > 1 && s[0] == '0':
+		base, digits = 8, s[1:]
+	}
+	if digits == "" {
+		return 0, false // "" or a bare "0x"
+	}
+	var n uint64
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		var d uint64
+		switch {
+		case c >= '0' && c <= '9':
+			d = uint64(c - '0')
+		case c >= 'a' && c <= 'f':
+			d = uint64(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			d = uint64(c-'A') + 10
+		default:
+			return 0, false
+		}
+		if d >= base {
+			return 0, false
+		}
+		n = n*base + d
+		if n > 0xffffffff {
+			return 0, false
+		}
+	}
+	return n, true
 }
 
 // splitPort separates an optional :PORT from a rule.
@@ -222,30 +344,63 @@ func (d Decision) Reason() string {
 	return msg
 }
 
-// CheckAddr decides a connection to addr:port by the address rules.
+// CheckAddr decides a connection to addr:port by the address rules, on the
+// canonical form of addr: without a zone, an IPv4-mapped address as its IPv4
+// address. An IPv6 address that embeds an IPv4 address (IPv4-compatible
+// ::a.b.c.d other than :: and ::1, or NAT64 64:ff9b::a.b.c.d) is denied
+// when a rule matches either the IPv6 or the embedded IPv4 address.
+// Decision.Addr is the address that matched.
 func (p *Policy) CheckAddr(addr netip.Addr, port int) Decision {
 	a := addr.WithZone("").Unmap()
 	d := Decision{Host: a.String()}
 	if p == nil {
 		return d
 	}
+	embedded, hasEmbedded := embeddedIPv4(a)
 	for _, r := range p.rules {
-		if r.matchAddr(a, port) {
+		switch {
+		case r.matchAddr(a, port):
 			d.Denied, d.Rule, d.Addr = true, r.text, a
+			return d
+		case hasEmbedded && r.matchAddr(embedded, port):
+			d.Denied, d.Rule, d.Addr = true, r.text, embedded
 			return d
 		}
 	}
 	return d
 }
 
+// nat64 is the NAT64 well-known prefix (RFC 6052): 64:ff9b::a.b.c.d
+// reaches a.b.c.d through a NAT64 gateway.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// embeddedIPv4 returns the IPv4 address in the last 32 bits of an
+// IPv4-compatible (::a.b.c.d, not :: or ::1) or NAT64 (64:ff9b::/96) IPv6
+// address a (unmapped, without zone).
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	v4 := netip.AddrFrom4([4]byte(b[12:]))
+	compatible := [12]byte(b[:12]) == [12]byte{}
+	if compatible && !a.IsUnspecified() && !a.IsLoopback() || nat64.Contains(a) {
+		return v4, true
+	}
+	return netip.Addr{}, false
+}
+
 // Resolve decides a connection to host:port: the host rules first, then
-// every address the host resolves to (an address literal resolves to
-// itself). It returns the addresses to connect to when none is denied, else
-// the denial; a host with any denied address is denied as a whole, so a
-// fetcher cannot be steered to it by address order. An error means the host
-// did not resolve; nothing is denied then (there is nothing to connect to).
+// every address the host resolves to (CheckAddr). An address literal, in
+// any spelling ParseAddr accepts (or IPv6 with a zone), resolves to itself
+// in canonical form without a lookup: "2130706433" is 127.0.0.1. It returns
+// the addresses to connect to when none is denied, else the denial; a host
+// with any denied address is denied as a whole, so a fetcher cannot be
+// steered to it by address order. An error means the host did not resolve;
+// nothing is denied then (there is nothing to connect to).
 func (p *Policy) Resolve(ctx context.Context, host string, port int) ([]netip.Addr, Decision, error) {
-	name := strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	bare := strings.Trim(host, "[]")
+	name := strings.ToLower(strings.TrimSuffix(bare, "."))
 	d := Decision{Host: name}
 	if p != nil {
 		for _, r := range p.rules {
@@ -256,9 +411,10 @@ func (p *Policy) Resolve(ctx context.Context, host string, port int) ([]netip.Ad
 		}
 	}
 	var addrs []netip.Addr
-	if a, err := netip.ParseAddr(name); err == nil {
+	if a, ok := literal(bare); ok {
 		addrs = []netip.Addr{a}
 	} else {
+		var err error
 		if addrs, err = p.resolve(ctx, name); err != nil {
 			return nil, d, fmt.Errorf("resolve %s: %w", name, err)
 		}
@@ -273,6 +429,22 @@ func (p *Policy) Resolve(ctx context.Context, host string, port int) ([]netip.Ad
 		}
 	}
 	return addrs, d, nil
+}
+
+// literal reads an address literal host (without brackets) for Resolve:
+// what ParseAddr accepts, and IPv6 with a zone, which is kept (in the case
+// given) because a link-local address is dialled through its interface.
+func literal(host string) (netip.Addr, bool) {
+	if a, ok := ParseAddr(host); ok {
+		return a, true
+	}
+	if a, err := netip.ParseAddr(host); err == nil && a.Zone() != "" {
+		if a.Is4In6() {
+			return a.Unmap(), true
+		}
+		return a, true
+	}
+	return netip.Addr{}, false
 }
 
 func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {

@@ -2,6 +2,12 @@
 // and response records, each its own gzip member, so WARC files (and the
 // per-page files of a crawl) concatenate into a valid .warc.gz by plain
 // appending. It writes what a fetcher hands it; it does no HTTP itself.
+//
+// It also reads WARC files, its own or other tools' (GNU wget's
+// --warc-file output, gzip per record or uncompressed): Read walks the
+// records, and Filter removes records from a file in place while keeping
+// every other record byte-identical (e.g. request records for requests the
+// fetch policy refused, which never reached the origin).
 package warc
 
 import (

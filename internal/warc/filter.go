@@ -1,0 +1,427 @@
+package warc
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Field is one named field of a WARC record header, as written.
+type Field struct {
+	Name  string
+	Value string
+}
+
+// Header is the header block of one WARC record as read from a file.
+type Header struct {
+	Version   string // version line, e.g. WARC/1.0 or WARC/1.1
+	Type      string // WARC-Type
+	ID        string // WARC-Record-ID, as written (<urn:uuid:...>)
+	TargetURI string // WARC-Target-URI, without the <...> some writers (wget) put around it
+	// ConcurrentTo are the WARC-Concurrent-To record ids, as written; the
+	// field may repeat.
+	ConcurrentTo  []string
+	ContentLength int64 // Content-Length: size of the record block
+	// Fields are all header fields in file order.
+	Fields []Field
+}
+
+// Get returns the value of the first field called name (compared without
+// regard to case), or "" when there is none.
+func (h Header) Get(name string) string {
+	for _, f := range h.Fields {
+		if strings.EqualFold(f.Name, name) {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// Values returns the values of every field called name (compared without
+// regard to case), in file order.
+func (h Header) Values(name string) []string {
+	var out []string
+	for _, f := range h.Fields {
+		if strings.EqualFold(f.Name, name) {
+			out = append(out, f.Value)
+		}
+	}
+	return out
+}
+
+// ErrMultiRecordMember is returned (wrapped) by Filter for a gzip member that
+// holds more than one record, e.g. a whole-file gzip: such a file cannot be
+// filtered by copying members.
+var ErrMultiRecordMember = errors.New("gzip member holds more than one record: file is not one record per gzip member")
+
+// maxHeaderBytes bounds the header block of one record.
+const maxHeaderBytes = 1 << 20
+
+// readLine reads one line including its \n; at most limit bytes.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, fmt.Errorf("header block longer than %d bytes", maxHeaderBytes)
+		}
+		line = append(line, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return line, err
+	}
+}
+
+// readHeader reads the version line and header fields of one record, up to
+// and including the blank line, and returns the number of bytes consumed.
+// It returns io.EOF only when br is at its end before the record.
+func readHeader(br *bufio.Reader) (Header, int64, error) {
+	var h Header
+	var n int64
+	line, err := readLine(br, maxHeaderBytes)
+	n += int64(len(line))
+	if err == io.EOF && len(line) == 0 {
+		return h, 0, io.EOF
+	}
+	if len(line) > 0 && !bytes.HasPrefix(line, []byte("WARC/")) {
+		return h, n, fmt.Errorf("no WARC/ version line (starts %q)", truncate(line, 16))
+	}
+	if err != nil {
+		return h, n, fmt.Errorf("read version line: %w", noEOF(err))
+	}
+	h.Version = strings.TrimRight(string(line), "\r\n")
+	for {
+		line, err := readLine(br, maxHeaderBytes-int(n))
+		n += int64(len(line))
+		if err != nil {
+			return h, n, fmt.Errorf("read header: %w", noEOF(err))
+		}
+		s := strings.TrimRight(string(line), "\r\n")
+		if s == "" {
+			break
+		}
+		if s[0] == ' ' || s[0] == '\t' { // continuation of the previous field
+			if len(h.Fields) == 0 {
+				return h, n, fmt.Errorf("malformed header line %q", s)
+			}
+			f := &h.Fields[len(h.Fields)-1]
+			f.Value = strings.TrimSpace(f.Value + " " + strings.TrimSpace(s))
+			continue
+		}
+		name, value, ok := strings.Cut(s, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return h, n, fmt.Errorf("malformed header line %q", s)
+		}
+		h.Fields = append(h.Fields, Field{Name: name, Value: strings.TrimSpace(value)})
+	}
+	h.Type = h.Get("WARC-Type")
+	h.ID = h.Get("WARC-Record-ID")
+	h.TargetURI = h.Get("WARC-Target-URI")
+	if len(h.TargetURI) >= 2 && h.TargetURI[0] == '<' && h.TargetURI[len(h.TargetURI)-1] == '>' {
+		h.TargetURI = h.TargetURI[1 : len(h.TargetURI)-1]
+	}
+	h.ConcurrentTo = h.Values("WARC-Concurrent-To")
+	cl := h.Values("Content-Length")
+	if len(cl) != 1 {
+		return h, n, fmt.Errorf("want one Content-Length header, have %d", len(cl))
+	}
+	h.ContentLength, err = strconv.ParseInt(cl[0], 10, 64)
+	if err != nil || h.ContentLength < 0 {
+		return h, n, fmt.Errorf("bad Content-Length %q", cl[0])
+	}
+	return h, n, nil
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// noEOF turns io.EOF into io.ErrUnexpectedEOF: inside a record, EOF means
+// truncation.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// readBlockEnd skips the rest of a record block (n bytes) and reads the
+// \r\n\r\n that ends every record.
+func readBlockEnd(r io.Reader, n int64) error {
+	if m, err := io.CopyN(io.Discard, r, n); err != nil {
+		return fmt.Errorf("block truncated after %d of %d bytes: %w", m, n, noEOF(err))
+	}
+	var t [4]byte
+	if _, err := io.ReadFull(r, t[:]); err != nil {
+		return fmt.Errorf("record end: %w", noEOF(err))
+	}
+	if string(t[:]) != "\r\n\r\n" {
+		return fmt.Errorf("block not followed by CRLF CRLF (wrong Content-Length?)")
+	}
+	return nil
+}
+
+// countingReader counts the bytes read through it. It implements
+// io.ByteReader so compress/gzip reads exactly one member and no further.
+type countingReader struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
+
+// span is the raw bytes of one record (gzip member or uncompressed record).
+type span struct {
+	off, n int64
+	drop   bool
+}
+
+// scan finds the records of a WARC stream and asks drop about each.
+func scan(r io.Reader, drop func(Header) bool) ([]span, error) {
+	if drop == nil {
+		drop = func(Header) bool { return false }
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic, _ := br.Peek(2)
+	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		return scanGzip(br, drop)
+	}
+	return scanPlain(br, drop)
+}
+
+func scanPlain(br *bufio.Reader, drop func(Header) bool) ([]span, error) {
+	var spans []span
+	var off int64
+	for {
+		h, n, err := readHeader(br)
+		if err == io.EOF {
+			return spans, nil
+		}
+		if err == nil {
+			err = readBlockEnd(br, h.ContentLength)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("record at offset %d: %w", off, err)
+		}
+		size := n + h.ContentLength + 4
+		spans = append(spans, span{off: off, n: size, drop: drop(h)})
+		off += size
+	}
+}
+
+func scanGzip(br *bufio.Reader, drop func(Header) bool) ([]span, error) {
+	var spans []span
+	cr := &countingReader{r: br}
+	var zr gzip.Reader
+	dbr := bufio.NewReaderSize(nil, 64<<10)
+	for {
+		off := cr.n
+		if _, err := br.Peek(1); err == io.EOF {
+			return spans, nil
+		}
+		h, err := readMember(cr, &zr, dbr)
+		if err != nil {
+			return nil, fmt.Errorf("record (gzip member) at offset %d: %w", off, err)
+		}
+		spans = append(spans, span{off: off, n: cr.n - off, drop: drop(h)})
+	}
+}
+
+// readMember reads one gzip member from cr, which must hold exactly one
+// record, and leaves cr just after the member.
+func readMember(cr *countingReader, zr *gzip.Reader, dbr *bufio.Reader) (Header, error) {
+	if magic, _ := cr.r.Peek(2); len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
+		return Header{}, fmt.Errorf("not a gzip member (starts %q)", magic)
+	}
+	if err := zr.Reset(cr); err != nil {
+		return Header{}, gzipErr(noEOF(err))
+	}
+	zr.Multistream(false)
+	dbr.Reset(zr)
+	h, _, err := readHeader(dbr)
+	if err == io.EOF {
+		return h, errors.New("empty gzip member")
+	}
+	if err == nil {
+		err = readBlockEnd(dbr, h.ContentLength)
+	}
+	if err != nil {
+		return h, err
+	}
+	// The member must end right after the record; reading to its end also
+	// checks the gzip CRC and size.
+	if _, err := dbr.Peek(1); err != io.EOF {
+		if err != nil {
+			return h, gzipErr(err)
+		}
+		if next, _ := dbr.Peek(5); string(next) == "WARC/" {
+			return h, ErrMultiRecordMember
+		}
+		return h, errors.New("data after the record inside its gzip member")
+	}
+	return h, nil
+}
+
+// gzipErr marks err as coming from decompression, once.
+func gzipErr(err error) error {
+	if strings.HasPrefix(err.Error(), "gzip: ") {
+		return err
+	}
+	return fmt.Errorf("gzip: %w", err)
+}
+
+// Filter rewrites the WARC file at path without the records for which drop
+// returns true and returns how many it removed. The file may be gzip
+// compressed with one gzip member per record (as this package and GNU wget
+// write it) or uncompressed; gzip is detected by its magic bytes. Every kept
+// record stays byte-identical: its gzip member (or, uncompressed, its raw
+// bytes up to and including the closing CRLF CRLF) is copied as is.
+//
+// The whole file is checked before anything is written. When nothing is
+// dropped the file is not touched. Otherwise the result goes to a temporary
+// file in the same directory, with the same permission bits, which is renamed
+// over path (a symbolic link is followed and its target replaced). A malformed
+// or truncated file, or a gzip member holding more than one record
+// (ErrMultiRecordMember, e.g. a whole-file gzip), is an error naming the file
+// and the record's offset and leaves the file unchanged. drop may have been
+// called for some records before such an error is found; a nil drop keeps
+// every record (and so only checks the file).
+func Filter(path string, drop func(Header) bool) (dropped int, err error) {
+	defer func() {
+		if err != nil {
+			dropped, err = 0, fmt.Errorf("warc filter %s: %w", path, err)
+		}
+	}()
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return 0, err
+	}
+	f, err := os.Open(target)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, errors.New("not a regular file")
+	}
+	spans, err := scan(f, drop)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range spans {
+		if s.drop {
+			dropped++
+		}
+	}
+	if dropped == 0 {
+		return 0, nil
+	}
+
+	dir := filepath.Dir(target)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".filter-*")
+	if err != nil {
+		return 0, err
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
+		return 0, err
+	}
+	for i := 0; i < len(spans); {
+		if spans[i].drop {
+			i++
+			continue
+		}
+		// Copy a run of kept records at once.
+		off, n := spans[i].off, int64(0)
+		for ; i < len(spans) && !spans[i].drop; i++ {
+			n += spans[i].n
+		}
+		if m, err := io.Copy(tmp, io.NewSectionReader(f, off, n)); err != nil || m != n {
+			return 0, fmt.Errorf("copy records at offset %d: copied %d of %d bytes: %v", off, m, n, err)
+		}
+	}
+	if now, err := f.Stat(); err != nil || now.Size() != fi.Size() || !now.ModTime().Equal(fi.ModTime()) {
+		return 0, errors.New("file changed while being filtered")
+	}
+	if err := tmp.Sync(); err != nil {
+		return 0, err
+	}
+	if err := tmp.Close(); err != nil {
+		return 0, err
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		return 0, err
+	}
+	renamed = true
+	if d, err := os.Open(dir); err == nil { // make the rename durable; best effort
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return dropped, nil
+}
+
+// Read calls fn for each record of the WARC stream r, gzip compressed (per
+// record or as a whole) or not, with its header and a reader of its block.
+// fn need not read the block to its end. An error from fn stops Read and is
+// returned as is.
+func Read(r io.Reader, fn func(h Header, block io.Reader) error) error {
+	src := bufio.NewReaderSize(r, 64<<10)
+	if magic, _ := src.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			return fmt.Errorf("warc read: gzip: %w", err)
+		}
+		defer zr.Close()
+		src = bufio.NewReaderSize(zr, 64<<10)
+	}
+	for i := 0; ; i++ {
+		h, _, err := readHeader(src)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("warc read: record %d: %w", i, err)
+		}
+		block := &io.LimitedReader{R: src, N: h.ContentLength}
+		if err := fn(h, block); err != nil {
+			return err
+		}
+		if err := readBlockEnd(src, block.N); err != nil {
+			return fmt.Errorf("warc read: record %d: %w", i, err)
+		}
+	}
+}
