@@ -69,7 +69,7 @@ func TestPosixRegex(t *testing.T) {
 
 func TestWgetArgs(t *testing.T) {
 	base := []string{"--no-config", "-e", "robots=off", "--page-requisites", "--warc-file=warc/archive",
-		"--progress=dot:giga", "--tries=2", "--timeout=60"}
+		"--progress=dot:giga", "--tries=2", "--waitretry=0", "--timeout=60"}
 	tests := []struct {
 		name  string
 		env   map[string]string

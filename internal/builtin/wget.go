@@ -123,7 +123,11 @@ func wgetArgs(inv *hookio.Invocation, extra []string) []string {
 	args := []string{
 		"--no-config", "-e", "robots=off", "--page-requisites",
 		"--warc-file=" + wgetWARCDir + "/" + wgetWARCBase,
-		"--progress=dot:giga", "--tries=2",
+		// --waitretry=0: the retry follows at once. A request the fetch
+		// proxy refuses gets no answer, which wget retries; waiting a
+		// second for each refused requisite would let the seal cut wget
+		// short on a page with many of them.
+		"--progress=dot:giga", "--tries=2", "--waitretry=0",
 		"--timeout=" + strconv.Itoa(int(inv.Timeout/time.Second)),
 	}
 	if inv.UserAgent != "" {

@@ -12,16 +12,21 @@ import (
 
 // Guarded is a loopback port nothing may connect to.
 type Guarded struct {
-	// Addr is 127.0.0.1:PORT.
+	// Addr is IP:PORT (127.0.0.1:PORT for Guard).
 	Addr     string
 	accepted atomic.Int32
 }
 
 // Guard listens on a free loopback port until tb ends, accepting and
 // closing every connection and counting it.
-func Guard(tb testing.TB) *Guarded {
+func Guard(tb testing.TB) *Guarded { return GuardAt(tb, "127.0.0.1") }
+
+// GuardAt is Guard on a free port of ip, another loopback address (e.g.
+// 127.0.0.5: all of 127.0.0.0/8 is this machine's), standing for an
+// address a rule denies as a whole (a metadata endpoint).
+func GuardAt(tb testing.TB, ip string) *Guarded {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		tb.Fatalf("egresstest: listen: %v", err)
 	}

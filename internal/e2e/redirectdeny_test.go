@@ -1,0 +1,273 @@
+//go:build dev
+
+package e2e
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
+	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/warc"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// sentinelRule denies the sentinel's whole address, as fetch.deny's
+// 169.254.0.0/16 denies a cloud metadata endpoint.
+const sentinelRule = "127.0.0.5/32"
+
+// redirectSite is a crawled site an attacker controls: its pages redirect
+// (every redirect status, Refresh, <meta http-equiv=refresh>) to a
+// sentinel on a denied loopback address, spelled every way a resolver or
+// browser reads as that address.
+type redirectSite struct {
+	*policySite
+	sentinel  *egresstest.Guarded
+	spellings map[string]string // name → host:port of the sentinel
+}
+
+var redirectCodes = []int{301, 302, 303, 307, 308}
+
+func newRedirectSite(t *testing.T) *redirectSite {
+	t.Helper()
+	g := egresstest.GuardAt(t, "127.0.0.5")
+	port := g.Port()
+	rs := &redirectSite{sentinel: g, spellings: map[string]string{
+		"addr":    g.Addr,
+		"mapped":  fmt.Sprintf("[::ffff:127.0.0.5]:%d", port),
+		"decimal": fmt.Sprintf("2130706437:%d", port),
+		"octal":   fmt.Sprintf("0177.0.0.05:%d", port),
+		"hex":     fmt.Sprintf("0x7f.0.0.5:%d", port),
+	}}
+	rs.policySite = newLoggingSite(t, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		switch r.URL.Path {
+		case "/":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, `<!DOCTYPE html><html><head><title>start</title>
+<link rel="stylesheet" href="/r?to=hex&amp;code=307">
+<link rel="icon" href="/r?to=octal&amp;code=302">
+</head><body><img src="/r?to=mapped&amp;code=302"><img src="/r?to=decimal&amp;code=301">`)
+			for _, code := range redirectCodes {
+				for name := range rs.spellings {
+					fmt.Fprintf(w, "<a href=\"/r?to=%s&amp;code=%d\">%s %d</a>\n", name, code, name, code)
+				}
+			}
+			fmt.Fprint(w, `<a href="/refresh">refresh</a><a href="/meta">meta</a></body></html>`)
+		case "/r":
+			code, _ := strconv.Atoi(q.Get("code"))
+			http.Redirect(w, r, rs.target(q.Get("to"), code), code)
+		case "/refresh":
+			w.Header().Set("Refresh", "0; url=http://"+g.Addr+"/refresh-secret")
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, `<!DOCTYPE html><title>refresh</title><p>moving`)
+		case "/meta":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, `<!DOCTYPE html><html><head><title>meta</title>
+<meta http-equiv="refresh" content="0; url=http://%s/meta-secret"></head><body>moving</body></html>`, g.Addr)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	return rs
+}
+
+// target is where /r?to=name&code=code redirects.
+func (rs *redirectSite) target(name string, code int) string {
+	return fmt.Sprintf("http://%s/secret-%s-%d", rs.spellings[name], name, code)
+}
+
+// isSentinel reports a URL whose host is any spelling of the sentinel.
+func (rs *redirectSite) isSentinel(u string) bool {
+	for _, host := range rs.spellings {
+		if strings.Contains(u, "//"+host+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// logPacket is one IDENT_log entry, as ArchiveBot's readers see it.
+type logPacket struct {
+	Type         string `json:"type"`
+	Message      string `json:"message"`
+	URL          string `json:"url"`
+	ResponseCode int    `json:"response_code"`
+}
+
+func logPackets(t *testing.T, s *Stack, ident string) []logPacket {
+	t.Helper()
+	var out []logPacket
+	for _, l := range strings.Split(jobLog(t, s, ident), "\n") {
+		if l == "" {
+			continue
+		}
+		var p logPacket
+		require.NoError(t, json.Unmarshal([]byte(l), &p), l)
+		out = append(out, p)
+	}
+	return out
+}
+
+// checkNoSentinelInLogOrWARCs: no download packet (so no counted
+// response, 4xx/5xx or other) and no WARC record is for the sentinel.
+func (rs *redirectSite) checkNoSentinelInLogOrWARCs(t *testing.T, packets []logPacket, warcGlob string) {
+	t.Helper()
+	for _, p := range packets {
+		if p.Type == "download" {
+			assert.False(t, rs.isSentinel(p.URL), "a refused fetch was logged as a response: %+v", p)
+		}
+	}
+	files, err := filepath.Glob(warcGlob)
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no WARC at %s", warcGlob)
+	records := 0
+	for _, f := range files {
+		fh, err := os.Open(f)
+		require.NoError(t, err)
+		zr, err := gzip.NewReader(fh)
+		require.NoError(t, err, f)
+		err = warc.Read(zr, func(h warc.Header, block io.Reader) error {
+			records++
+			assert.False(t, rs.isSentinel(h.TargetURI), "%s holds a %s record for %s", f, h.Type, h.TargetURI)
+			return nil
+		})
+		_ = fh.Close()
+		require.NoError(t, err, f)
+	}
+	assert.NotZero(t, records, "the WARCs hold what was allowed")
+}
+
+// refusal is the job log's line for a refused fetch of target.
+func refusal(target string) string {
+	return fmt.Sprintf("archiveflow: fetch of %s denied by fetch.deny rule %q", target, sentinelRule)
+}
+
+func hasMessage(packets []logPacket, sub string) bool {
+	for _, p := range packets {
+		if p.Type == "stdout" && strings.Contains(p.Message, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNoRedirectReachesADeniedAddress is issue 29's acceptance: a crawl
+// (pagefetch, title, outlinks) and single-page jobs with every built-in
+// hook (headers, wget, favicon, title, outlinks, htmltotext, and dom when
+// Chromium is installed) of pages that redirect to a denied sentinel,
+// spelled as its address, IPv4-mapped IPv6, decimal, octal and hex, by
+// every redirect status, Refresh and <meta http-equiv=refresh>, and of a
+// page whose requisites do: the sentinel sees no connection, each refusal
+// is in the job log with its rule, no WARC holds a record for it, and no
+// response is counted for it.
+func TestNoRedirectReachesADeniedAddress(t *testing.T) {
+	if _, err := exec.LookPath("wget"); err != nil {
+		t.Skip("wget is not installed")
+	}
+	site := newRedirectSite(t)
+	plugins := []string{"headers", "wget", "favicon", "title", "outlinks", "htmltotext", "pagefetch"}
+	chromium := false
+	for _, c := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if _, err := exec.LookPath(c); err == nil {
+			chromium = true
+		}
+	}
+	if chromium {
+		plugins = append(plugins, "dom")
+	}
+	s := NewStack(t, server, builtinPlugins(t, plugins...), func(c *config.Config) {
+		c.Fetch.Deny = append(c.Fetch.Deny, sentinelRule)
+		c.Hooks.Timeout = time.Minute
+		c.Crawl.AttrInterval = 500 * time.Millisecond
+		c.Job.Concurrency = 8
+	})
+	s.StartPools(t, builtinEnv(t))
+
+	// Single-page jobs (pagefetch is a crawl's page plugin: off here).
+	seeds := map[string]string{"/": ""}
+	for i, name := range []string{"addr", "mapped", "decimal", "octal", "hex"} {
+		code := redirectCodes[i%len(redirectCodes)]
+		seeds[fmt.Sprintf("/r?to=%s&code=%d", name, code)] = site.target(name, code)
+	}
+	if chromium {
+		seeds["/refresh"], seeds["/meta"] = "", ""
+	}
+	jobs := map[string]Job{}
+	for path := range seeds {
+		jobs[path] = s.Submit(t, site.URL+path, nil)
+	}
+	for path, job := range jobs {
+		require.NoError(t, s.Wait(t, job, 3*time.Minute), path)
+		var st workflows.Status
+		require.NoError(t, job.Run.Get(context.Background(), &st))
+		packets := logPackets(t, s, job.Ident)
+		site.checkNoSentinelInLogOrWARCs(t, packets, filepath.Join(s.SnapDir(job), "wget", "warc", "*.warc.gz"))
+		target := seeds[path]
+		if target == "" {
+			continue
+		}
+		res := resultsByHook(st)
+		for _, hook := range []string{"headers", "wget"} {
+			assert.Equal(t, model.StatusFailed, res[hook].Status, "%s %s: %s", path, hook, res[hook].OutputStr)
+			assert.Contains(t, res[hook].Error, fmt.Sprintf("fetch of %s denied by fetch.deny rule %q", target, sentinelRule), "%s %s", path, hook)
+			assert.Equal(t, 1, res[hook].Attempts, "%s %s: a refusal is final", path, hook)
+		}
+		for _, hook := range []string{"title", "outlinks", "htmltotext"} {
+			assert.Equal(t, model.StatusNoResults, res[hook].Status, "%s %s reads the refused page, fetches nothing: %s", path, hook, res[hook].OutputStr)
+		}
+		assert.True(t, hasMessage(packets, "[headers/on_Snapshot__20_headers.sh] "+refusal(target)), "%s: headers' refusal in the job log", path)
+		assert.True(t, hasMessage(packets, "[wget/on_Snapshot__60_wget.bg.sh] "+refusal(target)), "%s: wget's refusal (the proxy's) in the job log", path)
+	}
+	start := logPackets(t, s, jobs["/"].Ident)
+	for _, target := range []string{site.target("hex", 307), site.target("mapped", 302), site.target("decimal", 301)} {
+		assert.True(t, hasMessage(start, "[wget/on_Snapshot__60_wget.bg.sh] "+refusal(target)), "wget's refused requisite %s in the job log", target)
+	}
+	assert.True(t, hasMessage(start, "[favicon/on_Snapshot__61_favicon.sh] "+refusal(site.target("octal", 302))), "favicon's refused icon in the job log")
+	assert.Zero(t, site.sentinel.Connections(), "the denied sentinel was connected to by a single-page job")
+
+	// A crawl of every redirect: pages run pagefetch, title and outlinks
+	// in the worker's process.
+	crawl := s.SubmitCrawl(t, site.URL+"/", -1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var cst workflows.CrawlStatus
+	require.NoError(t, crawl.Run.Get(ctx, &cst))
+	assert.Equal(t, model.StateFinished, cst.State, cst.Error)
+	packets := logPackets(t, s, crawl.Ident)
+	site.checkNoSentinelInLogOrWARCs(t, packets, filepath.Join(s.Config.ArchiveDir, "crawls", crawl.Ident, "warc", "*.warc.gz"))
+	pages := crawlPages(t, s, crawl.Ident)
+	for _, code := range redirectCodes {
+		for name := range site.spellings {
+			u := fmt.Sprintf("%s/r?to=%s&code=%d", site.URL, name, code)
+			p, ok := pageByURL(pages, u)
+			if !assert.True(t, ok, "page %s crawled", u) {
+				continue
+			}
+			target := site.target(name, code)
+			assert.Equal(t, frontier.StatusFailed, p.Status, "%s: a refusal is final", u)
+			assert.Contains(t, p.Note, fmt.Sprintf("fetch of %s denied by fetch.deny rule %q", target, sentinelRule), u)
+			assert.True(t, hasMessage(packets, "[page] "+refusal(target)), "%s: the refusal is in the job log", u)
+		}
+	}
+	for _, p := range pages {
+		assert.False(t, site.isSentinel(p.URL), "the sentinel became a page: %s", p.URL)
+	}
+	assert.Zero(t, site.sentinel.Connections(), "the denied sentinel was connected to")
+}
