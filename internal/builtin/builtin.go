@@ -23,8 +23,10 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
+	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 // Exit codes of Main besides hookio.ExitSkipped.
@@ -36,12 +38,15 @@ const (
 
 // Hook is one run of a built-in hook: its parsed invocation and its outputs.
 type Hook struct {
-	Inv     *hookio.Invocation
-	Out     *hookio.Emitter
-	Log     *zap.Logger
-	Stderr  io.Writer // the hook's stderr: Log's lines, and each fetch refusal's line (denied)
-	Dir     string    // the hook's working directory: SNAP_DIR/PLUGIN
-	SnapDir string    // SNAP_DIR, or the parent of Dir when SNAP_DIR is unset
+	Inv    *hookio.Invocation
+	Out    *hookio.Emitter
+	Log    *zap.Logger
+	Stderr io.Writer // the hook's stderr: Log's lines, and each fetch refusal's line (denied)
+	// Policy is the worker's fetch policy when the hook runs inside the
+	// worker (egress.WithPolicy); nil in a hook process (FETCH_DENY).
+	Policy  *netpolicy.Policy
+	Dir     string // the hook's working directory: SNAP_DIR/PLUGIN
+	SnapDir string // SNAP_DIR, or the parent of Dir when SNAP_DIR is unset
 }
 
 type hookFunc func(ctx context.Context, h *Hook) (hookio.Result, error)
@@ -156,6 +161,9 @@ func RunIn(ctx context.Context, dir string, args []string, env hookio.LookupEnv,
 		dir = wd
 	}
 	h := &Hook{Inv: inv, Out: out, Log: log.With(zap.String("url", inv.URL)), Stderr: stderr, Dir: dir, SnapDir: inv.SnapDir}
+	if p, ok := egress.PolicyFrom(ctx); ok {
+		h.Policy = p
+	}
 	if h.SnapDir == "" {
 		h.SnapDir = filepath.Dir(dir)
 	}

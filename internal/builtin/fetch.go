@@ -49,16 +49,16 @@ func (e *deniedError) Error() string {
 	return fmt.Sprintf("fetch of %s denied by fetch.deny rule %q", e.url, e.rule)
 }
 
-// fetchTransports are shared by every Go fetch of this process, one per
-// fetch.deny list (FETCH_DENY): a crawl running hooks in-process keeps its
-// connections alive across pages.
-var fetchTransports sync.Map // *netpolicy.Policy (of policies) → *http.Transport
-
 // policies are the parsed fetch.deny lists of this process, by FETCH_DENY.
 var policies sync.Map // FETCH_DENY → *netpolicy.Policy
 
-// policy is the hook's fetch policy (FETCH_DENY), parsed once per list.
+// policy is the hook's fetch policy: the worker's own when the hook runs
+// inside the worker (egress.WithPolicy), else FETCH_DENY's, parsed once per
+// list.
 func (h *Hook) policy() (*netpolicy.Policy, error) {
+	if h.Policy != nil {
+		return h.Policy, nil
+	}
 	rules, err := h.Inv.StringList(egress.EnvDeny)
 	if err != nil {
 		return nil, err
@@ -75,13 +75,30 @@ func (h *Hook) policy() (*netpolicy.Policy, error) {
 	return actual.(*netpolicy.Policy), nil
 }
 
-// fetchTransport is the transport every built-in Go fetcher uses: it dials
-// directly, and only where the fetch policy of the hook's FETCH_DENY
-// allows, decided on the resolved address of every connection (each
-// redirect hop and requisite included) by egress.Transport. No proxy sits
-// in between (Go's environment proxy would skip loopback anyway); a
-// refusal is a *egress.DeniedError the fetcher reports itself (denied).
+// fetchTransports are shared by every Go fetch of this process: a crawl
+// running hooks in-process keeps its connections alive across pages.
+var fetchTransports sync.Map // *netpolicy.Policy or the proxy's URL → *http.Transport
+
+// fetchTransport is the transport every built-in Go fetcher uses; every
+// connection of it (each redirect hop and requisite included) is decided
+// on its resolved address by the one dialer, egress.Dialer:
+//   - in a hook process with the attempt's fetch proxy (FETCH_PROXY), each
+//     connection is a CONNECT tunnel through it (egress.TunnelTransport):
+//     the worker's policy and resolver decide, and the bytes on the wire
+//     are the origin's;
+//   - otherwise (inside the worker, or no proxy) it dials directly with
+//     the hook's policy (egress.Transport).
+//
+// A refusal is a *egress.DeniedError the fetcher reports itself (denied).
 func (h *Hook) fetchTransport() (*http.Transport, error) {
+	if p := h.Inv.FetchProxy; p != nil && h.Policy == nil {
+		key := p.String()
+		if t, ok := fetchTransports.Load(key); ok {
+			return t.(*http.Transport), nil
+		}
+		actual, _ := fetchTransports.LoadOrStore(key, egress.TunnelTransport(p))
+		return actual.(*http.Transport), nil
+	}
 	policy, err := h.policy()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
 	"github.com/archiveflow/archiveflow/internal/builtin/wgetlog"
+	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/warc"
@@ -95,13 +97,7 @@ func runWget(ctx context.Context, h *Hook) (hookio.Result, error) {
 	}
 	stopped := stopOnCancel(ctx, cmd.Process, wgetGrace)
 
-	policy, err := h.policy()
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return hookio.Result{}, fmt.Errorf("wget: %w", err)
-	}
-	t := newWgetTracker(ctx, h, policy)
+	t := newWgetTracker(ctx, h)
 	parser := wgetlog.NewParser(t.fetched)
 	scanErr := parser.Scan(io.TeeReader(stderr, logFile))
 	waitErr := cmd.Wait()
@@ -244,31 +240,48 @@ func exitCode(err error) int {
 type wgetTracker struct {
 	ctx     context.Context
 	h       *Hook
-	policy  *netpolicy.Policy
 	sum     wgetSummary
 	mainSet bool   // the seed's final answer is known
 	lastErr string // wget's last failure message
 	// mainDenied is the refusal that ended the seed's redirect chain.
 	mainDenied string
+	// refused are the attempt's fetch proxy's refusals (target → rule),
+	// as last read from it.
+	refused map[string]string
 }
 
-func newWgetTracker(ctx context.Context, h *Hook, policy *netpolicy.Policy) *wgetTracker {
-	return &wgetTracker{ctx: ctx, h: h, policy: policy, sum: wgetSummary{WARC: wgetWARCDir + "/" + wgetWARCBase + ".warc.gz"}}
+func newWgetTracker(ctx context.Context, h *Hook) *wgetTracker {
+	return &wgetTracker{ctx: ctx, h: h, sum: wgetSummary{WARC: wgetWARCDir + "/" + wgetWARCBase + ".warc.gz"}}
 }
 
-// deniedRule is the fetch.deny rule that refuses u ("" when allowed).
-// wget fetches through the attempt's proxy, which refused such a URL
-// without an answer and reported it to the job log itself.
-func (t *wgetTracker) deniedRule(u string) string {
-	rule, denied := t.policy.Deny(t.ctx, u)
-	if !denied {
-		return ""
+// refusedRule is the fetch.deny rule the attempt's fetch proxy refused u
+// with ("" when it did not). The proxy decided and reported it in the job
+// log; wget only saw the connection close. fresh re-reads the proxy's
+// list first.
+func (t *wgetTracker) refusedRule(u string, fresh bool) string {
+	p := t.h.Inv.FetchProxy
+	if p == nil {
+		return "" // no proxy: no policy, nothing refused
 	}
-	return rule
+	if t.refused == nil || fresh {
+		r, err := egress.Refusals(t.ctx, p)
+		if err != nil {
+			t.h.Log.Warn("cannot read the fetch proxy's refusals", zap.Error(err))
+			return ""
+		}
+		t.refused = r
+	}
+	if rule, ok := t.refused[u]; ok {
+		return rule
+	}
+	if host, port, err := netpolicy.HostPort(u); err == nil {
+		return t.refused[net.JoinHostPort(host, strconv.Itoa(port))] // a refused tunnel (https)
+	}
+	return ""
 }
 
 func (t *wgetTracker) fetched(f wgetlog.Fetch) {
-	if rule := t.deniedRule(f.URL); rule != "" {
+	if rule := t.refusedRule(f.URL, f.Status == 0); f.Status == 0 && rule != "" {
 		// The proxy refused it: no response, nothing to count. The
 		// seed's chain ending here ends the hook (final).
 		if !t.mainSet {
@@ -333,16 +346,20 @@ func (t *wgetTracker) result(code int, stopped bool) (hookio.Result, error) {
 	return hookio.Result{}, fmt.Errorf("wget exited %d without fetching the page: %s", code, firstNonEmpty(t.lastErr, "see "+wgetLogFile))
 }
 
-// dropDenied removes from wget's WARC every record of a URL the fetch
-// policy refuses: wget writes a request record before it learns that the
-// proxy refused the request, and a request that never left for the site
-// is not evidence of anything it did.
+// dropDenied removes from wget's WARC every record of a URL the attempt's
+// fetch proxy refused: wget writes a request record before it learns that
+// the request will get no answer, and a request that never left for the
+// site is not evidence of anything it did.
 func (t *wgetTracker) dropDenied(path string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
+	if t.h.Inv.FetchProxy == nil {
+		return nil
+	}
+	t.refusedRule("", true) // the final list
 	n, err := warc.Filter(path, func(h warc.Header) bool {
-		return h.TargetURI != "" && t.deniedRule(h.TargetURI) != ""
+		return h.TargetURI != "" && t.refusedRule(h.TargetURI, false) != ""
 	})
 	if err != nil {
 		return fmt.Errorf("drop refused fetches from the WARC: %w", err)

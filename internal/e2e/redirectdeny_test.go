@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +46,17 @@ type redirectSite struct {
 
 var redirectCodes = []int{301, 302, 303, 307, 308}
 
+// sentinelName resolves to the sentinel through the test's resolver
+// (sentinelLookup), which the workers' fetch decisions use.
+const sentinelName = "sentinel.test"
+
+func sentinelLookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if host == sentinelName {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.5")}, nil
+	}
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
 func newRedirectSite(t *testing.T) *redirectSite {
 	t.Helper()
 	g := egresstest.GuardAt(t, "127.0.0.5")
@@ -54,6 +67,7 @@ func newRedirectSite(t *testing.T) *redirectSite {
 		"decimal": fmt.Sprintf("2130706437:%d", port),
 		"octal":   fmt.Sprintf("0177.0.0.05:%d", port),
 		"hex":     fmt.Sprintf("0x7f.0.0.5:%d", port),
+		"name":    fmt.Sprintf("%s:%d", sentinelName, port),
 	}}
 	rs.policySite = newLoggingSite(t, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -198,11 +212,12 @@ func TestNoRedirectReachesADeniedAddress(t *testing.T) {
 		c.Crawl.AttrInterval = 500 * time.Millisecond
 		c.Job.Concurrency = 8
 	})
+	s.Lookup = sentinelLookup
 	s.StartPools(t, builtinEnv(t))
 
 	// Single-page jobs (pagefetch is a crawl's page plugin: off here).
 	seeds := map[string]string{"/": ""}
-	for i, name := range []string{"addr", "mapped", "decimal", "octal", "hex"} {
+	for i, name := range []string{"addr", "mapped", "decimal", "octal", "hex", "name"} {
 		code := redirectCodes[i%len(redirectCodes)]
 		seeds[fmt.Sprintf("/r?to=%s&code=%d", name, code)] = site.target(name, code)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/pools"
 	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -70,6 +71,9 @@ type Stack struct {
 	RedisURL string
 	// Log is the pools' logger (nil: the test's, warnings and above).
 	Log *zap.Logger
+	// Lookup, when set, resolves the pools' fetch host names (a test
+	// resolver; nil: the system's).
+	Lookup netpolicy.Lookup
 }
 
 var queueSeq atomic.Int64
@@ -152,6 +156,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 		Log:       log,
 		Env:       env,
 		Purger:    purger,
+		Lookup:    s.Lookup,
 	}
 	go func() { done <- pools.Run(ctx, deps, nil) }()
 	t.Cleanup(func() {

@@ -18,7 +18,8 @@ import (
 // notFetchers are the only non-test files that may make a connection
 // without Transport/Dialer, each for a reason that is not a fetch.
 var notFetchers = map[string]string{
-	"internal/egress/egress.go":     "the owner: Dialer and Transport are defined here",
+	"internal/egress/egress.go":     "the owner: Dialer, Transport and the proxy are defined here",
+	"internal/egress/tunnel.go":     "the owner: TunnelDialer, and Refusals asks the proxy itself on loopback",
 	"internal/freeport/freeport.go": "probes whether a loopback port is taken",
 	"internal/webui/webui.go":       "probes the Temporal Web UI this process started, on loopback",
 }

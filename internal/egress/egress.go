@@ -18,6 +18,7 @@ package egress
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,11 +107,11 @@ type Proxy struct {
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 	url       string
 
-	mu       sync.Mutex
-	closed   bool
-	tunnels  map[net.Conn]struct{} // both ends of every open tunnel
-	reported map[string]struct{}   // targets already handed to OnDeny
-	wg       sync.WaitGroup        // serve loop, handlers and tunnel copies
+	mu      sync.Mutex
+	closed  bool
+	tunnels map[net.Conn]struct{} // both ends of every open tunnel
+	refused map[string]string     // target → rule of every refusal so far (Refusals)
+	wg      sync.WaitGroup        // serve loop, handlers and tunnel copies
 }
 
 // Start listens on a free loopback port and serves until Close.
@@ -124,7 +125,7 @@ func Start(opts Options) (*Proxy, error) {
 		log = zap.NewNop()
 	}
 	p := &Proxy{opts: opts, log: log, ln: ln, url: "http://" + ln.Addr().String(), tunnels: map[net.Conn]struct{}{},
-		reported: map[string]struct{}{}, dial: Dialer(opts.Policy)}
+		refused: map[string]string{}, dial: Dialer(opts.Policy)}
 	// The upstream transport is Transport's: the proxy dials with the
 	// policy like every other fetcher.
 	p.transport = Transport(opts.Policy)
@@ -185,6 +186,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.tunnel(w, r)
 	case r.URL.IsAbs() && r.URL.Scheme == "http" && r.URL.Host != "":
 		p.forward.ServeHTTP(w, r)
+	case r.Method == http.MethodGet && !r.URL.IsAbs() && r.URL.Path == RefusalsPath:
+		p.refusals(w)
 	default:
 		http.Error(w, "archiveflow fetch proxy: send absolute http:// URLs, or CONNECT host:port for anything else", http.StatusBadRequest)
 	}
@@ -259,20 +262,22 @@ func Dialer(policy *netpolicy.Policy) func(ctx context.Context, network, addr st
 	}
 }
 
-// maxReported bounds the targets a proxy remembers having reported.
-const maxReported = 10000
+// maxRefused bounds the targets a proxy remembers having refused.
+const maxRefused = 10000
 
-// report logs a denied request and hands it to OnDeny, once per target:
-// a fetcher that gets no answer retries (wget's --tries, a browser, Go's
-// transport on a kept-alive connection), and one refusal is one line.
-func (p *Proxy) report(target string, d netpolicy.Decision) {
+// report remembers a refused target (Refusals) and hands it to OnDeny once
+// per target: a fetcher that gets no answer retries (wget's --tries, a
+// browser, Go's transport on a kept-alive connection), and one refusal is
+// one line. A client that reports its refusals itself (SelfReportHeader)
+// is not reported again.
+func (p *Proxy) report(target string, d netpolicy.Decision, selfReported bool) {
 	p.mu.Lock()
-	_, seen := p.reported[target]
-	if !seen && len(p.reported) < maxReported {
-		p.reported[target] = struct{}{}
+	_, seen := p.refused[target]
+	if !seen && len(p.refused) < maxRefused {
+		p.refused[target] = d.Rule
 	}
 	p.mu.Unlock()
-	if seen {
+	if seen || selfReported {
 		return
 	}
 	p.log.Debug("fetch denied", zap.String("target", target), zap.String("rule", d.Rule))
@@ -281,13 +286,27 @@ func (p *Proxy) report(target string, d netpolicy.Decision) {
 	}
 }
 
+// refusals answers GET RefusalsPath: the targets refused so far, as JSON
+// {target: rule}.
+func (p *Proxy) refusals(w http.ResponseWriter) {
+	p.mu.Lock()
+	body, err := json.Marshal(p.refused)
+	p.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
 // forwardError answers a forwarded request that got no response from the
 // site. A denial closes the fetcher's connection without any answer: an
 // HTTP status from the proxy would be recorded by the fetcher (wget's
 // WARC, a browser's network log) as if the site had sent it.
 func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, err error) {
 	if denied, ok := DeniedBy(err); ok {
-		p.report(redactedURL(r.URL), denied.Decision)
+		p.report(redactedURL(r.URL), denied.Decision, false)
 		panic(http.ErrAbortHandler) // net/http closes the connection, nothing written
 	}
 	if errors.Is(err, context.Canceled) {
@@ -304,8 +323,11 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
 		if denied, ok := DeniedBy(err); ok {
 			// A refused tunnel: the fetcher reports a proxy error, never
 			// a response of the site.
-			p.report(target, denied.Decision)
+			p.report(target, denied.Decision, r.Header.Get(SelfReportHeader) != "")
 			w.Header().Set(DeniedHeader, denied.Decision.Rule)
+			if a := denied.Decision.Addr; a.IsValid() {
+				w.Header().Set(DeniedAddrHeader, a.String())
+			}
 			http.Error(w, "archiveflow fetch proxy: "+Denial{Target: target, Decision: denied.Decision}.Message(), http.StatusForbidden)
 			return
 		}

@@ -275,7 +275,9 @@ func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageReco
 	}
 	var res procs.Result
 	if inProc {
-		res, err = procs.RunFunc(ctx, spec, inProcessFunc(name, spec))
+		// The built-in decides its fetches with this worker's policy
+		// object (its resolver included), as the proxy does for a process.
+		res, err = procs.RunFunc(egress.WithPolicy(ctx, e.cfg.Fetch), spec, inProcessFunc(name, spec))
 	} else {
 		res, err = procs.Run(ctx, spec)
 	}

@@ -72,6 +72,10 @@ type Deps struct {
 	// shared queues, and Run creates the purge Schedule (config
 	// purge.schedule) once the workers are polling.
 	Purger activities.Purger
+	// Lookup, when set, resolves the host names of every fetch decision
+	// (the fetch proxies, in-process built-ins, crawl scope) instead of
+	// the system resolver: tests give a name the address they need.
+	Lookup netpolicy.Lookup
 }
 
 // BuiltinDir is where a worker host materialises the built-in plugin set,
@@ -272,6 +276,9 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	ecfg.Instance = instance
+	if d.Lookup != nil {
+		ecfg.Fetch = ecfg.Fetch.WithLookup(d.Lookup)
+	}
 	eng, err := engine.New(ecfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
