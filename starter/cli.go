@@ -198,6 +198,7 @@ Exit codes:
   3  job not found (never submitted, or expired from Redis)
   4  conflict: the job is already running, or already final
   5  Temporal or Redis unreachable
+  6  submit --wait was interrupted before the jobs ended: they keep running
 
 Examples:
   starter submit https://example.com/ --wait

@@ -21,7 +21,7 @@ func setCommand() *command {
 		summary: "change a running job's settings (concurrency, delay_min, delay_max, user_agent, rules)",
 		details: `
 Keys:
-  concurrency=N    hooks (a crawl: pages) run at once, >= 0 (0 pauses the job)
+  concurrency=N    hooks (a crawl: pages) run at once, 0..1000 (0 pauses the job)
   delay_min=D      delay between fetches: milliseconds (250) or a duration (250ms, 2s)
   delay_max=D      >= delay_min
   user_agent=UA    User-Agent for hooks started from now on
@@ -66,8 +66,11 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 		switch key {
 		case "concurrency":
 			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 {
-				errs = append(errs, fmt.Errorf("concurrency=%s: must be an integer >= 0 (0 pauses the job)", val))
+			if err == nil {
+				err = model.ValidateConcurrency(n)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("concurrency=%s: must be an integer 0..%d (0 pauses the job)", val, model.MaxConcurrency))
 				continue
 			}
 			c.concurrency = &n

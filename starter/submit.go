@@ -31,7 +31,7 @@ func submitCommand() *command {
 		details: `
 Every input is checked before anything is started: URLs must be absolute
 http(s) URLs, --queue a configured pool's task queue (or pool name), --ignore
-patterns Go RE2 expressions, --concurrency >= 0, --at in the future, the -i
+patterns Go RE2 expressions, --concurrency 0..1000 (0 queues the job paused), --at in the future, the -i
 file readable, and no URL may resolve to an address fetch.deny forbids
 (link-local and cloud metadata addresses by default; the rule is named). A job whose ident is running (or retained after finishing)
 is refused with exit 4; --force replaces a retained finished job. If
@@ -133,8 +133,8 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 
 	if fs.Changed("concurrency") {
 		n, _ := fs.GetInt("concurrency")
-		if n < 0 {
-			fail(fmt.Errorf("--concurrency %d: must be >= 0 (0 queues the job paused)", n))
+		if err := model.ValidateConcurrency(n); err != nil {
+			fail(fmt.Errorf("--%w", err))
 		}
 		s.settings.Concurrency = n
 	}

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -71,8 +74,9 @@ func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend,
 	results := make(chan result, len(jobs))
 	for i, j := range jobs {
 		go func() {
-			var st workflows.Status
-			err := b.Temporal.GetWorkflow(ctx, j.WorkflowID, j.RunID).Get(ctx, &st)
+			st, err := awaitEnd(ctx, func(ctx context.Context, st *workflows.Status) error {
+				return b.Temporal.GetWorkflow(ctx, j.WorkflowID, j.RunID).Get(ctx, st)
+			}, a.pollInterval)
 			if end, ok := workflows.EndStatus(err); ok {
 				// A failed or aborted job ends its workflow so, its Status
 				// in the error's details.
@@ -90,7 +94,7 @@ func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend,
 		select {
 		case <-ctx.Done():
 			rep.close()
-			return withCode(exitJobFailed, fmt.Errorf("stopped waiting (%v); the jobs keep running: follow them with starter status IDENT", ctx.Err()))
+			return withCode(exitStillActive, fmt.Errorf("stopped waiting (%v); the jobs keep running: follow them with starter status IDENT", ctx.Err()))
 		case r := <-results:
 			remaining--
 			o := a.outcomeOf(ctx, inv, b, jobs[r.idx], r, a.now().Sub(start))
@@ -116,6 +120,58 @@ func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend,
 		return withCode(exitJobFailed, fmt.Errorf("%d of %d job(s) did not finish successfully", failed, len(jobs)))
 	}
 	return nil
+}
+
+// awaitEnd waits until one job's workflow has ended and returns what get
+// (the workflow's result) said then. A wait the server or the network cut
+// short (a long poll past its deadline, the server unavailable for a
+// moment) is not an end: get is asked again after retryAfter, as long as
+// ctx lasts, so a job still running is never reported as ended.
+func awaitEnd(ctx context.Context, get func(context.Context, *workflows.Status) error, retryAfter time.Duration) (workflows.Status, error) {
+	for {
+		var st workflows.Status
+		err := get(ctx, &st)
+		switch {
+		case err == nil:
+			return st, nil
+		case ctx.Err() != nil:
+			return st, ctx.Err() // the wait was interrupted, not the job
+		case !waitCutShort(err):
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(retryAfter):
+		}
+	}
+}
+
+// waitCutShort reports an error of waiting for a workflow's result that
+// says nothing about the workflow: a deadline or cancellation of the call
+// itself, or the server briefly unavailable. A workflow that ended
+// (failed, canceled, terminated, timed out) is an error of another kind.
+func waitCutShort(err error) bool {
+	var ended *temporal.WorkflowExecutionError
+	var canceled *temporal.CanceledError
+	var terminated *temporal.TerminatedError
+	var timedOut *temporal.TimeoutError
+	if errors.As(err, &ended) || errors.As(err, &canceled) || errors.As(err, &terminated) || errors.As(err, &timedOut) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	code := status.Code(err)
+	var se serviceerror.ServiceError
+	if errors.As(err, &se) {
+		code = se.Status().Code()
+	}
+	switch code {
+	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
 }
 
 // outcomeOf turns a workflow result into an outcome. A workflow that

@@ -262,3 +262,28 @@ func TestCrawlRetryInputIsValidated(t *testing.T) {
 	in.Rerun = &workflows.CrawlRerun{PreviousRunID: "r", Pages: 1}
 	assert.NoError(t, in.Validate())
 }
+
+// TestCrawlRefusesAnOutOfRangeConcurrency: `starter set IDENT
+// concurrency=999999` (the update) and ArchiveBot's bot (the signal) ask a
+// running crawl for more than model.MaxConcurrency: both are refused, the
+// crawl keeps its settings and finishes every page (before, the frontier's
+// claim refused the count and the crawl failed).
+func TestCrawlRefusesAnOutOfRangeConcurrency(t *testing.T) {
+	fake := crawltest.New(40, 4)
+	var rejected error
+	st, _ := runCrawlWith(t, fake, crawlInput(4), func(env *crawlEnv) {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflows.SignalSetSettings, model.Settings{Concurrency: 999999})
+			env.UpdateWorkflow(workflows.UpdateSetSettings, "huge", &testsuite.TestUpdateCallback{
+				OnAccept:   func() { t.Error("concurrency 999999 accepted") },
+				OnReject:   func(err error) { rejected = err },
+				OnComplete: func(any, error) {},
+			}, model.Settings{Concurrency: model.MaxConcurrency + 1})
+		}, time.Millisecond)
+	})
+	require.Error(t, rejected)
+	assert.Contains(t, rejected.Error(), "concurrency 1001: must be 0..1000 (0 pauses the job)")
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Equal(t, int64(40), st.Counts.Done)
+	assert.Equal(t, 4, st.Settings.Concurrency, "the crawl keeps its settings")
+}

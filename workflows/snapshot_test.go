@@ -443,7 +443,7 @@ func TestInvalidInputFailsTheWorkflow(t *testing.T) {
 		{"no ident", func(in *SnapshotInput) { in.Job.Ident = "" }, "job ident: must not be empty"},
 		{"no url", func(in *SnapshotInput) { in.Job.URL = "" }, "url must not be empty"},
 		{"no task queue", func(in *SnapshotInput) { in.TaskQueue = "" }, "task_queue must not be empty"},
-		{"negative concurrency", func(in *SnapshotInput) { in.Settings.Concurrency = -1 }, "concurrency -1: must be >= 0"},
+		{"negative concurrency", func(in *SnapshotInput) { in.Settings.Concurrency = -1 }, "concurrency -1: must be 0..1000"},
 		{"bad sequential step", func(in *SnapshotInput) { in.SequentialSteps = []int{10} }, "sequential step 10: must be 0..9"},
 		{"negative step attribute delay", func(in *SnapshotInput) { in.Timing.StepAttributeDelay = -time.Second }, "timing step_attribute_delay -1s: must be >= 0"},
 		{"missing start margin", func(in *SnapshotInput) { in.Timing.StartMargin = 0 }, "timing start_margin 0s: must be > 0"},

@@ -26,6 +26,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/submit"
 	"github.com/archiveflow/archiveflow/internal/warc"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -188,7 +189,8 @@ func hasMessage(packets []logPacket, sub string) bool {
 // Chromium is installed) of pages that redirect to a denied sentinel,
 // spelled as its address, IPv4-mapped IPv6, decimal, octal and hex, by
 // every redirect status, Refresh and <meta http-equiv=refresh>, and of a
-// page whose requisites do: the sentinel sees no connection, each refusal
+// page whose requisites do, and a URL list that does: the sentinel sees
+// no connection, each refusal
 // is in the job log with its rule, no WARC holds a record for it, and no
 // response is counted for it.
 func TestNoRedirectReachesADeniedAddress(t *testing.T) {
@@ -284,5 +286,20 @@ func TestNoRedirectReachesADeniedAddress(t *testing.T) {
 	for _, p := range pages {
 		assert.False(t, site.isSentinel(p.URL), "the sentinel became a page: %s", p.URL)
 	}
+
+	// A URL-list crawl whose list redirects to the sentinel by name: the
+	// crawl fails naming the rule.
+	listURL := site.URL + "/r?to=name&code=302"
+	list := s.SubmitCrawl(t, site.URL+"/", -1, func(r *submit.Request) { r.URLList = listURL })
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel2()
+	var lst workflows.CrawlStatus
+	err := list.Run.Get(ctx2, &lst)
+	msg := lst.Error
+	if err != nil {
+		msg = err.Error()
+	}
+	assert.Contains(t, msg, fmt.Sprintf("fetch of %s denied by fetch.deny rule %q (%s resolves to 127.0.0.5)",
+		site.target("name", 302), sentinelRule, sentinelName), "the URL list's refusal")
 	assert.Zero(t, site.sentinel.Connections(), "the denied sentinel was connected to")
 }

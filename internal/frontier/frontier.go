@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
@@ -20,8 +21,9 @@ const (
 	// MaxChunk is the most links one Discover script call processes; the
 	// Go side splits longer lists so no call blocks Redis for long.
 	MaxChunk = 1000
-	// MaxClaim is the most pages one Claim takes.
-	MaxClaim = 1000
+	// MaxClaim is the most pages one Claim takes: a crawl claims up to its
+	// concurrency, which model.Settings.Validate bounds to this.
+	MaxClaim = model.MaxConcurrency
 	// MaxAttempts is the largest Config.MaxAttempts.
 	MaxAttempts = 1000
 	// MaxNoteBytes caps a stored outcome note or skip reason.

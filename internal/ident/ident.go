@@ -24,15 +24,35 @@ var Namespace = [16]byte{
 	0xbf, 0x2b, 0xf1, 0x53, 0xce, 0x23, 0xaf, 0x43,
 }
 
-// FromURL validates raw as an absolute http or https URL with a host,
-// normalises it the way ArchiveBot does and returns the job ident and the
-// normalised URL. Errors name the URL and the rule it breaks.
+// MaxURLBytes is the longest job URL, after normalisation: a job's URL is
+// its workflow's ArchiveflowURL search attribute, a Temporal keyword,
+// which Temporal refuses over 2,048 bytes. (A crawl's discovered links are
+// not job URLs: the frontier has its own limit.)
+const MaxURLBytes = 2048
+
+// FromURL validates raw as an absolute http or https URL with a host, no
+// longer than MaxURLBytes once normalised, normalises it the way ArchiveBot
+// does and returns the job ident and the normalised URL. Errors name the
+// URL and the rule it breaks.
 func FromURL(raw string) (ident string, normalized string, err error) {
 	normalized, err = Normalize(raw)
 	if err != nil {
 		return "", "", err
 	}
+	if len(normalized) > MaxURLBytes {
+		return "", "", fmt.Errorf("url %q: %d bytes: a job's URL must be at most %d bytes (it is the job's %s search attribute in Temporal)",
+			shorten(raw), len(normalized), MaxURLBytes, "ArchiveflowURL")
+	}
 	return FromNormalized(normalized), normalized, nil
+}
+
+// shorten keeps an over-long URL's start for a message.
+func shorten(s string) string {
+	const keep = 80
+	if len(s) <= keep {
+		return s
+	}
+	return s[:keep] + "…"
 }
 
 // FromNormalized computes the ident of an already normalised URL: the

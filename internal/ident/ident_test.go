@@ -1,6 +1,7 @@
 package ident
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -76,6 +77,9 @@ func TestFromURLErrors(t *testing.T) {
 		{"http://[zz]/", "not a valid IPv6 literal"},
 		{"http://exa mple.com/", "not allowed in a host name"},
 		{"http://example.com/\x00", "control characters"},
+		{"http://example.com/" + strings.Repeat("a", 10000), "10019 bytes: a job's URL must be at most 2048 bytes"},
+		// Percent-encoding grows a URL: the limit is on the normal form.
+		{"http://example.com/" + strings.Repeat("é", 500), "3019 bytes: a job's URL must be at most 2048 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.raw, func(t *testing.T) {
@@ -87,6 +91,13 @@ func TestFromURLErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), "url ")
 		})
 	}
+}
+
+func TestFromURLTakesTheLongestJobURL(t *testing.T) {
+	raw := "http://example.com/" + strings.Repeat("a", MaxURLBytes-len("http://example.com/"))
+	_, norm, err := FromURL(raw)
+	require.NoError(t, err)
+	assert.Len(t, norm, MaxURLBytes)
 }
 
 func TestIdentShape(t *testing.T) {

@@ -7,6 +7,20 @@ import (
 	"strings"
 )
 
+// MaxConcurrency is the most hooks (a crawl: pages) a job runs at once:
+// a crawl claims that many pages from its frontier in one call
+// (frontier.MaxClaim), and no worker pool runs more.
+const MaxConcurrency = 1000
+
+// ValidateConcurrency checks a job's concurrency: 0..MaxConcurrency, 0
+// pausing the job (Settings.Validate's rule, for a CLI checking one flag).
+func ValidateConcurrency(n int) error {
+	if n < 0 || n > MaxConcurrency {
+		return fmt.Errorf("concurrency %d: must be 0..%d (0 pauses the job)", n, MaxConcurrency)
+	}
+	return nil
+}
+
 // Settings are the job settings that may change while a job runs
 // (ArchiveBot's `set` commands and archiveflow's set_settings signal).
 type Settings struct {
@@ -47,11 +61,13 @@ func SplitIgnores(patterns []string) (applied, unapplied []string, reasons []err
 
 // Validate checks the settings' ranges and every ignore pattern. It is the
 // one check of job settings: the starter, the workflow's set_settings
-// handlers, the activities and the Redis store all call it.
+// handlers, the activities and the Redis store all call it, so a value it
+// refuses is refused before a job starts or a running job changes, and
+// the running job keeps its settings.
 func (s Settings) Validate() error {
 	switch {
-	case s.Concurrency < 0:
-		return fmt.Errorf("concurrency %d: must be >= 0", s.Concurrency)
+	case ValidateConcurrency(s.Concurrency) != nil:
+		return ValidateConcurrency(s.Concurrency)
 	case s.DelayMinMS < 0:
 		return fmt.Errorf("delay_min %d ms: must be >= 0", s.DelayMinMS)
 	case s.DelayMaxMS < s.DelayMinMS:

@@ -47,7 +47,10 @@ func TestSettingsValidate(t *testing.T) {
 	}{
 		{"zero pauses", Settings{}, ""},
 		{"full", Settings{Concurrency: 2, DelayMinMS: 10, DelayMaxMS: 20, UserAgent: "ua", Ignores: []string{`\.css$`}}, ""},
-		{"negative concurrency", Settings{Concurrency: -1}, "concurrency -1: must be >= 0"},
+		{"negative concurrency", Settings{Concurrency: -1}, "concurrency -1: must be 0..1000 (0 pauses the job)"},
+		{"most concurrency", Settings{Concurrency: MaxConcurrency}, ""},
+		{"too much concurrency", Settings{Concurrency: MaxConcurrency + 1}, "concurrency 1001: must be 0..1000"},
+		{"absurd concurrency", Settings{Concurrency: 999999}, "concurrency 999999: must be 0..1000"},
 		{"negative delay", Settings{DelayMinMS: -1}, "delay_min -1 ms: must be >= 0"},
 		{"max below min", Settings{DelayMinMS: 5, DelayMaxMS: 1}, "delay_max 1 ms: must be >= delay_min (5 ms)"},
 		{"empty ignore", Settings{Ignores: []string{`\.css$`, ""}}, `ignore pattern "": must not be empty`},

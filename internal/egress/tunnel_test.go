@@ -1,0 +1,86 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTunnelTransportDecidesAtTheProxy: a hook process's Go fetcher
+// (TunnelTransport) reaches an allowed site over plain HTTP through a
+// tunnel, the origin's bytes unchanged; a denied address, a name the
+// proxy's resolver maps to a denied address and a redirect hop to a denied
+// port are each a *DeniedError with the proxy's rule (and the address the
+// name resolved to), never a connection to the guarded port. The proxy
+// does not report them itself (the fetcher does, naming its URL) but
+// lists them in Refusals, beside a forwarded request it refused.
+func TestTunnelTransportDecidesAtTheProxy(t *testing.T) {
+	h := newHarness(t)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, "http://"+h.denied.Addr+"/hop", http.StatusTemporaryRedirect)
+			return
+		}
+		w.Header().Set("X-Origin", "yes")
+		fmt.Fprint(w, "origin body")
+	}))
+	defer site.Close()
+	proxyURL, err := url.Parse(h.proxy.URL())
+	require.NoError(t, err)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: TunnelTransport(proxyURL)}
+
+	resp, err := client.Get(site.URL + "/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, "origin body", string(body))
+	assert.Equal(t, "yes", resp.Header.Get("X-Origin"))
+
+	cases := []struct{ url, rule, reason string }{
+		{"http://" + h.denied.Addr + "/", h.denied.Addr, fmt.Sprintf("denied by fetch.deny rule %q", h.denied.Addr)},
+		{"http://metadata.test/latest/", "169.254.0.0/16", `denied by fetch.deny rule "169.254.0.0/16" (metadata.test resolves to 169.254.169.254)`},
+		{"http://2852039166/latest/", "169.254.0.0/16", `denied by fetch.deny rule "169.254.0.0/16" (2852039166 resolves to 169.254.169.254)`},
+		{site.URL + "/moved", h.denied.Addr, fmt.Sprintf("denied by fetch.deny rule %q", h.denied.Addr)},
+	}
+	for _, tc := range cases {
+		_, err := client.Get(tc.url)
+		d, ok := DeniedBy(err)
+		require.True(t, ok, "%s: %v", tc.url, err)
+		assert.Equal(t, tc.rule, d.Decision.Rule, tc.url)
+		assert.Equal(t, tc.reason, d.Decision.Reason(), tc.url)
+	}
+	assert.Empty(t, h.denials(), "a self-reporting fetcher's refusals are not reported again")
+
+	// A forwarded request (wget's, through HTTP_PROXY) refused too.
+	_, err = h.client(t).Get("http://169.254.169.254/forwarded")
+	require.Error(t, err)
+	refused, err := Refusals(context.Background(), proxyURL)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		h.denied.Addr:                      h.denied.Addr,
+		"metadata.test:80":                 "169.254.0.0/16",
+		"2852039166:80":                    "169.254.0.0/16",
+		"http://169.254.169.254/forwarded": "169.254.0.0/16",
+	}, refused)
+	assert.Len(t, h.denials(), 1, "the forwarded refusal is reported by the proxy")
+	assert.Zero(t, h.denied.Connections(), "the denied port was connected to")
+}
+
+// TestRefusalIsReportedOncePerTarget: wget and browsers retry a request
+// that got no answer; the job log gets one line per refused URL.
+func TestRefusalIsReportedOncePerTarget(t *testing.T) {
+	h := newHarness(t)
+	for range 3 {
+		_, err := h.client(t).Get("http://169.254.169.254/again")
+		require.Error(t, err)
+	}
+	assert.Len(t, h.denials(), 1)
+}
