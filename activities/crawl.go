@@ -350,8 +350,12 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		links, entries = judgeLinks(ctx, log, judge, live, p, out.Links, entries, now, a.opts.LogLineBytes)
 	}
 	if out.Status == PageTransient && out.Note != "" {
+		what := "will be retried"
+		if n := in.Crawl.PageAttempts; n > 0 && p.Attempt >= n {
+			what = fmt.Sprintf("its last attempt (crawl.page_attempts %d): the page failed", n)
+		}
 		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
-			Message: truncate(fmt.Sprintf("page %s attempt %d failed, will be retried: %s", p.URL, p.Attempt, out.Note), a.opts.LogLineBytes)})
+			Message: truncate(fmt.Sprintf("page %s attempt %d failed, %s: %s", p.URL, p.Attempt, what, out.Note), a.opts.LogLineBytes)})
 	}
 	if len(entries) > 0 {
 		if err := retryWrite(ctx, func() error { return a.store.AppendLog(ctx, ident, logKey, 0, entries) }); err != nil {

@@ -99,7 +99,7 @@ func TestSubmitRejectsBadInputBeforeAnythingIsStarted(t *testing.T) {
 		{"non-positive --delay", []string{"https://example.com/", "--delay", "-5s"}, []string{"--delay -5s: must be > 0"}},
 		{"nice out of range", []string{"https://example.com/", "--nice", "20"}, []string{"--nice 20: must be between -20 and 19"}},
 		{"bad depth", []string{"https://example.com/", "--depth", "deep"}, []string{`--depth "deep": must be shallow (one URL), inf (crawl the site) or a number of links`}},
-		{"negative depth", []string{"https://example.com/", "--depth", "-2"}, []string{`--depth "-2"`}},
+		{"negative depth", []string{"https://example.com/", "--depth", "-2"}, []string{`--depth "-2": must be shallow (one URL), inf (crawl the site) or a number of links 0..1000000`}},
 		{"rules without a crawl", []string{"https://example.com/", "--rules", rules}, []string{"--rules: rules are for crawls"}},
 		{"invalid rule", []string{"https://example.com/", "--depth", "inf", "--rules", badRules}, []string{"--rules " + badRules, `rule 2 (pattern "a(")`, "not a valid Go RE2"}},
 		{"unreadable rules", []string{"https://example.com/", "--depth", "2", "--rules", unreadable}, []string{"--rules " + unreadable, "cannot read the rules file"}},
@@ -120,6 +120,17 @@ func TestSubmitRejectsBadInputBeforeAnythingIsStarted(t *testing.T) {
 			requireEmpty(t, srv)
 		})
 	}
+}
+
+// TestBadDepthIsOneMessage: a bad --depth gets one message naming the
+// flag and its rule, not a second, contradictory one.
+func TestBadDepthIsOneMessage(t *testing.T) {
+	srv := testredis.Start(t)
+	res := runCLI(t, "", "submit", "https://example.com/", "--depth", "-1", "--redis-url", srv.URL, "--temporal-address", closedAddr(t))
+	assert.Equal(t, exitUsage, res.code)
+	assert.Equal(t, 1, strings.Count(res.stderr, "--depth"), res.stderr)
+	assert.NotContains(t, res.stderr, "fetch_depth")
+	requireEmpty(t, srv)
 }
 
 func TestSubmitReadsURLsFromStdin(t *testing.T) {

@@ -36,6 +36,17 @@ type crawlJSON struct {
 	Total           int64                  `json:"total"`
 	Propagating     int64                  `json:"propagating,omitempty"`
 	ByDepth         []frontier.DepthCounts `json:"by_depth"`
+	// MaxDepth is the crawl's depth limit in links from the start page
+	// (-1: none, submit --depth inf).
+	MaxDepth int `json:"max_depth"`
+}
+
+// depthLimit says a crawl's depth limit in words.
+func (c *crawlJSON) depthLimit() string {
+	if c.MaxDepth < 0 {
+		return "no depth limit (--depth inf)"
+	}
+	return fmt.Sprintf("at most %d link(s) from the start page (--depth %d)", c.MaxDepth, c.MaxDepth)
 }
 
 // crawlStatus reads a crawl's pages; nil when the job has no frontier
@@ -52,7 +63,7 @@ func crawlStatus(ctx context.Context, b *backend.Backend, id string) (*crawlJSON
 	if by == nil {
 		by = []frontier.DepthCounts{}
 	}
-	return &crawlJSON{Pages: c.StateCounts, Total: c.Total, Propagating: c.Propagating, ByDepth: by}, nil
+	return &crawlJSON{Pages: c.StateCounts, Total: c.Total, Propagating: c.Propagating, ByDepth: by, MaxDepth: c.MaxDepth}, nil
 }
 
 // printCrawl prints a crawl's pages by state and by depth.
@@ -61,6 +72,7 @@ func printCrawl(w io.Writer, c *crawlJSON) {
 	fmt.Fprintf(w, "  items:    %d queued, %d downloaded; responses %d (1xx %d, 2xx %d, 3xx %d, 4xx %d, 5xx %d, unknown %d, errors %d)\n",
 		c.ItemsQueued, c.ItemsDownloaded, c.Responses.Count, c.Responses.R1xx, c.Responses.R2xx, c.Responses.R3xx,
 		c.Responses.R4xx, c.Responses.R5xx, c.Responses.Runk, c.Responses.Errors)
+	fmt.Fprintf(w, "  depth:    %s\n", c.depthLimit())
 	fmt.Fprintf(w, "  pages:    %d: %d ready, %d claimed, %d done (%d succeeded, %d failed), %d skipped, %d beyond the depth limit\n",
 		c.Total, p.Ready, p.Claimed, p.Done, p.Succeeded, p.Failed, p.Skipped, p.Deferred)
 	if len(c.ByDepth) == 0 {

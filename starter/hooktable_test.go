@@ -226,3 +226,14 @@ func TestPlainProgressLines(t *testing.T) {
 		id+"  pending  step 5/9  hooks 0/11  0 B  3s\n"+
 		id+"  pending  step 6/9  hooks 0/11  0 B  5.5s\n", out.String())
 }
+
+// TestCrawlStatusSaysItsDepthLimit: `status` of a `--depth 1` crawl names
+// its limit; a `--depth inf` crawl says it has none.
+func TestCrawlStatusSaysItsDepthLimit(t *testing.T) {
+	var b strings.Builder
+	printCrawl(&b, &crawlJSON{MaxDepth: 1})
+	assert.Contains(t, b.String(), "  depth:    at most 1 link(s) from the start page (--depth 1)\n")
+	b.Reset()
+	printCrawl(&b, &crawlJSON{MaxDepth: -1})
+	assert.Contains(t, b.String(), "  depth:    no depth limit (--depth inf)\n")
+}

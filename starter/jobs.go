@@ -197,7 +197,11 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		j.hooksDone, j.HooksTotal,
 		j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
 	fmt.Fprintf(w, "  bytes:    %s\n", humanBytes(j.Bytes))
-	fmt.Fprintf(w, "  settings: concurrency %d, delay %d-%d ms, depth %s", j.Settings.Concurrency, j.Settings.DelayMinMS, j.Settings.DelayMaxMS, j.FetchDepth)
+	fmt.Fprintf(w, "  settings: concurrency %d, delay %d-%d ms", j.Settings.Concurrency, j.Settings.DelayMinMS, j.Settings.DelayMaxMS)
+	if j.Crawl == nil {
+		// A crawl's depth is its limit, on the depth line above.
+		fmt.Fprintf(w, ", depth %s", j.FetchDepth)
+	}
 	if j.Settings.UserAgent != "" {
 		fmt.Fprintf(w, ", user agent %q", j.Settings.UserAgent)
 	}

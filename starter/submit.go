@@ -167,12 +167,12 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 		raw, _ := fs.GetString("depth")
 		depth, limit, err := parseDepth(raw)
 		if err != nil {
-			fail(err)
+			fail(err) // one message for one bad flag
+			depth = model.FetchShallow
 		}
 		s.depth, s.crawlDepth = depth, limit
-	}
-	if err := model.ValidateFetchDepth(s.depth); err != nil {
-		fail(fmt.Errorf("--depth: %w", err))
+	} else if err := model.ValidateFetchDepth(s.depth); err != nil {
+		fail(fmt.Errorf("job.fetch_depth (the default of --depth): %w", err))
 	}
 	if file, _ := fs.GetString("rules"); fs.Changed("rules") {
 		rules, err := readRules(a, "--rules", file)

@@ -175,6 +175,7 @@ func runHook(ctx context.Context, h *Hook, fn hookFunc) int {
 	res, err := fn(ctx, h)
 	var se *skipError
 	var de *deniedError
+	var loop *redirectLoopError
 	switch {
 	case errors.As(err, &se):
 		h.Log.Warn("skipped", zap.String("reason", se.reason))
@@ -183,6 +184,10 @@ func runHook(ctx context.Context, h *Hook, fn hookFunc) int {
 		// The policy will not change on a retry: a final failure.
 		h.Log.Warn("fetch denied", zap.Error(err))
 		return emit(h.Out, h.Log, hookio.Result{Status: model.StatusFailed, OutputStr: "fetch denied by the fetch policy", Error: err.Error()}, ExitOK)
+	case errors.As(err, &loop):
+		// The same chain on every attempt: a final failure.
+		h.Log.Warn("redirect loop", zap.Error(err))
+		return emit(h.Out, h.Log, hookio.Result{Status: model.StatusFailed, OutputStr: "redirect loop", Error: err.Error()}, ExitOK)
 	case err != nil:
 		h.Log.Error("failed (transient, no record)", zap.Error(err))
 		return ExitTransient

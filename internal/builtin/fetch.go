@@ -49,6 +49,15 @@ func (e *deniedError) Error() string {
 	return fmt.Sprintf("fetch of %s denied by fetch.deny rule %q", e.url, e.rule)
 }
 
+// redirectLoopError is a URL whose redirects did not end within
+// maxRedirects: another attempt would follow the same chain, so it is a
+// final failure, not a transient one.
+type redirectLoopError struct{ url string }
+
+func (e *redirectLoopError) Error() string {
+	return fmt.Sprintf("%s: more than %d redirects (a redirect loop)", e.url, maxRedirects)
+}
+
 // policies are the parsed fetch.deny lists of this process, by FETCH_DENY.
 var policies sync.Map // FETCH_DENY → *netpolicy.Policy
 
@@ -146,7 +155,7 @@ func (h *Hook) get(ctx context.Context, url string, limit int64) (*fetched, erro
 		Timeout:   h.Inv.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > maxRedirects {
-				return fmt.Errorf("more than %d redirects", maxRedirects)
+				return &redirectLoopError{url: url}
 			}
 			if r := req.Response; r != nil {
 				f.Redirects = append(f.Redirects, hop{URL: r.Request.URL.String(), Status: r.StatusCode, Location: r.Header.Get("Location")})

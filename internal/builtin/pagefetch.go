@@ -157,7 +157,7 @@ func (pf *pageFetcher) fetchPage(ctx context.Context) (hookio.Result, error) {
 	u := pf.h.Inv.URL
 	for hops := 0; ; hops++ {
 		if hops > maxRedirects {
-			return hookio.Result{}, fmt.Errorf("pagefetch: more than %d redirects from %s", maxRedirects, pf.h.Inv.URL)
+			return hookio.Result{}, fmt.Errorf("pagefetch: %w", &redirectLoopError{url: pf.h.Inv.URL})
 		}
 		resp, body, truncated, err := pf.get(ctx, u, maxPageBytes)
 		var denied *deniedError

@@ -70,3 +70,26 @@ func TestPageFetchIsHeldByFetchDeny(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("fetch of http://%s/x denied by fetch.deny rule %q", guard.Addr, guard.Addr), last["error"])
 	assert.Zero(t, guard.Connections(), "the denied port was connected to")
 }
+
+// TestRedirectLoopIsAFinalFailure: a URL that redirects to itself forever
+// is a final `failed` naming the loop (another attempt follows the same
+// chain), for pagefetch and the Go fetchers alike, not a transient exit
+// without a record.
+func TestRedirectLoopIsAFinalFailure(t *testing.T) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Path, http.StatusFound)
+	}))
+	defer site.Close()
+	for _, hook := range []string{"pagefetch", "headers"} {
+		t.Chdir(t.TempDir())
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), []string{hook, "--url=" + site.URL + "/loop"},
+			env(map[string]string{"PAGEFETCH_ENABLED": "True", egress.EnvDeny: "[]"}), &out, &errb)
+		require.Equal(t, ExitOK, code, errb.String())
+		lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal(lines[len(lines)-1], &rec))
+		assert.Equal(t, "failed", rec["status"], hook)
+		assert.Contains(t, rec["error"], site.URL+"/loop: more than 20 redirects (a redirect loop)", hook)
+	}
+}

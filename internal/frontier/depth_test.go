@@ -96,6 +96,7 @@ func TestWpullDepthBug(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, counts.Finished())
 	assert.Equal(t, StateCounts{Done: 5, Succeeded: 5, Deferred: 1}, counts.StateCounts)
+	assert.Equal(t, 2, counts.MaxDepth, "the limit is read back for status")
 	y := c.page("/y")
 	assert.Equal(t, 3, y.Depth)
 	assert.Equal(t, StateDeferred, y.State, "out of depth at the end of the crawl")
@@ -157,6 +158,7 @@ func TestCyclesAndSelfLinks(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, counts.Finished())
 	assert.Equal(t, int64(6), counts.Succeeded)
+	assert.Equal(t, -1, counts.MaxDepth, "no limit")
 }
 
 // Propagation is done in bounded script calls; a backlog left by an

@@ -37,6 +37,8 @@ type Counts struct {
 	Propagating int64 `json:"propagating"`
 	// ByDepth lists the depths that have pages, lowest first.
 	ByDepth []DepthCounts `json:"by_depth"`
+	// MaxDepth is the crawl's depth limit (Config.MaxDepth): -1 = none.
+	MaxDepth int `json:"max_depth"`
 }
 
 // Finished reports that no page is READY or CLAIMED and no propagation is

@@ -102,7 +102,14 @@ func parseCounts(v any) (Counts, error) {
 
 // countsFromFields decodes the n:STATE and dDEPTH:STATE fields.
 func countsFromFields(fields map[string]string, prop int64) (Counts, error) {
-	c := Counts{Propagating: prop}
+	c := Counts{Propagating: prop, MaxDepth: -1}
+	if v, ok := fields["max_depth"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return c, fmt.Errorf("counts field max_depth=%q: %w", v, err)
+		}
+		c.MaxDepth = n
+	}
 	byDepth := map[int]*DepthCounts{}
 	for k, v := range fields {
 		var target *StateCounts
