@@ -556,11 +556,21 @@ func (c *crawl) handOn() (CrawlStatus, error) {
 	return c.status(), workflow.NewContinueAsNewError(c.dctx, CrawlWorkflow, next)
 }
 
-// teardown ends the crawl on every host that ran its setup (a host that
-// is gone is skipped when nothing picks its queue up in time).
+// teardownLiveChange versions teardown's liveness check: histories from
+// before it tear down every setup host, a dead one's queue waited out.
+const teardownLiveChange = "crawl-teardown-skips-dead-hosts"
+
+// teardown ends the crawl on every host that ran its setup. A host the
+// pools' registry knows is gone (a worker killed mid-crawl) is skipped at
+// once instead of holding the finished crawl until nothing picks its queue
+// up; a host whose liveness cannot be told is tried as before.
 func (c *crawl) teardown() {
+	hosts := c.carry.SetupHosts
+	if workflow.GetVersion(c.dctx, teardownLiveChange, workflow.DefaultVersion, 1) == 1 {
+		hosts = c.liveHosts(hosts)
+	}
 	var futs []workflow.Future
-	for _, q := range c.carry.SetupHosts {
+	for _, q := range hosts {
 		actx := workflow.WithActivityOptions(c.dctx, workflow.ActivityOptions{
 			TaskQueue:              q,
 			ActivityID:             fmt.Sprintf("%s/teardown/%s", c.ident(), q),
@@ -573,9 +583,31 @@ func (c *crawl) teardown() {
 	}
 	for i, f := range futs {
 		if err := f.Get(c.dctx, nil); err != nil {
-			c.log().Warn("crawl teardown on a host", "host_queue", c.carry.SetupHosts[i], "error", err)
+			c.log().Warn("crawl teardown on a host", "host_queue", hosts[i], "error", err)
 		}
 	}
+}
+
+// liveHosts returns the host queues HostAlive does not know to be dead,
+// asking for all of them at once.
+func (c *crawl) liveHosts(queues []string) []string {
+	timing := Timing{HostScheduleToStart: c.in.Timing.HostScheduleToStart}
+	futs := make([]workflow.Future, len(queues))
+	for i, q := range queues {
+		actx := workflow.WithActivityOptions(c.dctx, hostAliveOptions(c.in.TaskQueue, fmt.Sprintf("%s/teardown-alive/%s", c.ident(), q), timing))
+		futs[i] = workflow.ExecuteActivity(actx, poolActs.HostAlive, q)
+	}
+	var live []string
+	for i, f := range futs {
+		var alive bool
+		err := f.Get(c.dctx, &alive)
+		if err == nil && !alive {
+			c.log().Info("crawl teardown skipped: the host is gone", "host_queue", queues[i])
+			continue
+		}
+		live = append(live, queues[i])
+	}
+	return live
 }
 
 // finalState decides the crawl's final state and error.

@@ -287,3 +287,21 @@ func TestCrawlRefusesAnOutOfRangeConcurrency(t *testing.T) {
 	assert.Equal(t, int64(40), st.Counts.Done)
 	assert.Equal(t, 4, st.Settings.Concurrency, "the crawl keeps its settings")
 }
+
+// TestCrawlTeardownSkipsADeadHost: a host the registry reports gone (its
+// worker was killed mid-crawl) gets no teardown, so the finished crawl is
+// not held until its queue's schedule-to-start timeout; the live host is
+// torn down as before.
+func TestCrawlTeardownSkipsADeadHost(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	st, _ := runCrawl(t, fake, crawlInput(4))
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.ElementsMatch(t, []string{"host-1", "host-seed"}, fake.Report().Teardowns, "every live host is torn down")
+
+	fake = crawltest.New(30, 3)
+	fake.Dead = map[string]bool{"host-1": true}
+	st, _ = runCrawl(t, fake, crawlInput(4))
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Equal(t, []string{"host-seed"}, fake.Report().Teardowns, "the dead host is skipped")
+	assert.Equal(t, []string{"host-1", "host-seed"}, st.Hosts, "status still lists every host that ran a page")
+}

@@ -9,6 +9,7 @@ package crawltest
 import (
 	"context"
 	"fmt"
+	"go.temporal.io/sdk/activity"
 	"maps"
 	"slices"
 	"sync"
@@ -32,6 +33,8 @@ type Fake struct {
 	// Failing lists pages whose attempts fail for good (DONE failed)
 	// until Fix is called; a retry run requeues them (RequeueFailed).
 	Failing map[int64]bool
+	// Dead lists host queues whose host HostAlive reports gone.
+	Dead map[string]bool
 
 	mu        sync.Mutex
 	known     int64          // pages discovered
@@ -50,6 +53,7 @@ type Fake struct {
 	requeues  map[string]int64 // requeue token → pages requeued
 	reopens   []string         // ReopenJob keys
 	pageRuns  map[int64]int    // page → RunPage calls
+	teardowns []string         // TeardownCrawl's task queues
 }
 
 // New returns a Fake crawl of pages pages with fanout links per page.
@@ -298,8 +302,22 @@ func (a *Activities) FinishCrawl(_ context.Context, in activities.FinishInput) e
 	return nil
 }
 
-// TeardownCrawl is activities.CrawlHostActivities.TeardownCrawl.
-func (a *Activities) TeardownCrawl(context.Context, activities.TeardownInput) error { return nil }
+// TeardownCrawl is activities.CrawlHostActivities.TeardownCrawl; it
+// records the host queue it ran for.
+func (a *Activities) TeardownCrawl(ctx context.Context, _ activities.TeardownInput) error {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	a.f.teardowns = append(a.f.teardowns, activity.GetInfo(ctx).TaskQueue)
+	return nil
+}
+
+// HostAlive is activities.PoolActivities.HostAlive: every host queue is
+// alive but those in Dead.
+func (a *Activities) HostAlive(_ context.Context, queue string) (bool, error) {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	return !a.f.Dead[queue], nil
+}
 
 // SetJobState is activities.PoolActivities.SetJobState.
 func (a *Activities) SetJobState(_ context.Context, in activities.JobStateInput) error {
@@ -324,6 +342,8 @@ type Report struct {
 	// Reopens are the ReopenJob keys; PageRuns the RunPage calls per page.
 	Reopens  []string
 	PageRuns map[int64]int
+	// Teardowns are the host queues TeardownCrawl ran on.
+	Teardowns []string
 }
 
 // Report returns what happened so far.
@@ -332,7 +352,7 @@ func (f *Fake) Report() Report {
 	defer f.mu.Unlock()
 	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Final: f.final,
 		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
-		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns)}
+		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...)}
 	for id, n := range f.done {
 		if n > 1 {
 			r.Twice = append(r.Twice, id)

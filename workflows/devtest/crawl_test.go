@@ -150,6 +150,12 @@ func replayCrawl(t *testing.T, h *historypb.History) {
 	require.NoError(t, r.ReplayWorkflowHistory(nil, h), "replay of the crawl run just recorded")
 }
 
+// crawlHistories names the crawl workflow's code generation a recording
+// is made with (the latest workflow.GetVersion change it went through),
+// so a new recording joins the older ones the replay test keeps replaying
+// instead of replacing them.
+const crawlHistories = "teardownlive"
+
 // recordCrawl stores a run's history as testdata (which: first, last,
 // retry).
 func recordCrawl(t *testing.T, h *historypb.History, which string) {
@@ -158,7 +164,7 @@ func recordCrawl(t *testing.T, h *historypb.History, which string) {
 	}
 	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
 	require.NoError(t, err)
-	name := fmt.Sprintf("%s.%s.v%d.json", strings.ReplaceAll(t.Name(), "/", "_"), which, workflows.InputComplete)
+	name := fmt.Sprintf("%s.%s.v%d.%s.json", strings.ReplaceAll(t.Name(), "/", "_"), which, workflows.InputComplete, crawlHistories)
 	require.NoError(t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
 }
 
