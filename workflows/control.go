@@ -182,12 +182,22 @@ func (s *snapshot) updateSettings(ctx workflow.Context, set model.Settings) (int
 	return version, nil
 }
 
+// crawlPageSettingsChange versions a crawl page's settings change: from
+// it on, a snapshot in the crawl-page role (the crawl's start page, which
+// the crawl signals its settings) writes nothing to the job hash.
+const crawlPageSettingsChange = "crawl-page-settings-unwritten"
+
 // applySettings installs set and queues its Redis write (settings fields,
 // settings_age bump, publish). It returns the write's sequence number and
 // the new settings version.
 func (s *snapshot) applySettings(set model.Settings) (seq, version int) {
 	s.settings = settingsState{current: set, version: s.settings.version + 1}
 	workflow.SetCurrentDetails(s.dctx, s.details())
+	if s.in.Job.CrawlPage && workflow.GetVersion(s.dctx, crawlPageSettingsChange, workflow.DefaultVersion, 1) == 1 {
+		// A crawl's start page follows the crawl's settings (crawl.go
+		// applySettings); the crawl owns the job hash and wrote them.
+		return s.writes.queued, s.settings.version
+	}
 	in := activities.SettingsInput{
 		Ident:    s.in.Job.Ident,
 		Settings: set,

@@ -109,6 +109,9 @@ type crawl struct {
 
 	attr   crawlAttr
 	writes writer
+	// seed is the start page's running snapshot (seedSettingsChange on),
+	// which settings changes are passed on to.
+	seed workflow.ChildWorkflowFuture
 }
 
 // crawlAttr is what the pages search attributes last showed.
@@ -225,6 +228,12 @@ func (c *crawl) requeue() {
 	c.setCounts(res.Counts)
 }
 
+// seedSettingsChange versions the start page's settings: from it on, a
+// paused crawl starts its start page only when resumed, and every
+// settings change reaches the running start page (before, the start page
+// kept the submitted settings: a crawl submitted paused never started).
+const seedSettingsChange = "crawl-seed-follows-settings"
+
 // runSeed claims the start page and runs it as a child SnapshotWorkflow
 // with every plugin, then completes it from what the snapshot left on its
 // host: its hooks' Snapshot records are the page's links.
@@ -245,6 +254,18 @@ func (c *crawl) runSeed() {
 	page := *seeded.Page
 	c.inflight[page.ID] = page
 	defer delete(c.inflight, page.ID)
+	seedIn := c.in.Seed
+	follows := workflow.GetVersion(c.dctx, seedSettingsChange, workflow.DefaultVersion, 1) == 1
+	if follows {
+		// A crawl submitted paused starts its start page when resumed,
+		// with the crawl's settings of then.
+		_ = workflow.Await(c.dctx, func() bool { return c.settings.current.Concurrency > 0 || c.stopping() })
+		if c.stopping() {
+			c.released = append(c.released, page.ID)
+			return
+		}
+		seedIn.Settings = c.settings.current
+	}
 	cctx := workflow.WithChildOptions(c.runCtx, workflow.ChildWorkflowOptions{
 		WorkflowID:          CrawlSeedID(c.ident()),
 		TaskQueue:           c.in.TaskQueue,
@@ -253,7 +274,12 @@ func (c *crawl) runSeed() {
 		WaitForCancellation: true,
 	})
 	var st Status
-	err := workflow.ExecuteChildWorkflow(cctx, SnapshotWorkflow, c.in.Seed).Get(c.dctx, &st)
+	child := workflow.ExecuteChildWorkflow(cctx, SnapshotWorkflow, seedIn)
+	if follows {
+		c.seed = child // applySettings passes every change on
+		defer func() { c.seed = nil }()
+	}
+	err := child.Get(c.dctx, &st)
 	if end, ok := EndStatus(err); ok {
 		// A failed or aborted snapshot (InputV2) ends its workflow with
 		// its Status as the error's details.

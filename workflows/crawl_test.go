@@ -305,3 +305,48 @@ func TestCrawlTeardownSkipsADeadHost(t *testing.T) {
 	assert.Equal(t, []string{"host-seed"}, fake.Report().Teardowns, "the dead host is skipped")
 	assert.Equal(t, []string{"host-1", "host-seed"}, st.Hosts, "status still lists every host that ran a page")
 }
+
+// TestPausedCrawlStartsItsStartPageWhenResumed: a crawl submitted with
+// concurrency 0 (`submit --concurrency 0`: queued paused) runs nothing,
+// its start page included, until it is resumed; the start page then runs
+// with the crawl's settings of then, and later changes reach it too.
+func TestPausedCrawlStartsItsStartPageWhenResumed(t *testing.T) {
+	fake := crawltest.New(20, 3)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflows.CrawlWorkflow)
+	var seedStarted time.Time
+	var seedSettings model.Settings
+	var seedSignals []model.Settings
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.SnapshotInput) (workflows.Status, error) {
+		seedStarted, seedSettings = workflow.Now(ctx), in.Settings
+		ch := workflow.GetSignalChannel(ctx, workflows.SignalSetSettings)
+		for {
+			var set model.Settings
+			ok, _ := ch.ReceiveWithTimeout(ctx, time.Hour, &set)
+			if !ok {
+				break
+			}
+			seedSignals = append(seedSignals, set)
+		}
+		return workflows.Status{Ident: in.Job.Ident, URL: in.Job.URL, State: model.StateFinished, HostQueue: "host-seed"}, nil
+	}, workflow.RegisterOptions{Name: "SnapshotWorkflow"})
+	env.RegisterActivity(fake.Activities())
+	start := env.Now()
+	update := func(name string, set model.Settings) {
+		env.UpdateWorkflow(workflows.UpdateSetSettings, name, &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("%s rejected: %v", name, err) }, OnComplete: func(any, error) {},
+		}, set)
+	}
+	env.RegisterDelayedCallback(func() { update("resume", model.Settings{Concurrency: 4, UserAgent: "ua/resumed"}) }, 10*time.Minute)
+	env.RegisterDelayedCallback(func() { update("slower", model.Settings{Concurrency: 2, DelayMinMS: 5, DelayMaxMS: 5}) }, 20*time.Minute)
+	env.ExecuteWorkflow(workflows.CrawlWorkflow, crawlInput(0))
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.CrawlStatus
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Equal(t, int64(20), st.Counts.Done)
+	assert.GreaterOrEqual(t, seedStarted.Sub(start), 10*time.Minute, "the start page waited for the crawl to be resumed")
+	assert.Equal(t, model.Settings{Concurrency: 4, UserAgent: "ua/resumed"}, seedSettings, "the start page runs with the crawl's settings")
+	assert.Equal(t, []model.Settings{{Concurrency: 2, DelayMinMS: 5, DelayMaxMS: 5}}, seedSignals, "a later change reaches the running start page")
+}

@@ -137,6 +137,11 @@ func (c *crawl) updateSettings(ctx workflow.Context, set model.Settings) (int, e
 func (c *crawl) applySettings(set model.Settings) (seq, version int) {
 	c.settings = settingsState{current: set, version: c.settings.version + 1}
 	workflow.SetCurrentDetails(c.dctx, c.details())
+	if c.seed != nil {
+		// The running start page follows (seedSettingsChange); a signal
+		// that finds it ended changes nothing.
+		c.seed.SignalChildWorkflow(c.dctx, SignalSetSettings, set)
+	}
 	in := activities.SettingsInput{Ident: c.ident(), Settings: set, Version: c.settings.version,
 		Key: fmt.Sprintf("%s/settings/%d", c.runID, c.settings.version)}
 	seq = c.writes.enqueue("apply settings", func(wc workflow.Context) error {

@@ -359,6 +359,26 @@ func TestConcurrencyZeroPausesUntilSettingsChange(t *testing.T) {
 	assert.Equal(t, 2, st.Settings.Concurrency)
 }
 
+// TestCrawlStartPageFollowsSettingsWithoutWritingThem: the crawl's start
+// page (a snapshot in the crawl-page role) paused at 0 resumes on the
+// settings the crawl passes on, and writes none of them to the job hash:
+// the crawl owns it and wrote them already.
+func TestCrawlStartPageFollowsSettingsWithoutWritingThem(t *testing.T) {
+	names := []string{"on_Snapshot__00_a.sh", "on_Snapshot__10_b.sh"}
+	h := newHarness(t, plan(names...))
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalSetSettings, model.Settings{Concurrency: 2})
+	}, time.Hour)
+	in := input(0)
+	in.Job.CrawlPage = true
+	st := h.run(in)
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, 2, st.Settings.Concurrency)
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	assert.Empty(t, h.store.settings, "no settings written by the start page")
+}
+
 func TestHostLossReclaimsFromStepZero(t *testing.T) {
 	const first, lost, last = "on_Snapshot__00_a.sh", "on_Snapshot__30_b.sh", "on_Snapshot__90_c.sh"
 	h := newHarness(t, plan(first, lost, last))

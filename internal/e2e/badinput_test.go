@@ -56,7 +56,7 @@ func TestBadSettingsNeverKillAJob(t *testing.T) {
 	assert.Zero(t, n, "a refused submission leaves no job")
 
 	// A crawl queued paused, asked for too much, then resumed.
-	res := runStarter(t, bin, s, "submit", seed, "--depth", "inf", "--concurrency", "0")
+	res := runStarter(t, bin, s, "submit", seed, "--depth", "1", "--concurrency", "0")
 	require.Equal(t, 0, res.code, res.stderr)
 	res = runStarter(t, bin, s, "set", id, "concurrency=999999")
 	assert.Equal(t, 2, res.code, res.stderr)

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -138,8 +139,14 @@ type starterResult struct {
 // server and Redis.
 func runStarter(t *testing.T, bin string, s *Stack, args ...string) starterResult {
 	t.Helper()
+	pools, err := json.Marshal(s.Config.Pools)
+	require.NoError(t, err)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(),
+		// The stack's pools and queues: a job the starter submits runs
+		// on the stack's workers.
+		"ARCHIVEFLOW_POOLS="+string(pools),
+		"ARCHIVEFLOW_JOB_TASK_QUEUE="+s.Config.Job.TaskQueue,
 		"ARCHIVEFLOW_TEMPORAL_HOST_PORT="+s.Config.Temporal.HostPort,
 		"ARCHIVEFLOW_TEMPORAL_NAMESPACE="+s.Config.Temporal.Namespace,
 		"ARCHIVEFLOW_REDIS_URL="+s.Config.Redis.URL,
@@ -147,7 +154,7 @@ func runStarter(t *testing.T, bin string, s *Stack, args ...string) starterResul
 	)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	res := starterResult{stdout: stdout.String(), stderr: stderr.String()}
 	var exit *exec.ExitError
 	switch {
