@@ -18,6 +18,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/proccheck"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -37,7 +38,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	server = srv
-	code := m.Run()
+	// No hook process may outlive the tests (internal/proccheck).
+	code := proccheck.Main(m, os.Stderr)
 	_ = srv.Stop()
 	os.Exit(code)
 }

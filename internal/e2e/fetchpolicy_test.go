@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/builtin/chrome"
 	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -84,6 +85,17 @@ func (s *policySite) served(path string) bool {
 	return false
 }
 
+// hasChromium reports whether a Chromium the browser hooks find is
+// installed (chrome.Candidates).
+func hasChromium() bool {
+	for _, c := range chrome.Candidates {
+		if _, err := exec.LookPath(c); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // jobLog returns the stdout messages of a job's IDENT_log.
 func jobLog(t *testing.T, s *Stack, ident string) string {
 	t.Helper()
@@ -105,12 +117,7 @@ func TestFetchPolicyHoldsForEveryBuiltinFetcher(t *testing.T) {
 	denied := egresstest.Guard(t)
 	site := newPolicySite(t, denied.Addr)
 	plugins := []string{"headers", "wget", "favicon"}
-	chromium := false
-	for _, c := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if _, err := exec.LookPath(c); err == nil {
-			chromium = true
-		}
-	}
+	chromium := hasChromium()
 	if chromium {
 		plugins = append(plugins, "dom")
 	}

@@ -199,12 +199,7 @@ func TestNoRedirectReachesADeniedAddress(t *testing.T) {
 	}
 	site := newRedirectSite(t)
 	plugins := []string{"headers", "wget", "favicon", "title", "outlinks", "htmltotext", "pagefetch"}
-	chromium := false
-	for _, c := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if _, err := exec.LookPath(c); err == nil {
-			chromium = true
-		}
-	}
+	chromium := hasChromium()
 	if chromium {
 		plugins = append(plugins, "dom")
 	}

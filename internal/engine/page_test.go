@@ -43,6 +43,8 @@ func pageEngine(t *testing.T, plugins string, configure func(*Config)) *Engine {
 	}
 	e, err := New(cfg)
 	require.NoError(t, err)
+	// As a worker does when it stops: crawls still set up are torn down.
+	t.Cleanup(func() { e.Close(context.Background()) })
 	return e
 }
 

@@ -17,15 +17,17 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/proccheck"
 )
 
 // TestMain lets the test binary act as ARCHIVEFLOW_BIN for the shipped
-// plugins' wrappers (`$ARCHIVEFLOW_BIN hook NAME ...`).
+// plugins' wrappers (`$ARCHIVEFLOW_BIN hook NAME ...`), and fails the run
+// when a hook process outlives the tests (internal/proccheck).
 func TestMain(m *testing.M) {
 	if code, ok := builtin.Dispatch(os.Args); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	os.Exit(proccheck.Main(m, os.Stderr))
 }
 
 // TestSymlinksOutOfTheSnapshotAreNotFollowed: a hook links /etc/passwd
