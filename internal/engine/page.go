@@ -251,6 +251,11 @@ steps:
 // that starts no process (Config.InProcessBuiltins), else as a process.
 func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageRecords, hl *hookLinks) (procs.Result, error) {
 	name, inProc := e.inProcess(inv.hook.Path)
+	if inProc && e.hasLimits(inv) {
+		// Limits hold a process (cgroup or rlimits); inside the worker
+		// they would not: the built-in runs as its own process.
+		inProc = false
+	}
 	var fp *fetchProxy
 	if !inProc {
 		// A built-in run in this process holds the policy itself
@@ -291,6 +296,13 @@ func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageReco
 		hl.links = nil // only a final attempt's links count
 	}
 	return res, nil
+}
+
+// hasLimits reports whether the hook runs under resource limits (the
+// worker's hooks.limits with the plugin's own keys laid over them).
+func (e *Engine) hasLimits(inv invocation) bool {
+	spec, err := e.spec(inv, nil, nil, nil)
+	return err != nil || spec.Limits.Set() // an error: the process path reports it
 }
 
 // SeedRecords reads what the start page's snapshot left on this worker

@@ -24,6 +24,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
 // writeHook writes an executable hook script.
@@ -226,6 +227,13 @@ func TestRunPageBuiltinsInProcess(t *testing.T) {
 	out, err = e2.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 2, URL: srv.URL + "/one", Attempt: 1}})
 	require.NoError(t, err)
 	assert.Equal(t, activities.PageTransient, out.Status)
+
+	// Under resource limits too: they hold a process, not the worker.
+	e3 := pageEngine(t, plugins, func(c *Config) { c.InProcessBuiltins = true; c.Limits = procs.Limits{Memory: 1 << 30} })
+	out, err = e3.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 2, URL: srv.URL + "/one", Attempt: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, activities.PageTransient, out.Status, "the limited built-in ran as its process")
+	assert.Contains(t, out.Note, "pagefetch")
 }
 
 func TestWrapperDetection(t *testing.T) {

@@ -46,6 +46,11 @@ type Limits struct {
 	Cgroup string
 }
 
+// Set reports whether any limit is set (Cgroup alone limits nothing).
+func (l Limits) Set() bool {
+	return l.Memory > 0 || l.CPUTime > 0 || l.OpenFiles > 0 || l.Processes > 0
+}
+
 // CgroupNone in Limits.Cgroup makes the runner use rlimits only.
 const CgroupNone = "none"
 
