@@ -59,6 +59,12 @@ func runDOM(ctx context.Context, h *Hook) (hookio.Result, error) {
 // No Chromium: skipped. Chromium failing or exceeding <PLUGIN>_TIMEOUT:
 // transient failure (retried).
 func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) {
+	if meta, err := readHeadersJSON(h.SnapDir); err == nil && meta.Denied != "" {
+		// The fetch policy refused the page (or a redirect of it) when the
+		// headers hook fetched it: Chromium would capture its own error
+		// page. A final failure naming the rule, as for the headers hook.
+		return hookio.Result{Status: model.StatusFailed, OutputStr: "fetch denied by the fetch policy", Error: meta.Denied}, nil
+	}
 	bin, err := chrome.Find(h.Inv.String(h.Inv.Key("BINARY"), h.Inv.String("CHROME_BINARY", "")))
 	if errors.Is(err, chrome.ErrNotFound) {
 		return hookio.Result{}, skip("%s needs Chromium: %v", h.Inv.Plugin, err)
