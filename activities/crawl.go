@@ -49,7 +49,7 @@ type CrawlStore interface {
 	Skip(ctx context.Context, ident string, pageID int64, reason string) error
 	// Discover adds batch (0, 1, 2, … per attempt) of a page's links and
 	// returns how many pages it queued.
-	Discover(ctx context.Context, ident string, pageID int64, attempt, batch int, links []Link) (int, error)
+	Discover(ctx context.Context, ident string, pageID int64, attempt, batch int, links []Link) (LinksAdded, error)
 	// Complete ends a page attempt and counts its responses with the job's
 	// counters (items_downloaded, bytes_downloaded, r1xx..r5xx, runk,
 	// error_count) in the same write; ErrPageNotClaimed when the attempt
@@ -365,8 +365,8 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 	const batchSize = 1000
 	for b := 0; b*batchSize < len(links); b++ {
 		part := links[b*batchSize : min((b+1)*batchSize, len(links))]
-		var n int
-		err := retryWrite(ctx, func() (err error) { n, err = a.store.Discover(ctx, ident, p.ID, p.Attempt, b, part); return err })
+		var d LinksAdded
+		err := retryWrite(ctx, func() (err error) { d, err = a.store.Discover(ctx, ident, p.ID, p.Attempt, b, part); return err })
 		if errors.Is(err, ErrPageNotClaimed) {
 			log.Warn("links not added: the page attempt no longer holds its page", zap.Error(err))
 			res.Error = "superseded: " + err.Error()
@@ -375,7 +375,10 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		if err != nil {
 			return res, fmt.Errorf("add links of page %d of %s: %w", p.ID, ident, err)
 		}
-		res.Queued += n
+		res.Queued += d.Queued
+		if err := a.logRefused(ctx, ident, fmt.Sprintf("%s/refused-%d", logKey, b), d.Refused, now); err != nil {
+			return res, fmt.Errorf("log refused links of page %d of %s: %w", p.ID, ident, err)
+		}
 	}
 	rc := model.CountResponses(out.Responses)
 	var bytes int64
@@ -395,6 +398,21 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		return res, fmt.Errorf("complete page %d of %s: %w", p.ID, ident, err)
 	}
 	return res, nil
+}
+
+// logRefused reports each link the frontier refused (too long to be a
+// page, not a URL) as an ArchiveBot ignore packet naming the rule, source
+// "frontier": a dropped link is never silent.
+func (a *CrawlActivities) logRefused(ctx context.Context, ident, key string, refused []RefusedLink, now time.Time) error {
+	if len(refused) == 0 {
+		return nil
+	}
+	entries := make([]LogEntry, len(refused))
+	for i, r := range refused {
+		entries[i] = LogEntry{Kind: LogIgnore, Time: now, Hook: "page", URL: truncate(r.URL, a.opts.LogLineBytes),
+			Pattern: fmt.Sprintf("%s (%d bytes)", r.Rule, r.Bytes), Source: "frontier"}
+	}
+	return retryWrite(ctx, func() error { return a.store.AppendLog(ctx, ident, key, 0, entries) })
 }
 
 // judgeLinks decides which links become pages and adds an ignore packet

@@ -214,6 +214,22 @@ type PageOutcome struct {
 	LinksDropped int
 }
 
+// LinksAdded is what the frontier did with one batch of a page's links.
+type LinksAdded struct {
+	// Queued: links that became pages (new, or promoted into the depth
+	// limit).
+	Queued int
+	// Refused: links the frontier cannot keep as pages.
+	Refused []RefusedLink
+}
+
+// RefusedLink is a link the frontier refused, and the rule it broke.
+type RefusedLink struct {
+	URL   string // cut to 200 bytes
+	Bytes int    // its whole length
+	Rule  string // e.g. "longer than 8192 bytes"
+}
+
 // SeedRecords are what the start page's snapshot left: the Snapshot
 // records of the given hooks' last attempts, the responses of every
 // attempt, and its WARC files appended to the job's WARC on that host.

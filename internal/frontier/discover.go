@@ -2,6 +2,7 @@ package frontier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -22,7 +23,12 @@ type Link struct {
 // InvalidLink is a link Discover refused; Err wraps ErrInvalidURL.
 type InvalidLink struct {
 	URL string // as given, cut to 200 bytes
-	Err error
+	// Bytes is the link's whole length as given.
+	Bytes int
+	// Rule is the rule it broke, short: "longer than 8192 bytes" or "not a
+	// valid URL" (Err says more).
+	Rule string
+	Err  error
 }
 
 // DiscoverResult counts what one Discover call did.
@@ -72,7 +78,11 @@ func prepare(links []Link, res *DiscoverResult) []preparedLink {
 			if len(shown) > 200 {
 				shown = shown[:200]
 			}
-			res.Invalid = append(res.Invalid, InvalidLink{URL: shown, Err: err})
+			rule := "not a valid URL"
+			if errors.Is(err, errTooLong) {
+				rule = fmt.Sprintf("longer than %d bytes", MaxURLBytes)
+			}
+			res.Invalid = append(res.Invalid, InvalidLink{URL: shown, Bytes: len(l.URL), Rule: rule, Err: err})
 			continue
 		}
 		if _, dup := seen[u]; dup {

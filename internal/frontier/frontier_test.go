@@ -117,15 +117,21 @@ func TestDiscover(t *testing.T) {
 	res, err := e.f.Discover(ctx, job, s.ID, s.Attempts, 0, []Link{
 		{URL: u("/a")}, {URL: u("/b"), Requisite: true}, {URL: "http://off.example/x", NoRecurse: true},
 		{URL: u("/")}, {URL: u("/a#frag")}, {URL: u("/a")}, {URL: ""}, {URL: "mailto:x@example.com"},
+		{URL: u("/") + strings.Repeat("x", 100<<10)},
 	})
 	require.NoError(t, err)
 	assert.Equal(t, 4, res.Added) // /a, /b, off.example/x, /a#frag (the ident's normal form keeps fragments)
 	assert.Equal(t, 1, res.SelfLinks)
 	assert.Equal(t, 1, res.Duplicates)
-	require.Len(t, res.Invalid, 2)
+	require.Len(t, res.Invalid, 3)
 	for _, inv := range res.Invalid {
 		require.ErrorIs(t, inv.Err, ErrInvalidURL)
 	}
+	assert.Equal(t, "not a valid URL", res.Invalid[0].Rule)
+	long := res.Invalid[2]
+	assert.Equal(t, "longer than 8192 bytes", long.Rule, "the rule, short, for the job log")
+	assert.Equal(t, len(u("/"))+100<<10, long.Bytes)
+	assert.Len(t, long.URL, 200)
 	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded})
 	require.NoError(t, err)
 

@@ -59,17 +59,20 @@ func pageURL(raw string) (string, error) {
 		return "", fmt.Errorf("page url: %w: must not be empty", ErrInvalidURL)
 	}
 	if len(raw) > 4*MaxURLBytes {
-		return "", fmt.Errorf("page url %q… (%d bytes): %w: longer than %d bytes", raw[:64], len(raw), ErrInvalidURL, MaxURLBytes)
+		return "", fmt.Errorf("page url %q… (%d bytes): %w: %w", raw[:64], len(raw), ErrInvalidURL, errTooLong)
 	}
 	u, err := ident.Normalize(raw)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidURL, err)
 	}
 	if len(u) > MaxURLBytes {
-		return "", fmt.Errorf("page url %q… (%d bytes normalised): %w: longer than %d bytes", u[:64], len(u), ErrInvalidURL, MaxURLBytes)
+		return "", fmt.Errorf("page url %q… (%d bytes normalised): %w: %w", u[:64], len(u), ErrInvalidURL, errTooLong)
 	}
 	return u, nil
 }
+
+// errTooLong is a page URL over MaxURLBytes (wrapped with ErrInvalidURL).
+var errTooLong = fmt.Errorf("longer than %d bytes", MaxURLBytes)
 
 // fingerprint is the dedupe key of a normalised URL: 8 bytes of SHA-256.
 // The first 4 address the linear-hashing bucket; a hit is always verified

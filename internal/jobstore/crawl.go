@@ -103,16 +103,20 @@ func (s *CrawlStore) Skip(ctx context.Context, ident string, pageID int64, reaso
 }
 
 // Discover adds one batch of links.
-func (s *CrawlStore) Discover(ctx context.Context, ident string, pageID int64, attempt, batch int, links []activities.Link) (int, error) {
+func (s *CrawlStore) Discover(ctx context.Context, ident string, pageID int64, attempt, batch int, links []activities.Link) (activities.LinksAdded, error) {
 	ls := make([]frontier.Link, len(links))
 	for i, l := range links {
 		ls[i] = frontier.Link{URL: l.URL, NoRecurse: l.NoRecurse, Requisite: l.Requisite}
 	}
 	res, err := s.Frontier.Discover(ctx, ident, pageID, attempt, batch, ls)
 	if err != nil {
-		return 0, crawlErr(err)
+		return activities.LinksAdded{}, crawlErr(err)
 	}
-	return res.Queued(), nil
+	d := activities.LinksAdded{Queued: res.Queued()}
+	for _, l := range res.Invalid {
+		d.Refused = append(d.Refused, activities.RefusedLink{URL: l.URL, Bytes: l.Bytes, Rule: l.Rule})
+	}
+	return d, nil
 }
 
 // Complete ends a page attempt with ArchiveBot's counters: items_downloaded
