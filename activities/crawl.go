@@ -335,7 +335,7 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		r.URL = truncate(r.URL, a.opts.LogLineBytes)
 		entries = append(entries, LogEntry{Kind: LogDownload, Time: now, Hook: "page", Response: &r})
 	}
-	for _, d := range out.Denials {
+	for _, d := range out.Notices {
 		if !logResponses {
 			break
 		}

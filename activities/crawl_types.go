@@ -204,11 +204,11 @@ type PageOutcome struct {
 	// Responses are the attempt's fetches (URL kept: each is logged as a
 	// download packet), capped.
 	Responses []model.Response
-	// Denials are the attempt's fetches the fetch policy refused, one line
-	// each naming the URL and the rule (egress.Denial.LogLine), capped
-	// like Responses: each is logged as a line, never counted as a
-	// response.
-	Denials []string
+	// Notices are the attempt's lines for the job's log (a hook's
+	// jsonl.IsNotice lines: each fetch the policy refused, naming the URL
+	// and the rule, never counted as a response; a body cut at a size
+	// limit; links over a cap), capped like Responses.
+	Notices []string
 	// Links are the attempt's discoveries, capped at Crawl.MaxLinks.
 	Links        []Discovered
 	LinksDropped int

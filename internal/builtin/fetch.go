@@ -14,6 +14,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/builtin/wgetlog"
 	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
@@ -119,6 +120,15 @@ func (h *Hook) fetchTransport() (*http.Transport, error) {
 	return actual.(*http.Transport), nil
 }
 
+// notice prints a line for the job's log on the hook's stderr
+// (jsonl.NoticePrefix): logged even for a crawl page, whose other stderr
+// lines are not.
+func (h *Hook) notice(format string, args ...any) {
+	if h.Stderr != nil {
+		fmt.Fprintln(h.Stderr, jsonl.NoticePrefix+fmt.Sprintf(format, args...))
+	}
+}
+
 // denied turns a fetch error that is a policy refusal into a *deniedError
 // for target (the hop the refusal was for, when err names it), after
 // printing the refusal's line (egress.Denial.LogLine) on the hook's stderr:
@@ -132,9 +142,7 @@ func (h *Hook) denied(target string, err error) *deniedError {
 	if errors.As(err, &ue) && ue.URL != "" {
 		target = ue.URL
 	}
-	if h.Stderr != nil {
-		fmt.Fprintln(h.Stderr, egress.Denial{Target: target, Decision: d.Decision}.LogLine())
-	}
+	h.notice("%s", egress.Denial{Target: target, Decision: d.Decision}.Message())
 	return &deniedError{url: target, rule: d.Decision.Rule}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
 	"github.com/archiveflow/archiveflow/internal/builtin/htmldoc"
 	"github.com/archiveflow/archiveflow/internal/builtin/wgetlog"
+	"github.com/archiveflow/archiveflow/internal/bytesize"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
@@ -271,6 +272,7 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64) (*http.Re
 	truncated := int64(len(body)) > limit
 	if truncated {
 		body = body[:limit]
+		pf.h.notice("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
 	}
 	pf.record(req, resp, body, truncated, started)
 	pf.sum.Responses++

@@ -93,3 +93,25 @@ func TestRedirectLoopIsAFinalFailure(t *testing.T) {
 		assert.Contains(t, rec["error"], site.URL+"/loop: more than 20 redirects (a redirect loop)", hook)
 	}
 }
+
+// TestPageFetchSaysWhenItCutsABody: a page over pagefetch's limit is kept
+// cut at the limit, its WARC record marked WARC-Truncated, and a notice
+// for the job's log says so (a crawl page's only stderr line that is
+// logged), not a silent truncation.
+func TestPageFetchSaysWhenItCutsABody(t *testing.T) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(make([]byte, maxPageBytes+1024))
+	}))
+	defer site.Close()
+	t.Chdir(t.TempDir())
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), []string{"pagefetch", "--url=" + site.URL + "/big"},
+		env(map[string]string{"PAGEFETCH_ENABLED": "True", egress.EnvDeny: "[]"}), &out, &errb)
+	require.Equal(t, ExitOK, code, errb.String())
+	assert.Contains(t, errb.String(), "archiveflow: "+site.URL+"/big: body cut at 32 MiB (pagefetch's limit); its WARC record is marked WARC-Truncated: length\n")
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(lines[len(lines)-1], &rec))
+	assert.Equal(t, "succeeded", rec["status"])
+}

@@ -28,12 +28,12 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
@@ -73,19 +73,11 @@ func (d Denial) Message() string {
 	return fmt.Sprintf("fetch of %s %s", d.Target, d.Decision.Reason())
 }
 
-// logPrefix starts a denial's line on a hook's stderr (LogLine).
-const logPrefix = "archiveflow: fetch of "
-
-// LogLine is the line a fetcher prints on its stderr for a denial: the
-// same words whether the proxy refused it or a fetcher's own dialer did,
-// so the job log shows one kind of line per refusal, and IsLogLine finds
-// it among a hook's other output.
-func (d Denial) LogLine() string { return "archiveflow: " + d.Message() }
-
-// IsLogLine reports whether a hook's stderr line is a denial's LogLine.
-func IsLogLine(line string) bool {
-	return strings.HasPrefix(line, logPrefix) && strings.Contains(line, " denied by fetch.deny rule ")
-}
+// LogLine is the line a fetcher prints on its stderr for a denial, a
+// notice for the job's log (jsonl.NoticePrefix): the same words whether
+// the proxy refused it or a fetcher's own dialer did, so the job log shows
+// one kind of line per refusal.
+func (d Denial) LogLine() string { return jsonl.NoticePrefix + d.Message() }
 
 // Options configure a Proxy.
 type Options struct {

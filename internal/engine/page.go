@@ -101,22 +101,23 @@ type pageRecords struct {
 	max       int
 	responses []model.Response
 	dropped   int
-	denials   []string // fetch policy refusals (egress.Denial.LogLine), capped at max
+	notices   []string // lines for the job's log (jsonl.IsNotice), capped at max
 }
 
-// denial keeps a line of a page hook's stderr when it reports a fetch the
-// policy refused (the proxy's report, or a built-in fetcher's own): a
-// page's other stderr lines stay out of the job log.
-func (r *pageRecords) denial(line string) {
-	if !egress.IsLogLine(line) {
+// notice keeps a page hook's stderr line when it is a notice for the
+// job's log (jsonl.IsNotice: a fetch the policy refused, reported by the
+// proxy or a built-in fetcher, a body cut at a limit): a page's other
+// stderr lines stay out of the job log.
+func (r *pageRecords) notice(line string) {
+	if !jsonl.IsNotice(line) {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.max > 0 && len(r.denials) >= r.max {
+	if r.max > 0 && len(r.notices) >= r.max {
 		return
 	}
-	r.denials = append(r.denials, line)
+	r.notices = append(r.notices, line)
 }
 
 func (r *pageRecords) response(resp model.Response) {
@@ -231,7 +232,7 @@ steps:
 	if out.Status != activities.PageTransient && succeeded {
 		out.Status, out.Note = activities.PageSucceeded, ""
 	}
-	out.Responses, out.Denials = recs.responses, recs.denials
+	out.Responses = recs.responses
 	if recs.dropped > 0 {
 		log.Warn("page responses over the cap not counted", zap.Int("dropped", recs.dropped))
 	}
@@ -239,7 +240,10 @@ steps:
 		out.LinksDropped = len(links) - max
 		links = links[:max]
 		log.Warn("page links over crawl.max_links_per_page dropped", zap.Int("dropped", out.LinksDropped))
+		recs.notice(fmt.Sprintf("%spage %s: %d of its %d links dropped: more than crawl.max_links_per_page (%d)",
+			jsonl.NoticePrefix, p.URL, out.LinksDropped, len(links)+out.LinksDropped, max))
 	}
+	out.Notices = recs.notices
 	out.Links = links
 	if err := e.collectWARCs(cr.Job.Ident, dir, true); err != nil {
 		log.Warn("append page WARC to the job's WARC", zap.Error(err))
@@ -262,7 +266,7 @@ func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageReco
 		// (its fetchers dial through egress.Transport); a process gets a
 		// proxy.
 		var err error
-		if fp, err = e.startFetchProxy(inv, recs.denial); err != nil {
+		if fp, err = e.startFetchProxy(inv, recs.notice); err != nil {
 			return procs.Result{}, fmt.Errorf("run page hook %s: %w", inv.hook.Key(), err)
 		}
 		defer fp.close()
@@ -274,7 +278,7 @@ func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageReco
 		case r.Snapshot != nil:
 			hl.add(*r.Snapshot)
 		}
-	}, recs.denial, fp)
+	}, recs.notice, fp)
 	if err != nil {
 		return procs.Result{}, err
 	}

@@ -280,3 +280,28 @@ echo '{"type":"ArchiveResult","status":"succeeded"}'
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(proxy), "http://127.0.0.1:"), "http_proxy is the attempt's proxy: %q", proxy)
 }
+
+// TestRunPageSaysWhenItDropsLinks: links over crawl.max_links_per_page are
+// dropped with a notice for the job's log, and a hook's own notices are
+// kept while its other stderr lines are not.
+func TestRunPageSaysWhenItDropsLinks(t *testing.T) {
+	plugins := t.TempDir()
+	writeHook(t, filepath.Join(plugins, "links", "on_Snapshot__70_links.sh"), `
+echo "chatter that stays out of the job log" >&2
+echo "archiveflow: a notice from the hook" >&2
+for i in 1 2 3 4 5; do echo '{"type":"Snapshot","url":"http://site.test/l'$i'"}'; done
+echo '{"type":"ArchiveResult","status":"succeeded"}'
+`)
+	e := pageEngine(t, plugins, nil)
+	cr := testCrawl("links")
+	cr.MaxLinks = 2
+	out, err := e.RunPage(context.Background(), activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 2, URL: "http://site.test/p", Attempt: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, activities.PageSucceeded, out.Status, out.Note)
+	assert.Len(t, out.Links, 2)
+	assert.Equal(t, 3, out.LinksDropped)
+	assert.Equal(t, []string{
+		"archiveflow: a notice from the hook",
+		"archiveflow: page http://site.test/p: 3 of its 5 links dropped: more than crawl.max_links_per_page (2)",
+	}, out.Notices)
+}
