@@ -1,7 +1,9 @@
 // Package jsonl owns the hook output record format: the JSON lines a hook
 // prints on stdout (ArchiveResult, Snapshot, Tag, Response) and their
-// validation. It parses one line at a time and never panics on arbitrary
-// bytes; splitting a stream into bounded lines is done by Splitter.
+// validation, and the one stderr convention the runner reads, notices for
+// the job's log (NoticePrefix). It parses one line at a time and never
+// panics on arbitrary bytes; splitting a stream into bounded lines is done
+// by Splitter.
 package jsonl
 
 import (
