@@ -254,33 +254,36 @@ steps:
 // runPageHook runs one page hook, in this process when it is a built-in
 // that starts no process (Config.InProcessBuiltins), else as a process.
 func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageRecords, hl *hookLinks) (procs.Result, error) {
-	name, inProc := e.inProcess(inv.hook.Path)
-	if inProc && e.hasLimits(inv) {
-		// Limits hold a process (cgroup or rlimits); inside the worker
-		// they would not: the built-in runs as its own process.
-		inProc = false
-	}
-	var fp *fetchProxy
-	if !inProc {
-		// A built-in run in this process holds the policy itself
-		// (its fetchers dial through egress.Transport); a process gets a
-		// proxy.
-		var err error
-		if fp, err = e.startFetchProxy(inv, recs.notice); err != nil {
-			return procs.Result{}, fmt.Errorf("run page hook %s: %w", inv.hook.Key(), err)
-		}
-		defer fp.close()
-	}
-	spec, err := e.spec(inv, func(r jsonl.Record) {
+	onRecord := func(r jsonl.Record) {
 		switch {
 		case r.Response != nil:
 			recs.response(*r.Response)
 		case r.Snapshot != nil:
 			hl.add(*r.Snapshot)
 		}
-	}, recs.notice, fp)
-	if err != nil {
-		return procs.Result{}, err
+	}
+	name, inProc := e.inProcess(inv.hook.Path)
+	var spec procs.Spec
+	var err error
+	if inProc {
+		// A built-in run in this process holds the policy itself (its
+		// fetchers dial through egress.Transport): no proxy.
+		if spec, err = e.spec(inv, onRecord, recs.notice, nil); err != nil {
+			return procs.Result{}, err
+		}
+		// Limits hold a process (cgroup or rlimits), not the worker: a
+		// limited built-in runs as its own process.
+		inProc = !spec.Limits.Set()
+	}
+	if !inProc {
+		fp, err := e.startFetchProxy(inv, recs.notice)
+		if err != nil {
+			return procs.Result{}, fmt.Errorf("run page hook %s: %w", inv.hook.Key(), err)
+		}
+		defer fp.close()
+		if spec, err = e.spec(inv, onRecord, recs.notice, fp); err != nil {
+			return procs.Result{}, err
+		}
 	}
 	var res procs.Result
 	if inProc {
@@ -300,13 +303,6 @@ func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageReco
 		hl.links = nil // only a final attempt's links count
 	}
 	return res, nil
-}
-
-// hasLimits reports whether the hook runs under resource limits (the
-// worker's hooks.limits with the plugin's own keys laid over them).
-func (e *Engine) hasLimits(inv invocation) bool {
-	spec, err := e.spec(inv, nil, nil, nil)
-	return err != nil || spec.Limits.Set() // an error: the process path reports it
 }
 
 // SeedRecords reads what the start page's snapshot left on this worker
