@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/internal/proccheck"
 )
 
 // writeHook writes an executable sh hook ROOT/PLUGIN/NAME with body.
@@ -72,35 +74,12 @@ func has(evs []event, hook, what string) bool {
 	return false
 }
 
-// processesWithEnv lists live (non-zombie) hook processes (they carry the
-// runner's ARCHIVEFLOW_ATTEMPT_ID marker) whose environment holds kv.
+// processesWithEnv lists the PIDs of live hook processes whose
+// environment holds kv (internal/proccheck).
 func processesWithEnv(kv string) []int {
-	entries, _ := os.ReadDir("/proc")
 	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
-		}
-		var match, hook bool
-		for _, v := range strings.Split(string(env), "\x00") {
-			match = match || v == kv
-			hook = hook || strings.HasPrefix(v, "ARCHIVEFLOW_ATTEMPT_ID=")
-		}
-		if match && hook {
-			out = append(out, pid)
-		}
+	for _, p := range proccheck.WithEnv(kv) {
+		out = append(out, p.PID)
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,11 +65,36 @@ type Proc struct {
 	PID     int
 	Dir     string // its working directory
 	Cmdline string
+	Env     []string // its environment, KEY=VALUE
 }
 
-// Below lists the live (not zombie) hook processes whose working
-// directory is root or below it.
+// Below lists the live hook processes whose working directory is root
+// or below it.
 func Below(root string) []Proc {
+	var out []Proc
+	for _, p := range Hooks() {
+		if p.Dir == root || strings.HasPrefix(p.Dir, root+"/") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// WithEnv lists the live hook processes whose environment holds kv
+// (KEY=VALUE).
+func WithEnv(kv string) []Proc {
+	var out []Proc
+	for _, p := range Hooks() {
+		if slices.Contains(p.Env, kv) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Hooks lists the live (not zombie) hook processes of this machine: those
+// whose environment carries the runner's marker.
+func Hooks() []Proc {
 	entries, _ := os.ReadDir("/proc")
 	var out []Proc
 	for _, e := range entries {
@@ -77,19 +103,17 @@ func Below(root string) []Proc {
 			continue
 		}
 		dir := filepath.Join("/proc", e.Name())
+		env, ok := hookEnv(dir)
+		if !ok || zombie(dir) {
+			continue
+		}
 		cwd, err := os.Readlink(filepath.Join(dir, "cwd"))
 		if err != nil {
-			continue
-		}
-		cwd = strings.TrimSuffix(cwd, " (deleted)")
-		if cwd != root && !strings.HasPrefix(cwd, root+"/") {
-			continue
-		}
-		if zombie(dir) || !hasMarker(dir) {
-			continue
+			continue // gone, or not ours to read
 		}
 		cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
-		out = append(out, Proc{PID: pid, Dir: cwd, Cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))})
+		out = append(out, Proc{PID: pid, Dir: strings.TrimSuffix(cwd, " (deleted)"), Env: env,
+			Cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))})
 	}
 	return out
 }
@@ -103,15 +127,17 @@ func zombie(procDir string) bool {
 	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-func hasMarker(procDir string) bool {
-	env, err := os.ReadFile(filepath.Join(procDir, "environ"))
+// hookEnv returns a process's environment when it carries the marker.
+func hookEnv(procDir string) ([]string, bool) {
+	data, err := os.ReadFile(filepath.Join(procDir, "environ"))
 	if err != nil {
-		return false
+		return nil, false
 	}
-	for _, v := range strings.Split(string(env), "\x00") {
+	env := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+	for _, v := range env {
 		if strings.HasPrefix(v, marker) {
-			return true
+			return env, true
 		}
 	}
-	return false
+	return nil, false
 }

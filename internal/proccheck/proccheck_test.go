@@ -41,3 +41,15 @@ func TestBelowFindsAHookProcessLeftBehind(t *testing.T) {
 	_ = hook.Wait()
 	assert.Empty(t, Below(root))
 }
+
+// TestWithEnvFindsAHookByItsEnvironment: a hook process is found by a
+// variable of its environment.
+func TestWithEnvFindsAHookByItsEnvironment(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), procs.MarkerEnv + "=x", "E2E_EVENTS=/tmp/proccheck-test-events"}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool { return len(WithEnv("E2E_EVENTS=/tmp/proccheck-test-events")) == 1 }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, cmd.Process.Pid, WithEnv("E2E_EVENTS=/tmp/proccheck-test-events")[0].PID)
+	assert.Empty(t, WithEnv("E2E_EVENTS=/elsewhere"))
+}
