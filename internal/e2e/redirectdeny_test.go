@@ -84,10 +84,22 @@ func newRedirectSite(t *testing.T) *redirectSite {
 					fmt.Fprintf(w, "<a href=\"/r?to=%s&amp;code=%d\">%s %d</a>\n", name, code, name, code)
 				}
 			}
-			fmt.Fprint(w, `<a href="/refresh">refresh</a><a href="/meta">meta</a></body></html>`)
+			fmt.Fprint(w, `<a href="/refresh">refresh</a><a href="/meta">meta</a><a href="/requisites">requisites</a></body></html>`)
+		case "/requisites":
+			// A crawl page (pagefetch) whose requisites redirect there.
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, `<!DOCTYPE html><html><head><title>requisites</title></head><body>`)
+			for name := range rs.spellings {
+				fmt.Fprintf(w, "<img src=\"/r?to=%s&amp;code=302&amp;req=1\">\n", name)
+			}
+			fmt.Fprint(w, `</body></html>`)
 		case "/r":
 			code, _ := strconv.Atoi(q.Get("code"))
-			http.Redirect(w, r, rs.target(q.Get("to"), code), code)
+			to := rs.target(q.Get("to"), code)
+			if q.Get("req") != "" {
+				to += "-requisite"
+			}
+			http.Redirect(w, r, to, code)
 		case "/refresh":
 			w.Header().Set("Refresh", "0; url=http://"+g.Addr+"/refresh-secret")
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -284,6 +296,23 @@ func TestNoRedirectReachesADeniedAddress(t *testing.T) {
 	}
 	for _, p := range pages {
 		assert.False(t, site.isSentinel(p.URL), "the sentinel became a page: %s", p.URL)
+	}
+	// A crawl page whose requisites redirect to the sentinel: archived
+	// with the redirects the site sent (pagefetch records a requisite's
+	// answer and does not follow it), the sentinel never asked.
+	req, ok := pageByURL(pages, site.URL+"/requisites")
+	if assert.True(t, ok, "the requisites page is crawled") {
+		assert.Equal(t, frontier.StatusSucceeded, req.Status, req.Note)
+	}
+	redirects := map[string]int{}
+	for _, p := range packets {
+		if p.Type == "download" && strings.Contains(p.URL, "req=1") {
+			redirects[p.URL] = p.ResponseCode
+		}
+	}
+	for name := range site.spellings {
+		u := fmt.Sprintf("%s/r?to=%s&code=302&req=1", site.URL, name)
+		assert.Equal(t, 302, redirects[u], "the requisite %s: its redirect is what was archived", u)
 	}
 
 	// A URL-list crawl whose list redirects to the sentinel by name: the
