@@ -41,7 +41,7 @@ type fetched struct {
 }
 
 // deniedError is a request the fetch policy refused (a redirect hop or
-// a requisite included); Retrying cannot help.
+// a requisite included): retrying cannot help.
 type deniedError struct {
 	url, rule string
 }
