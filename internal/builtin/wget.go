@@ -245,51 +245,68 @@ type wgetTracker struct {
 	lastErr string // wget's last failure message
 	// mainDenied is the refusal that ended the seed's redirect chain.
 	mainDenied string
-	// refused are the attempt's fetch proxy's refusals (target → rule),
-	// as last read from it.
-	refused map[string]string
+	// unanswered are the targets the attempt's fetch proxy answered
+	// without the site, as last read from it.
+	unanswered *egress.Unanswered
 }
 
 func newWgetTracker(ctx context.Context, h *Hook) *wgetTracker {
 	return &wgetTracker{ctx: ctx, h: h, sum: wgetSummary{WARC: wgetWARCDir + "/" + wgetWARCBase + ".warc.gz"}}
 }
 
-// refusedRule is the fetch.deny rule the attempt's fetch proxy refused u
-// with ("" when it did not). The proxy decided and reported it in the job
-// log; wget only saw the connection close. fresh re-reads the proxy's
-// list first.
-func (t *wgetTracker) refusedRule(u string, fresh bool) string {
+// proxied returns what the attempt's fetch proxy says of u: the rule it
+// refused u with, or whether it could not reach u's site at all (nothing
+// of u reached it). wget only saw its connection close. fresh re-reads
+// the proxy's list first. A refused tunnel (https) is known by host:port
+// only; tunnels matches u's host:port against those too.
+func (t *wgetTracker) proxied(u string, fresh, tunnels bool) (rule string, unreachable bool) {
 	p := t.h.Inv.FetchProxy
 	if p == nil {
-		return "" // no proxy: no policy, nothing refused
+		return "", false // no proxy: no policy, wget connected itself
 	}
-	if t.refused == nil || fresh {
-		r, err := egress.Refusals(t.ctx, p)
+	if t.unanswered == nil || fresh {
+		un, err := egress.Refusals(t.ctx, p)
 		if err != nil {
 			t.h.Log.Warn("cannot read the fetch proxy's refusals", zap.Error(err))
-			return ""
+			return "", false
 		}
-		t.refused = r
+		t.unanswered = &un
 	}
-	if rule, ok := t.refused[u]; ok {
-		return rule
+	if r, ok := t.unanswered.Refused[u]; ok {
+		return r, false
 	}
-	if host, port, err := netpolicy.HostPort(u); err == nil {
-		return t.refused[net.JoinHostPort(host, strconv.Itoa(port))] // a refused tunnel (https)
+	if _, ok := t.unanswered.Unreachable[u]; ok {
+		return "", true
 	}
-	return ""
+	if host, port, err := netpolicy.HostPort(u); err == nil && tunnels {
+		if r, ok := t.unanswered.Refused[net.JoinHostPort(host, strconv.Itoa(port))]; ok {
+			return r, false
+		}
+	}
+	return "", false
 }
 
 func (t *wgetTracker) fetched(f wgetlog.Fetch) {
-	if rule := t.refusedRule(f.URL, f.Status == 0); f.Status == 0 && rule != "" {
-		// The proxy refused it: no response, nothing to count. The
-		// seed's chain ending here ends the hook (final).
-		if !t.mainSet {
-			t.mainSet = true
-			t.mainDenied = (&deniedError{url: f.URL, rule: rule}).Error()
+	if f.Status == 0 {
+		if rule, _ := t.proxied(f.URL, true, true); rule != "" {
+			t.refusedFetch(f.URL, rule)
+			return
 		}
-		return
 	}
+	t.record(f)
+}
+
+// refusedFetch notes a fetch the proxy refused: no response, nothing to
+// count; the seed's chain ending there ends the hook (final).
+func (t *wgetTracker) refusedFetch(u, rule string) {
+	if !t.mainSet {
+		t.mainSet = true
+		t.mainDenied = (&deniedError{url: u, rule: rule}).Error()
+	}
+}
+
+// record counts one of wget's fetches and prints its Response record.
+func (t *wgetTracker) record(f wgetlog.Fetch) {
 	t.sum.Responses++
 	t.sum.Bytes += f.Bytes
 	if f.Status == 0 || f.Status >= 400 {
@@ -347,9 +364,9 @@ func (t *wgetTracker) result(code int, stopped bool) (hookio.Result, error) {
 }
 
 // dropDenied removes from wget's WARC every record of a URL the attempt's
-// fetch proxy refused: wget writes a request record before it learns that
-// the request will get no answer, and a request that never left for the
-// site is not evidence of anything it did.
+// fetch proxy refused or could not reach: wget writes a request record
+// before it learns that the request will get no answer, and a request that
+// never reached the site is not evidence of anything it did.
 func (t *wgetTracker) dropDenied(path string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -357,9 +374,16 @@ func (t *wgetTracker) dropDenied(path string) error {
 	if t.h.Inv.FetchProxy == nil {
 		return nil
 	}
-	t.refusedRule("", true) // the final list
+	t.proxied("", true, false) // the final list
 	n, err := warc.Filter(path, func(h warc.Header) bool {
-		return h.TargetURI != "" && t.refusedRule(h.TargetURI, false) != ""
+		if h.TargetURI == "" {
+			return false
+		}
+		// Forwarded requests only, by their exact URL: a tunnel the proxy
+		// refused or could not open carried no request wget could record,
+		// and another URL of the same host may have been fetched.
+		rule, unreachable := t.proxied(h.TargetURI, false, false)
+		return rule != "" || unreachable
 	})
 	if err != nil {
 		return fmt.Errorf("drop refused fetches from the WARC: %w", err)

@@ -331,3 +331,53 @@ func TestNoRedirectReachesADeniedAddress(t *testing.T) {
 		site.target("name", 302), sentinelRule, sentinelName), "the URL list's refusal")
 	assert.Zero(t, site.sentinel.Connections(), "the denied sentinel was connected to")
 }
+
+// TestUnreachableSiteIsNotArchivedAsAResponse: a snapshot of a URL
+// whose port refuses connections (issue 23's example) records nothing the
+// site did not send: no response in wget's WARC (the proxy closes the
+// connection instead of answering 502 with its own text, and the request
+// that never reached the site is dropped), no 502 counted, and no hook
+// reads the proxy's error text as the page.
+func TestUnreachableSiteIsNotArchivedAsAResponse(t *testing.T) {
+	if _, err := exec.LookPath("wget"); err != nil {
+		t.Skip("wget is not installed")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	s := NewStack(t, server, builtinPlugins(t, "headers", "wget", "htmltotext"), func(c *config.Config) {
+		c.Hooks.Timeout = time.Minute
+	})
+	require.NotEmpty(t, s.Config.Fetch.Deny, "the default policy: every fetch goes through the proxy")
+	s.StartPools(t, builtinEnv(t))
+	target := "http://" + closed + "/nothing-here"
+	job := s.Submit(t, target, nil)
+	_ = s.Wait(t, job, 3*time.Minute)
+
+	packets := logPackets(t, s, job.Ident)
+	for _, p := range packets {
+		if p.Type == "download" {
+			assert.NotEqual(t, 502, p.ResponseCode, "the proxy's status was counted: %+v", p)
+		}
+		assert.NotContains(t, p.Message, "HTTP 502", "a hook took the proxy's answer for the site's")
+	}
+	files, err := filepath.Glob(filepath.Join(s.SnapDir(job), "wget", "warc", "*.warc.gz"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "wget wrote its WARC (warcinfo, its log)")
+	for _, f := range files {
+		fh, err := os.Open(f)
+		require.NoError(t, err)
+		zr, err := gzip.NewReader(fh)
+		require.NoError(t, err)
+		require.NoError(t, warc.Read(zr, func(h warc.Header, _ io.Reader) error {
+			assert.NotEqual(t, target, h.TargetURI, "%s holds a %s record for a request that never reached the site", f, h.Type)
+			return nil
+		}))
+		_ = fh.Close()
+	}
+	text, err := os.ReadFile(filepath.Join(s.SnapDir(job), "htmltotext", "htmltotext.txt"))
+	if err == nil {
+		assert.NotContains(t, string(text), "archiveflow fetch proxy", "the proxy's error text archived as the page's text")
+	}
+}

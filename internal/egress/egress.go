@@ -103,6 +103,8 @@ type Proxy struct {
 	closed  bool
 	tunnels map[net.Conn]struct{} // both ends of every open tunnel
 	refused map[string]string     // target → rule of every refusal so far (Refusals)
+	failed  map[string]string     // target → why it could not be reached (Refusals)
+	reached map[string]struct{}   // forwarded targets the site answered, a retry's included
 	wg      sync.WaitGroup        // serve loop, handlers and tunnel copies
 }
 
@@ -117,7 +119,7 @@ func Start(opts Options) (*Proxy, error) {
 		log = zap.NewNop()
 	}
 	p := &Proxy{opts: opts, log: log, ln: ln, url: "http://" + ln.Addr().String(), tunnels: map[net.Conn]struct{}{},
-		refused: map[string]string{}, dial: Dialer(opts.Policy)}
+		refused: map[string]string{}, failed: map[string]string{}, reached: map[string]struct{}{}, dial: Dialer(opts.Policy)}
 	// The upstream transport is Transport's: the proxy dials with the
 	// policy like every other fetcher.
 	p.transport = Transport(opts.Policy)
@@ -132,6 +134,10 @@ func Start(opts Options) (*Proxy, error) {
 		Transport:    p.transport,
 		ErrorHandler: p.forwardError,
 		ErrorLog:     zap.NewStdLog(log),
+		ModifyResponse: func(resp *http.Response) error {
+			p.answered(redactedURL(resp.Request.URL))
+			return nil
+		},
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(log)}
 	p.wg.Add(1)
@@ -236,7 +242,7 @@ func Dialer(policy *netpolicy.Policy) func(ctx context.Context, network, addr st
 		}
 		addrs, d, err := policy.Resolve(ctx, host, port)
 		if err != nil {
-			return nil, err
+			return nil, &UnreachableError{Addr: addr, Err: err}
 		}
 		if d.Denied {
 			return nil, &DeniedError{d}
@@ -250,9 +256,22 @@ func Dialer(policy *netpolicy.Policy) func(ctx context.Context, network, addr st
 			}
 			errs = append(errs, err)
 		}
-		return nil, errors.Join(errs...)
+		if ctx.Err() != nil {
+			return nil, errors.Join(errs...) // the fetcher gave up, not the site
+		}
+		return nil, &UnreachableError{Addr: addr, Err: errors.Join(errs...)}
 	}
 }
+
+// UnreachableError is a connection Dialer could not make: the host did
+// not resolve, or no address accepted it. Nothing reached the site.
+type UnreachableError struct {
+	Addr string // host:port
+	Err  error
+}
+
+func (e *UnreachableError) Error() string { return e.Err.Error() }
+func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // maxRefused bounds the targets a proxy remembers having refused.
 const maxRefused = 10000
@@ -278,12 +297,45 @@ func (p *Proxy) report(target string, d netpolicy.Decision, selfReported bool) {
 	}
 }
 
-// refusals answers GET RefusalsPath: the targets refused so far, as JSON
-// {target: rule}.
+// unreached remembers a target the proxy could not reach (Refusals).
+func (p *Proxy) unreached(target string, err error) {
+	p.log.Debug("fetch target unreachable", zap.String("target", target), zap.Error(err))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, seen := p.failed[target]; !seen && len(p.failed) < maxRefused {
+		p.failed[target] = err.Error()
+	}
+}
+
+// answered remembers a forwarded target the site answered: a retry that
+// reached it makes an earlier failure of the same target no longer
+// "unanswered".
+func (p *Proxy) answered(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.reached) < maxRefused {
+		p.reached[target] = struct{}{}
+	}
+}
+
+// refusals answers GET RefusalsPath: the targets refused and those it
+// could not reach so far, less any the site answered on another try, as
+// JSON (Unanswered).
 func (p *Proxy) refusals(w http.ResponseWriter) {
 	p.mu.Lock()
-	body, err := json.Marshal(p.refused)
+	un := Unanswered{Refused: map[string]string{}, Unreachable: map[string]string{}}
+	for t, r := range p.refused {
+		if _, ok := p.reached[t]; !ok {
+			un.Refused[t] = r
+		}
+	}
+	for t, e := range p.failed {
+		if _, ok := p.reached[t]; !ok {
+			un.Unreachable[t] = e
+		}
+	}
 	p.mu.Unlock()
+	body, err := json.Marshal(un)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -293,18 +345,24 @@ func (p *Proxy) refusals(w http.ResponseWriter) {
 }
 
 // forwardError answers a forwarded request that got no response from the
-// site. A denial closes the fetcher's connection without any answer: an
-// HTTP status from the proxy would be recorded by the fetcher (wget's
-// WARC, a browser's network log) as if the site had sent it.
-func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, err error) {
-	if denied, ok := DeniedBy(err); ok {
+// site by closing the fetcher's connection without any answer: an HTTP
+// status from the proxy (a 403 for a denial, a 502 for a site that cannot
+// be reached) would be recorded by the fetcher (wget's WARC, a browser's
+// network log) as if the site had sent it. A denial is reported; a target
+// it could not reach is remembered (Refusals).
+func (p *Proxy) forwardError(_ http.ResponseWriter, r *http.Request, err error) {
+	var unreachable *UnreachableError
+	switch denied, ok := DeniedBy(err); {
+	case ok:
 		p.report(redactedURL(r.URL), denied.Decision, false)
-		panic(http.ErrAbortHandler) // net/http closes the connection, nothing written
-	}
-	if errors.Is(err, context.Canceled) {
+	case errors.Is(err, context.Canceled):
 		return // the fetcher went away
+	case errors.As(err, &unreachable):
+		p.unreached(redactedURL(r.URL), err)
+	default:
+		p.log.Debug("forwarded request failed", zap.String("target", redactedURL(r.URL)), zap.Error(err))
 	}
-	http.Error(w, "archiveflow fetch proxy: "+err.Error(), http.StatusBadGateway)
+	panic(http.ErrAbortHandler) // net/http closes the connection, nothing written
 }
 
 // tunnel answers CONNECT host:port.
@@ -323,6 +381,11 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "archiveflow fetch proxy: "+Denial{Target: target, Decision: denied.Decision}.Message(), http.StatusForbidden)
 			return
 		}
+		var unreachable *UnreachableError
+		if errors.As(err, &unreachable) {
+			p.unreached(target, err)
+		}
+		// An answer to CONNECT: a tunnel never opened, not the site's.
 		http.Error(w, "archiveflow fetch proxy: "+err.Error(), http.StatusBadGateway)
 		return
 	}

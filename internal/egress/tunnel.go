@@ -28,32 +28,43 @@ const (
 )
 
 // RefusalsPath is the proxy's own resource (a plain GET, not a proxy
-// request) listing the targets it refused so far as JSON {target: rule}:
-// a forwarded request's URL, a tunnel's host:port. A hook that runs a
-// third-party fetcher through the proxy reads it to tell the proxy's
-// refusals from the network's failures (Refusals).
+// request) listing the targets it answered without the site so far
+// (Unanswered): a forwarded request's URL, a tunnel's host:port. A hook
+// that runs a third-party fetcher through the proxy reads it to tell the
+// proxy's refusals and the requests that never reached a site from the
+// site's own answers (Refusals).
 const RefusalsPath = "/archiveflow/refusals"
 
-// Refusals asks the fetch proxy at proxy which targets it refused so far.
-func Refusals(ctx context.Context, proxy *url.URL) (map[string]string, error) {
+// Unanswered are the targets a proxy answered without the site.
+type Unanswered struct {
+	// Refused: target → the fetch.deny rule that refused it.
+	Refused map[string]string `json:"refused"`
+	// Unreachable: target → why no connection was made (its host did not
+	// resolve, no address accepted it). Nothing reached the site.
+	Unreachable map[string]string `json:"unreachable"`
+}
+
+// Refusals asks the fetch proxy at proxy which targets it answered
+// without the site so far.
+func Refusals(ctx context.Context, proxy *url.URL) (Unanswered, error) {
 	u := proxy.ResolveReference(&url.URL{Path: RefusalsPath})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("fetch proxy refusals: %w", err)
+		return Unanswered{}, fmt.Errorf("fetch proxy refusals: %w", err)
 	}
 	// The proxy itself, on loopback: no policy applies to it.
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	var out Unanswered
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch proxy refusals: %w", err)
+		return out, fmt.Errorf("fetch proxy refusals: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch proxy refusals: %s", resp.Status)
+		return out, fmt.Errorf("fetch proxy refusals: %s", resp.Status)
 	}
-	var out map[string]string
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil {
-		return nil, fmt.Errorf("fetch proxy refusals: %w", err)
+		return out, fmt.Errorf("fetch proxy refusals: %w", err)
 	}
 	return out, nil
 }
@@ -109,6 +120,10 @@ func connect(conn net.Conn, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetch proxy: CONNECT %s: %w", addr, err)
 	}
+	var reason []byte
+	if resp.StatusCode != http.StatusOK {
+		reason, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
+	}
 	_ = resp.Body.Close()
 	if rule := resp.Header.Get(DeniedHeader); rule != "" {
 		host, _, _ := net.SplitHostPort(addr)
@@ -119,7 +134,7 @@ func connect(conn net.Conn, addr string) (net.Conn, error) {
 		return nil, &DeniedError{Decision: d}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch proxy: CONNECT %s: %s", addr, resp.Status)
+		return nil, fmt.Errorf("fetch proxy: CONNECT %s: %s: %s", addr, resp.Status, strings.TrimSpace(string(reason)))
 	}
 	if br.Buffered() > 0 {
 		return nil, fmt.Errorf("fetch proxy: CONNECT %s: data before the tunnel opened", addr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -69,7 +70,8 @@ func TestTunnelTransportDecidesAtTheProxy(t *testing.T) {
 		"metadata.test:80":                 "169.254.0.0/16",
 		"2852039166:80":                    "169.254.0.0/16",
 		"http://169.254.169.254/forwarded": "169.254.0.0/16",
-	}, refused)
+	}, refused.Refused)
+	assert.Empty(t, refused.Unreachable)
 	assert.Len(t, h.denials(), 1, "the forwarded refusal is reported by the proxy")
 	assert.Zero(t, h.denied.Connections(), "the denied port was connected to")
 }
@@ -83,4 +85,45 @@ func TestRefusalIsReportedOncePerTarget(t *testing.T) {
 		require.Error(t, err)
 	}
 	assert.Len(t, h.denials(), 1)
+}
+
+// TestUnreachableSiteGetsNoFabricatedAnswer: a forwarded request to a
+// port nothing listens on is answered by closing the connection (no 502
+// with the proxy's text for a fetcher to record as the site's), and the
+// target is listed as unreachable until the site answers it.
+func TestUnreachableSiteGetsNoFabricatedAnswer(t *testing.T) {
+	h := newHarness(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedAddr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	target := "http://" + closedAddr + "/nothing-here"
+	resp, err := h.client(t).Get(target)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
+	require.Error(t, err, "no HTTP answer at all")
+	assert.ErrorIs(t, err, io.EOF)
+	proxyURL, err := url.Parse(h.proxy.URL())
+	require.NoError(t, err)
+	un, err := Refusals(context.Background(), proxyURL)
+	require.NoError(t, err)
+	assert.Contains(t, un.Unreachable[target], "connection refused")
+	assert.Empty(t, un.Refused)
+	assert.Empty(t, h.denials(), "not a policy refusal")
+
+	// The site comes up on that port and answers: no longer unanswered.
+	ln2, err := net.Listen("tcp", closedAddr)
+	if err != nil {
+		t.Skipf("port %s taken again: %v", closedAddr, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "up") })}
+	go func() { _ = srv.Serve(ln2) }()
+	defer srv.Close()
+	resp, err = h.client(t).Get(target)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	un, err = Refusals(context.Background(), proxyURL)
+	require.NoError(t, err)
+	assert.Empty(t, un.Unreachable, "answered on a later try")
 }
