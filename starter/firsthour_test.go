@@ -87,7 +87,11 @@ var devArgs = []string{"--port", "0", "--ui-port", "0", "--redis-port", "0"}
 
 func TestDevFromAnEmptyDirectoryArchivesALocalSite(t *testing.T) {
 	bin := starterBinary(t)
-	url := testSite(t, nil)
+	// The site answers once the console has shown a progress line, so a
+	// job faster than one poll still shows one (and the test cannot pass
+	// or fail on the machine's speed).
+	gate := make(chan struct{})
+	url := testSite(t, gate)
 	id := identOf(t, url)
 	cwd := t.TempDir()
 
@@ -95,8 +99,13 @@ func TestDevFromAnEmptyDirectoryArchivesALocalSite(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"dev", url}, devArgs...)...)
 	cmd.Dir, cmd.Env = cwd, cleanEnv()
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var stderr strings.Builder
+	stdout := &watchedOutput{pattern: regexp.MustCompile(`(?m)^` + id + `  active\s+step \d/9  hooks \d+/12`), seen: gate}
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
+	// Should no progress line come, the site answers anyway after a while
+	// and the assertion below names what is missing.
+	release := time.AfterFunc(time.Minute, stdout.release)
+	defer release.Stop()
 	err := cmd.Run()
 	out := stdout.String()
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", out, stderr.String())
@@ -128,6 +137,34 @@ func TestDevFromAnEmptyDirectoryArchivesALocalSite(t *testing.T) {
 	assert.Contains(t, out, "  files:   "+snap+"  (open index/index.html)")
 	assert.Regexp(t, `(?m)^  Web UI:  http://127\.0\.0\.1:\d+/namespaces/default/workflows/`+id+`$`, out)
 	assert.Contains(t, out, "Archive another URL: "+bin+" dev URL")
+}
+
+// watchedOutput collects a command's output and closes seen the first
+// time the output matches pattern.
+type watchedOutput struct {
+	mu      sync.Mutex
+	buf     strings.Builder
+	pattern *regexp.Regexp
+	seen    chan struct{}
+	once    sync.Once
+}
+
+func (w *watchedOutput) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.pattern.MatchString(w.buf.String()) {
+		w.release()
+	}
+	return len(p), nil
+}
+
+func (w *watchedOutput) release() { w.once.Do(func() { close(w.seen) }) }
+
+func (w *watchedOutput) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 // tmux drives a terminal of its own (a private server, so the test's
