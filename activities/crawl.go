@@ -50,11 +50,11 @@ type CrawlStore interface {
 	// Discover adds batch (0, 1, 2, … per attempt) of a page's links and
 	// returns how many pages it queued.
 	Discover(ctx context.Context, ident string, pageID int64, attempt, batch int, links []Link) (LinksAdded, error)
-	// Complete ends a page attempt and counts its responses with the job's
-	// counters (items_downloaded, bytes_downloaded, r1xx..r5xx, runk,
-	// error_count) in the same write; ErrPageNotClaimed when the attempt
-	// no longer holds the page.
-	Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, rc model.ResponseCounts, bytes int64) (PageCounts, error)
+	// Complete ends a page attempt and counts what it tallied with the
+	// job's counters (items_downloaded, bytes_downloaded, r1xx..r5xx,
+	// runk, error_count, cut_count) in the same write; ErrPageNotClaimed
+	// when the attempt no longer holds the page.
+	Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, t PageTally) (PageCounts, error)
 	Release(ctx context.Context, ident string, ids []int64) (PageCounts, error)
 	// Requeue makes the failed pages of a finished crawl READY again for a
 	// retry run (the frontier loses its retention until the job ends
@@ -204,7 +204,7 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 // (attempts exhausted, host lost on the last one). A page already
 // completed is left as it is.
 func (a *CrawlActivities) CompletePage(ctx context.Context, in CompletePageInput) (PageCounts, error) {
-	c, err := a.store.Complete(ctx, in.Ident, in.PageID, in.Attempt, PageFailed, in.Note, model.ResponseCounts{}, 0)
+	c, err := a.store.Complete(ctx, in.Ident, in.PageID, in.Attempt, PageFailed, in.Note, PageTally{})
 	if errors.Is(err, ErrPageNotClaimed) {
 		a.log.Info("page already completed", logging.Ident(in.Ident), zap.Int64("page", in.PageID), zap.Int("attempt", in.Attempt))
 		return a.counts(ctx, in.Ident)
@@ -363,6 +363,7 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		}
 	}
 	const batchSize = 1000
+	refused := 0
 	for b := 0; b*batchSize < len(links); b++ {
 		part := links[b*batchSize : min((b+1)*batchSize, len(links))]
 		var d LinksAdded
@@ -376,17 +377,21 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 			return res, fmt.Errorf("add links of page %d of %s: %w", p.ID, ident, err)
 		}
 		res.Queued += d.Queued
+		refused += len(d.Refused)
 		if err := a.logRefused(ctx, ident, fmt.Sprintf("%s/refused-%d", logKey, b), d.Refused, now); err != nil {
 			return res, fmt.Errorf("log refused links of page %d of %s: %w", p.ID, ident, err)
 		}
 	}
-	rc := model.CountResponses(out.Responses)
-	var bytes int64
+	tally := PageTally{Responses: model.CountResponses(out.Responses), Cuts: int64(out.Cuts + refused)}
 	for _, r := range out.Responses {
-		bytes += r.Bytes
+		tally.Bytes += r.Bytes
+	}
+	note := out.Note
+	if refused > 0 {
+		note = joinNote(note, fmt.Sprintf("cut: %d of its links refused by the frontier (see the job log's ignore packets)", refused))
 	}
 	err := retryWrite(ctx, func() (err error) {
-		res.Counts, err = a.store.Complete(ctx, ident, p.ID, p.Attempt, out.Status, out.Note, rc, bytes)
+		res.Counts, err = a.store.Complete(ctx, ident, p.ID, p.Attempt, out.Status, note, tally)
 		return err
 	})
 	if errors.Is(err, ErrPageNotClaimed) {
@@ -398,6 +403,14 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		return res, fmt.Errorf("complete page %d of %s: %w", p.ID, ident, err)
 	}
 	return res, nil
+}
+
+// joinNote appends more to a page's note.
+func joinNote(note, more string) string {
+	if note == "" {
+		return more
+	}
+	return note + "; " + more
 }
 
 // logRefused reports each link the frontier refused (too long to be a

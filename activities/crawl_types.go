@@ -209,9 +209,22 @@ type PageOutcome struct {
 	// and the rule, never counted as a response; a body cut at a size
 	// limit; links over a cap), capped like Responses.
 	Notices []string
+	// Cuts counts the attempt's losses to a limit (jsonl.IsCut notices: a
+	// body cut short, links dropped over crawl.max_links_per_page); a
+	// succeeded page with any has them in its Note.
+	Cuts int
 	// Links are the attempt's discoveries, capped at Crawl.MaxLinks.
 	Links        []Discovered
 	LinksDropped int
+}
+
+// PageTally is what a page attempt adds to the job's counters.
+type PageTally struct {
+	Responses model.ResponseCounts
+	Bytes     int64 // bytes fetched
+	// Cuts counts losses to a limit: bodies cut, links dropped over a cap
+	// or refused by the frontier (the job's cut_count).
+	Cuts int64
 }
 
 // LinksAdded is what the frontier did with one batch of a page's links.

@@ -29,13 +29,16 @@ func newFrontier(b *backend.Backend) *frontier.Frontier {
 // crawlJSON is a crawl's part of `status --json`: ArchiveBot's counters
 // and its pages by state and by depth (from the frontier in Redis).
 type crawlJSON struct {
-	ItemsQueued     int64                  `json:"items_queued"`
-	ItemsDownloaded int64                  `json:"items_downloaded"`
-	Responses       model.ResponseCounts   `json:"responses"`
-	Pages           frontier.StateCounts   `json:"pages"`
-	Total           int64                  `json:"total"`
-	Propagating     int64                  `json:"propagating,omitempty"`
-	ByDepth         []frontier.DepthCounts `json:"by_depth"`
+	ItemsQueued     int64 `json:"items_queued"`
+	ItemsDownloaded int64 `json:"items_downloaded"`
+	// Cuts counts losses to a limit: bodies cut short, links dropped over
+	// a cap or refused by the frontier (the job hash's cut_count).
+	Cuts        int64                  `json:"cut_count"`
+	Responses   model.ResponseCounts   `json:"responses"`
+	Pages       frontier.StateCounts   `json:"pages"`
+	Total       int64                  `json:"total"`
+	Propagating int64                  `json:"propagating,omitempty"`
+	ByDepth     []frontier.DepthCounts `json:"by_depth"`
 	// MaxDepth is the crawl's depth limit in links from the start page
 	// (-1: none, submit --depth inf).
 	MaxDepth int `json:"max_depth"`
@@ -72,6 +75,9 @@ func printCrawl(w io.Writer, c *crawlJSON) {
 	fmt.Fprintf(w, "  items:    %d queued, %d downloaded; responses %d (1xx %d, 2xx %d, 3xx %d, 4xx %d, 5xx %d, unknown %d, errors %d)\n",
 		c.ItemsQueued, c.ItemsDownloaded, c.Responses.Count, c.Responses.R1xx, c.Responses.R2xx, c.Responses.R3xx,
 		c.Responses.R4xx, c.Responses.R5xx, c.Responses.Runk, c.Responses.Errors)
+	if c.Cuts > 0 {
+		fmt.Fprintf(w, "  cuts:     %d lost to a limit (bodies cut short, links dropped or refused): see the pages' notes and the job log\n", c.Cuts)
+	}
 	fmt.Fprintf(w, "  depth:    %s\n", c.depthLimit())
 	fmt.Fprintf(w, "  pages:    %d: %d ready, %d claimed, %d done (%d succeeded, %d failed), %d skipped, %d beyond the depth limit\n",
 		c.Total, p.Ready, p.Claimed, p.Done, p.Succeeded, p.Failed, p.Skipped, p.Deferred)

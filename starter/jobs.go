@@ -176,7 +176,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 			return err
 		}
 		if j.Crawl != nil {
-			j.Crawl.ItemsQueued, j.Crawl.ItemsDownloaded, j.Crawl.Responses = v.ItemsQueued, v.ItemsDownloaded, v.Responses
+			j.Crawl.ItemsQueued, j.Crawl.ItemsDownloaded, j.Crawl.Responses, j.Crawl.Cuts = v.ItemsQueued, v.ItemsDownloaded, v.Responses, v.Cuts
 		}
 		// A crawl's hooks table is its start page's: the seed snapshot.
 		hooksOf.WorkflowID, hooksOf.RunID = workflows.CrawlSeedID(workflowID(v)), ""

@@ -129,6 +129,14 @@ func (h *Hook) notice(format string, args ...any) {
 	}
 }
 
+// cut prints a notice that something was lost to a limit
+// (jsonl.CutPrefix): a crawl counts it and keeps it in the page's note.
+func (h *Hook) cut(format string, args ...any) {
+	if h.Stderr != nil {
+		fmt.Fprintln(h.Stderr, jsonl.CutPrefix+fmt.Sprintf(format, args...))
+	}
+}
+
 // denied turns a fetch error that is a policy refusal into a *deniedError
 // for target (the hop the refusal was for, when err names it), after
 // printing the refusal's line (egress.Denial.LogLine) on the hook's stderr:

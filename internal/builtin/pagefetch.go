@@ -34,6 +34,10 @@ const (
 	PageFetchWARC = "page.warc.gz"
 )
 
+// maxBytesKey is the config key of the page body's limit: at most
+// maxPageBytes, what the parsing hooks read.
+const maxBytesKey = "PAGEFETCH_MAX_BYTES"
+
 // Limits of one page fetch.
 const (
 	maxRequisites      = 200
@@ -118,6 +122,8 @@ type pageFetcher struct {
 	w      *warc.Writer
 	sum    pageFetchSummary
 	crawl  string
+	// maxBytes bounds the page's body (PAGEFETCH_MAX_BYTES).
+	maxBytes int64
 }
 
 // runPageFetch fetches the page (following redirects, each one recorded)
@@ -135,10 +141,15 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 	if err != nil {
 		return hookio.Result{}, fmt.Errorf("pagefetch: %w", err)
 	}
+	maxBytes, err := h.Inv.Int(maxBytesKey, maxPageBytes, 1)
+	if err != nil {
+		return hookio.Result{}, fmt.Errorf("pagefetch: %w", err)
+	}
 	pf := &pageFetcher{
-		h:     h,
-		w:     warc.NewWriter(f),
-		crawl: h.Inv.String("CRAWL_DIR", ""),
+		h:        h,
+		maxBytes: int64(min(maxBytes, maxPageBytes)),
+		w:        warc.NewWriter(f),
+		crawl:    h.Inv.String("CRAWL_DIR", ""),
 		client: &http.Client{Transport: transport, Timeout: h.Inv.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		sum: pageFetchSummary{URL: h.Inv.URL, WARC: PageFetchWARC},
@@ -160,7 +171,7 @@ func (pf *pageFetcher) fetchPage(ctx context.Context) (hookio.Result, error) {
 		if hops > maxRedirects {
 			return hookio.Result{}, fmt.Errorf("pagefetch: %w", &redirectLoopError{url: pf.h.Inv.URL})
 		}
-		resp, body, truncated, err := pf.get(ctx, u, maxPageBytes)
+		resp, body, truncated, err := pf.get(ctx, u, pf.maxBytes)
 		var denied *deniedError
 		if errors.As(err, &denied) {
 			// Final: the policy will deny it again.
@@ -220,7 +231,7 @@ func (pf *pageFetcher) final(ctx context.Context, u string, resp *http.Response,
 func (pf *pageFetcher) requisites(ctx context.Context, urls []string) {
 	for i, u := range urls {
 		if i >= maxRequisites {
-			pf.h.Log.Warn("requisites capped", zap.Int("cap", maxRequisites), zap.Int("found", len(urls)))
+			pf.h.cut("%s: %d of its %d requisites not fetched: more than pagefetch's limit of %d per page", pf.h.Inv.URL, len(urls)-i, len(urls), maxRequisites)
 			return
 		}
 		if requisiteSeen(pf.crawl, u) {
@@ -272,7 +283,7 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64) (*http.Re
 	truncated := int64(len(body)) > limit
 	if truncated {
 		body = body[:limit]
-		pf.h.notice("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
+		pf.h.cut("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
 	}
 	pf.record(req, resp, body, truncated, started)
 	pf.sum.Responses++

@@ -109,7 +109,7 @@ func TestPageFetchSaysWhenItCutsABody(t *testing.T) {
 	code := Run(context.Background(), []string{"pagefetch", "--url=" + site.URL + "/big"},
 		env(map[string]string{"PAGEFETCH_ENABLED": "True", egress.EnvDeny: "[]"}), &out, &errb)
 	require.Equal(t, ExitOK, code, errb.String())
-	assert.Contains(t, errb.String(), "archiveflow: "+site.URL+"/big: body cut at 32 MiB (pagefetch's limit); its WARC record is marked WARC-Truncated: length\n")
+	assert.Contains(t, errb.String(), "archiveflow: cut: "+site.URL+"/big: body cut at 32 MiB (pagefetch's limit); its WARC record is marked WARC-Truncated: length\n")
 	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
 	var rec map[string]any
 	require.NoError(t, json.Unmarshal(lines[len(lines)-1], &rec))

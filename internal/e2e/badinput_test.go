@@ -4,6 +4,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/testsite"
@@ -71,4 +76,82 @@ func TestBadSettingsNeverKillAJob(t *testing.T) {
 	assert.Equal(t, 4, st.Settings.Concurrency)
 	assert.Positive(t, st.Counts.Done)
 	assert.Zero(t, st.Counts.Queued(), "every page ended")
+}
+
+// TestCrawlLossesAreNeverSilent is issue 30's item 3, run as the user
+// does: a hostile site's over-long link, a page over pagefetch's body
+// limit (PAGEFETCH_MAX_BYTES) and a page over crawl.max_links_per_page. Each loss is in the
+// page's note (starter pages), the job's log (starter logs) and counted in
+// status (cut_count), and the crawl still finishes.
+func TestCrawlLossesAreNeverSilent(t *testing.T) {
+	const maxLinks = 5
+	longLink := "/long-" + strings.Repeat("x", 100_000)
+	mux := http.NewServeMux()
+	html := func(w http.ResponseWriter, body string) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, "<!doctype html><html><head><title>t</title></head><body>"+body+"</body></html>")
+	}
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
+		html(w, `<a href="/long">long</a> <a href="/big">big</a> <a href="/many">many</a>`)
+	})
+	mux.HandleFunc("/long", func(w http.ResponseWriter, r *http.Request) {
+		html(w, `<a href="`+longLink+`">a 100 KB link</a>`)
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		// 3 MB: over the body limit set below (the default is 32 MiB).
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, "<!doctype html><html><head><title>big</title></head><body><p>")
+		chunk := []byte(strings.Repeat("lorem ipsum ", 1<<16))
+		for n := 0; n < 3_000_000; n += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/many", func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		for i := range maxLinks + 3 {
+			fmt.Fprintf(&b, `<a href="/m%d">m%d</a> `, i, i)
+		}
+		html(w, b.String())
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	s := NewStack(t, server, builtinPlugins(t, "pagefetch", "title", "outlinks"), func(c *config.Config) {
+		crawlConfig(c)
+		c.Plugins.Values["PAGEFETCH_MAX_BYTES"] = 1 << 20
+	})
+	// The link cap is the submitter's: the job carries it.
+	t.Setenv("ARCHIVEFLOW_CRAWL_MAX_LINKS_PER_PAGE", strconv.Itoa(maxLinks))
+	s.StartPools(t, builtinEnv(t))
+	bin := BuildCommand(t, "github.com/archiveflow/archiveflow/starter")
+	seed := srv.URL + "/"
+	id, _, err := ident.FromURL(seed)
+	require.NoError(t, err)
+
+	res := runStarter(t, bin, s, "submit", seed, "--depth", "1", "--wait")
+	require.Equal(t, 0, res.code, "%s\n%s", res.stdout, res.stderr)
+
+	res = runStarter(t, bin, s, "status", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "cuts:     3 lost to a limit", "status counts each loss")
+
+	res = runStarter(t, bin, s, "pages", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	notes := map[string]string{
+		"/long": "note: cut: 1 of its links refused by the frontier",
+		"/big":  "note: cut: " + srv.URL + "/big: body cut at 1 MiB (pagefetch's limit)",
+		"/many": fmt.Sprintf("note: cut: page %s/many: 3 of its %d links dropped: more than crawl.max_links_per_page (%d)", srv.URL, maxLinks+3, maxLinks),
+	}
+	for page, note := range notes {
+		assert.Contains(t, res.stdout, note, "the note of %s", page)
+	}
+
+	res = runStarter(t, bin, s, "logs", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "ignored "+srv.URL+"/long-xxx", "the refused link's ignore packet")
+	assert.Contains(t, res.stdout, "longer than 8192 bytes (100028 bytes)", "names the rule")
+	assert.Contains(t, res.stdout, "body cut at 1 MiB")
+	assert.Contains(t, res.stdout, "links dropped: more than crawl.max_links_per_page")
 }

@@ -102,6 +102,8 @@ type pageRecords struct {
 	responses []model.Response
 	dropped   int
 	notices   []string // lines for the job's log (jsonl.IsNotice), capped at max
+	cuts      []string // the jsonl.IsCut notices' texts, capped at max
+	cutCount  int      // every jsonl.IsCut notice, kept or not
 }
 
 // notice keeps a page hook's stderr line when it is a notice for the
@@ -114,6 +116,12 @@ func (r *pageRecords) notice(line string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if jsonl.IsCut(line) {
+		r.cutCount++
+		if r.max <= 0 || len(r.cuts) < r.max {
+			r.cuts = append(r.cuts, jsonl.CutText(line))
+		}
+	}
 	if r.max > 0 && len(r.notices) >= r.max {
 		return
 	}
@@ -241,9 +249,14 @@ steps:
 		links = links[:max]
 		log.Warn("page links over crawl.max_links_per_page dropped", zap.Int("dropped", out.LinksDropped))
 		recs.notice(fmt.Sprintf("%spage %s: %d of its %d links dropped: more than crawl.max_links_per_page (%d)",
-			jsonl.NoticePrefix, p.URL, out.LinksDropped, len(links)+out.LinksDropped, max))
+			jsonl.CutPrefix, p.URL, out.LinksDropped, len(links)+out.LinksDropped, max))
 	}
 	out.Notices = recs.notices
+	out.Cuts = recs.cutCount
+	if len(recs.cuts) > 0 && out.Status == activities.PageSucceeded {
+		// A page archived incompletely says so in its note.
+		out.Note = "cut: " + strings.Join(recs.cuts, "; ")
+	}
 	out.Links = links
 	if err := e.collectWARCs(cr.Job.Ident, dir, true); err != nil {
 		log.Warn("append page WARC to the job's WARC", zap.Error(err))

@@ -289,6 +289,7 @@ func TestRunPageSaysWhenItDropsLinks(t *testing.T) {
 	writeHook(t, filepath.Join(plugins, "links", "on_Snapshot__70_links.sh"), `
 echo "chatter that stays out of the job log" >&2
 echo "archiveflow: a notice from the hook" >&2
+echo "archiveflow: cut: http://site.test/p: body cut at 1 KiB" >&2
 for i in 1 2 3 4 5; do echo '{"type":"Snapshot","url":"http://site.test/l'$i'"}'; done
 echo '{"type":"ArchiveResult","status":"succeeded"}'
 `)
@@ -302,6 +303,10 @@ echo '{"type":"ArchiveResult","status":"succeeded"}'
 	assert.Equal(t, 3, out.LinksDropped)
 	assert.Equal(t, []string{
 		"archiveflow: a notice from the hook",
-		"archiveflow: page http://site.test/p: 3 of its 5 links dropped: more than crawl.max_links_per_page (2)",
+		"archiveflow: cut: http://site.test/p: body cut at 1 KiB",
+		"archiveflow: cut: page http://site.test/p: 3 of its 5 links dropped: more than crawl.max_links_per_page (2)",
 	}, out.Notices)
+	assert.Equal(t, 2, out.Cuts, "each loss to a limit is counted")
+	assert.Equal(t, "cut: http://site.test/p: body cut at 1 KiB; page http://site.test/p: 3 of its 5 links dropped: more than crawl.max_links_per_page (2)",
+		out.Note, "a page archived incompletely says so in its note")
 }

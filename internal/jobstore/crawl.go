@@ -9,7 +9,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/frontier"
-	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/scope"
 )
 
@@ -122,9 +122,14 @@ func (s *CrawlStore) Discover(ctx context.Context, ident string, pageID int64, a
 // Complete ends a page attempt with ArchiveBot's counters: items_downloaded
 // counts 2xx and 3xx responses, bytes_downloaded the bytes fetched, and,
 // when archiveflow owns the response counters (redis.response_counters),
-// r1xx..r5xx, runk and error_count.
-func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, rc model.ResponseCounts, bytes int64) (activities.PageCounts, error) {
-	counters := []frontier.JobCounter{{Field: "items_downloaded", Delta: rc.R2xx + rc.R3xx}, {Field: "bytes_downloaded", Delta: bytes}}
+// r1xx..r5xx, runk and error_count; archiveflow's own cut_count counts the
+// attempt's losses to a limit.
+func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, t activities.PageTally) (activities.PageCounts, error) {
+	rc := t.Responses
+	counters := []frontier.JobCounter{{Field: "items_downloaded", Delta: rc.R2xx + rc.R3xx}, {Field: "bytes_downloaded", Delta: t.Bytes}}
+	if t.Cuts > 0 {
+		counters = append(counters, frontier.JobCounter{Field: rkeys.FieldCutCount, Delta: t.Cuts})
+	}
 	if *s.Redis.Options().OwnResponseCounters {
 		counters = append(counters, frontier.JobCounter{Field: "r1xx", Delta: rc.R1xx}, frontier.JobCounter{Field: "r2xx", Delta: rc.R2xx},
 			frontier.JobCounter{Field: "r3xx", Delta: rc.R3xx}, frontier.JobCounter{Field: "r4xx", Delta: rc.R4xx},

@@ -13,6 +13,11 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
+// FieldCutCount is archiveflow's job hash field counting a crawl's losses
+// to a limit: bodies cut short, links dropped over a cap or refused by the
+// frontier (each also in the page's note and the job's log).
+const FieldCutCount = "cut_count"
+
 // JobView is the typed read of a job's hash and ignore set.
 type JobView struct {
 	Ident, URL, FetchDepth, Slug string
@@ -27,6 +32,8 @@ type JobView struct {
 	SettingsAge                  int64
 	BytesDownloaded              int64
 	ItemsDownloaded, ItemsQueued int64
+	// Cuts (FieldCutCount) counts a crawl's losses to a limit.
+	Cuts                         int64
 	Responses                    model.ResponseCounts
 	LogScore, Heartbeat          int64
 	QueuedAt                     time.Time
@@ -169,6 +176,7 @@ func parseJob(ident string, h map[string]string) (JobView, error) {
 	v.BytesDownloaded = p.int64("bytes_downloaded")
 	v.ItemsDownloaded = p.int64("items_downloaded")
 	v.ItemsQueued = p.int64("items_queued")
+	v.Cuts = p.int64(FieldCutCount)
 	v.Responses = model.ResponseCounts{
 		R1xx: p.int64("r1xx"), R2xx: p.int64("r2xx"), R3xx: p.int64("r3xx"),
 		R4xx: p.int64("r4xx"), R5xx: p.int64("r5xx"), Runk: p.int64("runk"), Errors: p.int64("error_count"),
