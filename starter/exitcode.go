@@ -13,7 +13,7 @@ const (
 	exitNotFound    = 3 // the job does not exist (never submitted or expired)
 	exitConflict    = 4 // the job is already running / in a state that forbids the command
 	exitUnavailable = 5 // Temporal or Redis cannot be reached
-	exitStillActive = 6 // --wait stopped (interrupted) before the jobs ended; they keep running
+	exitStillActive = 6 // --wait stopped (interrupted, or --wait-timeout) before the jobs ended; they keep running
 )
 
 // cliError is an error with the exit code it maps to.

@@ -70,6 +70,7 @@ for each setting the last matching rule wins (starter help rules).`,
 			fs.String("depth", "", "shallow (one URL), inf (crawl the site) or N (crawl N links deep) (default: job.fetch_depth)")
 			fs.String("rules", "", "a crawl's initial rules: JSON file (- = stdin)")
 			fs.Bool("wait", false, "follow the jobs (live view on a terminal), show each one's hooks table; exit 1 if a job failed or was aborted")
+			fs.Duration("wait-timeout", 0, "with --wait: stop waiting after this long (exit 6, the jobs keep running); 0 = until every job ends")
 			fs.Bool("force", false, "replace a retained finished job with the same ident")
 		},
 		run: runSubmit,
@@ -96,6 +97,8 @@ type submission struct {
 	startDelay  time.Duration
 	notBefore   time.Time
 	force, wait bool
+	// waitTimeout bounds --wait (0: none).
+	waitTimeout time.Duration
 }
 
 // parseSubmission validates every input and returns what to submit. It
@@ -114,6 +117,13 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 	}}
 	s.wait, _ = fs.GetBool("wait")
 	s.force, _ = fs.GetBool("force")
+	s.waitTimeout, _ = fs.GetDuration("wait-timeout")
+	switch {
+	case s.waitTimeout < 0:
+		fail(fmt.Errorf("--wait-timeout %s: must be 0 (wait until the jobs end) or more", s.waitTimeout))
+	case s.waitTimeout > 0 && !s.wait:
+		fail(errors.New("--wait-timeout: only with --wait"))
+	}
 
 	targets, err := collectTargets(a, inv)
 	if err != nil {
@@ -491,6 +501,13 @@ func runSubmit(ctx context.Context, a *app, inv *invocation) error {
 	}
 	if !s.wait {
 		return nil
+	}
+	if s.waitTimeout > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		t := time.AfterFunc(s.waitTimeout, func() { cancel(fmt.Errorf("--wait-timeout %s passed", s.waitTimeout)) })
+		defer t.Stop()
 	}
 	return a.waitJobs(ctx, inv, b, done)
 }

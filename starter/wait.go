@@ -90,12 +90,20 @@ func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend,
 	outcomes := make([]*outcome, len(jobs))
 	tick := time.NewTicker(a.pollInterval)
 	defer tick.Stop()
+	stopped := func() error {
+		rep.close()
+		return withCode(exitStillActive, fmt.Errorf("stopped waiting (%v); the jobs keep running: follow them with starter status IDENT", context.Cause(ctx)))
+	}
 	for remaining := len(jobs); remaining > 0; {
 		select {
 		case <-ctx.Done():
-			rep.close()
-			return withCode(exitStillActive, fmt.Errorf("stopped waiting (%v); the jobs keep running: follow them with starter status IDENT", ctx.Err()))
+			return stopped()
 		case r := <-results:
+			if ctx.Err() != nil {
+				// The wait was stopped, not the job: whatever the wait
+				// returned then says nothing of how the job ends.
+				return stopped()
+			}
 			remaining--
 			o := a.outcomeOf(ctx, inv, b, jobs[r.idx], r, a.now().Sub(start))
 			outcomes[r.idx] = o

@@ -139,6 +139,30 @@ type starterResult struct {
 // server and Redis.
 func runStarter(t *testing.T, bin string, s *Stack, args ...string) starterResult {
 	t.Helper()
+	cmd := starterCommand(t, bin, s, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	return starterExit(t, cmd, cmd.Run(), &stdout, &stderr)
+}
+
+// starterExit is how a starter command ended (err from Run or Wait).
+func starterExit(t *testing.T, cmd *exec.Cmd, err error, stdout, stderr *strings.Builder) starterResult {
+	t.Helper()
+	res := starterResult{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		res.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("run starter %v: %v", cmd.Args, err)
+	}
+	return res
+}
+
+// starterCommand is the starter binary bin set up against the stack's
+// Temporal server and Redis (append to its Env to change that).
+func starterCommand(t *testing.T, bin string, s *Stack, args ...string) *exec.Cmd {
+	t.Helper()
 	pools, err := json.Marshal(s.Config.Pools)
 	require.NoError(t, err)
 	cmd := exec.Command(bin, args...)
@@ -152,16 +176,5 @@ func runStarter(t *testing.T, bin string, s *Stack, args ...string) starterResul
 		"ARCHIVEFLOW_REDIS_URL="+s.Config.Redis.URL,
 		"ARCHIVEFLOW_ARCHIVE_DIR="+s.Config.ArchiveDir,
 	)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	res := starterResult{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		res.code = exit.ExitCode()
-	case err != nil:
-		t.Fatalf("run starter %v: %v", args, err)
-	}
-	return res
+	return cmd
 }
