@@ -190,6 +190,11 @@ func runHook(ctx context.Context, h *Hook, fn hookFunc) int {
 		return emit(h.Out, h.Log, hookio.Result{Status: model.StatusFailed, OutputStr: "redirect loop", Error: err.Error()}, ExitOK)
 	case err != nil:
 		h.Log.Error("failed (transient, no record)", zap.Error(err))
+		// The last stderr line is the runner's reason's detail: the error
+		// alone, without the log line's decoration.
+		if h.Stderr != nil {
+			fmt.Fprintln(h.Stderr, err.Error())
+		}
 		return ExitTransient
 	}
 	h.Log.Info("done", zap.String("status", string(res.Status)), zap.String("output", res.OutputStr))

@@ -353,7 +353,9 @@ func (h *Hook) pageFetchSource() (*page, error) {
 		return nil, fmt.Errorf("pagefetch: %s: %w", sum.Denied, errNoPage)
 	}
 	if sum.BodyFile == "" {
-		return nil, errors.New("pagefetch has not saved the page")
+		// pagefetch ended without a page (a redirect loop, a Location it
+		// could not follow): what it said is its own result.
+		return nil, fmt.Errorf("pagefetch saved no page for %s: %w", sum.URL, errNoPage)
 	}
 	if sum.Status < 200 || sum.Status > 299 {
 		return nil, fmt.Errorf("pagefetch got HTTP %d for %s: %w", sum.Status, sum.FinalURL, errNoPage)

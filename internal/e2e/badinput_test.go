@@ -155,3 +155,61 @@ func TestCrawlLossesAreNeverSilent(t *testing.T) {
 	assert.Contains(t, res.stdout, "body cut at 1 MiB")
 	assert.Contains(t, res.stdout, "links dropped: more than crawl.max_links_per_page")
 }
+
+// TestMessagesSayWhatHappened is issue 30's item 7, run as the user does:
+// one message for a bad --depth; status of a --depth 1 crawl names its
+// depth limit; a redirect loop's page note says it is a redirect loop;
+// a page that keeps failing is logged "will be retried" only while it
+// will be, and its last attempt says the page failed.
+func TestMessagesSayWhatHappened(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>m</title><a href="/loop">loop</a> <a href="/broken">broken</a>`)
+	})
+	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop", http.StatusFound) })
+	mux.HandleFunc("/broken", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	s := NewStack(t, server, builtinPlugins(t, "pagefetch", "title", "outlinks"), crawlConfig)
+	s.StartPools(t, builtinEnv(t))
+	bin := BuildCommand(t, "github.com/archiveflow/archiveflow/starter")
+	seed := srv.URL + "/"
+	id, _, err := ident.FromURL(seed)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		depth string
+		want  string
+	}{
+		{"-1", `--depth "-1": must be shallow (one URL), inf (crawl the site) or a number of links 0..1000000`},
+		{"deep", `--depth "deep": must be shallow (one URL), inf (crawl the site) or a number of links 0..1000000`},
+	} {
+		res := runStarter(t, bin, s, "submit", seed, "--depth", tc.depth)
+		assert.Equal(t, 2, res.code, res.stderr)
+		assert.Contains(t, res.stderr, tc.want)
+		assert.Equal(t, 1, strings.Count(res.stderr, "--depth"), "one message: %s", res.stderr)
+	}
+
+	res := runStarter(t, bin, s, "submit", seed, "--depth", "1", "--wait")
+	assert.Equal(t, 0, res.code, "%s\n%s", res.stdout, res.stderr)
+	res = runStarter(t, bin, s, "status", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "depth:    at most 1 link(s) from the start page (--depth 1)")
+	assert.NotContains(t, res.stdout, "depth inf")
+
+	res = runStarter(t, bin, s, "pages", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, srv.URL+"/loop: more than 20 redirects (a redirect loop)", "the loop's note")
+	assert.Contains(t, res.stdout, "note: on_Snapshot__21_pagefetch.sh: pagefetch: "+srv.URL+"/broken answered HTTP 503 (exit 1 without ArchiveResult record)",
+		"a transient failure's note has the hook's own error")
+
+	res = runStarter(t, bin, s, "logs", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	broken := srv.URL + "/broken"
+	assert.Contains(t, res.stdout, "page "+broken+" attempt 1 failed, will be retried")
+	assert.Contains(t, res.stdout, "page "+broken+" attempt 3 failed, its last attempt (crawl.page_attempts 3): the page failed")
+	assert.NotContains(t, res.stdout, "page "+broken+" attempt 3 failed, will be retried")
+}

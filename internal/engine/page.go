@@ -218,7 +218,7 @@ steps:
 				break steps
 			}
 			if res.Transient {
-				out.Status, out.Note = activities.PageTransient, fmt.Sprintf("%s: %s", h.Name, res.Reason)
+				out.Status, out.Note = activities.PageTransient, e.cfg.Secrets.Redact(h.Name+": "+transientReason(res))
 				break steps
 			}
 			switch res.Status {
@@ -262,6 +262,15 @@ steps:
 		log.Warn("append page WARC to the job's WARC", zap.Error(err))
 	}
 	return out, nil
+}
+
+// transientReason says why an attempt ended transiently: the hook's last
+// stderr line (its error, for the built-ins), then the runner's reason.
+func transientReason(res procs.Result) string {
+	if n := len(res.StderrTail); n > 0 && strings.TrimSpace(res.StderrTail[n-1]) != "" {
+		return res.StderrTail[n-1] + " (" + res.Reason + ")"
+	}
+	return res.Reason
 }
 
 // runPageHook runs one page hook, in this process when it is a built-in
