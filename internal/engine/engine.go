@@ -9,7 +9,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -231,8 +230,7 @@ func (e *Engine) Discover(ctx context.Context, in activities.DiscoverInput) (act
 	return e.plan(found, in.Overrides, snapDir), nil
 }
 
-// Run runs one attempt of a hook through procs.Run, behind its own fetch
-// proxy when the fetch policy denies anything.
+// Run runs one attempt of a snapshot's hook (attempt).
 func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
 	snapDir, err := e.snapDir(req.Job.SnapshotID)
 	if err != nil {
@@ -240,28 +238,16 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 	}
 	inv := invocation{job: req.Job, hook: req.Hook, settings: req.Settings, attempt: req.Attempt,
 		snapDir: snapDir, crawlDir: e.crawlDir(req.Job.Ident), snapshotID: req.Job.SnapshotID}
-	fp, err := e.startFetchProxy(inv, sink.StderrLine)
-	if err != nil {
-		return activities.Outcome{}, fmt.Errorf("run hook %s: %w", req.Hook.Key(), err)
-	}
-	defer fp.close()
-	spec, err := e.spec(inv, func(r jsonl.Record) {
+	res, err := e.attempt(ctx, inv, attemptIO{onRecord: func(r jsonl.Record) {
 		sink.Record()
 		if r.Response != nil {
 			sink.Response(*r.Response)
 		}
-	}, sink.StderrLine, fp)
+	}, onStderr: sink.StderrLine})
 	if err != nil {
 		return activities.Outcome{}, err
 	}
-	res, err := procs.Run(ctx, spec)
-	if err != nil {
-		if procs.IsPermanent(err) {
-			return activities.Outcome{}, fmt.Errorf("run hook %s: %w: %w", req.Hook.Key(), err, activities.ErrConfig)
-		}
-		return activities.Outcome{}, fmt.Errorf("run hook %s: %w", req.Hook.Key(), err)
-	}
-	return e.redactOutcome(outcome(res)), nil
+	return outcome(res), nil
 }
 
 // outcome maps the runner's result to the activities' Outcome.
@@ -274,21 +260,6 @@ func outcome(res procs.Result) activities.Outcome {
 		}
 	}
 	return out
-}
-
-// redactOutcome removes archiveflow's secrets from the text a hook
-// reported: it goes into workflow history and Redis.
-func (e *Engine) redactOutcome(o activities.Outcome) activities.Outcome {
-	s := e.cfg.Secrets
-	o.Error = s.Redact(o.Error)
-	o.Result.OutputStr = s.Redact(o.Result.OutputStr)
-	o.Result.Error = s.Redact(o.Result.Error)
-	if raw := string(o.Result.OutputJSON); raw != "" {
-		if red := s.Redact(raw); red != raw {
-			o.Result.OutputJSON = json.RawMessage(red)
-		}
-	}
-	return o
 }
 
 // configError is a plugin configuration error as it may enter workflow
@@ -307,6 +278,7 @@ type invocation struct {
 	snapDir       string // SNAP_DIR (a crawl setup hook: its CRAWL_DIR)
 	crawlDir      string // CRAWL_DIR
 	snapshotID    string // --snapshot-id and EXTRA_CONTEXT's snapshot_id
+	inProcessOK   bool   // a built-in may run in this process (a crawl page's)
 	depth         int    // EXTRA_CONTEXT's depth (a crawl page's depth)
 	url           string // --url (default: the job's URL)
 	noSnapshotArg bool   // a crawl setup hook gets --url only (abx-dl)

@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
-	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/logging"
@@ -218,7 +217,7 @@ steps:
 				break steps
 			}
 			if res.Transient {
-				out.Status, out.Note = activities.PageTransient, e.cfg.Secrets.Redact(h.Name+": "+transientReason(res))
+				out.Status, out.Note = activities.PageTransient, h.Name+": "+transientReason(res)
 				break steps
 			}
 			switch res.Status {
@@ -226,7 +225,7 @@ steps:
 				succeeded = true
 			case model.StatusFailed:
 				if out.Note == "" {
-					out.Note = e.cfg.Secrets.Redact(h.Name + ": " + res.ArchiveResult().Error)
+					out.Note = h.Name + ": " + res.ArchiveResult().Error
 				}
 			}
 			links = append(links, hl.links...)
@@ -273,53 +272,20 @@ func transientReason(res procs.Result) string {
 	return res.Reason
 }
 
-// runPageHook runs one page hook, in this process when it is a built-in
-// that starts no process (Config.InProcessBuiltins), else as a process.
+// runPageHook runs one attempt of a page hook (attempt; a built-in that
+// starts no process may run in this process: Config.InProcessBuiltins).
 func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageRecords, hl *hookLinks) (procs.Result, error) {
-	onRecord := func(r jsonl.Record) {
+	inv.inProcessOK = true
+	res, err := e.attempt(ctx, inv, attemptIO{onRecord: func(r jsonl.Record) {
 		switch {
 		case r.Response != nil:
 			recs.response(*r.Response)
 		case r.Snapshot != nil:
 			hl.add(*r.Snapshot)
 		}
-	}
-	name, inProc := e.inProcess(inv.hook.Path)
-	var spec procs.Spec
-	var err error
-	if inProc {
-		// A built-in run in this process holds the policy itself (its
-		// fetchers dial through egress.Transport): no proxy.
-		if spec, err = e.spec(inv, onRecord, recs.notice, nil); err != nil {
-			return procs.Result{}, err
-		}
-		// Limits hold a process (cgroup or rlimits), not the worker: a
-		// limited built-in runs as its own process.
-		inProc = !spec.Limits.Set()
-	}
-	if !inProc {
-		fp, err := e.startFetchProxy(inv, recs.notice)
-		if err != nil {
-			return procs.Result{}, fmt.Errorf("run page hook %s: %w", inv.hook.Key(), err)
-		}
-		defer fp.close()
-		if spec, err = e.spec(inv, onRecord, recs.notice, fp); err != nil {
-			return procs.Result{}, err
-		}
-	}
-	var res procs.Result
-	if inProc {
-		// The built-in decides its fetches with this worker's policy
-		// object (its resolver included), as the proxy does for a process.
-		res, err = procs.RunFunc(egress.WithPolicy(ctx, e.cfg.Fetch), spec, inProcessFunc(name, spec))
-	} else {
-		res, err = procs.Run(ctx, spec)
-	}
+	}, onStderr: recs.notice})
 	if err != nil {
-		if procs.IsPermanent(err) {
-			return res, fmt.Errorf("run page hook %s: %w: %w", inv.hook.Key(), err, activities.ErrConfig)
-		}
-		return res, fmt.Errorf("run page hook %s: %w", inv.hook.Key(), err)
+		return res, err
 	}
 	if res.Transient {
 		hl.links = nil // only a final attempt's links count

@@ -17,7 +17,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/logging"
-	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
 // setupTimeout bounds the foreground crawl setup hooks of one host.
@@ -125,17 +124,11 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 			log.Warn("crawl setup hook not run: configuration error", logging.Hook(h.Key()), zap.String("error", h.ConfigError))
 			continue
 		}
-		spec, err := e.spec(inv, nil, nil, nil)
-		if err != nil {
-			ch.failed = append(ch.failed, h.Key())
-			log.Warn("crawl setup hook not run", logging.Hook(h.Key()), zap.Error(err))
-			continue
-		}
 		if h.Background {
 			ch.bg.Add(1)
 			go func() {
 				defer ch.bg.Done()
-				res, err := procs.Run(bgCtx, spec)
+				res, err := e.attempt(bgCtx, inv, attemptIO{})
 				if err != nil {
 					log.Warn("crawl setup background hook did not start", logging.Hook(h.Key()), zap.Error(err))
 					return
@@ -144,7 +137,7 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 			}()
 			continue
 		}
-		res, err := procs.Run(sctx, spec)
+		res, err := e.attempt(sctx, inv, attemptIO{})
 		switch {
 		case err != nil:
 			ch.failed = append(ch.failed, h.Key())

@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/jsonl"
+	"github.com/archiveflow/archiveflow/internal/procs"
+)
+
+// attemptIO are the live callbacks of one attempt; either may be nil.
+// Both get text with archiveflow's secrets redacted.
+type attemptIO struct {
+	// onRecord gets each valid JSONL record the hook prints.
+	onRecord func(jsonl.Record)
+	// onStderr gets each stderr line, and each fetch the policy refused
+	// (egress.Denial.LogLine).
+	onStderr func(string)
+}
+
+// attempt runs one attempt of a hook, wherever it is from (a snapshot's
+// hook, a host-steps segment's, a crawl page's, a crawl setup hook): the
+// one place a hook starts. It decides in-process or process (in-process
+// only for a built-in that starts no process, where allowed
+// (invocation.inProcessOK and Config.InProcessBuiltins), and only when the
+// hook has no resource limits, which hold a process, not the worker), runs
+// a process behind the attempt's fetch proxy when the fetch policy denies
+// anything, builds its environment, limits and timeouts (spec), maps the
+// exit to an outcome (procs), and redacts archiveflow's secrets from every
+// text of the result. An error wrapping activities.ErrConfig is a
+// configuration error a retry cannot fix.
+func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (procs.Result, error) {
+	key := inv.hook.Key()
+	name, inProc := "", false
+	if inv.inProcessOK {
+		name, inProc = e.inProcess(inv.hook.Path)
+	}
+	var spec procs.Spec
+	var err error
+	if inProc {
+		// A built-in run in this process holds the policy itself (its
+		// fetchers dial through egress.Transport): no proxy.
+		if spec, err = e.spec(inv, io.onRecord, io.onStderr, nil); err != nil {
+			return procs.Result{}, err
+		}
+		inProc = !spec.Limits.Set()
+	}
+	if !inProc {
+		fp, err := e.startFetchProxy(inv, io.onStderr)
+		if err != nil {
+			return procs.Result{}, fmt.Errorf("run hook %s: %w", key, err)
+		}
+		defer fp.close()
+		if spec, err = e.spec(inv, io.onRecord, io.onStderr, fp); err != nil {
+			return procs.Result{}, err
+		}
+	}
+	var res procs.Result
+	if inProc {
+		// The built-in decides its fetches with this worker's policy
+		// object (its resolver included), as the proxy does for a process.
+		res, err = procs.RunFunc(egress.WithPolicy(ctx, e.cfg.Fetch), spec, inProcessFunc(name, spec))
+	} else {
+		res, err = procs.Run(ctx, spec)
+	}
+	if err != nil {
+		if procs.IsPermanent(err) {
+			return res, fmt.Errorf("run hook %s: %w: %w", key, err, activities.ErrConfig)
+		}
+		return res, fmt.Errorf("run hook %s: %w", key, err)
+	}
+	return e.redactResult(res), nil
+}
+
+// redactResult removes archiveflow's secrets from every text of a result
+// a hook produced: it goes into workflow history, Redis and logs.
+func (e *Engine) redactResult(res procs.Result) procs.Result {
+	s := e.cfg.Secrets
+	res.Reason = s.Redact(res.Reason)
+	res.LimitError = s.Redact(res.LimitError)
+	if len(res.StderrTail) > 0 {
+		tail := make([]string, len(res.StderrTail))
+		for i, l := range res.StderrTail {
+			tail[i] = s.Redact(l)
+		}
+		res.StderrTail = tail
+	}
+	if res.Last != nil {
+		last := *res.Last
+		last.OutputStr = s.Redact(last.OutputStr)
+		last.Error = s.Redact(last.Error)
+		if raw := string(last.OutputJSON); raw != "" {
+			if red := s.Redact(raw); red != raw {
+				last.OutputJSON = json.RawMessage(red)
+			}
+		}
+		res.Last = &last
+	}
+	return res
+}
