@@ -247,7 +247,26 @@ func (a *app) connect(ctx context.Context, inv *invocation) (*backend.Backend, e
 	if err != nil {
 		return nil, withCode(exitUnavailable, err)
 	}
+	a.useStackWebUI(cctx, inv, b)
 	return b, nil
+}
+
+// useStackWebUI points the Web UI links this command prints at the UI of
+// the stack it talks to: temporal.ui_url when the operator set it to
+// anything but the default, else the address the stack's workers publish
+// in its Redis (a `starter dev` stack on other ports), else the default.
+func (a *app) useStackWebUI(ctx context.Context, inv *invocation, b *backend.Backend) {
+	if inv.cfg.Temporal.UIURL != config.Default().Temporal.UIURL {
+		return
+	}
+	ui, err := b.Store.WebUI(ctx)
+	if err != nil {
+		inv.log.Debug("the stack's web ui address is not readable; links use temporal.ui_url", zap.Error(err))
+		return
+	}
+	if ui != "" {
+		inv.cfg.Temporal.UIURL = ui
+	}
 }
 
 // connectRedis opens Redis only (read-only commands); failure is exit 5.
@@ -258,5 +277,7 @@ func (a *app) connectRedis(ctx context.Context, inv *invocation) (*backend.Backe
 	if err != nil {
 		return nil, withCode(exitUnavailable, err)
 	}
-	return &backend.Backend{Redis: rdb, Store: store}, nil
+	b := &backend.Backend{Redis: rdb, Store: store}
+	a.useStackWebUI(cctx, inv, b)
+	return b, nil
 }

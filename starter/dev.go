@@ -224,6 +224,11 @@ func startStack(ctx context.Context, inv *invocation, ro devredis.Options, to de
 		return nil, withCode(exitUnavailable, err)
 	}
 	st.b = b
+	if ui := inv.cfg.Temporal.UIURL; ui != "" {
+		if err := b.Store.PublishWebUI(ctx, ui); err != nil {
+			return nil, withCode(exitUnavailable, err)
+		}
+	}
 
 	// The pools export this binary as ARCHIVEFLOW_BIN; dispatchHook runs
 	// the built-in hooks it is called back for.

@@ -109,8 +109,8 @@ func startSharedStack(t *testing.T) *stackEnv {
 			stackErr = err
 			return
 		}
-		// The CLI runs in this process: it reads the UI address from the env.
-		os.Setenv("ARCHIVEFLOW_TEMPORAL_UI_URL", c.Temporal.UIURL)
+		// The stack's UI listens on a free port: the CLI finds it in the
+		// stack's Redis (no ARCHIVEFLOW_TEMPORAL_UI_URL), as a user's does.
 		shared = &stackEnv{st: st, cfg: &c, gates: gates, flags: []string{
 			"--temporal-address", c.Temporal.HostPort, "--redis-url", c.Redis.URL,
 			"--archive-dir", c.ArchiveDir, "--plugins-dir", plugins,
@@ -176,7 +176,8 @@ func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 	res := e.run(t, "submit", url, "--wait")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	assert.Contains(t, res.stdout, "submitted "+id)
-	assert.Contains(t, res.stdout, "Web UI: "+e.cfg.Temporal.UIURL+"/namespaces/default/workflows/"+id)
+	require.NotEqual(t, config.Default().Temporal.UIURL, e.cfg.Temporal.UIURL, "the stack's UI is elsewhere")
+	assert.Contains(t, res.stdout, "Web UI: "+e.cfg.Temporal.UIURL+"/namespaces/default/workflows/"+id, "the link points at the stack's UI")
 	assert.Contains(t, res.stdout, id+"  FINISHED")
 	assert.Contains(t, res.stdout, "hooks: 2 total, 2 succeeded")
 	outputs := filepath.Join(e.cfg.ArchiveDir, "snapshots", id)
@@ -190,6 +191,7 @@ func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 	// per-hook results.
 	j := e.status(t, id)
 	assert.Equal(t, "finished", string(j.State))
+	assert.Equal(t, e.cfg.Temporal.UIURL+"/namespaces/default/workflows/"+id, j.UI, "status links the stack's UI")
 	assert.EqualValues(t, 2, j.HooksSucceeded)
 	assert.Equal(t, url, j.URL)
 	assert.Equal(t, "temporal", j.HooksSource)

@@ -35,6 +35,12 @@ type RedisPipeline struct {
 
 // NewRedisPipeline describes this process; nickname may be empty.
 func NewRedisPipeline(store *rkeys.Store, nickname, archiveDir string) (*RedisPipeline, error) {
+	return newRedisPipeline(store, nickname, archiveDir, "")
+}
+
+// newRedisPipeline is NewRedisPipeline publishing webUI as the stack's
+// Web UI address.
+func newRedisPipeline(store *rkeys.Store, nickname, archiveDir, webUI string) (*RedisPipeline, error) {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		return nil, fmt.Errorf("pipeline: hostname: %v", err)
@@ -55,6 +61,7 @@ func NewRedisPipeline(store *rkeys.Store, nickname, archiveDir string) (*RedisPi
 			Version:   Version,
 			Status:    "running",
 			StartedAt: time.Now(),
+			WebUI:     webUI,
 		},
 	}, nil
 }
@@ -114,7 +121,7 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 	if err != nil {
 		return Deps{}, fmt.Errorf("find own executable for ARCHIVEFLOW_BIN: %w", err)
 	}
-	pipe, err := NewRedisPipeline(be.Store, cfg.Worker.Nickname, cfg.ArchiveDir)
+	pipe, err := newRedisPipeline(be.Store, cfg.Worker.Nickname, cfg.ArchiveDir, cfg.Temporal.UIURL)
 	if err != nil {
 		return Deps{}, err
 	}

@@ -26,6 +26,7 @@ const (
 	keyScheduled           = "scheduled"
 	keyScheduledPurge      = "scheduled-purge"
 	keyEventCounters       = "event_counters"
+	keyWebUI               = "archiveflow:web_ui"
 
 	pipelinePrefix = "pipeline:"
 )
@@ -120,6 +121,10 @@ func (k Keys) EventCounters() string { return k.ns + keyEventCounters }
 func (k Keys) InstanceEventCounters(host string, pid int) string {
 	return fmt.Sprintf("%s%s:%s:%d", k.ns, keyEventCounters, host, pid)
 }
+
+// WebUI is the Temporal Web UI address the stack's workers publish (a
+// string, renewed with their pipeline records).
+func (k Keys) WebUI() string { return k.ns + keyWebUI }
 
 // ExecutiveInstance is executive_instance:HOST:PID.
 func (k Keys) ExecutiveInstance(host string, pid int) string {

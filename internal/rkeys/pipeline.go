@@ -31,6 +31,10 @@ type Pipeline struct {
 	// (ARCHIVE_DIR/outbox): log batches spooled while Redis was unreachable
 	// and not yet delivered, and batches refused for good and set aside.
 	LogOutbox *OutboxBacklog
+	// WebUI is the Temporal Web UI the process's stack serves
+	// (temporal.ui_url), published as the stack's (Keys.WebUI) with the
+	// record; "" publishes nothing.
+	WebUI string
 }
 
 // OutboxBacklog is what a job-log outbox holds.
@@ -99,6 +103,29 @@ func (p Pipeline) fields(now time.Time) (map[string]any, error) {
 	return fields, nil
 }
 
+// WebUI returns the Temporal Web UI address the stack's workers publish
+// (Pipeline.WebUI), "" when none is.
+func (s *Store) WebUI(ctx context.Context) (string, error) {
+	v, err := s.rdb.Get(ctx, s.keys.WebUI()).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the stack's web ui address: %w", err)
+	}
+	return v, nil
+}
+
+// PublishWebUI publishes url as the stack's Temporal Web UI address (as a
+// pipeline record does, for as long): `starter dev` does it before its
+// workers register, so the first command's links are right.
+func (s *Store) PublishWebUI(ctx context.Context, url string) error {
+	if err := s.rdb.Set(ctx, s.keys.WebUI(), url, s.opts.PipelineTTL).Err(); err != nil {
+		return fmt.Errorf("publish the stack's web ui address: %w", err)
+	}
+	return nil
+}
+
 // RegisterPipeline writes a fresh pipeline:ID record (replacing any old
 // one), adds it to `pipelines`, publishes it on archivebot:pipeline_updates
 // and writes executive_instance:HOST:PID {boot_time}; all in one MULTI.
@@ -136,6 +163,9 @@ func (s *Store) reportPipeline(ctx context.Context, p Pipeline, fresh bool) erro
 		tx.HSet(ctx, inst, "boot_time", p.StartedAt.Unix(), "pipeline_id", PipelineMember(p.ID))
 		tx.Expire(ctx, inst, s.opts.EventsTTL)
 		tx.Publish(ctx, s.keys.PipelineChannel(), PipelineMember(p.ID))
+		if p.WebUI != "" {
+			tx.Set(ctx, s.keys.WebUI(), p.WebUI, s.opts.PipelineTTL)
+		}
 		return nil
 	})
 	if err != nil {

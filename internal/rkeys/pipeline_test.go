@@ -239,3 +239,27 @@ func TestNewStoreValidation(t *testing.T) {
 	_, err = NewStore(nil, Options{}, nil)
 	require.ErrorContains(t, err, "client must not be nil")
 }
+
+// TestPipelinesPublishTheStacksWebUI: a pipeline record carries its
+// stack's Web UI address, with the record's TTL, for the CLI's links.
+func TestPipelinesPublishTheStacksWebUI(t *testing.T) {
+	e := newEnv(t, Options{PipelineTTL: 30 * time.Second})
+	ctx := ctxT(t)
+	ui, err := e.store.WebUI(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ui, "none published yet")
+
+	p := testPipeline(t)
+	p.WebUI = "http://127.0.0.1:40123"
+	require.NoError(t, e.store.RegisterPipeline(ctx, p))
+	ui, err = e.store.WebUI(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "http://127.0.0.1:40123", ui)
+	ttl := e.rdb.TTL(ctx, "archiveflow:web_ui").Val()
+	assert.True(t, ttl > 0 && ttl <= 30*time.Second, "expires with the pipeline record: %s", ttl)
+
+	require.NoError(t, e.store.PublishWebUI(ctx, "http://127.0.0.1:40999"))
+	ui, err = e.store.WebUI(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "http://127.0.0.1:40999", ui)
+}
