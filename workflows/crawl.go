@@ -583,8 +583,17 @@ func (c *crawl) handOn() (CrawlStatus, error) {
 }
 
 // teardownLiveChange versions teardown's liveness check: histories from
-// before it tear down every setup host, a dead one's queue waited out.
-const teardownLiveChange = "crawl-teardown-skips-dead-hosts"
+// before it tear down every setup host, a dead one's queue waited out;
+// teardownLiveVersion skips a host HostAlive reports gone but waits out
+// HostScheduleToStart on one whose record has not expired yet (a host
+// killed less than worker.pipeline_ttl before the teardown);
+// teardownLeaseVersion waits on a host's queue no longer than its lease
+// and asks again, so such a host is skipped once its record expires.
+const (
+	teardownLiveChange   = "crawl-teardown-skips-dead-hosts"
+	teardownLiveVersion  = 1
+	teardownLeaseVersion = 2
+)
 
 // teardown ends the crawl on every host that ran its setup. A host the
 // pools' registry knows is gone (a worker killed mid-crawl) is skipped at
@@ -592,24 +601,85 @@ const teardownLiveChange = "crawl-teardown-skips-dead-hosts"
 // up; a host whose liveness cannot be told is tried as before.
 func (c *crawl) teardown() {
 	hosts := c.carry.SetupHosts
-	if workflow.GetVersion(c.dctx, teardownLiveChange, workflow.DefaultVersion, 1) == 1 {
+	switch workflow.GetVersion(c.dctx, teardownLiveChange, workflow.DefaultVersion, teardownLeaseVersion) {
+	case teardownLeaseVersion:
+		c.teardownByLease(hosts)
+		return
+	case teardownLiveVersion:
 		hosts = c.liveHosts(hosts)
 	}
 	var futs []workflow.Future
 	for _, q := range hosts {
-		actx := workflow.WithActivityOptions(c.dctx, workflow.ActivityOptions{
-			TaskQueue:              q,
-			ActivityID:             fmt.Sprintf("%s/teardown/%s", c.ident(), q),
-			Summary:                "tear down crawl on " + q,
-			ScheduleToStartTimeout: c.in.Timing.HostScheduleToStart,
-			StartToCloseTimeout:    c.in.Timing.TeardownTimeout,
-			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
+		actx := workflow.WithActivityOptions(c.dctx, c.teardownOptions(q, "", c.in.Timing.HostScheduleToStart))
 		futs = append(futs, workflow.ExecuteActivity(actx, crawlHostActs.TeardownCrawl, activities.TeardownInput{Ident: c.ident()}))
 	}
 	for i, f := range futs {
 		if err := f.Get(c.dctx, nil); err != nil {
 			c.log().Warn("crawl teardown on a host", "host_queue", hosts[i], "error", err)
+		}
+	}
+}
+
+// teardownOptions are the options of TeardownCrawl on host queue q; suffix
+// tells a scheduling after the first apart (requeueSuffix).
+func (c *crawl) teardownOptions(q, suffix string, wait time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:              q,
+		ActivityID:             fmt.Sprintf("%s/teardown/%s%s", c.ident(), q, suffix),
+		Summary:                "tear down crawl on " + q,
+		ScheduleToStartTimeout: wait,
+		StartToCloseTimeout:    c.in.Timing.TeardownTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	}
+}
+
+// teardownByLease tears down on every host at once (teardownLeaseVersion):
+// each host is asked for its liveness first (HostLiveness), a gone one is
+// skipped, and a live one's TeardownCrawl waits on its queue no longer
+// than the host's lease (plus leaseMargin). A host killed so recently that
+// its record still looks alive has not picked the teardown up by then, and
+// is asked again: by now its record has expired and it is skipped. A host
+// that stays alive without starting the teardown (every slot busy) is
+// waited for HostScheduleToStart in all, as before; one whose liveness
+// cannot be read gets the whole wait.
+func (c *crawl) teardownByLease(hosts []string) {
+	pending := len(hosts)
+	for _, q := range hosts {
+		workflow.Go(c.dctx, func(ctx workflow.Context) {
+			defer func() { pending-- }()
+			c.teardownOn(ctx, q)
+		})
+	}
+	_ = workflow.Await(c.dctx, func() bool { return pending == 0 })
+}
+
+// teardownOn tears the crawl down on host queue q (teardownByLease).
+func (c *crawl) teardownOn(ctx workflow.Context, q string) {
+	budget := c.in.Timing.HostScheduleToStart
+	for round := 1; ; round++ {
+		var live activities.Liveness
+		actx := workflow.WithActivityOptions(ctx, hostAliveOptions(c.in.TaskQueue,
+			fmt.Sprintf("%s/teardown-alive/%s%s", c.ident(), q, requeueSuffix(round)), Timing{HostScheduleToStart: c.in.Timing.HostScheduleToStart}))
+		err := workflow.ExecuteActivity(actx, poolActs.HostLiveness, q).Get(ctx, &live)
+		if err == nil && !live.Alive {
+			c.log().Info("crawl teardown skipped: the host is gone", "host_queue", q, "round", round)
+			return
+		}
+		wait := budget
+		if err == nil && live.Lease > 0 {
+			wait = min(budget, live.Lease+leaseMargin)
+		}
+		budget -= wait
+		actx = workflow.WithActivityOptions(ctx, c.teardownOptions(q, requeueSuffix(round), wait))
+		err = workflow.ExecuteActivity(actx, crawlHostActs.TeardownCrawl, activities.TeardownInput{Ident: c.ident()}).Get(ctx, nil)
+		switch {
+		case err == nil:
+			return
+		case isScheduleToStart(err) && budget > 0:
+			continue // not started within the host's lease: is it still alive?
+		default:
+			c.log().Warn("crawl teardown on a host", "host_queue", q, "error", err)
+			return
 		}
 	}
 }

@@ -9,11 +9,12 @@ package crawltest
 import (
 	"context"
 	"fmt"
-	"go.temporal.io/sdk/activity"
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/archiveflow/archiveflow/activities"
@@ -35,6 +36,10 @@ type Fake struct {
 	Failing map[int64]bool
 	// Dead lists host queues whose host HostAlive reports gone.
 	Dead map[string]bool
+	// Stale lists host queues whose host died moments ago: HostLiveness
+	// reports it alive with the given lease on the first check, gone on
+	// every later one (its record expired meanwhile).
+	Stale map[string]time.Duration
 
 	mu        sync.Mutex
 	known     int64          // pages discovered
@@ -54,6 +59,7 @@ type Fake struct {
 	reopens   []string         // ReopenJob keys
 	pageRuns  map[int64]int    // page → RunPage calls
 	teardowns []string         // TeardownCrawl's task queues
+	checked   map[string]int   // host queue → HostLiveness calls
 }
 
 // New returns a Fake crawl of pages pages with fanout links per page.
@@ -317,6 +323,29 @@ func (a *Activities) HostAlive(_ context.Context, queue string) (bool, error) {
 	a.f.mu.Lock()
 	defer a.f.mu.Unlock()
 	return !a.f.Dead[queue], nil
+}
+
+// HostLiveness is activities.PoolActivities.HostLiveness: every host
+// queue is alive with a 30 s lease but those in Dead, and those in Stale
+// after their first check.
+func (a *Activities) HostLiveness(_ context.Context, queue string) (activities.Liveness, error) {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.checked == nil {
+		f.checked = map[string]int{}
+	}
+	f.checked[queue]++
+	if lease, ok := f.Stale[queue]; ok {
+		if f.checked[queue] == 1 {
+			return activities.Liveness{Alive: true, Lease: lease}, nil
+		}
+		return activities.Liveness{}, nil
+	}
+	if f.Dead[queue] {
+		return activities.Liveness{}, nil
+	}
+	return activities.Liveness{Alive: true, Lease: 30 * time.Second}, nil
 }
 
 // SetJobState is activities.PoolActivities.SetJobState.

@@ -107,6 +107,12 @@ func crawlPages(t *testing.T, s *Stack, ident string) []frontier.Page {
 	t.Helper()
 	f, err := frontier.New(s.Redis, s.Store.Keys(), frontier.Options{})
 	require.NoError(t, err)
+	return frontierPages(t, f, ident)
+}
+
+// frontierPages lists every page of a crawl in f.
+func frontierPages(t *testing.T, f *frontier.Frontier, ident string) []frontier.Page {
+	t.Helper()
 	var pages []frontier.Page
 	for cursor := int64(0); ; {
 		ps, next, err := f.Pages(context.Background(), ident, frontier.Filter{}, cursor, frontier.MaxPagesLimit)

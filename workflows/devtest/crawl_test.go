@@ -154,7 +154,7 @@ func replayCrawl(t *testing.T, h *historypb.History) {
 // is made with (the latest workflow.GetVersion change it went through),
 // so a new recording joins the older ones the replay test keeps replaying
 // instead of replacing them.
-const crawlHistories = "seedsettings"
+const crawlHistories = "teardownlease"
 
 // recordCrawl stores a run's history as testdata (which: first, last,
 // retry).
@@ -211,4 +211,53 @@ func TestCrawlRetryOnDevServer(t *testing.T) {
 	h := history(ctx, t, e.c, in.Crawl.Job.Ident, retry.GetRunID())
 	replayCrawl(t, h)
 	recordCrawl(t, h, "retry")
+}
+
+// TestCrawlTeardownOfAStaleHostOnDevServer: the pages ran on host-1, whose
+// worker is gone (nothing polls its queue) while its record still looks
+// alive for 2 s more when the crawl ends. The teardown there waits no
+// longer than that lease (plus a second), asks again, finds the host gone
+// and skips it: the crawl does not wait out HostScheduleToStart (a
+// minute here) on a dead host's queue. The run's history is recorded for
+// the replay test.
+func TestCrawlTeardownOfAStaleHostOnDevServer(t *testing.T) {
+	e := start(t)
+	q := e.queue + "-crawlstale"
+	fake := crawltest.New(20, 3)
+	fake.Stale = map[string]time.Duration{"host-1": 2 * time.Second}
+	w := worker.New(e.c, q, worker.Options{})
+	w.RegisterWorkflow(workflows.CrawlWorkflow)
+	w.RegisterWorkflowWithOptions(crawltest.SeedWorkflow, workflow.RegisterOptions{Name: "SnapshotWorkflow"})
+	w.RegisterActivity(fake.Activities())
+	hw := worker.New(e.c, "host-seed", worker.Options{}) // host-1 has no worker
+	hw.RegisterActivity(fake.Activities())
+	require.NoError(t, hw.Start())
+	t.Cleanup(hw.Stop)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	in := crawlInput("devtestcrawlstale", q, 4, 8000)
+	in.Timing.HostScheduleToStart = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	run, _ := finishedCrawl(ctx, t, e.c, q, in, fake, 20)
+	assert.Equal(t, []string{"host-seed"}, fake.Report().Teardowns)
+
+	h := history(ctx, t, e.c, in.Crawl.Job.Ident, run.GetRunID())
+	var waits []time.Duration
+	var started, ended time.Time
+	for _, ev := range h.Events {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.ActivityType.GetName() == "TeardownCrawl" && a.TaskQueue.GetName() == "host-1" {
+			waits = append(waits, a.ScheduleToStartTimeout.AsDuration())
+			if started.IsZero() {
+				started = ev.EventTime.AsTime()
+			}
+		}
+		ended = ev.EventTime.AsTime()
+	}
+	assert.Equal(t, []time.Duration{3 * time.Second}, waits, "one teardown on host-1, waiting no longer than its lease and a second")
+	assert.Less(t, ended.Sub(started), 20*time.Second, "the crawl ended soon after the dead host's lease, not after HostScheduleToStart")
+	t.Logf("teardown on the stale host to the crawl's end: %s", ended.Sub(started).Round(time.Millisecond))
+	replayCrawl(t, h)
+	recordCrawl(t, h, "teardown")
 }
