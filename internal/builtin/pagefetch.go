@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin/htmldoc"
 	"github.com/archiveflow/archiveflow/internal/builtin/wgetlog"
 	"github.com/archiveflow/archiveflow/internal/bytesize"
+	"github.com/archiveflow/archiveflow/internal/cssurl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
@@ -40,9 +42,15 @@ const maxBytesKey = "PAGEFETCH_MAX_BYTES"
 
 // Limits of one page fetch.
 const (
+	// maxRequisites bounds the requisites of one page, those its CSS and
+	// requisite redirects lead to included (fetched or already fetched).
 	maxRequisites      = 200
 	maxRequisiteBytes  = 64 << 20
 	requisiteCacheSize = 100_000
+	// maxImportDepth bounds a chain of @import: a sheet this many imports
+	// below one of the page's own (linked, or imported by its <style>) is
+	// fetched, what it refers to is not.
+	maxImportDepth = 8
 )
 
 // pageFetchSummary is pagefetch.json: what the parsing hooks read.
@@ -74,24 +82,31 @@ func readPageFetchJSON(snapDir string) (*pageFetchSummary, error) {
 
 // requisiteCache remembers, per crawl (CRAWL_DIR), the requisites already
 // fetched into that crawl's WARC on this host, so the stylesheet every page
-// shares is fetched once, as a crawler's URL table does. It lives as long
-// as the process: a crawl running the hook in-process shares it across its
-// pages; a hook run as its own process starts empty and fetches them all.
+// shares is fetched once, as a crawler's URL table does. With each it keeps
+// what the fetch led to (a stylesheet's references, a redirect's target),
+// so a page reusing a stylesheet still lists, and fetches if need be, what
+// the sheet needs: a page's requisites are the same whether its sheets were
+// fetched for it or before. It lives as long as the process: a crawl
+// running the hook in-process shares it across its pages; a hook run as its
+// own process starts empty and fetches them all.
 var requisiteCache = struct {
 	sync.Mutex
-	crawls map[string]map[string]bool
-}{crawls: map[string]map[string]bool{}}
+	crawls map[string]map[string][]requisite
+}{crawls: map[string]map[string][]requisite{}}
 
-func requisiteSeen(crawl, u string) bool {
+// requisiteSeen says whether the crawl fetched u already, and what that
+// fetch led to.
+func requisiteSeen(crawl, u string) ([]requisite, bool) {
 	if crawl == "" {
-		return false
+		return nil, false
 	}
 	requisiteCache.Lock()
 	defer requisiteCache.Unlock()
-	return requisiteCache.crawls[crawl][u]
+	next, ok := requisiteCache.crawls[crawl][u]
+	return next, ok
 }
 
-func rememberRequisite(crawl, u string) {
+func rememberRequisite(crawl, u string, next []requisite) {
 	if crawl == "" {
 		return
 	}
@@ -99,11 +114,11 @@ func rememberRequisite(crawl, u string) {
 	defer requisiteCache.Unlock()
 	m := requisiteCache.crawls[crawl]
 	if m == nil {
-		m = map[string]bool{}
+		m = map[string][]requisite{}
 		requisiteCache.crawls[crawl] = m
 	}
 	if len(m) < requisiteCacheSize {
-		m[u] = true
+		m[u] = next
 	}
 }
 
@@ -214,40 +229,140 @@ func (pf *pageFetcher) final(ctx context.Context, u string, resp *http.Response,
 		return hookio.Result{Status: model.StatusFailed, OutputStr: fmt.Sprintf("HTTP %d", s.Status), OutputJSON: out,
 			Error: fmt.Sprintf("%s answered HTTP %d without a usable Location", u, s.Status)}, nil
 	}
-	if strings.Contains(strings.ToLower(s.ContentType), "html") {
+	switch mt := mediaType(s.ContentType); {
+	case strings.Contains(mt, "html"):
 		if doc, err := htmldoc.Parse(body, s.ContentType, u); err == nil {
-			pf.requisites(ctx, doc.Requisites())
+			var found []requisite
+			for _, r := range doc.Requisites() {
+				found = append(found, requisite{url: r.URL, sheet: r.Stylesheet})
+			}
+			pf.requisites(ctx, found)
 		} else {
 			pf.h.Log.Info("page not parsed for requisites", zap.Error(err))
 		}
+	case mt == "text/css":
+		// A stylesheet crawled as a page: what it refers to are its requisites.
+		pf.requisites(ctx, cssRequisites(u, body, s.ContentType, 0))
 	}
 	out["requisites"], out["responses"], out["bytes"] = s.Requisites, s.Responses, s.Bytes
 	return hookio.Result{Status: model.StatusSucceeded, OutputJSON: out,
 		OutputStr: fmt.Sprintf("HTTP %d, %d requisites (%d already fetched), %d bytes", s.Status, s.Requisites, s.Reused, s.Bytes)}, nil
 }
 
-// requisites fetches each requisite once per crawl on this host. A failed
-// requisite does not fail the page.
-func (pf *pageFetcher) requisites(ctx context.Context, urls []string) {
-	for i, u := range urls {
-		if i >= maxRequisites {
-			pf.h.cut("%s: %d of its %d requisites not fetched: more than pagefetch's limit of %d per page", pf.h.Inv.URL, len(urls)-i, len(urls), maxRequisites)
-			return
-		}
-		if requisiteSeen(pf.crawl, u) {
-			pf.sum.Reused++
-			continue
-		}
-		pf.sum.Requisites++
-		resp, _, _, err := pf.get(ctx, u, maxRequisiteBytes)
-		if err != nil {
-			pf.h.Log.Info("requisite not fetched", zap.String("requisite", u), zap.Error(err))
-			continue
-		}
-		if resp.StatusCode < 500 {
-			rememberRequisite(pf.crawl, u)
+// requisite is one URL a page needs.
+type requisite struct {
+	url string
+	// sheet: read as CSS once fetched (a link rel=stylesheet, an @import),
+	// whatever its Content-Type; any text/css answer is read too.
+	sheet bool
+	// depth is the @import nesting below the page: 0 for the page's own
+	// requisites, n+1 for what a sheet at n refers to.
+	depth int
+}
+
+// requisites fetches the page's requisites, and what they lead to, each
+// once per crawl on this host: the references of a fetched stylesheet
+// (cssurl, resolved against the sheet's URL; @import recursively, down to
+// maxImportDepth) and the target of a requisite's redirect join the
+// page's list. Each URL is taken once per page, so an @import cycle or a
+// redirect loop ends. At most maxRequisites per page, counting those
+// already fetched; the rest is cut with a notice. A failed requisite does
+// not fail the page.
+func (pf *pageFetcher) requisites(ctx context.Context, found []requisite) {
+	var list []requisite
+	listed := map[string]bool{}
+	add := func(rs []requisite, depth int) {
+		for _, r := range rs {
+			if !listed[r.url] {
+				listed[r.url] = true
+				r.depth += depth
+				list = append(list, r)
+			}
 		}
 	}
+	add(found, 0)
+	for i := 0; i < len(list); i++ {
+		if i >= maxRequisites {
+			pf.h.cut("%s: %d of its %d requisites not fetched: more than pagefetch's limit of %d per page", pf.h.Inv.URL, len(list)-i, len(list), maxRequisites)
+			return
+		}
+		r := list[i]
+		next, seen := requisiteSeen(pf.crawl, r.url)
+		if seen {
+			pf.sum.Reused++
+		} else {
+			pf.sum.Requisites++
+			resp, body, _, err := pf.get(ctx, r.url, maxRequisiteBytes)
+			if err != nil {
+				pf.h.Log.Info("requisite not fetched", zap.String("requisite", r.url), zap.Error(err))
+				continue
+			}
+			if resp.StatusCode >= 500 {
+				continue // not remembered: a later page asks again
+			}
+			next = leadsTo(r, resp, body)
+			rememberRequisite(pf.crawl, r.url, next)
+		}
+		if r.depth < maxImportDepth {
+			add(next, r.depth)
+		}
+	}
+}
+
+// leadsTo is what a fetched requisite needs in turn, its depth relative
+// to it: a redirect's target (the same kind of requisite, at the same
+// depth), or a stylesheet's references.
+func leadsTo(r requisite, resp *http.Response, body []byte) []requisite {
+	code := resp.StatusCode
+	if loc := resp.Header.Get("Location"); code >= 300 && code < 400 && loc != "" {
+		if base, err := url.Parse(r.url); err == nil {
+			if u := htmldoc.ResolveAgainst(base, loc); u != "" {
+				return []requisite{{url: u, sheet: r.sheet}}
+			}
+		}
+		return nil
+	}
+	ctype := resp.Header.Get("Content-Type")
+	mt := mediaType(ctype)
+	if code < 200 || code > 299 || !(mt == "text/css" || r.sheet && !strings.Contains(mt, "html")) {
+		return nil
+	}
+	return cssRequisites(r.url, body, ctype, 1)
+}
+
+// cssRequisites are the references of the stylesheet at sheetURL,
+// resolved against it, deduplicated (an @import kept as a sheet), at most
+// maxRequisites (no page fetches more), each at depth.
+func cssRequisites(sheetURL string, body []byte, contentType string, depth int) []requisite {
+	base, err := url.Parse(sheetURL)
+	if err != nil {
+		return nil
+	}
+	var out []requisite
+	at := map[string]int{}
+	for _, ref := range cssurl.Refs(cssurl.Decode(body, contentType)) {
+		u := htmldoc.ResolveAgainst(base, ref.URL)
+		if u == "" {
+			continue
+		}
+		if i, ok := at[u]; ok {
+			out[i].sheet = out[i].sheet || ref.Import
+			continue
+		}
+		if len(out) == maxRequisites {
+			break
+		}
+		at[u] = len(out)
+		out = append(out, requisite{url: u, sheet: ref.Import, depth: depth})
+	}
+	return out
+}
+
+// mediaType is a Content-Type's media type, lower case, without
+// parameters.
+func mediaType(contentType string) string {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
 }
 
 // get fetches one URL (no redirect followed), writes the request and

@@ -1,7 +1,8 @@
 // Package htmldoc owns what the built-in hooks read out of an HTML page: its
-// title, its outgoing links, its icons and its visible text. Input bytes are
-// decoded to UTF-8 from the charset of the Content-Type or the page's own
-// <meta> declaration before parsing.
+// title, its outgoing links, its requisites (the CSS in it read through
+// cssurl), its icons and its visible text. Input bytes are decoded to UTF-8
+// from the charset of the Content-Type or the page's own <meta> declaration
+// before parsing.
 package htmldoc
 
 import (
@@ -9,11 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
 	"golang.org/x/net/html/charset"
+
+	"github.com/archiveflow/archiveflow/internal/cssurl"
 )
 
 // Doc is a parsed HTML page.
@@ -91,39 +95,110 @@ func (d *Doc) Links() []Link {
 	return links
 }
 
+// Requisite is one URL the page needs to render.
+type Requisite struct {
+	URL string
+	// Stylesheet: referred to as a stylesheet (link rel=stylesheet, a
+	// preload as=style), so its fetcher reads it as CSS for what it refers
+	// to in turn, whatever its Content-Type.
+	Stylesheet bool
+}
+
 // Requisites returns what the page needs to render, as absolute http(s)
-// URLs without fragment, deduplicated, in document order: stylesheets and
-// icons (link rel), images (img, input type=image), scripts, embedded
-// media (embed, source, video, audio, track) and object data.
-func (d *Doc) Requisites() []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(ref string) {
-		if u := d.Resolve(ref); u != "" && !seen[u] {
-			seen[u] = true
-			out = append(out, u)
+// URLs without fragment, deduplicated, in document order: link rel
+// stylesheet, icon (shortcut icon, apple-touch-icon, mask-icon), manifest,
+// preload (href and imagesrcset) and modulepreload; images (img src and
+// every srcset candidate, input type=image, picture's source srcset, SVG
+// image and use href, the background attribute of body, table, td, th);
+// scripts; media (video src and poster, audio, source, track, embed) and
+// object data; and what CSS in <style> elements and style attributes
+// refers to (cssurl: @import, url(), image-set()), resolved against the
+// page's base. What a stylesheet refers to is its fetcher's to read.
+func (d *Doc) Requisites() []Requisite {
+	var out []Requisite
+	at := map[string]int{}
+	add := func(ref string, sheet bool) {
+		u := d.Resolve(ref)
+		if u == "" {
+			return
+		}
+		if i, ok := at[u]; ok {
+			out[i].Stylesheet = out[i].Stylesheet || sheet
+			return
+		}
+		at[u] = len(out)
+		out = append(out, Requisite{URL: u, Stylesheet: sheet})
+	}
+	addSrcset := func(n *html.Node, key string) {
+		for _, u := range srcsetURLs(attrOf(n, key)) {
+			add(u, false)
+		}
+	}
+	addCSS := func(css string) {
+		for _, r := range cssurl.Refs(css) {
+			add(r.URL, r.Import)
 		}
 	}
 	walk(d.root, func(n *html.Node) {
+		if s := attrOf(n, "style"); s != "" {
+			addCSS(s)
+		}
+		if n.Namespace == "svg" {
+			switch n.Data {
+			case "image", "use", "feImage":
+				href := attrOf(n, "href")
+				if href == "" {
+					href = attrNS(n, "xlink", "href")
+				}
+				add(href, false)
+			case "style":
+				addCSS(textOf(n))
+			}
+			return
+		}
 		switch n.DataAtom {
 		case atom.Link:
-			for _, rel := range strings.Fields(strings.ToLower(attrOf(n, "rel"))) {
-				if rel == "stylesheet" || rel == "icon" || rel == "apple-touch-icon" {
-					add(attrOf(n, "href"))
-					return
-				}
+			rels := strings.Fields(strings.ToLower(attrOf(n, "rel")))
+			switch as := strings.ToLower(strings.TrimSpace(attrOf(n, "as"))); {
+			case slices.Contains(rels, "stylesheet"):
+				add(attrOf(n, "href"), true)
+			case slices.Contains(rels, "preload"):
+				add(attrOf(n, "href"), as == "style")
+				addSrcset(n, "imagesrcset")
+			case slices.ContainsFunc(rels, requisiteRel):
+				add(attrOf(n, "href"), false)
 			}
-		case atom.Img, atom.Script, atom.Embed, atom.Source, atom.Video, atom.Audio, atom.Track:
-			add(attrOf(n, "src"))
+		case atom.Style:
+			addCSS(textOf(n))
+		case atom.Img, atom.Source:
+			add(attrOf(n, "src"), false)
+			addSrcset(n, "srcset")
+		case atom.Video:
+			add(attrOf(n, "src"), false)
+			add(attrOf(n, "poster"), false)
+		case atom.Script, atom.Embed, atom.Audio, atom.Track:
+			add(attrOf(n, "src"), false)
 		case atom.Input:
 			if strings.EqualFold(attrOf(n, "type"), "image") {
-				add(attrOf(n, "src"))
+				add(attrOf(n, "src"), false)
 			}
 		case atom.Object:
-			add(attrOf(n, "data"))
+			add(attrOf(n, "data"), false)
+		case atom.Body, atom.Table, atom.Td, atom.Th:
+			add(attrOf(n, "background"), false)
 		}
 	})
 	return out
+}
+
+// requisiteRel: a link relation whose target the page loads as it
+// renders (stylesheet and preload are told apart before).
+func requisiteRel(rel string) bool {
+	switch rel {
+	case "icon", "apple-touch-icon", "apple-touch-icon-precomposed", "mask-icon", "manifest", "modulepreload":
+		return true
+	}
+	return false
 }
 
 // Icons returns the absolute URLs of the page's declared icons (link rel
@@ -149,11 +224,19 @@ func (d *Doc) Icons() []string {
 // Resolve makes ref absolute against the page's base and returns it without
 // fragment, or "" when it is empty, unparsable or not http(s).
 func (d *Doc) Resolve(ref string) string {
+	return ResolveAgainst(d.base, ref)
+}
+
+// ResolveAgainst makes ref absolute against base and returns it without
+// fragment, or "" when it is empty, a fragment alone (in CSS, url(#id)
+// names an element of the document), unparsable or not http(s) (data:
+// among them). A stylesheet's references resolve against its own URL.
+func ResolveAgainst(base *url.URL, ref string) string {
 	ref = strings.TrimSpace(ref)
 	if ref == "" || strings.HasPrefix(ref, "#") {
 		return ""
 	}
-	u, err := d.base.Parse(ref)
+	u, err := base.Parse(ref)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return ""
 	}
@@ -254,8 +337,12 @@ func walk(n *html.Node, fn func(*html.Node)) {
 }
 
 func attrOf(n *html.Node, key string) string {
+	return attrNS(n, "", key)
+}
+
+func attrNS(n *html.Node, ns, key string) string {
 	for _, a := range n.Attr {
-		if a.Namespace == "" && a.Key == key {
+		if a.Namespace == ns && a.Key == key {
 			return a.Val
 		}
 	}

@@ -85,14 +85,82 @@ func TestParseRejectsBadPageURL(t *testing.T) {
 }
 
 func TestRequisites(t *testing.T) {
-	page := `<html><head><link rel="stylesheet" href="/s.css"><link rel="alternate" href="/feed">
+	sheet := func(u string) Requisite { return Requisite{URL: u, Stylesheet: true} }
+	ref := func(u string) Requisite { return Requisite{URL: u} }
+	tests := []struct {
+		name string
+		body string
+		want []Requisite
+	}{
+		{"attributes", `<html><head><link rel="stylesheet" href="/s.css"><link rel="alternate" href="/feed">
 <link rel="Shortcut Icon" href="fav.ico"><script src="https://cdn.example/a.js"></script></head>
 <body><img src="/i.png"><img src="/i.png#x"><img src=""><input type="image" src="b.png"><input src="no.png">
 <video src="v.mp4"><source src="v.webm"></video><object data="o.swf"></object><a href="/page">page</a>
-<img src="data:image/png;base64,AAAA"></body></html>`
-	d, err := Parse([]byte(page), "text/html", "http://example.com/dir/index.html")
-	require.NoError(t, err)
-	assert.Equal(t, []string{"http://example.com/s.css", "http://example.com/dir/fav.ico", "https://cdn.example/a.js",
-		"http://example.com/i.png", "http://example.com/dir/b.png", "http://example.com/dir/v.mp4",
-		"http://example.com/dir/v.webm", "http://example.com/dir/o.swf"}, d.Requisites())
+<img src="data:image/png;base64,AAAA"></body></html>`, []Requisite{sheet("http://example.com/s.css"),
+			ref("http://example.com/dir/fav.ico"), ref("https://cdn.example/a.js"), ref("http://example.com/i.png"),
+			ref("http://example.com/dir/b.png"), ref("http://example.com/dir/v.mp4"), ref("http://example.com/dir/v.webm"),
+			ref("http://example.com/dir/o.swf")}},
+		{"link relations", `<link rel="icon" href="i.ico"><link rel="apple-touch-icon-precomposed" href="t.png">
+<link rel="mask-icon" href="m.svg"><link rel="manifest" href="/app.webmanifest"><link rel="modulepreload" href="m.js">
+<link rel="preload" as="font" href="f.woff2" crossorigin><link rel="preload" as="style" href="late.css">
+<link rel="preload" as="image" imagesrcset="w1.png 1x, w2.png 2x"><link rel="alternate stylesheet" href="alt.css">
+<link rel="prefetch" href="next.html"><link rel="canonical" href="/c">`, []Requisite{
+			ref("http://example.com/dir/i.ico"), ref("http://example.com/dir/t.png"), ref("http://example.com/dir/m.svg"),
+			ref("http://example.com/app.webmanifest"), ref("http://example.com/dir/m.js"), ref("http://example.com/dir/f.woff2"),
+			sheet("http://example.com/dir/late.css"), ref("http://example.com/dir/w1.png"), ref("http://example.com/dir/w2.png"),
+			sheet("http://example.com/dir/alt.css")}},
+		{"srcset, picture, poster, media", `<img src="a.png" srcset="a-1x.png 1x, /b,2.png 2x,c.png 300w">
+<picture><source type="image/avif" srcset="p.avif 1x, p2.avif 2x" media="(min-width: 600px)"><source srcset="p.webp"><img src="p.png"></picture>
+<video poster="poster.jpg" src="v.mp4"><track src="subs.vtt"></video><audio src="a.mp3"><source src="a.ogg"></audio>
+<embed src="e.swf">`, []Requisite{ref("http://example.com/dir/a.png"), ref("http://example.com/dir/a-1x.png"),
+			ref("http://example.com/b,2.png"), ref("http://example.com/dir/c.png"), ref("http://example.com/dir/p.avif"),
+			ref("http://example.com/dir/p2.avif"), ref("http://example.com/dir/p.webp"), ref("http://example.com/dir/p.png"),
+			ref("http://example.com/dir/v.mp4"), ref("http://example.com/dir/poster.jpg"), ref("http://example.com/dir/subs.vtt"),
+			ref("http://example.com/dir/a.mp3"), ref("http://example.com/dir/a.ogg"), ref("http://example.com/dir/e.swf")}},
+		{"style elements and attributes", `<head><base href="/base/"><style>@import "imp.css" screen; body{background:url(bg.png)}
+/* url(no.png) */ @font-face{src:url(/f.woff2) format("woff2")} p{b:url(data:image/gif;base64,R0l=)}</style></head>
+<body style="background-image:url('body.png')"><div style="background: url(&quot;q.png&quot;) , url(r.png)"></div>
+<p style="color:red">x</p><svg><style>rect{fill:url(#grad)} g{filter:url(f.svg#x)}</style></svg></body>`, []Requisite{
+			sheet("http://example.com/base/imp.css"), ref("http://example.com/base/bg.png"), ref("http://example.com/f.woff2"),
+			ref("http://example.com/base/body.png"), ref("http://example.com/base/q.png"), ref("http://example.com/base/r.png"),
+			ref("http://example.com/base/f.svg")}},
+		{"an image also imported as a sheet is a sheet", `<img src="x.css"><style>@import url(x.css);</style>`,
+			[]Requisite{sheet("http://example.com/dir/x.css")}},
+		{"background attributes and SVG", `<body background="bg.gif"><table background="t.gif"><tr><td background="td.gif">
+<th background="th.gif"></table><svg><image href="svg.png"/><image xlink:href="x.png"/><use href="sprite.svg#i"/></svg>`,
+			[]Requisite{ref("http://example.com/dir/bg.gif"), ref("http://example.com/dir/t.gif"), ref("http://example.com/dir/td.gif"),
+				ref("http://example.com/dir/th.gif"), ref("http://example.com/dir/svg.png"), ref("http://example.com/dir/x.png"),
+				ref("http://example.com/dir/sprite.svg")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Parse([]byte(tt.body), "text/html", "http://example.com/dir/index.html")
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, d.Requisites())
+		})
+	}
+}
+
+func TestSrcsetURLs(t *testing.T) {
+	tests := []struct {
+		srcset string
+		want   []string
+	}{
+		{"a.png", []string{"a.png"}},
+		{"a.png 1x, b.png 2x", []string{"a.png", "b.png"}},
+		{"a.png 100w,b.png 200w", []string{"a.png", "b.png"}},
+		{"  a.png  ,  b.png 1.5x  ", []string{"a.png", "b.png"}},
+		{"a.png,b.png", []string{"a.png,b.png"}},                                   // a comma inside a URL is kept
+		{"a.png, b.png", []string{"a.png", "b.png"}},                               // trailing commas end a candidate
+		{"img,1.jpg 1x, img,2.jpg 2x", []string{"img,1.jpg", "img,2.jpg"}},         // commas in URLs with descriptors
+		{"/x?w=1,h=2 100w, /y?w=3,h=4 200w", []string{"/x?w=1,h=2", "/y?w=3,h=4"}}, // query strings with commas
+		{"a.png (future, descriptor) 1x, b.png", []string{"a.png", "b.png"}},       // a comma inside parentheses is not a split
+		{"a.png,,, b.png", []string{"a.png", "b.png"}},                             // several trailing commas
+		{", ,a.png", []string{"a.png"}},                                            // leading commas skipped
+		{"data:image/png;base64,AA== 1x, b.png 2x", []string{"data:image/png;base64,AA==", "b.png"}},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, srcsetURLs(tt.srcset), tt.srcset)
+	}
 }
