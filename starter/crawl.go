@@ -5,15 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 
 	"github.com/spf13/pflag"
 
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/scope"
+	"github.com/archiveflow/archiveflow/internal/snapindex"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -101,17 +106,22 @@ func pagesCommand() *command {
 Reads the crawl's frontier in Redis, in discovery order (the start page is
 page 1). --state keeps one state (ready, claimed, skipped, done, deferred:
 found beyond the depth limit), --depth one depth; --limit bounds the list
-(--after continues after a page id).`,
+(--after continues after a page id). --url shows one page with each hook's
+result of every attempt, read from the page's directory in the archive
+dir (ARCHIVE_DIR/crawls/IDENT/pages/ID: index.jsonl, earlier attempts
+under attempts/N), which is on the worker host that ran the page.`,
 		examples: []string{
 			"starter pages 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter pages 3mlbkdu1fpo7wt4lr2qf1mpsw --state done --depth 2",
 			"starter pages https://example.com/ --state skipped --json",
+			"starter pages 3mlbkdu1fpo7wt4lr2qf1mpsw --url https://example.com/about",
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.String("state", "", "only pages in this state: ready, claimed, skipped, done, deferred")
 			fs.Int("depth", -1, "only pages at this depth")
 			fs.Int("limit", 1000, "at most this many pages (1..10000)")
 			fs.Int64("after", 0, "start after this page id")
+			fs.String("url", "", "one page: its hooks' results, attempt by attempt (read from the archive dir)")
 		},
 		run: runPages,
 	}
@@ -131,6 +141,17 @@ type pageJSON struct {
 	RulesVersion      int64  `json:"rules_version,omitempty"`
 	NoRecurse         bool   `json:"no_recurse,omitempty"`
 	Note              string `json:"note,omitempty"`
+	// Results are the page's hook results, attempt by attempt (--url).
+	Results []pageAttemptJSON `json:"results,omitempty"`
+}
+
+// pageAttemptJSON is one attempt's hook results of a page.
+type pageAttemptJSON struct {
+	Attempt int            `json:"attempt"`
+	State   model.JobState `json:"state"`
+	Error   string         `json:"error,omitempty"`
+	Dir     string         `json:"dir"`
+	Hooks   []hookRow      `json:"hooks"`
 }
 
 func runPages(ctx context.Context, a *app, inv *invocation) error {
@@ -170,6 +191,9 @@ func runPages(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	f := newFrontier(b)
+	if u, _ := inv.fs.GetString("url"); inv.fs.Changed("url") {
+		return a.showPage(ctx, inv, f, id, u)
+	}
 	pages, next, err := f.Pages(ctx, id, filter, after+1, limit)
 	if errors.Is(err, frontier.ErrNoFrontier) {
 		return withCode(exitNotFound, fmt.Errorf("job %s: has no pages: it is not a crawl (submit --depth inf or N), or its pages expired", id))
@@ -217,6 +241,75 @@ func runPages(ctx context.Context, a *app, inv *invocation) error {
 		fmt.Fprintf(a.stdout, "more: --after %d\n", next-1)
 	}
 	return nil
+}
+
+// showPage prints one page and its hooks' results, attempt by attempt.
+func (a *app) showPage(ctx context.Context, inv *invocation, f *frontier.Frontier, id, url string) error {
+	p, err := f.Page(ctx, id, url)
+	switch {
+	case errors.Is(err, frontier.ErrNoFrontier):
+		return withCode(exitNotFound, fmt.Errorf("job %s: has no pages: it is not a crawl (submit --depth inf or N), or its pages expired", id))
+	case errors.Is(err, frontier.ErrUnknownPage):
+		return withCode(exitNotFound, fmt.Errorf("job %s has no page %s", id, url))
+	case errors.Is(err, frontier.ErrInvalidArgument):
+		return usageErr("--url %q: %v", url, err)
+	case err != nil:
+		return withCode(exitUnavailable, err)
+	}
+	pj := pageJSON{ID: p.ID, URL: p.URL, Depth: p.Depth, State: string(p.State), Status: string(p.Status), Attempts: p.Attempts,
+		AttemptsRemaining: p.AttemptsRemaining, Parent: p.Parent, RulesVersion: p.RulesVersion, NoRecurse: p.NoRecurse, Note: p.Note}
+	dir := engine.PageDir(inv.cfg.ArchiveDir, id, p.ID)
+	if p.Parent == 0 && p.ID == 1 {
+		// The start page runs as the crawl's snapshot: its index is the
+		// snapshot's (each hook's attempts its own).
+		dir = filepath.Join(inv.cfg.ArchiveDir, "snapshots", id)
+	}
+	pj.Results = pageAttempts(dir)
+	if inv.json {
+		return writeJSON(a.stdout, pj)
+	}
+	fmt.Fprintf(a.stdout, "page %d  %s\n  depth %d, %s %s, attempts %d/%d\n", pj.ID, pj.URL, pj.Depth, pj.State, dash(pj.Status),
+		pj.Attempts, pj.Attempts+pj.AttemptsRemaining)
+	if pj.Note != "" {
+		fmt.Fprintf(a.stdout, "  note: %s\n", pj.Note)
+	}
+	if len(pj.Results) == 0 {
+		fmt.Fprintf(a.stdout, "  no hook results in %s: the page has not run yet, or ran on another worker host (a page's files stay on the host that ran it)\n", dir)
+		return nil
+	}
+	for _, at := range pj.Results {
+		fmt.Fprintf(a.stdout, "attempt %d: %s  (%s)\n", at.Attempt, at.State, at.Dir)
+		writeHookTable(a.stdout, at.Hooks, nil, 0)
+	}
+	return nil
+}
+
+// pageAttempts reads a page directory's index and its earlier attempts'
+// (engine.AttemptsDir), first attempt first; what is missing or unreadable
+// is left out.
+func pageAttempts(dir string) []pageAttemptJSON {
+	dirs := []string{dir}
+	if entries, err := os.ReadDir(filepath.Join(dir, engine.AttemptsDir)); err == nil {
+		for _, e := range entries {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(dir, engine.AttemptsDir, e.Name()))
+			}
+		}
+	}
+	var out []pageAttemptJSON
+	for _, d := range dirs {
+		snap, results, err := snapindex.Read(d)
+		if err != nil || len(results) == 0 {
+			continue
+		}
+		at := pageAttemptJSON{Attempt: results[0].Attempts, State: snap.State, Error: snap.Error, Dir: d}
+		for _, r := range results {
+			at.Hooks = append(at.Hooks, resultRow(r))
+		}
+		out = append(out, at)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Attempt < out[j].Attempt })
+	return out
 }
 
 func dash(s string) string {

@@ -47,18 +47,25 @@ func hookRows(st workflows.Status) []hookRow {
 	for _, h := range st.Hooks {
 		r := hookRow{Step: h.Step, Plugin: h.Plugin, Hook: h.Hook, Background: h.Background, Phase: h.Phase}
 		if res := h.Result; res != nil {
-			r.Status, r.Attempts, r.Bytes = res.Status, res.Attempts, res.OutputBytes
-			r.Output, r.Error = res.OutputStr, res.Error
-			if !res.StartedAt.IsZero() && res.EndedAt.After(res.StartedAt) {
-				r.DurationMS = res.EndedAt.Sub(res.StartedAt).Milliseconds()
-			}
-			if res.Status == model.StatusSkipped {
-				r.Reason = res.OutputStr
-			}
+			r = resultRow(*res)
+			r.Step, r.Plugin, r.Hook, r.Background, r.Phase = h.Step, h.Plugin, h.Hook, h.Background, h.Phase
 		}
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// resultRow is a final result as a table row.
+func resultRow(res model.ArchiveResult) hookRow {
+	r := hookRow{Step: res.Step, Plugin: res.Plugin, Hook: res.Hook, Background: res.Background, Phase: workflows.PhaseDone,
+		Status: res.Status, Attempts: res.Attempts, Bytes: res.OutputBytes, Output: res.OutputStr, Error: res.Error}
+	if !res.StartedAt.IsZero() && res.EndedAt.After(res.StartedAt) {
+		r.DurationMS = res.EndedAt.Sub(res.StartedAt).Milliseconds()
+	}
+	if res.Status == model.StatusSkipped {
+		r.Reason = res.OutputStr
+	}
+	return r
 }
 
 // hookHints are what the user can do about skipped hooks: for the

@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -212,4 +214,30 @@ func TestMessagesSayWhatHappened(t *testing.T) {
 	assert.Contains(t, res.stdout, "page "+broken+" attempt 1 failed, will be retried")
 	assert.Contains(t, res.stdout, "page "+broken+" attempt 3 failed, its last attempt (crawl.page_attempts 3): the page failed")
 	assert.NotContains(t, res.stdout, "page "+broken+" attempt 3 failed, will be retried")
+
+	// Each attempt's hook results stay with the page (issue 22: crawl
+	// pages are snapshots in the records).
+	res = runStarter(t, bin, s, "pages", id, "--url", broken)
+	require.Equal(t, 0, res.code, res.stderr)
+	for n := 1; n <= 3; n++ {
+		assert.Contains(t, res.stdout, fmt.Sprintf("attempt %d: failed", n))
+	}
+	assert.Regexp(t, `(?m)^  2     pagefetch\s+failed\s+1\s+\S+\s+transient, the page is tried again: pagefetch: `+regexp.QuoteMeta(broken)+` answered HTTP 503`, res.stdout)
+	assert.Regexp(t, `(?m)^  5     title\s+skipped\s+3\s+\S*\s*not run: on_Snapshot__21_pagefetch\.sh failed transiently`, res.stdout)
+	res = runStarter(t, bin, s, "pages", id, "--url", seed, "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	var start struct {
+		Results []struct {
+			Attempt int
+			State   string
+			Hooks   []struct{ Plugin, Status string }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &start), res.stdout)
+	require.Len(t, start.Results, 1, res.stdout)
+	assert.Equal(t, "finished", start.Results[0].State)
+	assert.Len(t, start.Results[0].Hooks, 3)
+	res = runStarter(t, bin, s, "pages", id, "--url", srv.URL+"/nowhere")
+	assert.Equal(t, 3, res.code)
+	assert.Contains(t, res.stderr, "has no page "+srv.URL+"/nowhere")
 }

@@ -27,7 +27,7 @@ import (
 
 // pageDir is ARCHIVE_DIR/crawls/IDENT/pages/ID: a crawl page's SNAP_DIR.
 func (e *Engine) pageDir(ident string, id int64) string {
-	return filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), "pages", strconv.FormatInt(id, 10))
+	return PageDir(e.cfg.ArchiveDir, ident, id)
 }
 
 // pageSnapshotID is a page's sub-snapshot id: IDENT-pID.
@@ -168,6 +168,11 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 		return activities.PageOutcome{}, err
 	}
 	dir := e.pageDir(cr.Job.Ident, p.ID)
+	if err := keepEarlierAttempt(dir, p.Attempt); err != nil {
+		log.Warn("the page's earlier attempt stays where it is (this attempt may overwrite its outputs)", zap.Error(err))
+	}
+	results := newPageResults(p.Attempt)
+	notRun := "not run"
 	job := cr.Job
 	job.URL, job.SnapshotID, job.Overrides, job.FetchDepth = p.URL, pageSnapshotID(cr.Job.Ident, p.ID), overrides, model.FetchShallow
 	settings := run.Settings
@@ -201,23 +206,28 @@ steps:
 				hl := &hookLinks{}
 				bgLinks = append(bgLinks, hl)
 				bg.Go(func() {
-					if _, err := e.runPageHook(bgCtx, inv(h), recs, hl); err != nil {
+					res, err := e.runPageHook(bgCtx, inv(h), recs, hl)
+					if err != nil {
 						log.Warn("page background hook did not run", logging.Hook(h.Key()), zap.Error(err))
 					}
+					results.add(h, res, err)
 				})
 				continue
 			}
 			hl := &hookLinks{}
 			res, err := e.runPageHook(ctx, inv(h), recs, hl)
+			results.add(h, res, err)
 			if err != nil {
 				if errors.Is(err, activities.ErrConfig) {
 					return activities.PageOutcome{}, err
 				}
 				out.Status, out.Note = activities.PageTransient, err.Error()
+				notRun = "not run: " + h.Name + " failed transiently, the page is tried again"
 				break steps
 			}
 			if res.Transient {
 				out.Status, out.Note = activities.PageTransient, h.Name+": "+transientReason(res)
+				notRun = "not run: " + h.Name + " failed transiently, the page is tried again"
 				break steps
 			}
 			switch res.Status {
@@ -257,6 +267,9 @@ steps:
 		out.Note = "cut: " + strings.Join(recs.cuts, "; ")
 	}
 	out.Links = links
+	if err := writePageIndex(dir, job, p, out, results.list(plan, notRun)); err != nil {
+		log.Warn("write the page's index", zap.Error(err))
+	}
 	if err := e.collectWARCs(cr.Job.Ident, dir, true); err != nil {
 		log.Warn("append page WARC to the job's WARC", zap.Error(err))
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/procs"
+	"github.com/archiveflow/archiveflow/internal/snapindex"
 )
 
 // writeHook writes an executable hook script.
@@ -309,4 +310,75 @@ echo '{"type":"ArchiveResult","status":"succeeded"}'
 	assert.Equal(t, 2, out.Cuts, "each loss to a limit is counted")
 	assert.Equal(t, "cut: http://site.test/p: body cut at 1 KiB; page http://site.test/p: 3 of its 5 links dropped: more than crawl.max_links_per_page (2)",
 		out.Note, "a page archived incompletely says so in its note")
+}
+
+// TestRunPageKeepsEveryAttemptsResults: a page whose second hook fails
+// transiently and then succeeds keeps one result per hook of each attempt
+// (index.json/index.jsonl, as a snapshot's), the first attempt's outputs
+// and index under attempts/1, and says which hook kept the others from
+// running.
+func TestRunPageKeepsEveryAttemptsResults(t *testing.T) {
+	plugins := t.TempDir()
+	writeHook(t, filepath.Join(plugins, "one", "on_Snapshot__10_one.sh"), `
+echo "$EXTRA_CONTEXT" > out.txt
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"one ok"}'
+`)
+	runs := filepath.Join(t.TempDir(), "two-runs")
+	writeHook(t, filepath.Join(plugins, "two", "on_Snapshot__20_two.sh"), `
+n=$(cat '`+runs+`' 2>/dev/null || echo 0); echo $((n+1)) > '`+runs+`'
+if [ "$n" = 0 ]; then echo "site hiccup" >&2; exit 1; fi
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"two ok"}'
+`)
+	writeHook(t, filepath.Join(plugins, "three", "on_Snapshot__30_three.sh"), `
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"three ok"}'
+`)
+	e := pageEngine(t, plugins, nil)
+	cr := testCrawl("one", "two", "three")
+	page := activities.PageSpec{ID: 7, URL: "http://site.test/p", Depth: 1, Attempt: 1}
+	out, err := e.RunPage(context.Background(), activities.PageRun{Crawl: cr, Page: page})
+	require.NoError(t, err)
+	require.Equal(t, activities.PageTransient, out.Status, out.Note)
+	page.Attempt = 2
+	out, err = e.RunPage(context.Background(), activities.PageRun{Crawl: cr, Page: page})
+	require.NoError(t, err)
+	require.Equal(t, activities.PageSucceeded, out.Status, out.Note)
+
+	dir := e.pageDir(cr.Job.Ident, 7)
+	type row struct {
+		hook     string
+		status   model.Status
+		text     string
+		attempts int
+	}
+	rows := func(dir string) (snapindex.Snapshot, []row) {
+		snap, results, err := snapindex.Read(dir)
+		require.NoError(t, err, dir)
+		var rs []row
+		for _, r := range results {
+			text := r.OutputStr
+			if r.Error != "" {
+				text = r.Error
+			}
+			rs = append(rs, row{r.Plugin, r.Status, text, r.Attempts})
+		}
+		return snap, rs
+	}
+	snap, first := rows(filepath.Join(dir, AttemptsDir, "1"))
+	assert.Equal(t, model.StateFailed, snap.State)
+	assert.Equal(t, "http://site.test/p", snap.URL)
+	assert.Equal(t, []row{
+		{"one", model.StatusSucceeded, "one ok", 1},
+		{"two", model.StatusFailed, "transient, the page is tried again: site hiccup (exit 1 without ArchiveResult record)", 1},
+		{"three", model.StatusSkipped, "not run: on_Snapshot__20_two.sh failed transiently, the page is tried again", 1},
+	}, first)
+	assert.FileExists(t, filepath.Join(dir, AttemptsDir, "1", "one", "out.txt"), "the first attempt's outputs are kept")
+
+	snap, second := rows(dir)
+	assert.Equal(t, model.StateFinished, snap.State)
+	assert.Equal(t, []row{
+		{"one", model.StatusSucceeded, "one ok", 2},
+		{"two", model.StatusSucceeded, "two ok", 2},
+		{"three", model.StatusSucceeded, "three ok", 2},
+	}, second)
+	assert.FileExists(t, filepath.Join(dir, "index.json"))
 }

@@ -186,3 +186,43 @@ func writeAtomic(root *os.Root, name string, data []byte) error {
 	}
 	return err
 }
+
+// Read reads the index.jsonl in dir back: the snapshot and its hooks'
+// results in the order written. A missing index is an error wrapping
+// fs.ErrNotExist.
+func Read(dir string) (Snapshot, []model.ArchiveResult, error) {
+	data, err := snapfiles.ReadFile(dir, JSONLFile, maxIndexBytes)
+	if err != nil {
+		return Snapshot{}, nil, fmt.Errorf("read snapshot index: %w", err)
+	}
+	var snap Snapshot
+	var results []model.ArchiveResult
+	for i, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if i == 0 {
+			var s snapshotRecord
+			if err := json.Unmarshal(line, &s); err != nil || s.Type != "Snapshot" {
+				return Snapshot{}, nil, fmt.Errorf("read snapshot index %s: line 1 is not its Snapshot record", filepath.Join(dir, JSONLFile))
+			}
+			snap = Snapshot{ID: s.ID, URL: s.URL, Depth: s.Depth, State: s.State, Error: s.Error, SealedAt: s.SealedAt}
+			continue
+		}
+		var r resultRecord
+		if err := json.Unmarshal(line, &r); err != nil || r.Type != "ArchiveResult" {
+			return Snapshot{}, nil, fmt.Errorf("read snapshot index %s: line %d is not an ArchiveResult record", filepath.Join(dir, JSONLFile), i+1)
+		}
+		res := model.ArchiveResult{Plugin: r.Plugin, Hook: r.HookName, Step: r.Step, Background: r.Background, Status: r.Status,
+			OutputStr: r.OutputStr, OutputJSON: r.OutputJSON, Error: r.Error, Attempts: r.Attempts, ExitCode: r.ExitCode,
+			Outputs: r.OutputFiles, OutputBytes: r.OutputSize}
+		if r.StartTS != nil {
+			res.StartedAt = *r.StartTS
+		}
+		if r.EndTS != nil {
+			res.EndedAt = *r.EndTS
+		}
+		results = append(results, res)
+	}
+	return snap, results, nil
+}
+
+// maxIndexBytes bounds an index Read reads.
+const maxIndexBytes = 64 << 20

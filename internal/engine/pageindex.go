@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/procs"
+	"github.com/archiveflow/archiveflow/internal/snapindex"
+)
+
+// A crawl page keeps its records as a snapshot does: one result per hook
+// of each attempt in the page directory's index.json/index.jsonl
+// (internal/snapindex), and, when a page runs again on the same host, the
+// earlier attempt's outputs and index under attempts/N.
+
+// AttemptsDir is the page directory's folder of earlier attempts.
+const AttemptsDir = "attempts"
+
+// PageDir is a crawl page's directory (its SNAP_DIR) under archiveDir:
+// ARCHIVE_DIR/crawls/IDENT/pages/ID.
+func PageDir(archiveDir, ident string, id int64) string {
+	return filepath.Join(archiveDir, "crawls", safeName(ident), "pages", strconv.FormatInt(id, 10))
+}
+
+// pageResults collects one page attempt's hook results (foreground and
+// background hooks alike).
+type pageResults struct {
+	attempt int
+	mu      sync.Mutex
+	byKey   map[string]model.ArchiveResult
+}
+
+func newPageResults(attempt int) *pageResults {
+	return &pageResults{attempt: attempt, byKey: map[string]model.ArchiveResult{}}
+}
+
+// add records how hook h's run ended: its result, a transient failure as
+// failed with the reason (the page is retried), or the error that kept it
+// from running.
+func (r *pageResults) add(h activities.HookSpec, res procs.Result, runErr error) {
+	ar := res.ArchiveResult()
+	switch {
+	case runErr != nil:
+		ar = model.ArchiveResult{Status: model.StatusFailed, Error: runErr.Error()}
+	case res.Transient:
+		ar.Status = model.StatusFailed
+		ar.Error = "transient, the page is tried again: " + transientReason(res)
+	}
+	ar.Plugin, ar.Hook, ar.Step, ar.Background, ar.Attempts = h.Plugin, h.Name, h.Step, h.Background, r.attempt
+	r.mu.Lock()
+	r.byKey[h.Key()] = ar
+	r.mu.Unlock()
+}
+
+// list returns a result per hook of plan, in plan order: a hook that did
+// not run in this attempt says why.
+func (r *pageResults) list(plan activities.Plan, why string) []model.ArchiveResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []model.ArchiveResult
+	for _, h := range plan.Hooks {
+		if h.Launch() == activities.LaunchSkip {
+			continue
+		}
+		ar, ok := r.byKey[h.Key()]
+		if !ok {
+			ar = model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background,
+				Status: model.StatusSkipped, OutputStr: why, Attempts: r.attempt}
+		}
+		out = append(out, ar)
+	}
+	return out
+}
+
+// keepEarlierAttempt moves what an earlier attempt of the page left in dir
+// on this host (its plugins' outputs and its index) into dir/attempts/N,
+// N the attempt its index names, so a retry never overwrites it. Without
+// an index (an attempt interrupted before its end: the worker died, the
+// activity runs the same attempt again) or with this attempt's own index,
+// nothing moves.
+func keepEarlierAttempt(dir string, attempt int) error {
+	prev, ok := indexAttempt(dir)
+	if !ok || prev >= attempt {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("keep the page's attempt %d: %w", prev, err)
+	}
+	dst := filepath.Join(dir, AttemptsDir, strconv.Itoa(prev))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("keep the page's attempt %d: %w", prev, err)
+	}
+	for _, e := range entries {
+		if e.Name() == AttemptsDir {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			return fmt.Errorf("keep the page's attempt %d: %w", prev, err)
+		}
+	}
+	return nil
+}
+
+// indexAttempt is the attempt that wrote dir's index, if there is one.
+func indexAttempt(dir string) (int, bool) {
+	_, results, err := snapindex.Read(dir)
+	if err != nil || len(results) == 0 {
+		return 0, false
+	}
+	return results[0].Attempts, results[0].Attempts > 0
+}
+
+// writePageIndex writes the page attempt's index: the page as a snapshot
+// (finished when it succeeded, failed otherwise, with the page's note) and
+// one result per hook.
+func writePageIndex(dir string, job activities.Job, p activities.PageSpec, out activities.PageOutcome, results []model.ArchiveResult) error {
+	state := model.StateFailed
+	if out.Status == activities.PageSucceeded {
+		state = model.StateFinished
+	}
+	_, err := snapindex.Write(dir, snapindex.Snapshot{ID: job.SnapshotID, URL: p.URL, Depth: p.Depth, State: state,
+		Error: out.Note, SealedAt: time.Now()}, results)
+	return err
+}
