@@ -9,6 +9,11 @@
 // connection, a CONNECT by a 403 with the DeniedHeader (a tunnel that was
 // never opened); each is reported through Options.OnDeny. Plain http://
 // requests are forwarded; https:// and anything else tunnels with CONNECT.
+// Neither rewrites HTTP: a tunnel is a splice, and a forwarded request is
+// the client's bytes in origin-form whose answer is relayed as the origin
+// sent it (forward.go), so a fetcher's WARC holds the origin's bytes. The
+// decision is per connection; a client connection carries one forwarded
+// request.
 //
 // The package also owns the one dialer every Go fetcher of the project
 // connects with (Dialer, Transport): a fetcher inside the worker process
@@ -17,6 +22,8 @@
 package egress
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,10 +31,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,24 +95,27 @@ type Options struct {
 	Log    *zap.Logger
 }
 
+// headerTimeout bounds the wait for a client's request head.
+const headerTimeout = 30 * time.Second
+
 // Proxy is one running fetch proxy.
 type Proxy struct {
-	opts      Options
-	log       *zap.Logger
-	ln        net.Listener
-	srv       *http.Server
-	transport *http.Transport
-	forward   *httputil.ReverseProxy
-	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
-	url       string
+	opts Options
+	log  *zap.Logger
+	ln   net.Listener
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	url  string
+	// ctx ends when Close starts: a dial in progress gives up.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	closed  bool
-	tunnels map[net.Conn]struct{} // both ends of every open tunnel
+	conns   map[net.Conn]struct{} // every open connection, the client's and the origin's
 	refused map[string]string     // target → rule of every refusal so far (Refusals)
 	failed  map[string]string     // target → why it could not be reached (Refusals)
 	reached map[string]struct{}   // forwarded targets the site answered, a retry's included
-	wg      sync.WaitGroup        // serve loop, handlers and tunnel copies
+	wg      sync.WaitGroup        // accept loop, connections and tunnel copies
 }
 
 // Start listens on a free loopback port and serves until Close.
@@ -118,34 +128,99 @@ func Start(opts Options) (*Proxy, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	p := &Proxy{opts: opts, log: log, ln: ln, url: "http://" + ln.Addr().String(), tunnels: map[net.Conn]struct{}{},
-		refused: map[string]string{}, failed: map[string]string{}, reached: map[string]struct{}{}, dial: Dialer(opts.Policy)}
-	// The upstream transport is Transport's: the proxy dials with the
-	// policy like every other fetcher.
-	p.transport = Transport(opts.Policy)
-	p.transport.MaxIdleConnsPerHost = 4
-	p.transport.IdleConnTimeout = 30 * time.Second
-	p.transport.ExpectContinueTimeout = time.Second
-	p.forward = &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.Out.URL = r.In.URL
-			r.Out.Host = r.In.Host
-		},
-		Transport:    p.transport,
-		ErrorHandler: p.forwardError,
-		ErrorLog:     zap.NewStdLog(log),
-		ModifyResponse: func(resp *http.Response) error {
-			p.answered(redactedURL(resp.Request.URL))
-			return nil
-		},
-	}
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(log)}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{opts: opts, log: log, ln: ln, url: "http://" + ln.Addr().String(), conns: map[net.Conn]struct{}{},
+		refused: map[string]string{}, failed: map[string]string{}, reached: map[string]struct{}{},
+		dial: Dialer(opts.Policy), ctx: ctx, cancel: cancel}
 	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		_ = p.srv.Serve(ln)
-	}()
+	go p.serve()
 	return p, nil
+}
+
+// serve accepts connections until Close.
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			p.mu.Lock()
+			closed := p.closed
+			p.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors, say: try again a little later.
+			p.log.Debug("fetch proxy: accept", zap.Error(err))
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		p.conns[c] = struct{}{}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go func() {
+			defer p.wg.Done()
+			defer p.untrack(c)
+			p.serveConn(c)
+		}()
+	}
+}
+
+// serveConn answers the one request a client connection carries: a
+// forwarded http:// request, a CONNECT, or the proxy's own resource.
+func (p *Proxy) serveConn(c net.Conn) {
+	br := bufio.NewReaderSize(c, 16<<10)
+	_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
+	head, err := readHead(br)
+	if err != nil {
+		if errors.Is(err, errHeadTooLarge) {
+			p.answer(c, http.StatusRequestHeaderFieldsTooLarge, nil, "archiveflow fetch proxy: request head too large")
+		}
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+	if err != nil {
+		p.answer(c, http.StatusBadRequest, nil, "archiveflow fetch proxy: "+err.Error())
+		return
+	}
+	switch {
+	case r.Method == http.MethodConnect:
+		p.tunnel(c, br, r)
+	case r.URL.IsAbs() && r.URL.Scheme == "http" && r.URL.Host != "":
+		p.forward(c, br, head, r)
+	case r.Method == http.MethodGet && !r.URL.IsAbs() && r.URL.Path == RefusalsPath:
+		p.refusals(c)
+	default:
+		p.answer(c, http.StatusBadRequest, nil, "archiveflow fetch proxy: send absolute http:// URLs, or CONNECT host:port for anything else")
+	}
+}
+
+// answer writes the proxy's own answer (never the site's: a CONNECT's,
+// the proxy's resource's, a request that is no proxy request) and closes
+// the connection.
+func (p *Proxy) answer(c net.Conn, status int, header http.Header, body string) {
+	if header == nil {
+		header = http.Header{}
+	}
+	if header.Get("Content-Type") == "" {
+		header.Set("Content-Type", "text/plain; charset=utf-8")
+		header.Set("X-Content-Type-Options", "nosniff")
+		body += "\n"
+	}
+	resp := &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: header, Close: true,
+		ContentLength: int64(len(body)), Body: io.NopCloser(strings.NewReader(body))}
+	_ = c.SetWriteDeadline(time.Now().Add(headerTimeout))
+	_ = resp.Write(c)
+	_ = c.Close()
 }
 
 // URL is the proxy's address, http://127.0.0.1:PORT.
@@ -156,39 +231,14 @@ func (p *Proxy) URL() string { return p.url }
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	for c := range p.tunnels {
+	p.cancel()
+	err := p.ln.Close()
+	for c := range p.conns {
 		_ = c.Close()
 	}
 	p.mu.Unlock()
-	err := p.srv.Close()
-	p.transport.CloseIdleConnections()
 	p.wg.Wait()
 	return err
-}
-
-// ServeHTTP answers one proxy request.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Count the handler while the proxy is open, so Close waits for it:
-	// it may still report a denial.
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		http.Error(w, "archiveflow fetch proxy: closed", http.StatusServiceUnavailable)
-		return
-	}
-	p.wg.Add(1)
-	p.mu.Unlock()
-	defer p.wg.Done()
-	switch {
-	case r.Method == http.MethodConnect:
-		p.tunnel(w, r)
-	case r.URL.IsAbs() && r.URL.Scheme == "http" && r.URL.Host != "":
-		p.forward.ServeHTTP(w, r)
-	case r.Method == http.MethodGet && !r.URL.IsAbs() && r.URL.Path == RefusalsPath:
-		p.refusals(w)
-	default:
-		http.Error(w, "archiveflow fetch proxy: send absolute http:// URLs, or CONNECT host:port for anything else", http.StatusBadRequest)
-	}
 }
 
 // DeniedError is a connection the policy refuses; Decision names the rule.
@@ -321,7 +371,7 @@ func (p *Proxy) answered(target string) {
 // refusals answers GET RefusalsPath: the targets refused and those it
 // could not reach so far, less any the site answered on another try, as
 // JSON (Unanswered).
-func (p *Proxy) refusals(w http.ResponseWriter) {
+func (p *Proxy) refusals(c net.Conn) {
 	p.mu.Lock()
 	un := Unanswered{Refused: map[string]string{}, Unreachable: map[string]string{}}
 	for t, r := range p.refused {
@@ -337,48 +387,28 @@ func (p *Proxy) refusals(w http.ResponseWriter) {
 	p.mu.Unlock()
 	body, err := json.Marshal(un)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		p.answer(c, http.StatusInternalServerError, nil, err.Error())
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(body)
+	p.answer(c, http.StatusOK, http.Header{"Content-Type": {"application/json"}}, string(body))
 }
 
-// forwardError answers a forwarded request that got no response from the
-// site by closing the fetcher's connection without any answer: an HTTP
-// status from the proxy (a 403 for a denial, a 502 for a site that cannot
-// be reached) would be recorded by the fetcher (wget's WARC, a browser's
-// network log) as if the site had sent it. A denial is reported; a target
-// it could not reach is remembered (Refusals).
-func (p *Proxy) forwardError(_ http.ResponseWriter, r *http.Request, err error) {
-	var unreachable *UnreachableError
-	switch denied, ok := DeniedBy(err); {
-	case ok:
-		p.report(redactedURL(r.URL), denied.Decision, false)
-	case errors.Is(err, context.Canceled):
-		return // the fetcher went away
-	case errors.As(err, &unreachable):
-		p.unreached(redactedURL(r.URL), err)
-	default:
-		p.log.Debug("forwarded request failed", zap.String("target", redactedURL(r.URL)), zap.Error(err))
-	}
-	panic(http.ErrAbortHandler) // net/http closes the connection, nothing written
-}
-
-// tunnel answers CONNECT host:port.
-func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
+// tunnel answers CONNECT host:port (r, the client's bytes after it in
+// br): a splice to the address the policy allowed, or the proxy's own
+// refusal (a 403 naming the rule, a tunnel that was never opened).
+func (p *Proxy) tunnel(client net.Conn, br *bufio.Reader, r *http.Request) {
 	target := r.Host
-	upstream, err := p.dial(r.Context(), "tcp", target)
+	upstream, err := p.dial(p.ctx, "tcp", target)
 	if err != nil {
 		if denied, ok := DeniedBy(err); ok {
 			// A refused tunnel: the fetcher reports a proxy error, never
 			// a response of the site.
 			p.report(target, denied.Decision, r.Header.Get(SelfReportHeader) != "")
-			w.Header().Set(DeniedHeader, denied.Decision.Rule)
+			h := http.Header{DeniedHeader: {denied.Decision.Rule}}
 			if a := denied.Decision.Addr; a.IsValid() {
-				w.Header().Set(DeniedAddrHeader, a.String())
+				h.Set(DeniedAddrHeader, a.String())
 			}
-			http.Error(w, "archiveflow fetch proxy: "+Denial{Target: target, Decision: denied.Decision}.Message(), http.StatusForbidden)
+			p.answer(client, http.StatusForbidden, h, "archiveflow fetch proxy: "+Denial{Target: target, Decision: denied.Decision}.Message())
 			return
 		}
 		var unreachable *UnreachableError
@@ -386,21 +416,10 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
 			p.unreached(target, err)
 		}
 		// An answer to CONNECT: a tunnel never opened, not the site's.
-		http.Error(w, "archiveflow fetch proxy: "+err.Error(), http.StatusBadGateway)
+		p.answer(client, http.StatusBadGateway, nil, "archiveflow fetch proxy: "+err.Error())
 		return
 	}
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		_ = upstream.Close()
-		http.Error(w, "archiveflow fetch proxy: cannot tunnel on this connection", http.StatusInternalServerError)
-		return
-	}
-	client, buf, err := hj.Hijack()
-	if err != nil {
-		_ = upstream.Close()
-		return
-	}
-	if !p.track(client, upstream) {
+	if !p.track(upstream) {
 		return
 	}
 	if _, err := client.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
@@ -409,26 +428,24 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
 	}
 	// Bytes the client sent after its CONNECT request are already buffered.
 	var fromClient io.Reader = client
-	if n := buf.Reader.Buffered(); n > 0 {
-		fromClient = io.MultiReader(io.LimitReader(buf.Reader, int64(n)), client)
+	if n := br.Buffered(); n > 0 {
+		fromClient = io.MultiReader(io.LimitReader(br, int64(n)), client)
 	}
+	// Either direction ending ends both.
 	var once sync.Once
 	done := func() { once.Do(func() { p.untrack(client, upstream) }) }
-	p.wg.Add(2)
+	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		defer done()
 		_, _ = io.Copy(upstream, fromClient)
 	}()
-	go func() {
-		defer p.wg.Done()
-		defer done()
-		_, _ = io.Copy(client, upstream)
-	}()
+	_, _ = io.Copy(client, upstream)
+	done()
 }
 
-// track registers a tunnel's connections so Close can end them; false
-// (and both closed) when the proxy is closing.
+// track registers connections so Close can end them; false (and all
+// closed) when the proxy is closing.
 func (p *Proxy) track(conns ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -439,7 +456,7 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 		return false
 	}
 	for _, c := range conns {
-		p.tunnels[c] = struct{}{}
+		p.conns[c] = struct{}{}
 	}
 	return true
 }
@@ -449,7 +466,7 @@ func (p *Proxy) untrack(conns ...net.Conn) {
 	defer p.mu.Unlock()
 	for _, c := range conns {
 		_ = c.Close()
-		delete(p.tunnels, c)
+		delete(p.conns, c)
 	}
 }
 
