@@ -77,6 +77,7 @@ type snapshot struct {
 	ignores []string          // IGNORE_PATTERNS
 	env     map[string]string // extra process env (e.g. PATH), also a config source
 	plan    hooks.Plan
+	cgroup  string // procs.Limits.Cgroup of the resolved limits: "" finds one, as a worker does
 }
 
 func newSnapshot(t *testing.T, url string) *snapshot {
@@ -197,6 +198,7 @@ func (s *snapshot) runE(ctx context.Context, h hooks.Hook, ua string, post ...st
 		Path: h.Path, Args: []string{"--url=" + s.url, "--snapshot-id=snap-1"},
 		Env: env, Dir: filepath.Join(s.dir, h.Plugin), Stem: h.Stem,
 		Timeout: timeout, Background: h.Background,
+		Limits: limitsOf(resolved.Limits(), s.cgroup),
 	}
 	if h.Background {
 		spec.Timeout, spec.Grace = 0, timeout
@@ -220,6 +222,17 @@ func (s *snapshot) runE(ctx context.Context, h hooks.Hook, ua string, post ...st
 	mu.Lock()
 	defer mu.Unlock()
 	return hookRun{hook: h, res: res, records: records}, nil
+}
+
+// limitsOf is the resolved memory limit (the only limit key the built-in
+// plugins declare) as the runner's limits, for a worker without
+// hooks.limits.
+func limitsOf(l hooks.Limits, cgroup string) procs.Limits {
+	out := procs.Limits{Cgroup: cgroup}
+	if l.Memory != nil {
+		out.Memory = *l.Memory
+	}
+	return out
 }
 
 // haveChromium reports whether the browser hooks can find a Chromium.

@@ -12,6 +12,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin/chrome"
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
 // Output files of the browser hooks.
@@ -57,7 +58,9 @@ func runDOM(ctx context.Context, h *Hook) (hookio.Result, error) {
 
 // runCapture runs one headless Chromium capture of the URL into c.file.
 // No Chromium: skipped. Chromium failing or exceeding <PLUGIN>_TIMEOUT:
-// transient failure (retried).
+// transient failure (retried). A Chromium process ended by the hook's
+// memory limit (<PLUGIN>_MAX_MEMORY): final failure naming the limit, as
+// soon as it is seen.
 func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) {
 	if meta, err := readHeadersJSON(h.SnapDir); err == nil && meta.Denied != "" {
 		// The fetch policy refused the page (or a redirect of it) when the
@@ -90,6 +93,9 @@ func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) 
 	if p := h.Inv.FetchProxy; p != nil {
 		spec.Proxy = p.String()
 	}
+	if m := procs.OwnMemoryLimit(); m.Limit > 0 {
+		spec.Memory = chrome.Memory{Limit: m.Limit, PerProcess: m.PerProcess(), OOMKills: m.OOMKills, Peak: m.Peak}
+	}
 	if c.stdio {
 		out, err := os.Create(tmp)
 		if err != nil {
@@ -99,6 +105,15 @@ func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) 
 		spec.Stdout = out
 	}
 	if err := chrome.Run(runCtx, spec); err != nil {
+		var merr *chrome.MemoryError
+		if errors.As(err, &merr) {
+			// The same page runs into the same limit on every attempt: a
+			// final failure naming it, not a retry.
+			return hookio.Result{Status: model.StatusFailed, OutputStr: "stopped at the memory limit", Error: merr.Error(),
+				OutputJSON: map[string]any{"limit": "memory", "memory_limit": merr.Limit, "rlimit_data": merr.PerProcess,
+					"process": merr.Process, "peak_rss": merr.PeakRSS, "peak_rss_total": merr.PeakTotal,
+					"cgroup_peak": merr.CgroupPeak, "seconds": merr.After.Seconds(), "browser": bin}}, nil
+		}
 		return hookio.Result{}, fmt.Errorf("%s: %w", h.Inv.Plugin, err)
 	}
 	size, err := checkOutput(tmp, c.magic)

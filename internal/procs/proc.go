@@ -21,6 +21,7 @@ const procRoot = "/proc"
 // procStat is the part of /proc/PID/stat the runner needs.
 type procStat struct {
 	State     byte   // R, S, D, Z, T, ...
+	PPID      int    // field 4
 	PGID      int    // field 5
 	Flags     uint64 // field 9, PF_* flags
 	StartTime uint64 // field 22, clock ticks since boot
@@ -58,7 +59,7 @@ func parseStat(b []byte) (procStat, error) {
 	if i < 0 || i+2 > len(b) {
 		return procStat{}, fmt.Errorf("parse /proc stat %q: no ')' after comm", truncateBytes(b, 80))
 	}
-	// Field N (1-based, as in proc(5)) is f[N-3]; only the four used are
+	// Field N (1-based, as in proc(5)) is f[N-3]; only the five used are
 	// kept, without splitting the whole line.
 	var f [20][]byte
 	n := 0
@@ -76,6 +77,10 @@ func parseStat(b []byte) (procStat, error) {
 	if n < len(f) {
 		return procStat{}, fmt.Errorf("parse /proc stat: %d fields after comm, want >= 20", n)
 	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc stat ppid %q: %w", f[1], err)
+	}
 	pgid, err := strconv.Atoi(string(f[2]))
 	if err != nil {
 		return procStat{}, fmt.Errorf("parse /proc stat pgrp %q: %w", f[2], err)
@@ -88,7 +93,7 @@ func parseStat(b []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("parse /proc stat starttime %q: %w", f[19], err)
 	}
-	return procStat{State: f[0][0], PGID: pgid, Flags: flags, StartTime: start}, nil
+	return procStat{State: f[0][0], PPID: ppid, PGID: pgid, Flags: flags, StartTime: start}, nil
 }
 
 // readCmdline returns /proc/PID/cmdline split on NUL (empty for zombies and

@@ -91,7 +91,7 @@ func TestParseStat(t *testing.T) {
 	line := []byte("4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10 18446744073709551615\n")
 	st, err := parseStat(line)
 	require.NoError(t, err)
-	assert.Equal(t, procStat{State: 'S', PGID: 4242, Flags: 4194560, StartTime: 987654}, st)
+	assert.Equal(t, procStat{State: 'S', PPID: 1, PGID: 4242, Flags: 4194560, StartTime: 987654}, st)
 	_, err = parseStat([]byte("garbage"))
 	require.Error(t, err)
 	_, err = parseStat([]byte("1 (x) S 1 2"))

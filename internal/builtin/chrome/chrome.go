@@ -64,6 +64,9 @@ type Capture struct {
 	// Proxy, when set, is the runner's fetch proxy: every request of the
 	// page goes through it, loopback included.
 	Proxy string
+	// Memory is the limit Chromium runs under; with one, a Chromium
+	// process ended by it stops the capture at once (*MemoryError).
+	Memory Memory
 }
 
 // ProxyArgs are the flags that send every request of the browser through
@@ -89,7 +92,9 @@ func BaseArgs(profileDir string) []string {
 
 // Run runs one capture with a throw-away profile directory and returns
 // Chromium's stderr tail in the error when it fails. Cancelling ctx sends
-// SIGTERM, then SIGKILL after Grace.
+// SIGTERM, then SIGKILL after Grace. Under a memory limit (c.Memory), a
+// Chromium process ended by the limit stops Chromium the same way and Run
+// returns a *MemoryError.
 func Run(ctx context.Context, c Capture) error {
 	profile, err := os.MkdirTemp("", "archiveflow-chrome-")
 	if err != nil {
@@ -114,13 +119,43 @@ func Run(ctx context.Context, c Capture) error {
 		return fmt.Errorf("create chromium log: %w", err)
 	}
 	defer stderr.Close()
-	cmd := exec.CommandContext(ctx, c.Binary, args...)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	cmd := exec.CommandContext(runCtx, c.Binary, args...)
 	cmd.Stdout = c.Stdout
 	cmd.Stderr = stderr
 	cmd.Env = append(os.Environ(), "HOME="+profile)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = c.Grace
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("chromium %s: %w", c.Flag, err)
+	}
+	if c.Memory.Limit <= 0 {
+		err = cmd.Wait()
+	} else {
+		watch := newMemoryWatch(c.Memory, cmd.Process.Pid)
+		done, watched := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(watched)
+			watch.run(done, func() { watch.killAll(); stop() })
+		}()
+		err = cmd.Wait()
+		close(done)
+		<-watched
+		watch.endRest()
+		if err != nil {
+			merr := watch.stopped()
+			if merr == nil && ctx.Err() == nil {
+				// Chromium ended on its own: a process the limit ended
+				// since the last look may be why.
+				merr = watch.verdict()
+			}
+			if merr != nil {
+				return merr
+			}
+		}
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("chromium %s: %w", c.Flag, ctx.Err())
 		}
