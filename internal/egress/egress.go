@@ -12,8 +12,8 @@
 // Neither rewrites HTTP: a tunnel is a splice, and a forwarded request is
 // the client's bytes in origin-form whose answer is relayed as the origin
 // sent it (forward.go), so a fetcher's WARC holds the origin's bytes. The
-// decision is per connection; a client connection carries one forwarded
-// request.
+// decision is made for every origin connection, and each forwarded request
+// has an origin connection of its own.
 //
 // The package also owns the one dialer every Go fetcher of the project
 // connects with (Dialer, Transport): a fetcher inside the worker process
@@ -174,33 +174,49 @@ func (p *Proxy) serve() {
 	}
 }
 
-// serveConn answers the one request a client connection carries: a
-// forwarded http:// request, a CONNECT, or the proxy's own resource.
+// serveConn answers the requests a client connection carries: forwarded
+// http:// requests, each decided and sent on an origin connection of its
+// own, as long as the answers leave the connection open; or one CONNECT;
+// or the proxy's own resource.
 func (p *Proxy) serveConn(c net.Conn) {
 	br := bufio.NewReaderSize(c, 16<<10)
-	_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
-	head, err := readHead(br)
-	if err != nil {
-		if errors.Is(err, errHeadTooLarge) {
-			p.answer(c, http.StatusRequestHeaderFieldsTooLarge, nil, "archiveflow fetch proxy: request head too large")
+	for first := true; ; first = false {
+		if !first {
+			// An idle kept-alive connection waits for its next request
+			// (until the proxy closes).
+			if _, err := br.Peek(1); err != nil {
+				return
+			}
 		}
-		return
-	}
-	_ = c.SetReadDeadline(time.Time{})
-	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
-	if err != nil {
-		p.answer(c, http.StatusBadRequest, nil, "archiveflow fetch proxy: "+err.Error())
-		return
-	}
-	switch {
-	case r.Method == http.MethodConnect:
-		p.tunnel(c, br, r)
-	case r.URL.IsAbs() && r.URL.Scheme == "http" && r.URL.Host != "":
-		p.forward(c, br, head, r)
-	case r.Method == http.MethodGet && !r.URL.IsAbs() && r.URL.Path == RefusalsPath:
-		p.refusals(c)
-	default:
-		p.answer(c, http.StatusBadRequest, nil, "archiveflow fetch proxy: send absolute http:// URLs, or CONNECT host:port for anything else")
+		_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
+		head, err := readHead(br)
+		if err != nil {
+			if errors.Is(err, errHeadTooLarge) {
+				p.answer(c, http.StatusRequestHeaderFieldsTooLarge, nil, "archiveflow fetch proxy: request head too large")
+			}
+			return
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+		if err != nil {
+			p.answer(c, http.StatusBadRequest, nil, "archiveflow fetch proxy: "+err.Error())
+			return
+		}
+		switch {
+		case r.Method == http.MethodConnect:
+			p.tunnel(c, br, r)
+			return
+		case r.URL.IsAbs() && r.URL.Scheme == "http" && r.URL.Host != "":
+			if !p.forward(c, br, head, r) {
+				return
+			}
+		case r.Method == http.MethodGet && !r.URL.IsAbs() && r.URL.Path == RefusalsPath:
+			p.refusals(c)
+			return
+		default:
+			p.answer(c, http.StatusBadRequest, nil, "archiveflow fetch proxy: send absolute http:// URLs, or CONNECT host:port for anything else")
+			return
+		}
 	}
 }
 

@@ -9,9 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -21,10 +23,11 @@ import (
 // origin sent:
 //
 //   - The origin is dialled with Dialer, the policy decision for this one
-//     request: a client connection carries one forwarded request and is
-//     closed after its answer, so a kept-alive client cannot send a second
-//     request, to this host or another, without a new connection and a new
-//     decision.
+//     request, and its connection carries this request only. A kept-alive
+//     client's next request on the same connection (to this host or
+//     another) is read and decided like the first, on a new origin
+//     connection; the client's connection is kept where the origin's
+//     answer leaves it open (keepsConnection).
 //   - The request goes to the origin as the client's bytes with exactly
 //     these changes (requestHead): the request-target in origin-form (the
 //     client's path and query, bytes as sent, "/" when empty, no
@@ -384,12 +387,14 @@ func (r relay) body(f framing, length int64) error {
 }
 
 // forward relays one absolute-form http:// request (head and parsed req,
-// the rest of its bytes in br) to its origin and the origin's answer back
-// to client, byte for byte; then both connections are closed. A request
-// the policy refuses, or whose origin cannot be reached, gets no answer:
-// the client's connection is closed (an HTTP status from the proxy would
-// be recorded as the site's).
-func (p *Proxy) forward(client net.Conn, br *bufio.Reader, head []byte, req *http.Request) {
+// the rest of its bytes in br) to its origin, on a connection of its own
+// dialled under the policy, and the origin's answer back to client, byte
+// for byte; the origin's connection is then closed. It reports whether
+// the client's connection may carry another request (keepClient). A
+// request the policy refuses, or whose origin cannot be reached, gets no
+// answer: the client's connection is closed (an HTTP status from the
+// proxy would be recorded as the site's).
+func (p *Proxy) forward(client net.Conn, br *bufio.Reader, head []byte, req *http.Request) (keep bool) {
 	target := redactedURL(req.URL)
 	port := req.URL.Port()
 	if port == "" {
@@ -398,7 +403,7 @@ func (p *Proxy) forward(client net.Conn, br *bufio.Reader, head []byte, req *htt
 	out, err := requestHead(head, req.URL.Host)
 	if err != nil {
 		p.answer(client, http.StatusBadRequest, nil, "archiveflow fetch proxy: "+err.Error())
-		return
+		return false
 	}
 	origin, err := p.dial(p.ctx, "tcp", net.JoinHostPort(req.URL.Hostname(), port))
 	if err != nil {
@@ -412,25 +417,34 @@ func (p *Proxy) forward(client net.Conn, br *bufio.Reader, head []byte, req *htt
 		default:
 			p.log.Debug("forwarded request failed", zap.String("target", target), zap.Error(err))
 		}
-		return // the caller closes the client's connection: no answer
+		return false // the caller closes the client's connection: no answer
 	}
 	if !p.track(origin) {
-		return
+		return false
 	}
-	var wg sync.WaitGroup
-	defer func() {
-		_ = client.Close()
-		p.untrack(origin)
-		wg.Wait()
-	}()
-
 	// Client → origin: the head, then the body as framed by the request.
+	// bodyDone says the client's request ended where its framing said, so
+	// its connection is at the start of its next request.
+	var wg sync.WaitGroup
+	var bodyDone bool
+	defer func() {
+		p.untrack(origin)
+		if keep {
+			// End the goroutine's wait for more of the client's bytes.
+			_ = client.SetReadDeadline(time.Now())
+		} else {
+			_ = client.Close()
+		}
+		wg.Wait()
+		_ = client.SetReadDeadline(time.Time{})
+		keep = keep && bodyDone
+	}()
 	toOrigin := bufio.NewWriterSize(origin, 16<<10)
 	if _, err := toOrigin.Write(out); err != nil {
-		return
+		return false
 	}
 	if err := toOrigin.Flush(); err != nil {
-		return
+		return false
 	}
 	reqFraming, reqLength := noBody, int64(0)
 	switch {
@@ -447,15 +461,18 @@ func (p *Proxy) forward(client net.Conn, br *bufio.Reader, head []byte, req *htt
 			_ = origin.Close()
 			return
 		}
+		bodyDone = true
 		// The client closing its connection (it gave up) ends the wait
-		// for the answer. A request it pipelines is not carried: the
-		// connection closes after this answer.
+		// for the answer. A request it pipelines waits for this answer.
 		if _, err := br.Peek(1); err != nil {
-			_ = origin.Close()
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				_ = origin.Close()
+			}
 			return
 		}
 		select {
 		case <-upgraded:
+			bodyDone = false
 			_, _ = io.Copy(origin, br)
 			_ = origin.Close()
 		default:
@@ -472,7 +489,7 @@ func (p *Proxy) forward(client net.Conn, br *bufio.Reader, head []byte, req *htt
 			p.answered(target)
 		}
 		if _, werr := toClient.Write(rhead); werr != nil {
-			return
+			return false
 		}
 		if err != nil {
 			if len(rhead) > 0 {
@@ -480,7 +497,7 @@ func (p *Proxy) forward(client net.Conn, br *bufio.Reader, head []byte, req *htt
 			} else {
 				p.log.Debug("forwarded request got no answer", zap.String("target", target), zap.Error(err))
 			}
-			return
+			return false
 		}
 		status, f, length := responseFraming(rhead, req.Method)
 		if status == http.StatusSwitchingProtocols {
@@ -488,10 +505,50 @@ func (p *Proxy) forward(client net.Conn, br *bufio.Reader, head []byte, req *htt
 			// splice until either side ends.
 			close(upgraded)
 			_ = rel.rest()
-			return
+			return false
 		}
-		if err := rel.body(f, length); err != nil || status/100 != 1 {
-			return
+		if err := rel.body(f, length); err != nil {
+			return false
+		}
+		if status/100 != 1 {
+			return f != byClose && keepsConnection(head, rhead, status)
 		}
 	}
+}
+
+// keepsConnection reports whether, after an answer whose end its framing
+// showed, the client's connection may carry its next request: as with the
+// origin itself, unless either side said close (HTTP/1.0 without
+// keep-alive, Connection: close). After a 304 it is closed: fetchers that
+// read a 304 without Content-Length to the connection's end (GNU Wget)
+// stop waiting at once, and those that know it has no body open a new
+// connection (or retry on one that closed, as curl, browsers and Go do).
+func keepsConnection(reqHead, respHead []byte, status int) bool {
+	if status == http.StatusNotModified {
+		return false
+	}
+	for _, head := range [][]byte{reqHead, respHead} {
+		lines := headLines(head)
+		// HTTP/1.0 in a request line ends it, in a status line starts it.
+		http10 := bytes.Contains(lines[0], []byte("HTTP/1.0"))
+		keepAlive, closes := false, false
+		for _, line := range lines[1 : len(lines)-1] {
+			if !strings.EqualFold(fieldName(line), "Connection") && !strings.EqualFold(fieldName(line), "Proxy-Connection") {
+				continue
+			}
+			_, value, _ := bytes.Cut(line, []byte(":"))
+			for _, opt := range strings.Split(string(value), ",") {
+				switch strings.ToLower(strings.TrimSpace(opt)) {
+				case "close":
+					closes = true
+				case "keep-alive":
+					keepAlive = true
+				}
+			}
+		}
+		if closes || (http10 && !keepAlive) {
+			return false
+		}
+	}
+	return true
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // rawExchange sends raw bytes to the proxy on one connection and returns
-// everything the proxy sent back until it closed the connection.
+// everything the proxy sent back until it closed the connection (the
+// requests say Connection: close, or the last one is refused).
 func rawExchange(t *testing.T, h *harness, send string) string {
 	t.Helper()
 	c, err := net.Dial("tcp", h.proxy.ln.Addr().String())
@@ -47,6 +48,7 @@ func TestForwardSendsTheClientsBytesInOriginForm(t *testing.T) {
 		"x-dup: 2\r\n" +
 		"Proxy-Connection: keep-alive\r\n" +
 		"Content-Length: 7\r\n" +
+		"Connection: close\r\n" +
 		"\r\n" +
 		"a=b&c=d"
 	got := rawExchange(t, h, req)
@@ -57,6 +59,7 @@ func TestForwardSendsTheClientsBytesInOriginForm(t *testing.T) {
 		"x-dup: 2\r\n" +
 		"Proxy-Connection: keep-alive\r\n" +
 		"Content-Length: 7\r\n" +
+		"Connection: close\r\n" +
 		"\r\n" +
 		"a=b&c=d"
 	require.Len(t, origin.Received("/form?a=1&b=%2F"), 1)
@@ -71,8 +74,8 @@ func TestForwardSendsTheClientsBytesInOriginForm(t *testing.T) {
 
 // TestForwardEndsWhereTheAnswerEnds: the proxy finds the end of an answer
 // without the origin closing its connection (HEAD, interim 1xx answers
-// then a final one, a chunked body) and then closes the client's
-// connection; the bytes are the origin's.
+// then a final one) and then closes the client's connection, which said
+// Connection: close; the bytes are the origin's.
 func TestForwardEndsWhereTheAnswerEnds(t *testing.T) {
 	h := newHarness(t)
 	interim := "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n" +
@@ -83,8 +86,8 @@ func TestForwardEndsWhereTheAnswerEnds(t *testing.T) {
 		"/head":    {Bytes: []byte(head)},
 	})
 	for _, tc := range []struct{ req, want string }{
-		{"POST http://" + origin.Addr + "/interim HTTP/1.1\r\nHost: " + origin.Addr + "\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx", interim},
-		{"HEAD http://" + origin.Addr + "/head HTTP/1.1\r\nHost: " + origin.Addr + "\r\n\r\n", head},
+		{"POST http://" + origin.Addr + "/interim HTTP/1.1\r\nHost: " + origin.Addr + "\r\nExpect: 100-continue\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx", interim},
+		{"HEAD http://" + origin.Addr + "/head HTTP/1.1\r\nHost: " + origin.Addr + "\r\nConnection: close\r\n\r\n", head},
 	} {
 		start := time.Now()
 		assert.Equal(t, tc.want, rawExchange(t, h, tc.req))
@@ -92,43 +95,51 @@ func TestForwardEndsWhereTheAnswerEnds(t *testing.T) {
 	}
 }
 
-// TestOneForwardedRequestPerConnection: a client that sends a second
-// request on its connection, kept alive or pipelined, to the same site or
-// a denied one, gets its connection closed after the first answer: no
-// second request reaches any origin without a connection (and a decision)
-// of its own.
-func TestOneForwardedRequestPerConnection(t *testing.T) {
+// TestEveryForwardedRequestIsDecided: a client that sends its next
+// request on the same connection, kept alive or pipelined, to the same
+// site or a denied one, has it decided and sent on an origin connection
+// of its own: the denied one is refused (no answer, the connection
+// closed, reported) and never reaches the denied port; one origin
+// connection per request.
+func TestEveryForwardedRequestIsDecided(t *testing.T) {
 	h := newHarness(t)
 	answer := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"
 	origin := egresstest.NewOrigin(t, map[string]egresstest.Answer{"/a": {Bytes: []byte(answer)}, "/b": {Bytes: []byte(answer)}})
-	first := fmt.Sprintf("GET http://%s/a HTTP/1.1\r\nHost: %s\r\n\r\n", origin.Addr, origin.Addr)
-	for _, second := range []string{
-		fmt.Sprintf("GET http://%s/b HTTP/1.1\r\nHost: %s\r\n\r\n", origin.Addr, origin.Addr),
-		fmt.Sprintf("GET http://%s/x HTTP/1.1\r\nHost: %s\r\n\r\n", h.denied.Addr, h.denied.Addr),
-	} {
-		// Pipelined.
-		assert.Equal(t, answer, rawExchange(t, h, first+second))
-		// Kept alive: the second request after the first answer.
-		c, err := net.Dial("tcp", h.proxy.ln.Addr().String())
+	get := func(addr, path string) string {
+		return fmt.Sprintf("GET http://%s%s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, path, addr)
+	}
+	deniedURL := "http://" + h.denied.Addr + "/x"
+
+	// Pipelined: /a, /b, then the denied one.
+	assert.Equal(t, answer+answer, rawExchange(t, h, get(origin.Addr, "/a")+get(origin.Addr, "/b")+get(h.denied.Addr, "/x")))
+	require.Len(t, h.denials(), 1)
+	assert.Equal(t, deniedURL, h.denials()[0].Target)
+
+	// Kept alive: each request after the answer to the one before.
+	c, err := net.Dial("tcp", h.proxy.ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(c)
+	for _, path := range []string{"/a", "/b"} {
+		_, err = io.WriteString(c, get(origin.Addr, path))
 		require.NoError(t, err)
-		require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
-		_, err = io.WriteString(c, first)
-		require.NoError(t, err)
-		br := bufio.NewReader(c)
 		buf := make([]byte, len(answer))
 		_, err = io.ReadFull(br, buf)
 		require.NoError(t, err)
 		assert.Equal(t, answer, string(buf))
-		_, _ = io.WriteString(c, second) // may fail: the proxy closed it
-		rest, _ := io.ReadAll(br)
-		assert.Empty(t, string(rest), "a second request on one connection was answered")
-		_ = c.Close()
 	}
-	assert.Len(t, origin.Received("/a"), 4)
-	assert.Empty(t, origin.Received("/b"))
+	_, err = io.WriteString(c, get(h.denied.Addr, "/x"))
+	require.NoError(t, err)
+	rest, err := io.ReadAll(br)
+	require.NoError(t, err, "the refused request's connection is closed")
+	assert.Empty(t, string(rest), "a refused request was answered")
+
+	assert.Len(t, origin.Received("/a"), 2)
+	assert.Len(t, origin.Received("/b"), 2)
 	assert.Equal(t, 4, origin.Connections(), "one origin connection per request")
-	assert.Zero(t, h.denied.Connections())
-	assert.Empty(t, h.denials(), "the second request was never read, so never refused")
+	assert.Zero(t, h.denied.Connections(), "the denied port was connected to")
+	assert.Len(t, h.denials(), 1, "one refused target is reported once")
 }
 
 // TestResponseFraming: where an answer ends, read from its head alone.
