@@ -382,10 +382,8 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 			return res, fmt.Errorf("log refused links of page %d of %s: %w", p.ID, ident, err)
 		}
 	}
-	tally := PageTally{Responses: model.CountResponses(out.Responses), Cuts: int64(out.Cuts + refused)}
-	for _, r := range out.Responses {
-		tally.Bytes += r.Bytes
-	}
+	tally := Tally(out.Responses)
+	tally.Cuts = int64(out.Cuts + refused)
 	note := out.Note
 	if refused > 0 {
 		note = joinNote(note, fmt.Sprintf("cut: %d of its links refused by the frontier (see the job log's ignore packets)", refused))

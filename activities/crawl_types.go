@@ -220,11 +220,43 @@ type PageOutcome struct {
 
 // PageTally is what a page attempt adds to the job's counters.
 type PageTally struct {
-	Responses model.ResponseCounts
-	Bytes     int64 // bytes fetched
+	// FetchTally are the page's own fetches (the page, its redirects).
+	FetchTally
+	// Requisites are the attempt's requisite fetches by URL: each URL
+	// counts once per crawl, whichever page, host or attempt fetched it
+	// first (a worker restarted mid-crawl fetches shared stylesheets
+	// again; the counters do not move).
+	Requisites map[string]FetchTally
 	// Cuts counts losses to a limit: bodies cut, links dropped over a cap
 	// or refused by the frontier (the job's cut_count).
 	Cuts int64
+}
+
+// FetchTally counts fetches: their responses and bytes.
+type FetchTally struct {
+	Responses model.ResponseCounts
+	Bytes     int64 // bytes fetched
+}
+
+// Tally splits an attempt's Response records into the page's own fetches
+// and its requisites by URL.
+func Tally(responses []model.Response) PageTally {
+	var t PageTally
+	for _, r := range responses {
+		if !r.Requisite {
+			t.Responses.Add(r)
+			t.Bytes += r.Bytes
+			continue
+		}
+		if t.Requisites == nil {
+			t.Requisites = map[string]FetchTally{}
+		}
+		ft := t.Requisites[r.URL]
+		ft.Responses.Add(r)
+		ft.Bytes += r.Bytes
+		t.Requisites[r.URL] = ft
+	}
+	return t
 }
 
 // LinksAdded is what the frontier did with one batch of a page's links.

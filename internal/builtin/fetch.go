@@ -217,7 +217,12 @@ func (h *Hook) response(url string, status int, bytes int64) {
 }
 
 func (h *Hook) responseCode(url string, status int, bytes int64, code string) {
-	if err := h.Out.Response(model.Response{URL: url, Status: status, Bytes: bytes, WgetCode: code}); err != nil {
+	h.emitResponse(model.Response{URL: url, Status: status, Bytes: bytes, WgetCode: code})
+}
+
+// emitResponse prints one Response record.
+func (h *Hook) emitResponse(r model.Response) {
+	if err := h.Out.Response(r); err != nil {
 		h.Log.Warn("cannot print Response record", zap.Error(err))
 	}
 }

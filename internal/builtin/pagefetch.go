@@ -186,7 +186,7 @@ func (pf *pageFetcher) fetchPage(ctx context.Context) (hookio.Result, error) {
 		if hops > maxRedirects {
 			return hookio.Result{}, fmt.Errorf("pagefetch: %w", &redirectLoopError{url: pf.h.Inv.URL})
 		}
-		resp, body, truncated, err := pf.get(ctx, u, pf.maxBytes)
+		resp, body, truncated, err := pf.get(ctx, u, pf.maxBytes, false)
 		var denied *deniedError
 		if errors.As(err, &denied) {
 			// Final: the policy will deny it again.
@@ -292,7 +292,7 @@ func (pf *pageFetcher) requisites(ctx context.Context, found []requisite) {
 			pf.sum.Reused++
 		} else {
 			pf.sum.Requisites++
-			resp, body, _, err := pf.get(ctx, r.url, maxRequisiteBytes)
+			resp, body, _, err := pf.get(ctx, r.url, maxRequisiteBytes, true)
 			if err != nil {
 				pf.h.Log.Info("requisite not fetched", zap.String("requisite", r.url), zap.Error(err))
 				continue
@@ -366,9 +366,13 @@ func mediaType(contentType string) string {
 }
 
 // get fetches one URL (no redirect followed), writes the request and
-// response records and prints the Response record. A network error is
-// returned after a status-0 Response record.
-func (pf *pageFetcher) get(ctx context.Context, u string, limit int64) (*http.Response, []byte, bool, error) {
+// response records and prints the Response record (marked when the URL is
+// a requisite). A network error is returned after a status-0 Response
+// record.
+func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite bool) (*http.Response, []byte, bool, error) {
+	respond := func(status int, bytes int64, code string) {
+		pf.h.emitResponse(model.Response{URL: u, Status: status, Bytes: bytes, WgetCode: code, Requisite: requisite})
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("pagefetch: request for %q: %w", u, err)
@@ -384,14 +388,14 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64) (*http.Re
 		return nil, nil, false, denied
 	}
 	if err != nil {
-		pf.h.responseCode(u, 0, 0, wgetlog.CodeNetworkError)
+		respond(0, 0, wgetlog.CodeNetworkError)
 		pf.sum.Responses++
 		return nil, nil, false, fmt.Errorf("pagefetch: get %s: %w", u, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil && !errors.Is(err, io.EOF) {
-		pf.h.responseCode(u, resp.StatusCode, int64(len(body)), wgetlog.CodeNetworkError)
+		respond(resp.StatusCode, int64(len(body)), wgetlog.CodeNetworkError)
 		pf.sum.Responses++
 		return nil, nil, false, fmt.Errorf("pagefetch: read body of %s: %w", u, err)
 	}
@@ -403,7 +407,7 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64) (*http.Re
 	pf.record(req, resp, body, truncated, started)
 	pf.sum.Responses++
 	pf.sum.Bytes += int64(len(body))
-	pf.h.response(u, resp.StatusCode, int64(len(body)))
+	respond(resp.StatusCode, int64(len(body)), wgetlog.CodeFinished)
 	return resp, body, truncated, nil
 }
 

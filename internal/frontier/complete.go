@@ -20,7 +20,21 @@ type Outcome struct {
 	// bytes_downloaded, r1xx..r5xx, ...). A missing job hash is not
 	// recreated.
 	JobCounters []JobCounter
+	// Once are increments counted once per crawl, by key: the first
+	// applied outcome that names a key adds its counters, later ones
+	// (another page, host or attempt fetching the same requisite) add
+	// nothing.
+	Once []OnceCounters
 }
+
+// OnceCounters are job counter increments counted once per crawl by Key.
+type OnceCounters struct {
+	Key      string
+	Counters []JobCounter
+}
+
+// maxOnce bounds Outcome.Once.
+const maxOnce = 4096
 
 // JobCounter is one increment of a job hash field.
 type JobCounter struct {
@@ -54,12 +68,23 @@ func (f *Frontier) Complete(ctx context.Context, ident string, pageID int64, att
 	if len(o.JobCounters) > maxJobCounters {
 		return Counts{}, fmt.Errorf("complete job %s page %d: %d job counters: %w: at most %d", ident, pageID, len(o.JobCounters), ErrInvalidArgument, maxJobCounters)
 	}
-	args := []any{pageID, attempt, code, truncateNote(o.Note)}
-	for _, c := range o.JobCounters {
-		if c.Field == "" {
-			return Counts{}, fmt.Errorf("complete job %s page %d: job counter field: %w: must not be empty", ident, pageID, ErrInvalidArgument)
+	if len(o.Once) > maxOnce {
+		return Counts{}, fmt.Errorf("complete job %s page %d: %d once-counted keys: %w: at most %d", ident, pageID, len(o.Once), ErrInvalidArgument, maxOnce)
+	}
+	args := []any{pageID, attempt, code, truncateNote(o.Note), len(o.JobCounters)}
+	var err error
+	if args, err = appendCounters(args, o.JobCounters); err != nil {
+		return Counts{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
+	}
+	for _, once := range o.Once {
+		if once.Key == "" || len(once.Counters) > maxJobCounters {
+			return Counts{}, fmt.Errorf("complete job %s page %d: once-counted key %q with %d counters: %w: a key must not be empty, at most %d counters",
+				ident, pageID, once.Key, len(once.Counters), ErrInvalidArgument, maxJobCounters)
 		}
-		args = append(args, c.Field, c.Delta)
+		args = append(args, fingerprint(once.Key), len(once.Counters))
+		if args, err = appendCounters(args, once.Counters); err != nil {
+			return Counts{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
+		}
 	}
 	v, err := f.run(ctx, completeScript, ident, args...).Result()
 	if err != nil {
@@ -88,8 +113,20 @@ func (f *Frontier) Complete(ctx context.Context, ident string, pageID int64, att
 	}
 }
 
+// appendCounters appends field, delta pairs to args.
+func appendCounters(args []any, cs []JobCounter) ([]any, error) {
+	for _, c := range cs {
+		if c.Field == "" {
+			return nil, fmt.Errorf("job counter field: %w: must not be empty", ErrInvalidArgument)
+		}
+		args = append(args, c.Field, c.Delta)
+	}
+	return args, nil
+}
+
 // completeScript ends one attempt.
-// ARGV: page attempt status_code note, then job counter field delta pairs
+// ARGV: page attempt status_code note n, then n job counter field delta
+// pairs, then per once-counted key: its fingerprint, m, m field delta pairs
 // Reply: {code, counts} or {NOT_CLAIMED, state, attempts}.
 var completeScript = newScript(`
 if not load_meta() then return {NO_FRONTIER} end
@@ -116,11 +153,20 @@ end
 set_note(p, note)
 tally(p, 1)
 put(p)
-if #ARGV > 4 and redis.call('EXISTS', job) == 1 then
-  for i = 5, #ARGV - 1, 2 do
-    local n = tonumber(ARGV[i + 1])
-    if n ~= 0 then redis.call('HINCRBY', job, ARGV[i], n) end
+local has_job = redis.call('EXISTS', job) == 1
+local function add_counters(from, n, apply)
+  for i = from, from + 2 * n - 1, 2 do
+    local d = tonumber(ARGV[i + 1])
+    if apply and has_job and d ~= 0 then redis.call('HINCRBY', job, ARGV[i], d) end
   end
+  return from + 2 * n
+end
+local i = add_counters(6, tonumber(ARGV[5]), true)
+while i <= #ARGV do
+  local key, m = ARGV[i], tonumber(ARGV[i + 1])
+  local first = redis.call('SADD', once, key) == 1
+  touch(once)
+  i = add_counters(i + 2, m, first)
 end
 finish()
 return {APPLIED, counts_reply()}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -663,5 +664,46 @@ func TestCompleteCountsJobCountersOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), n)
 	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded, JobCounters: []JobCounter{{"", 1}}})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+// TestOnceCountersCountAKeyOncePerCrawl: a requisite two pages fetch (or
+// one page twice, on another attempt) adds its counters once; a repeated
+// Complete adds nothing; the set of keys goes with the frontier's other
+// keys (TTL, deletion).
+func TestOnceCountersCountAKeyOncePerCrawl(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := ctxT(t)
+	jobKey := e.keys.Job(job)
+	require.NoError(t, e.rdb.HSet(ctx, jobKey, "items_queued", 0).Err())
+	_, err := e.f.Seed(ctx, job, u("/"), Config{MaxDepth: 1, MaxAttempts: 2, QueuedField: "items_queued"})
+	require.NoError(t, err)
+	css := OnceCounters{Key: "requisite " + u("/site.css"), Counters: []JobCounter{{"items_downloaded", 1}, {"bytes_downloaded", 100}}}
+	img := OnceCounters{Key: "requisite " + u("/logo.png"), Counters: []JobCounter{{"items_downloaded", 1}, {"bytes_downloaded", 1000}}}
+
+	s := claimOne(t, e, "t")
+	twice(t, e, func() error {
+		_, err := e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusTransient,
+			JobCounters: []JobCounter{{"items_downloaded", 1}, {"bytes_downloaded", 10}}, Once: []OnceCounters{css}})
+		return err
+	})
+	s = claimOne(t, e, "t2")
+	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded,
+		JobCounters: []JobCounter{{"items_downloaded", 1}, {"bytes_downloaded", 10}}, Once: []OnceCounters{css, img}})
+	require.NoError(t, err)
+	got, err := e.rdb.HGetAll(ctx, jobKey).Result()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"items_queued": "1", "items_downloaded": "4", "bytes_downloaded": "1120"}, got,
+		"the page's own fetches each attempt, the stylesheet once, the image once")
+
+	keys, err := e.f.JobKeys(ctx, job)
+	require.NoError(t, err)
+	assert.Contains(t, keys, jobKey+"_frontier_once")
+	require.NoError(t, e.f.Expire(ctx, job, time.Hour))
+	ttl, err := e.rdb.PTTL(ctx, jobKey+"_frontier_once").Result()
+	require.NoError(t, err)
+	assert.Positive(t, ttl)
+
+	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded, Once: []OnceCounters{{Key: ""}}})
 	require.ErrorIs(t, err, ErrInvalidArgument)
 }

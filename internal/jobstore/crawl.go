@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
@@ -125,22 +126,40 @@ func (s *CrawlStore) Discover(ctx context.Context, ident string, pageID int64, a
 // r1xx..r5xx, runk and error_count; archiveflow's own cut_count counts the
 // attempt's losses to a limit.
 func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, t activities.PageTally) (activities.PageCounts, error) {
-	rc := t.Responses
-	counters := []frontier.JobCounter{{Field: "items_downloaded", Delta: rc.R2xx + rc.R3xx}, {Field: "bytes_downloaded", Delta: t.Bytes}}
+	counters := s.fetchCounters(t.FetchTally)
 	if t.Cuts > 0 {
 		counters = append(counters, frontier.JobCounter{Field: rkeys.FieldCutCount, Delta: t.Cuts})
 	}
+	o := frontier.Outcome{Status: frontier.Status(status), Note: note, JobCounters: counters}
+	urls := make([]string, 0, len(t.Requisites))
+	for u := range t.Requisites {
+		urls = append(urls, u)
+	}
+	sort.Strings(urls) // the same script arguments on a retried write
+	for _, u := range urls {
+		o.Once = append(o.Once, frontier.OnceCounters{Key: "requisite " + u, Counters: s.fetchCounters(t.Requisites[u])})
+	}
+	c, err := s.Frontier.Complete(ctx, ident, pageID, attempt, o)
+	if err != nil {
+		return activities.PageCounts{}, crawlErr(err)
+	}
+	return pageCounts(c), nil
+}
+
+// fetchCounters are ArchiveBot's job counters of fetches: items_downloaded
+// counts 2xx and 3xx responses, bytes_downloaded their bytes, and, when
+// archiveflow owns the response counters (redis.response_counters),
+// r1xx..r5xx, runk and error_count.
+func (s *CrawlStore) fetchCounters(ft activities.FetchTally) []frontier.JobCounter {
+	rc := ft.Responses
+	counters := []frontier.JobCounter{{Field: "items_downloaded", Delta: rc.R2xx + rc.R3xx}, {Field: "bytes_downloaded", Delta: ft.Bytes}}
 	if *s.Redis.Options().OwnResponseCounters {
 		counters = append(counters, frontier.JobCounter{Field: "r1xx", Delta: rc.R1xx}, frontier.JobCounter{Field: "r2xx", Delta: rc.R2xx},
 			frontier.JobCounter{Field: "r3xx", Delta: rc.R3xx}, frontier.JobCounter{Field: "r4xx", Delta: rc.R4xx},
 			frontier.JobCounter{Field: "r5xx", Delta: rc.R5xx}, frontier.JobCounter{Field: "runk", Delta: rc.Runk},
 			frontier.JobCounter{Field: "error_count", Delta: rc.Errors})
 	}
-	c, err := s.Frontier.Complete(ctx, ident, pageID, attempt, frontier.Outcome{Status: frontier.Status(status), Note: note, JobCounters: counters})
-	if err != nil {
-		return activities.PageCounts{}, crawlErr(err)
-	}
-	return pageCounts(c), nil
+	return counters
 }
 
 // Release returns claimed pages to READY.

@@ -116,6 +116,7 @@ type wire struct {
 	Parent     json.RawMessage
 	Bytes      json.RawMessage
 	WgetCode   json.RawMessage
+	Requisite  json.RawMessage
 }
 
 // decodeWire picks the fields by their exact names. encoding/json would
@@ -138,6 +139,7 @@ func decodeWire(line []byte) (wire, error) {
 		Parent:     m["parent"],
 		Bytes:      m["bytes"],
 		WgetCode:   m["wget_code"],
+		Requisite:  m["requisite"],
 	}, nil
 }
 
@@ -214,6 +216,11 @@ func (w *wire) response() (Record, error) {
 	if present(w.WgetCode) {
 		if err := json.Unmarshal(w.WgetCode, &r.WgetCode); err != nil {
 			return Record{}, fmt.Errorf("%w: Response wget_code %s: must be a string", ErrInvalid, shown(w.WgetCode))
+		}
+	}
+	if present(w.Requisite) {
+		if err := json.Unmarshal(w.Requisite, &r.Requisite); err != nil {
+			return Record{}, fmt.Errorf("%w: Response requisite %s: must be true or false", ErrInvalid, shown(w.Requisite))
 		}
 	}
 	return Record{Type: TypeResponse, Response: r}, nil

@@ -8,6 +8,10 @@ type Response struct {
 	// WgetCode is the fetcher's own result code when it has one (ArchiveBot's
 	// `wget_code` field, e.g. "RETRFINISHED" or "NETWORK_ERROR").
 	WgetCode string `json:"wget_code,omitempty"`
+	// Requisite marks a fetch of something the page needs (a stylesheet,
+	// an image, a font): a crawl counts each requisite URL once, however
+	// many pages, hosts or restarts fetch it (activities.PageTally).
+	Requisite bool `json:"requisite,omitempty"`
 }
 
 // FetcherCode is ArchiveBot's wget_code of the fetch: the fetcher's own
