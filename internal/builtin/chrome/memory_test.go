@@ -29,14 +29,14 @@ func fakeBrowser(t *testing.T, child string) (bin, pidFile string) {
 	return bin, pidFile
 }
 
-func runWith(t *testing.T, bin string, m Memory) (error, time.Duration) {
+func runWith(t *testing.T, bin string, m Memory) (time.Duration, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
 	err := Run(ctx, Capture{Binary: bin, Flag: "--dump-dom", URL: "http://h/", Grace: 30 * time.Second, Memory: m})
 	require.NoError(t, ctx.Err(), "Run returned only at its deadline: %v", err)
-	return err, time.Since(start)
+	return time.Since(start), err
 }
 
 // requireGone fails unless the process whose pid is in pidFile has ended
@@ -59,7 +59,7 @@ func requireGone(t *testing.T, pidFile string) {
 // or more in its data segment stops the capture at once.
 func TestRunStopsWhenAProcessEndsAtTheDataLimit(t *testing.T) {
 	bin, pidFile := fakeBrowser(t, hogChild)
-	err, took := runWith(t, bin, Memory{Limit: 256 << 20, PerProcess: true})
+	took, err := runWith(t, bin, Memory{Limit: 256 << 20, PerProcess: true})
 	var merr *MemoryError
 	require.True(t, errors.As(err, &merr), "got %v", err)
 	assert.True(t, merr.PerProcess)
@@ -74,14 +74,14 @@ func TestRunStopsWhenAProcessEndsAtTheDataLimit(t *testing.T) {
 // (here until the browser exits on its own, with an ordinary error).
 func TestRunIgnoresSmallProcessesEnding(t *testing.T) {
 	bin, _ := fakeChromium(t, "sleep 0.3 & wait\n(head -c 20000000 /dev/zero; sleep 0.5) | tail > /dev/null\nexit 3")
-	err, _ := runWith(t, bin, Memory{Limit: 256 << 20, PerProcess: true})
+	_, err := runWith(t, bin, Memory{Limit: 256 << 20, PerProcess: true})
 	require.Error(t, err)
 	var merr *MemoryError
 	assert.False(t, errors.As(err, &merr), "got %v", err)
 	assert.Contains(t, err.Error(), "exit status 3")
 
 	ok, _ := fakeChromium(t, "sleep 0.3")
-	err, _ = runWith(t, ok, Memory{Limit: 256 << 20, PerProcess: true})
+	_, err = runWith(t, ok, Memory{Limit: 256 << 20, PerProcess: true})
 	assert.NoError(t, err)
 }
 
@@ -93,7 +93,7 @@ func TestRunStopsAtAnOOMKill(t *testing.T) {
 	kills.Store(2) // kills before the start do not count
 	timer := time.AfterFunc(500*time.Millisecond, func() { kills.Add(1) })
 	defer timer.Stop()
-	err, took := runWith(t, bin, Memory{Limit: 1 << 30, OOMKills: kills.Load, Peak: func() int64 { return 1 << 30 }})
+	took, err := runWith(t, bin, Memory{Limit: 1 << 30, OOMKills: kills.Load, Peak: func() int64 { return 1 << 30 }})
 	var merr *MemoryError
 	require.True(t, errors.As(err, &merr), "got %v", err)
 	assert.False(t, merr.PerProcess)
