@@ -1,0 +1,245 @@
+package wacz
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Report says what Validate checked.
+type Report struct {
+	Files   int // entries whose hash and size were recomputed
+	Entries int // index lines checked against their records
+	Pages   int
+}
+
+// Validate checks the WACZ at path: every ZIP entry STORED; the
+// datapackage-digest.json hash of datapackage.json; every resource's sha256
+// and size recomputed, and every entry listed; indexes/index.cdxj sorted,
+// each line well formed and pointing (offset, length, filename) at exactly
+// one gzip member of a WARC in archive/ holding one record whose target URI
+// and date are the line's; pages/pages.jsonl's header and each page's url.
+// An error that IsInvalid names the file inside the WACZ it is about.
+func Validate(path string) (Report, error) {
+	var rep Report
+	f, err := os.Open(path)
+	if err != nil {
+		return rep, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return rep, err
+	}
+	zr, err := zip.NewReader(f, fi.Size())
+	if err != nil {
+		return rep, fmt.Errorf("%w: %s: %v", errInvalid, path, err)
+	}
+	files := map[string]*zip.File{}
+	for _, zf := range zr.File {
+		if zf.Method != zip.Store {
+			return rep, invalid(zf.Name, "compressed (method %d): every entry of a WACZ must be STORED", zf.Method)
+		}
+		if _, dup := files[zf.Name]; dup {
+			return rep, invalid(zf.Name, "in the ZIP twice")
+		}
+		files[zf.Name] = zf
+	}
+	for _, name := range []string{DataPackage, DataPackageDig, IndexPath, PagesPath} {
+		if files[name] == nil {
+			return rep, invalid(name, "missing")
+		}
+	}
+
+	dpb, err := readEntry(files[DataPackage])
+	if err != nil {
+		return rep, err
+	}
+	digb, err := readEntry(files[DataPackageDig])
+	if err != nil {
+		return rep, err
+	}
+	var dig digestFile
+	if err := json.Unmarshal(digb, &dig); err != nil {
+		return rep, invalid(DataPackageDig, "%v", err)
+	}
+	if sum := sha256.Sum256(dpb); dig.Path != DataPackage || dig.Hash != "sha256:"+hex.EncodeToString(sum[:]) {
+		return rep, invalid(DataPackage, "hash sha256:%x, datapackage-digest.json says %s for %q", sum, dig.Hash, dig.Path)
+	}
+	var dp dataPackage
+	if err := json.Unmarshal(dpb, &dp); err != nil {
+		return rep, invalid(DataPackage, "%v", err)
+	}
+	if dp.Profile != "data-package" || dp.WACZVersion == "" {
+		return rep, invalid(DataPackage, "profile %q, wacz_version %q: want data-package and a version", dp.Profile, dp.WACZVersion)
+	}
+	listed := map[string]bool{DataPackage: true, DataPackageDig: true}
+	for _, r := range dp.Resources {
+		zf := files[r.Path]
+		if zf == nil {
+			return rep, invalid(r.Path, "listed in datapackage.json, not in the ZIP")
+		}
+		h := sha256.New()
+		rc, err := zf.Open()
+		if err != nil {
+			return rep, invalid(r.Path, "%v", err)
+		}
+		n, err := io.Copy(h, rc) // also checks the entry's CRC-32
+		rc.Close()
+		if err != nil {
+			return rep, invalid(r.Path, "%v", err)
+		}
+		if got := sumString(h); got != r.Hash || n != r.Bytes {
+			return rep, invalid(r.Path, "%d bytes, %s; datapackage.json says %d bytes, %s", n, got, r.Bytes, r.Hash)
+		}
+		listed[r.Path] = true
+		rep.Files++
+	}
+	for name, zf := range files {
+		if !listed[name] && !zf.FileInfo().IsDir() {
+			return rep, invalid(name, "not listed in datapackage.json")
+		}
+	}
+
+	if rep.Entries, err = checkIndex(f, files); err != nil {
+		return rep, err
+	}
+	rep.Pages, err = checkPages(files[PagesPath])
+	return rep, err
+}
+
+// readEntry reads a small entry whole.
+func readEntry(zf *zip.File) ([]byte, error) {
+	rc, err := zf.Open()
+	if err != nil {
+		return nil, invalid(zf.Name, "%v", err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+	if err != nil {
+		return nil, invalid(zf.Name, "%v", err)
+	}
+	return b, nil
+}
+
+// checkIndex checks indexes/index.cdxj against the WARCs' bytes, read at
+// their place in the ZIP file f (STORED entries are their raw bytes).
+func checkIndex(f *os.File, files map[string]*zip.File) (int, error) {
+	rc, err := files[IndexPath].Open()
+	if err != nil {
+		return 0, invalid(IndexPath, "%v", err)
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	prev, n := "", 0
+	for sc.Scan() {
+		line := sc.Text()
+		n++
+		where := fmt.Sprintf("line %d", n)
+		if n > 1 && line < prev {
+			return n, invalid(IndexPath, "%s: not sorted (after %q)", where, truncate(prev, 80))
+		}
+		prev = line
+		key, rest, ok1 := strings.Cut(line, " ")
+		ts, js, ok2 := strings.Cut(rest, " ")
+		if !ok1 || !ok2 || len(ts) != 14 || strings.Trim(ts, "0123456789") != "" {
+			return n, invalid(IndexPath, "%s: not SURT TIMESTAMP JSON: %q", where, truncate(line, 120))
+		}
+		var fl cdxjFields
+		if err := json.Unmarshal([]byte(js), &fl); err != nil {
+			return n, invalid(IndexPath, "%s: %v", where, err)
+		}
+		if key != SURT(fl.URL) {
+			return n, invalid(IndexPath, "%s: key %q is not the SURT of %q (%q)", where, key, fl.URL, SURT(fl.URL))
+		}
+		off, err1 := strconv.ParseInt(fl.Offset, 10, 64)
+		length, err2 := strconv.ParseInt(fl.Length, 10, 64)
+		if err1 != nil || err2 != nil || off < 0 || length <= 0 {
+			return n, invalid(IndexPath, "%s: offset %q, length %q", where, fl.Offset, fl.Length)
+		}
+		wf := files[ArchiveDir+fl.Filename]
+		if wf == nil || strings.Contains(fl.Filename, "/") || !isWARCName(fl.Filename) {
+			return n, invalid(IndexPath, "%s: filename %q: no such WARC in %s", where, fl.Filename, ArchiveDir)
+		}
+		if uint64(off+length) > wf.UncompressedSize64 {
+			return n, invalid(IndexPath, "%s: offset %d + length %d past the end of %s (%d bytes)", where, off, length, wf.Name, wf.UncompressedSize64)
+		}
+		start, err := wf.DataOffset()
+		if err != nil {
+			return n, invalid(wf.Name, "%v", err)
+		}
+		member := make([]byte, length)
+		if _, err := f.ReadAt(member, start+off); err != nil {
+			return n, invalid(wf.Name, "read %d bytes at %d: %v", length, off, err)
+		}
+		br := bufio.NewReader(bytes.NewReader(member))
+		var gz gzip.Reader
+		e, ok, err := readMember(br, &gz)
+		if _, perr := br.Peek(1); err == nil && perr != io.EOF {
+			err = fmt.Errorf("the record's gzip member is shorter than the line's length %d", length)
+		}
+		if err == nil && !ok {
+			err = fmt.Errorf("the record there is not a response, revisit or resource")
+		}
+		if err != nil {
+			return n, invalid(IndexPath, "%s: %s at offset %d: %v", where, wf.Name, off, err)
+		}
+		if e.URL != fl.URL || e.Timestamp != ts {
+			return n, invalid(IndexPath, "%s: %s at offset %d holds %s %s, the line says %s %s", where, wf.Name, off, e.Timestamp, e.URL, ts, fl.URL)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return n, invalid(IndexPath, "%v", err)
+	}
+	return n, nil
+}
+
+// checkPages checks pages.jsonl's header line and that each page has a url.
+func checkPages(zf *zip.File) (int, error) {
+	rc, err := zf.Open()
+	if err != nil {
+		return 0, invalid(zf.Name, "%v", err)
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		if n == 1 {
+			var h struct{ Format string }
+			if err := json.Unmarshal(sc.Bytes(), &h); err != nil || h.Format != "json-pages-1.0" {
+				return 0, invalid(zf.Name, "line 1: want the json-pages-1.0 header, have %q", truncate(sc.Text(), 80))
+			}
+			continue
+		}
+		var p pageLine
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil || p.URL == "" {
+			return n - 1, invalid(zf.Name, "line %d: not a page with a url: %q", n, truncate(sc.Text(), 80))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return n, invalid(zf.Name, "%v", err)
+	}
+	if n == 0 {
+		return 0, invalid(zf.Name, "empty: want the json-pages-1.0 header")
+	}
+	return n - 1, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

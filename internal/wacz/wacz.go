@@ -1,0 +1,325 @@
+// Package wacz owns the WACZ files archiveflow writes (Web Archive
+// Collection Zipped, spec 1.1.1): one ZIP per job, every entry STORED, with
+// the job's WARCs under archive/ as they are on disk (not recompressed),
+// indexes/index.cdxj (one sorted CDXJ line per response, revisit and
+// resource record, pointing at its gzip member), pages/pages.jsonl (the
+// job's pages: url, ts, title), datapackage.json (a sha256 and size for
+// every file) and datapackage-digest.json (the hash of datapackage.json).
+// It also owns checking one (Validate): hashes recomputed, the index
+// sorted, every index line pointing at a record of its URL at its offset.
+//
+// It reads WARCs through internal/warc's reader (warc.Read), one gzip
+// member at a time, and never writes or changes a WARC.
+package wacz
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Version is the WACZ spec version written.
+const Version = "1.1.1"
+
+// The paths inside a WACZ.
+const (
+	ArchiveDir     = "archive/"
+	IndexPath      = "indexes/index.cdxj"
+	PagesPath      = "pages/pages.jsonl"
+	DataPackage    = "datapackage.json"
+	DataPackageDig = "datapackage-digest.json"
+)
+
+// pagesHeader is the first line of pages.jsonl.
+const pagesHeader = `{"format":"json-pages-1.0","id":"pages","title":"All Pages"}`
+
+// Page is one page of the job for pages.jsonl.
+type Page struct {
+	URL   string
+	TS    time.Time // zero: the date of the URL's first capture in the index
+	Title string
+}
+
+// Options describe the collection.
+type Options struct {
+	Title    string    // the datapackage's title (e.g. the job's ident)
+	Software string    // e.g. "archiveflow v1.2.3"
+	Created  time.Time // zero: now
+	// MainPageURL is the collection's main page (e.g. the job's start
+	// URL); its date is the date of its page, else of its first capture.
+	MainPageURL string
+}
+
+// Result says what was written.
+type Result struct {
+	WARCs   int   // WARC files in archive/
+	Entries int   // lines in indexes/index.cdxj
+	Pages   int   // pages in pages/pages.jsonl
+	Bytes   int64 // size of the WACZ (Create)
+	// Partial names the WARCs whose last record was still being written:
+	// only their complete records are in the WACZ.
+	Partial []string
+}
+
+// resource is one file of the package in datapackage.json.
+type resource struct {
+	Name  string `json:"name"`
+	Path  string `json:"path"`
+	Hash  string `json:"hash"`
+	Bytes int64  `json:"bytes"`
+}
+
+// dataPackage is datapackage.json.
+type dataPackage struct {
+	Profile      string     `json:"profile"`
+	WACZVersion  string     `json:"wacz_version"`
+	Title        string     `json:"title,omitempty"`
+	Created      string     `json:"created"`
+	Software     string     `json:"software"`
+	MainPageURL  string     `json:"mainPageUrl,omitempty"`
+	MainPageDate string     `json:"mainPageDate,omitempty"`
+	Resources    []resource `json:"resources"`
+}
+
+// digestFile is datapackage-digest.json.
+type digestFile struct {
+	Path string `json:"path"`
+	Hash string `json:"hash"`
+}
+
+// pageLine is one page line of pages.jsonl.
+type pageLine struct {
+	ID    string `json:"id"`
+	URL   string `json:"url"`
+	TS    string `json:"ts"`
+	Title string `json:"title,omitempty"`
+}
+
+// Create writes the WACZ of warcs (paths of gzip WARC files, one member
+// per record; their base names must differ) and pages at dest: into a
+// temporary file beside it first, renamed into place when complete.
+func Create(dest string, warcs []string, pages []Page, opt Options) (Result, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
+	if err != nil {
+		return Result{}, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	res, err := Write(tmp, warcs, pages, opt)
+	if err != nil {
+		return res, err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return res, err
+	}
+	if err := tmp.Sync(); err != nil {
+		return res, err
+	}
+	if fi, err := tmp.Stat(); err == nil {
+		res.Bytes = fi.Size()
+	}
+	if err := tmp.Close(); err != nil {
+		return res, err
+	}
+	if err := os.Rename(tmp.Name(), dest); err != nil {
+		return res, err
+	}
+	done = true
+	return res, nil
+}
+
+// Write writes the WACZ of warcs and pages to w (see Create).
+func Write(w io.Writer, warcs []string, pages []Page, opt Options) (Result, error) {
+	var res Result
+	names := map[string]string{}
+	var entries []Entry
+	sizes := make([]int64, len(warcs))
+	for i, p := range warcs {
+		name := filepath.Base(p)
+		if other, ok := names[name]; ok {
+			return res, fmt.Errorf("wacz: two WARCs named %s: %s and %s", name, other, p)
+		}
+		names[name] = p
+		es, complete, err := IndexWARC(p, name)
+		if err != nil {
+			return res, fmt.Errorf("wacz: index %w", err)
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Size() > complete {
+			res.Partial = append(res.Partial, p)
+		}
+		entries = append(entries, es...)
+		sizes[i] = complete
+	}
+	lines := make([]string, len(entries))
+	for i, e := range entries {
+		lines[i] = e.Line()
+	}
+	sort.Strings(lines)
+
+	zw := zip.NewWriter(w)
+	var resources []resource
+	// add stores one entry, its bytes copied from r, hashed on the way.
+	add := func(name string, r io.Reader) error {
+		fw, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store, Modified: time.Now().UTC()})
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(fw, h), r)
+		if err != nil {
+			return fmt.Errorf("wacz: write %s: %w", name, err)
+		}
+		resources = append(resources, resource{Name: path.Base(name), Path: name, Hash: sumString(h), Bytes: n})
+		return nil
+	}
+	for i, p := range warcs {
+		f, err := os.Open(p)
+		if err != nil {
+			return res, fmt.Errorf("wacz: %w", err)
+		}
+		err = add(ArchiveDir+filepath.Base(p), io.LimitReader(f, sizes[i]))
+		f.Close()
+		if err != nil {
+			return res, err
+		}
+		if got := resources[len(resources)-1].Bytes; got != sizes[i] {
+			return res, fmt.Errorf("wacz: %s shrank while being written (%d of %d bytes)", p, got, sizes[i])
+		}
+	}
+	var idx bytes.Buffer
+	for _, l := range lines {
+		idx.WriteString(l + "\n")
+	}
+	if err := add(IndexPath, &idx); err != nil {
+		return res, err
+	}
+
+	first := firstCaptures(entries)
+	var pj bytes.Buffer
+	pj.WriteString(pagesHeader + "\n")
+	mainDate := time.Time{}
+	for i, pg := range pages {
+		ts := pg.TS
+		if ts.IsZero() {
+			ts = first[pg.URL]
+		}
+		if pg.URL == opt.MainPageURL && mainDate.IsZero() {
+			mainDate = ts
+		}
+		pl := pageLine{ID: fmt.Sprintf("p%d", i+1), URL: pg.URL, Title: pg.Title}
+		if !ts.IsZero() {
+			pl.TS = ts.UTC().Format(time.RFC3339Nano)
+		}
+		b, err := marshal(pl)
+		if err != nil {
+			return res, err
+		}
+		pj.Write(b)
+		pj.WriteByte('\n')
+	}
+	if err := add(PagesPath, &pj); err != nil {
+		return res, err
+	}
+
+	created := opt.Created
+	if created.IsZero() {
+		created = time.Now()
+	}
+	if mainDate.IsZero() && opt.MainPageURL != "" {
+		mainDate = first[opt.MainPageURL]
+	}
+	dp := dataPackage{Profile: "data-package", WACZVersion: Version, Title: opt.Title,
+		Created: created.UTC().Format(time.RFC3339), Software: opt.Software, MainPageURL: opt.MainPageURL, Resources: resources}
+	if !mainDate.IsZero() {
+		dp.MainPageDate = mainDate.UTC().Format(time.RFC3339Nano)
+	}
+	dpb, err := json.MarshalIndent(dp, "", "  ")
+	if err != nil {
+		return res, err
+	}
+	if err := add(DataPackage, bytes.NewReader(dpb)); err != nil {
+		return res, err
+	}
+	sum := sha256.Sum256(dpb)
+	db, err := json.MarshalIndent(digestFile{Path: DataPackage, Hash: "sha256:" + hex.EncodeToString(sum[:])}, "", "  ")
+	if err != nil {
+		return res, err
+	}
+	if err := add(DataPackageDig, bytes.NewReader(db)); err != nil {
+		return res, err
+	}
+	if err := zw.Close(); err != nil {
+		return res, fmt.Errorf("wacz: %w", err)
+	}
+	res.WARCs, res.Entries, res.Pages = len(warcs), len(lines), len(pages)
+	return res, nil
+}
+
+// firstCaptures maps each URL to the date of its earliest 2xx/3xx (else
+// any) capture.
+func firstCaptures(entries []Entry) map[string]time.Time {
+	type best struct {
+		t  time.Time
+		ok bool // a 2xx/3xx
+	}
+	m := map[string]best{}
+	for _, e := range entries {
+		good := e.Status >= 200 && e.Status < 400 || e.Status == 0
+		b, seen := m[e.URL]
+		if !seen || (good && !b.ok) || (good == b.ok && e.Time.Before(b.t)) {
+			m[e.URL] = best{e.Time, good}
+		}
+	}
+	out := make(map[string]time.Time, len(m))
+	for u, b := range m {
+		out[u] = b.t
+	}
+	return out
+}
+
+func sumString(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }
+
+// marshal is json.Marshal without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// errInvalid marks a WACZ that does not validate.
+var errInvalid = errors.New("invalid WACZ")
+
+// invalid is an error naming the WACZ's file it is about.
+func invalid(file, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", errInvalid, file, fmt.Sprintf(format, args...))
+}
+
+// IsInvalid reports that err says a WACZ does not validate (rather than
+// that it could not be read).
+func IsInvalid(err error) bool { return errors.Is(err, errInvalid) }
+
+// isWARCName reports a name of archive/ a WACZ may hold.
+func isWARCName(name string) bool {
+	return strings.HasSuffix(name, ".warc.gz") || strings.HasSuffix(name, ".warc")
+}
