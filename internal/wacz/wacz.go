@@ -107,10 +107,32 @@ type pageLine struct {
 	Title string `json:"title,omitempty"`
 }
 
-// Create writes the WACZ of warcs (paths of gzip WARC files, one member
-// per record; their base names must differ) and pages at dest: into a
-// temporary file beside it first, renamed into place when complete.
-func Create(dest string, warcs []string, pages []Page, opt Options) (Result, error) {
+// WARC is one WARC file of the job: gzip, one member per record.
+type WARC struct {
+	Path string
+	Name string // its name in archive/ ("": the base name of Path)
+}
+
+// Files names each path by its base name.
+func Files(paths ...string) []WARC {
+	out := make([]WARC, len(paths))
+	for i, p := range paths {
+		out[i] = WARC{Path: p}
+	}
+	return out
+}
+
+func (w WARC) name() string {
+	if w.Name != "" {
+		return w.Name
+	}
+	return filepath.Base(w.Path)
+}
+
+// Create writes the WACZ of warcs (their names must differ) and pages at
+// dest: into a temporary file beside it first, renamed into place when
+// complete.
+func Create(dest string, warcs []WARC, pages []Page, opt Options) (Result, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
 	if err != nil {
 		return Result{}, err
@@ -146,13 +168,16 @@ func Create(dest string, warcs []string, pages []Page, opt Options) (Result, err
 }
 
 // Write writes the WACZ of warcs and pages to w (see Create).
-func Write(w io.Writer, warcs []string, pages []Page, opt Options) (Result, error) {
+func Write(w io.Writer, warcs []WARC, pages []Page, opt Options) (Result, error) {
 	var res Result
 	names := map[string]string{}
 	var entries []Entry
 	sizes := make([]int64, len(warcs))
-	for i, p := range warcs {
-		name := filepath.Base(p)
+	for i, wf := range warcs {
+		p, name := wf.Path, wf.name()
+		if name == "" || strings.ContainsAny(name, "/\\") || !isWARCName(name) {
+			return res, fmt.Errorf("wacz: WARC name %q (%s): want a file name ending .warc.gz", name, p)
+		}
 		if other, ok := names[name]; ok {
 			return res, fmt.Errorf("wacz: two WARCs named %s: %s and %s", name, other, p)
 		}
@@ -189,12 +214,13 @@ func Write(w io.Writer, warcs []string, pages []Page, opt Options) (Result, erro
 		resources = append(resources, resource{Name: path.Base(name), Path: name, Hash: sumString(h), Bytes: n})
 		return nil
 	}
-	for i, p := range warcs {
+	for i, wf := range warcs {
+		p := wf.Path
 		f, err := os.Open(p)
 		if err != nil {
 			return res, fmt.Errorf("wacz: %w", err)
 		}
-		err = add(ArchiveDir+filepath.Base(p), io.LimitReader(f, sizes[i]))
+		err = add(ArchiveDir+wf.name(), io.LimitReader(f, sizes[i]))
 		f.Close()
 		if err != nil {
 			return res, err

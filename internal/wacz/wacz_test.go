@@ -48,13 +48,13 @@ func writeWARC(t *testing.T, path string, at time.Time, urls ...string) {
 	}
 }
 
-func buildFixture(t *testing.T) (dir string, warcs []string) {
+func buildFixture(t *testing.T) (dir string, warcs []WARC) {
 	dir = t.TempDir()
 	a := filepath.Join(dir, "job-host1-00001.warc.gz")
 	b := filepath.Join(dir, "job-host2-00001.warc.gz")
 	writeWARC(t, a, t0, "https://www.example.com/", "https://example.com/b?z=1&a=2", "https://cdn.example.net/s.css")
 	writeWARC(t, b, t0.Add(time.Minute), "https://example.com/a", "http://127.0.0.1:8080/x")
-	return dir, []string{a, b}
+	return dir, Files(a, b)
 }
 
 func TestCreateThenValidate(t *testing.T) {
@@ -289,19 +289,19 @@ func TestValidateChecksTheIndexAgainstTheRecords(t *testing.T) {
 
 func TestAWARCBeingWrittenIsTakenUpToItsLastCompleteRecord(t *testing.T) {
 	dir, warcs := buildFixture(t)
-	whole, err := os.ReadFile(warcs[1])
+	whole, err := os.ReadFile(warcs[1].Path)
 	require.NoError(t, err)
 	// Half of another member appended: a record being written.
 	extra := filepath.Join(dir, "extra.warc.gz")
 	writeWARC(t, extra, t0.Add(time.Hour), "https://example.com/late")
 	eb, err := os.ReadFile(extra)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(warcs[1], append(append([]byte{}, whole...), eb[:len(eb)-30]...), 0o644))
+	require.NoError(t, os.WriteFile(warcs[1].Path, append(append([]byte{}, whole...), eb[:len(eb)-30]...), 0o644))
 
 	out := filepath.Join(dir, "p.wacz")
 	res, err := Create(out, warcs, nil, Options{})
 	require.NoError(t, err)
-	assert.Equal(t, []string{warcs[1]}, res.Partial)
+	assert.Equal(t, []string{warcs[1].Path}, res.Partial)
 	_, err = Validate(out)
 	require.NoError(t, err)
 	zr, err := zip.OpenReader(out)
@@ -343,8 +343,10 @@ func TestIndexRefusesWhatCannotBeAddressed(t *testing.T) {
 	_, _, err = IndexWARC(plainPath, "plain.warc")
 	require.ErrorContains(t, err, "not a gzip member")
 
-	_, err = Create(filepath.Join(dir, "x.wacz"), []string{src, filepath.Join(t.TempDir(), "src.warc.gz")}, nil, Options{})
+	_, err = Create(filepath.Join(dir, "x.wacz"), Files(src, filepath.Join(t.TempDir(), "src.warc.gz")), nil, Options{})
 	require.ErrorContains(t, err, "two WARCs named src.warc.gz")
+	_, err = Create(filepath.Join(dir, "x.wacz"), []WARC{{Path: src, Name: "a/b.warc.gz"}}, nil, Options{})
+	require.ErrorContains(t, err, `WARC name "a/b.warc.gz"`)
 }
 
 func TestSURT(t *testing.T) {

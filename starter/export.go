@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/archiveflow/archiveflow/internal/builtin/snapfiles"
+	"github.com/archiveflow/archiveflow/internal/engine"
+	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/wacz"
+)
+
+func exportCommand() *command {
+	return &command{
+		name:    "export",
+		args:    "IDENT",
+		summary: "write a job's WACZ (its WARCs, a CDXJ index, its pages) from this host's archive dir",
+		details: `
+Writes one WACZ (spec 1.1.1) of the job, at any time, running or not:
+archive/ holds the job's WARCs as they are on disk (a WARC still being
+written up to its last complete record), indexes/index.cdxj a sorted
+line per captured response, pages/pages.jsonl the job's pages (a crawl's
+pages that succeeded, with the title hook's title where this host has
+it), datapackage.json the sha256 and size of every file. The WACZ is then
+validated (hashes recomputed, index sorted, every line read at its
+record) and what was written printed.
+
+The WARCs are the ones in this host's archive dir: a snapshot's under
+ARCHIVE_DIR/snapshots/IDENT, a crawl's job WARCs under
+ARCHIVE_DIR/crawls/IDENT/warc (the start page's are in them once it is
+done). A crawl's pages that ran on other worker hosts left their WARCs
+there: run export where the archive dirs are shared, or copy their warc/
+directories here first. Needs Redis for the job (its pages).`,
+		examples: []string{
+			"starter export 3mlbkdu1fpo7wt4lr2qf1mpsw",
+			"starter export https://example.com/ -o /srv/wacz/example.wacz",
+		},
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringP("output", "o", "", "the WACZ file to write (default ./IDENT.wacz)")
+		},
+		run: runExport,
+	}
+}
+
+// exportJSON is `export --json`.
+type exportJSON struct {
+	Ident   string   `json:"ident"`
+	File    string   `json:"file"`
+	Bytes   int64    `json:"bytes"`
+	WARCs   []string `json:"warcs"`
+	Entries int      `json:"index_lines"`
+	Pages   int      `json:"pages"`
+	// Partial are WARCs still being written: only their complete records
+	// are in the WACZ.
+	Partial []string `json:"partial,omitempty"`
+	// Crawl: the WARCs are this host's only.
+	Crawl bool `json:"crawl"`
+}
+
+func runExport(ctx context.Context, a *app, inv *invocation) error {
+	id, err := oneIdent(inv)
+	if err != nil {
+		return err
+	}
+	out, _ := inv.fs.GetString("output")
+	if out == "" {
+		out = id + ".wacz"
+	}
+	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
+		return usageErr("-o %s: its directory must exist", out)
+	}
+	b, err := a.connectRedis(ctx, inv)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	job, err := getJob(ctx, b, id)
+	if err != nil {
+		return err
+	}
+	archive := inv.cfg.ArchiveDir
+	snapDir := filepath.Join(archive, "snapshots", id)
+
+	pages, crawl, err := exportPages(ctx, newFrontier(b), archive, id)
+	if err != nil {
+		return err
+	}
+	if !crawl {
+		pages = []wacz.Page{{URL: job.URL, Title: readTitle(snapDir)}}
+	}
+	var warcs []wacz.WARC
+	where := snapDir
+	if crawl {
+		// engine's job WARCs: ARCHIVE_DIR/crawls/IDENT/warc/IDENT-INSTANCE-NNNNN.warc.gz.
+		where = filepath.Join(archive, "crawls", id, "warc")
+		if warcs, err = crawlWARCs(where); err != nil {
+			return err
+		}
+	}
+	if len(warcs) == 0 {
+		// A snapshot; or a crawl whose start page is not done yet: its
+		// WARCs are still only in its snapshot.
+		if warcs, err = snapshotWARCs(snapDir, id); err != nil {
+			return err
+		}
+		if crawl && len(warcs) > 0 {
+			where = snapDir
+		}
+	}
+	if len(warcs) == 0 {
+		return withCode(exitNotFound, fmt.Errorf("job %s: no WARC in %s on this host (the job ran on another worker host, or wrote none yet)", id, where))
+	}
+
+	res, err := wacz.Create(out, warcs, pages, wacz.Options{Title: id, Software: software(), MainPageURL: job.URL})
+	if err != nil {
+		return err
+	}
+	if _, err := wacz.Validate(out); err != nil {
+		return fmt.Errorf("the WACZ written does not validate (kept for inspection): %w", err)
+	}
+	o := exportJSON{Ident: id, File: out, Bytes: res.Bytes, Entries: res.Entries, Pages: res.Pages, Partial: res.Partial, Crawl: crawl}
+	for _, w := range warcs {
+		o.WARCs = append(o.WARCs, w.Path)
+	}
+	if inv.json {
+		return writeJSON(a.stdout, o)
+	}
+	fmt.Fprintf(a.stdout, "wrote %s (%d bytes): %d WARC(s) from %s, %d index line(s), %d page(s); validated\n",
+		out, o.Bytes, len(o.WARCs), where, o.Entries, o.Pages)
+	for _, p := range o.Partial {
+		fmt.Fprintf(a.stdout, "  %s is still being written: its records up to the last complete one are in\n", p)
+	}
+	if crawl {
+		fmt.Fprintf(a.stdout, "  only this host's WARCs: pages other worker hosts ran are in their own %s\n", where)
+	}
+	return nil
+}
+
+// exportPages reads a crawl's pages that succeeded, in discovery order,
+// with their titles where this host has them; crawl is false when the job
+// has no frontier (a snapshot).
+func exportPages(ctx context.Context, f *frontier.Frontier, archive, id string) (pages []wacz.Page, crawl bool, err error) {
+	filter := frontier.Filter{State: frontier.StateDone, Status: frontier.StatusSucceeded}
+	cursor := int64(1)
+	for cursor > 0 {
+		var ps []frontier.Page
+		ps, cursor, err = f.Pages(ctx, id, filter, cursor, frontier.MaxPagesLimit)
+		if errors.Is(err, frontier.ErrNoFrontier) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, withCode(exitUnavailable, err)
+		}
+		for _, p := range ps {
+			title := readTitle(engine.PageDir(archive, id, p.ID))
+			if title == "" && p.ID == 1 && p.Parent == 0 {
+				// The start page ran as the crawl's snapshot.
+				title = readTitle(filepath.Join(archive, "snapshots", id))
+			}
+			pages = append(pages, wacz.Page{URL: p.URL, Title: title})
+		}
+	}
+	return pages, true, nil
+}
+
+// readTitle is the title hook's title.txt in dir ("" when there is none).
+func readTitle(dir string) string {
+	b, err := snapfiles.ReadFile(dir, "title/title.txt", 4096)
+	if err != nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
+}
+
+// crawlWARCs lists a crawl's job WARCs in dir (regular files only).
+func crawlWARCs(dir string) ([]wacz.WARC, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []wacz.WARC
+	for _, e := range entries {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".warc.gz") {
+			out = append(out, wacz.WARC{Path: filepath.Join(dir, e.Name())})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// snapshotWARCs lists a snapshot's WARCs (every *.warc.gz below it,
+// symbolic links not followed), each named IDENT-PATH with / as -, e.g.
+// IDENT-wget-warc-archive.warc.gz.
+func snapshotWARCs(dir, id string) ([]wacz.WARC, error) {
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	l, err := snapfiles.Walk(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []wacz.WARC
+	for _, f := range l.Files {
+		if strings.HasSuffix(f.Path, ".warc.gz") {
+			out = append(out, wacz.WARC{Path: filepath.Join(dir, filepath.FromSlash(f.Path)), Name: id + "-" + strings.ReplaceAll(f.Path, "/", "-")})
+		}
+	}
+	return out, nil
+}
+
+// software names this build for the WACZ's datapackage.
+func software() string {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " " + s.Value[:12]
+			}
+		}
+	}
+	return "archiveflow " + v
+}
