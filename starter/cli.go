@@ -66,7 +66,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	a.terminal = func() (int, int, bool) { return terminalSize(a.stdout) }
 	a.commands = []*command{
 		submitCommand(), statusCommand(), listCommand(), abortCommand(), setCommand(),
-		ignoreCommand(), rulesCommand(), pagesCommand(), exportCommand(), logsCommand(), pipelinesCommand(), purgeCommand(), retryCommand(), devCommand(),
+		ignoreCommand(), rulesCommand(), pagesCommand(), exportCommand(), replayCommand(), logsCommand(), pipelinesCommand(), purgeCommand(), retryCommand(), devCommand(),
 	}
 	return a
 }

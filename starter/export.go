@@ -61,6 +61,8 @@ type exportJSON struct {
 	// Partial are WARCs still being written: only their complete records
 	// are in the WACZ.
 	Partial []string `json:"partial,omitempty"`
+	// From is the directory the WARCs were taken from.
+	From string `json:"from"`
 	// Crawl: the WARCs are this host's only.
 	Crawl bool `json:"crawl"`
 }
@@ -77,21 +79,42 @@ func runExport(ctx context.Context, a *app, inv *invocation) error {
 	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
 		return usageErr("-o %s: its directory must exist", out)
 	}
-	b, err := a.connectRedis(ctx, inv)
+	o, err := a.export(ctx, inv, id, out)
 	if err != nil {
 		return err
+	}
+	if inv.json {
+		return writeJSON(a.stdout, o)
+	}
+	fmt.Fprintf(a.stdout, "wrote %s (%d bytes): %d WARC(s) from %s, %d index line(s), %d page(s); validated\n",
+		out, o.Bytes, len(o.WARCs), o.From, o.Entries, o.Pages)
+	for _, p := range o.Partial {
+		fmt.Fprintf(a.stdout, "  %s is still being written: its records up to the last complete one are in\n", p)
+	}
+	if o.Crawl {
+		fmt.Fprintf(a.stdout, "  only this host's WARCs: pages other worker hosts ran are in their own %s\n", o.From)
+	}
+	return nil
+}
+
+// export writes job id's WACZ at out and validates it.
+func (a *app) export(ctx context.Context, inv *invocation, id, out string) (exportJSON, error) {
+	var o exportJSON
+	b, err := a.connectRedis(ctx, inv)
+	if err != nil {
+		return o, err
 	}
 	defer b.Close()
 	job, err := getJob(ctx, b, id)
 	if err != nil {
-		return err
+		return o, err
 	}
 	archive := inv.cfg.ArchiveDir
 	snapDir := filepath.Join(archive, "snapshots", id)
 
 	pages, crawl, err := exportPages(ctx, newFrontier(b), archive, id)
 	if err != nil {
-		return err
+		return o, err
 	}
 	if !crawl {
 		pages = []wacz.Page{{URL: job.URL, Title: readTitle(snapDir)}}
@@ -102,46 +125,35 @@ func runExport(ctx context.Context, a *app, inv *invocation) error {
 		// engine's job WARCs: ARCHIVE_DIR/crawls/IDENT/warc/IDENT-INSTANCE-NNNNN.warc.gz.
 		where = filepath.Join(archive, "crawls", id, "warc")
 		if warcs, err = crawlWARCs(where); err != nil {
-			return err
+			return o, err
 		}
 	}
 	if len(warcs) == 0 {
 		// A snapshot; or a crawl whose start page is not done yet: its
 		// WARCs are still only in its snapshot.
 		if warcs, err = snapshotWARCs(snapDir, id); err != nil {
-			return err
+			return o, err
 		}
 		if crawl && len(warcs) > 0 {
 			where = snapDir
 		}
 	}
 	if len(warcs) == 0 {
-		return withCode(exitNotFound, fmt.Errorf("job %s: no WARC in %s on this host (the job ran on another worker host, or wrote none yet)", id, where))
+		return o, withCode(exitNotFound, fmt.Errorf("job %s: no WARC in %s on this host (the job ran on another worker host, or wrote none yet)", id, where))
 	}
 
 	res, err := wacz.Create(out, warcs, pages, wacz.Options{Title: id, Software: software(), MainPageURL: job.URL})
 	if err != nil {
-		return err
+		return o, err
 	}
 	if _, err := wacz.Validate(out); err != nil {
-		return fmt.Errorf("the WACZ written does not validate (kept for inspection): %w", err)
+		return o, fmt.Errorf("the WACZ written does not validate (kept for inspection): %w", err)
 	}
-	o := exportJSON{Ident: id, File: out, Bytes: res.Bytes, Entries: res.Entries, Pages: res.Pages, Partial: res.Partial, Crawl: crawl}
+	o = exportJSON{Ident: id, File: out, Bytes: res.Bytes, Entries: res.Entries, Pages: res.Pages, Partial: res.Partial, From: where, Crawl: crawl}
 	for _, w := range warcs {
 		o.WARCs = append(o.WARCs, w.Path)
 	}
-	if inv.json {
-		return writeJSON(a.stdout, o)
-	}
-	fmt.Fprintf(a.stdout, "wrote %s (%d bytes): %d WARC(s) from %s, %d index line(s), %d page(s); validated\n",
-		out, o.Bytes, len(o.WARCs), where, o.Entries, o.Pages)
-	for _, p := range o.Partial {
-		fmt.Fprintf(a.stdout, "  %s is still being written: its records up to the last complete one are in\n", p)
-	}
-	if crawl {
-		fmt.Fprintf(a.stdout, "  only this host's WARCs: pages other worker hosts ran are in their own %s\n", where)
-	}
-	return nil
+	return o, nil
 }
 
 // exportPages reads a crawl's pages that succeeded, in discovery order,
