@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -169,7 +170,7 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		sum: pageFetchSummary{URL: h.Inv.URL, WARC: PageFetchWARC},
 	}
-	if _, err := pf.w.Info(PageFetchWARC, map[string]string{"software": "archiveflow pagefetch", "format": "WARC File Format 1.1",
+	if _, err := pf.w.Info(PageFetchWARC, map[string]string{"software": warc.Software() + " (pagefetch)", "format": "WARC File Format 1.1",
 		"robots": "ignore"}); err != nil {
 		return hookio.Result{}, err
 	}
@@ -381,6 +382,15 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 		req.Header.Set("User-Agent", ua)
 	}
 	req.Header.Set("Accept-Encoding", "identity")
+	// The address the fetch connected to, for WARC-IP-Address: the
+	// origin's when this process dials it (the worker's policy); through a
+	// fetch proxy's tunnel the connection is the proxy's, so not that.
+	var remote net.Addr
+	if pf.h.Inv.FetchProxy == nil || pf.h.Policy != nil {
+		req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotConn: func(ci httptrace.GotConnInfo) { remote = ci.Conn.RemoteAddr() },
+		}))
+	}
 	started := time.Now()
 	resp, err := pf.client.Do(req)
 	if denied := pf.h.denied(u, err); denied != nil {
@@ -404,7 +414,7 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 		body = body[:limit]
 		pf.h.cut("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
 	}
-	pf.record(req, resp, body, truncated, started)
+	pf.record(req, resp, body, truncated, started, ipAddress(req, remote))
 	pf.sum.Responses++
 	pf.sum.Bytes += int64(len(body))
 	respond(resp.StatusCode, int64(len(body)), wgetlog.CodeFinished)
@@ -414,14 +424,18 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 // record writes the request and response records. The response's status
 // line and headers are re-serialised by net/http (header order normalised,
 // a chunked body written with its decoded length).
-func (pf *pageFetcher) record(req *http.Request, resp *http.Response, body []byte, truncated bool, at time.Time) {
+func (pf *pageFetcher) record(req *http.Request, resp *http.Response, body []byte, truncated bool, at time.Time, ip string) {
 	reqBlock, err := httputil.DumpRequestOut(req, false)
 	if err != nil {
 		pf.h.Log.Warn("warc: dump request", zap.Error(err))
 		return
 	}
+	var reqHeaders map[string]string
+	if ip != "" {
+		reqHeaders = map[string]string{"WARC-IP-Address": ip}
+	}
 	reqID, err := pf.w.Write(warc.Record{Type: "request", Date: at, TargetURI: req.URL.String(),
-		ContentType: "application/http;msgtype=request", Block: reqBlock})
+		ContentType: "application/http;msgtype=request", Headers: reqHeaders, Block: reqBlock})
 	if err != nil {
 		pf.h.Log.Warn("warc: write request", zap.Error(err))
 		return
@@ -440,8 +454,8 @@ func (pf *pageFetcher) record(req *http.Request, resp *http.Response, body []byt
 	if truncated {
 		headers["WARC-Truncated"] = "length"
 	}
-	if host, _, err := net.SplitHostPort(remoteAddr(req)); err == nil {
-		headers["WARC-IP-Address"] = host
+	if ip != "" {
+		headers["WARC-IP-Address"] = ip
 	}
 	if _, err := pf.w.Write(warc.Record{Type: "response", Date: at, TargetURI: req.URL.String(),
 		ContentType: "application/http;msgtype=response", Headers: headers, Block: block}); err != nil {
@@ -449,17 +463,22 @@ func (pf *pageFetcher) record(req *http.Request, resp *http.Response, body []byt
 	}
 }
 
-// remoteAddr is the request's host:port (the IP when the host is one).
-func remoteAddr(req *http.Request) string {
-	u := req.URL
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+// ipAddress is the IP address a fetch reached: the connection's remote
+// address when known, else the URL's host when it is an IP address, else
+// "".
+func ipAddress(req *http.Request, remote net.Addr) string {
+	if tcp, ok := remote.(*net.TCPAddr); ok && tcp.IP != nil {
+		return tcp.IP.String()
 	}
-	if ip := net.ParseIP(u.Hostname()); ip == nil {
-		return ""
+	if remote != nil {
+		if host, _, err := net.SplitHostPort(remote.String()); err == nil && net.ParseIP(host) != nil {
+			return host
+		}
 	}
-	return net.JoinHostPort(u.Hostname(), port)
+	if ip := net.ParseIP(req.URL.Hostname()); ip != nil {
+		return ip.String()
+	}
+	return ""
 }
 
 // pageFetchSource is the page pagefetch saved, for the parsing hooks.

@@ -220,7 +220,7 @@ func TestRunPageBuiltinsInProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, warcs, 1)
 	all := readGzip(t, warcs[0])
-	assert.Equal(t, 3, strings.Count(all, "WARC-Type: warcinfo"), "one per page")
+	assert.Equal(t, 1, strings.Count(all, "WARC-Type: warcinfo"), "one per file: the pages' own give way to the job file's")
 	assert.Equal(t, 4, strings.Count(all, "WARC-Type: response"), "three pages and the stylesheet")
 
 	// Without the option the wrappers are executed (and fail here).

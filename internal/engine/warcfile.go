@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,25 +10,37 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/warc"
 )
 
 // warcFiles are the job WARCs this worker writes: one open file per crawl,
 // ARCHIVE_DIR/crawls/IDENT/warc/IDENT-INSTANCE-NNNNN.warc.gz, rotated past
 // Config.WARCMaxBytes. INSTANCE is this worker process (HOSTNAME-PID), so
 // files of different hosts, or of one host's successive processes, never
-// collide. Page WARCs are gzip member streams: appending one is copying it.
+// collide. Page WARCs are gzip member streams, one record per member:
+// appending one copies its members (warc.Append), except that a response
+// whose payload the crawl already stored on this host becomes a revisit
+// record, and the page's own warcinfo gives way to the job file's (each
+// job file begins with a warcinfo record naming archiveflow and its
+// version). The payload index, ARCHIVE_DIR/crawls/IDENT/payload-digests.tsv,
+// is per crawl and host: it outlives the worker process, so a restarted
+// worker refers to what its predecessor stored.
 type warcFiles struct {
 	mu sync.Mutex
 	m  map[string]*jobWARC
 }
 
 type jobWARC struct {
-	mu   sync.Mutex
-	dir  string
-	base string // IDENT-INSTANCE
-	seq  int
-	f    *os.File
-	size int64
+	mu      sync.Mutex
+	ident   string
+	dir     string
+	base    string // IDENT-INSTANCE
+	seq     int
+	f       *os.File
+	size    int64
+	files   int           // page files appended to f
+	digests *warc.Digests // opened with the first file
 }
 
 func (w *warcFiles) get(e *Engine, ident string) *jobWARC {
@@ -38,8 +49,9 @@ func (w *warcFiles) get(e *Engine, ident string) *jobWARC {
 	j := w.m[ident]
 	if j == nil {
 		j = &jobWARC{
-			dir:  filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), "warc"),
-			base: safeName(ident) + "-" + safeName(e.cfg.Instance),
+			ident: ident,
+			dir:   filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), "warc"),
+			base:  safeName(ident) + "-" + safeName(e.cfg.Instance),
 		}
 		w.m[ident] = j
 	}
@@ -67,20 +79,31 @@ func (w *warcFiles) appendFiles(e *Engine, ident string, files []string) error {
 			src.Close()
 			return err
 		}
-		n, err := io.Copy(j.f, src)
+		st, err := warc.Append(j.f, src, info.Size(), j.digests)
 		src.Close()
-		j.size += n
+		j.size += st.Written
+		j.files++
 		if err != nil {
 			return fmt.Errorf("append %s to %s: %w", path, j.f.Name(), err)
+		}
+		if st.Verbatim != nil {
+			e.log.Debug("page warc appended as it is", zap.String("file", path), zap.Error(st.Verbatim))
+		}
+		if derr := j.digests.Err(); derr != nil {
+			e.log.Warn("payload digest index", zap.String("ident", ident), zap.Error(derr))
 		}
 	}
 	return nil
 }
 
+// PayloadDigestsFile is where a crawl's payload digest index lives on a
+// worker host, below ARCHIVE_DIR/crawls/IDENT.
+const PayloadDigestsFile = "payload-digests.tsv"
+
 // ensureRoom opens the next file when none is open or the current one
 // would grow past max with n more bytes.
 func (j *jobWARC) ensureRoom(n, max int64) error {
-	if j.f != nil && (max <= 0 || j.size == 0 || j.size+n <= max) {
+	if j.f != nil && (max <= 0 || j.files == 0 || j.size+n <= max) {
 		return nil
 	}
 	if j.f != nil {
@@ -90,6 +113,13 @@ func (j *jobWARC) ensureRoom(n, max int64) error {
 	}
 	if err := os.MkdirAll(j.dir, 0o755); err != nil {
 		return fmt.Errorf("create warc dir: %w", err)
+	}
+	if j.digests == nil {
+		d, err := warc.OpenDigests(filepath.Join(filepath.Dir(j.dir), PayloadDigestsFile))
+		if err != nil {
+			return err
+		}
+		j.digests = d
 	}
 	if j.seq == 0 {
 		j.seq = lastSeq(j.dir, j.base)
@@ -104,7 +134,21 @@ func (j *jobWARC) ensureRoom(n, max int64) error {
 		if err != nil {
 			return fmt.Errorf("create %s: %w", name, err)
 		}
-		j.f, j.size = f, 0
+		w := warc.NewWriter(f)
+		_, err = w.Info(filepath.Base(name), map[string]string{
+			"software":   warc.Software(),
+			"format":     "WARC File Format 1.1",
+			"conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+			"isPartOf":   j.ident,
+			"robots":     "ignore",
+			"description": "archiveflow crawl " + j.ident + ": each page's fetches; a response whose payload the crawl " +
+				"stored before on this host is a revisit record (identical-payload-digest)",
+		})
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("write warcinfo to %s: %w", name, err)
+		}
+		j.f, j.size, j.files = f, w.Written(), 0
 		return nil
 	}
 }
@@ -148,7 +192,12 @@ func (w *warcFiles) close(ident string) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.closeFile()
+	err := j.closeFile()
+	if j.digests != nil {
+		err = errors.Join(err, j.digests.Close())
+		j.digests = nil
+	}
+	return err
 }
 
 func (w *warcFiles) closeAll(log *zap.Logger) {

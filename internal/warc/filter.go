@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Field is one named field of a WARC record header, as written.
@@ -200,20 +201,36 @@ type span struct {
 	drop   bool
 }
 
+// visitFunc is told about each record of a scanned stream, in order, with
+// a reader of its block (it need not read it to its end), and says whether
+// the record is dropped.
+type visitFunc func(h Header, block io.Reader) (drop bool, err error)
+
 // scan finds the records of a WARC stream and asks drop about each.
 func scan(r io.Reader, drop func(Header) bool) ([]span, error) {
-	if drop == nil {
-		drop = func(Header) bool { return false }
+	visit := func(h Header, _ io.Reader) (bool, error) {
+		return drop != nil && drop(h), nil
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, _ := br.Peek(2)
 	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		return scanGzip(br, drop)
+		return scanGzip(br, visit)
 	}
-	return scanPlain(br, drop)
+	return scanPlain(br, visit)
 }
 
-func scanPlain(br *bufio.Reader, drop func(Header) bool) ([]span, error) {
+// visitBlock calls visit with the block of h read from r and then reads the
+// rest of the block and the record's end.
+func visitBlock(r io.Reader, h Header, visit visitFunc) (bool, error) {
+	block := &io.LimitedReader{R: r, N: h.ContentLength}
+	drop, err := visit(h, block)
+	if err != nil {
+		return false, err
+	}
+	return drop, readBlockEnd(r, block.N)
+}
+
+func scanPlain(br *bufio.Reader, visit visitFunc) ([]span, error) {
 	var spans []span
 	var off int64
 	for {
@@ -221,69 +238,82 @@ func scanPlain(br *bufio.Reader, drop func(Header) bool) ([]span, error) {
 		if err == io.EOF {
 			return spans, nil
 		}
+		drop := false
 		if err == nil {
-			err = readBlockEnd(br, h.ContentLength)
+			drop, err = visitBlock(br, h, visit)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("record at offset %d: %w", off, err)
 		}
 		size := n + h.ContentLength + 4
-		spans = append(spans, span{off: off, n: size, drop: drop(h)})
+		spans = append(spans, span{off: off, n: size, drop: drop})
 		off += size
 	}
 }
 
-func scanGzip(br *bufio.Reader, drop func(Header) bool) ([]span, error) {
+func scanGzip(br *bufio.Reader, visit visitFunc) ([]span, error) {
 	var spans []span
 	cr := &countingReader{r: br}
 	var zr gzip.Reader
-	dbr := bufio.NewReaderSize(nil, 64<<10)
+	dbr := readers.Get().(*bufio.Reader)
+	defer putReader(dbr)
 	for {
 		off := cr.n
 		if _, err := br.Peek(1); err == io.EOF {
 			return spans, nil
 		}
-		h, err := readMember(cr, &zr, dbr)
+		drop, err := readMember(cr, &zr, dbr, visit)
 		if err != nil {
 			return nil, fmt.Errorf("record (gzip member) at offset %d: %w", off, err)
 		}
-		spans = append(spans, span{off: off, n: cr.n - off, drop: drop(h)})
+		spans = append(spans, span{off: off, n: cr.n - off, drop: drop})
 	}
 }
 
+// readers are the 64 KiB buffers scans read through, kept between calls
+// (Append runs once per crawl page).
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+
+// putReader returns br to readers, holding on to nothing it read.
+func putReader(br *bufio.Reader) {
+	br.Reset(nil)
+	readers.Put(br)
+}
+
 // readMember reads one gzip member from cr, which must hold exactly one
-// record, and leaves cr just after the member.
-func readMember(cr *countingReader, zr *gzip.Reader, dbr *bufio.Reader) (Header, error) {
+// record, visits the record and leaves cr just after the member.
+func readMember(cr *countingReader, zr *gzip.Reader, dbr *bufio.Reader, visit visitFunc) (bool, error) {
 	if magic, _ := cr.r.Peek(2); len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
-		return Header{}, fmt.Errorf("not a gzip member (starts %q)", magic)
+		return false, fmt.Errorf("not a gzip member (starts %q)", magic)
 	}
 	if err := zr.Reset(cr); err != nil {
-		return Header{}, gzipErr(noEOF(err))
+		return false, gzipErr(noEOF(err))
 	}
 	zr.Multistream(false)
 	dbr.Reset(zr)
 	h, _, err := readHeader(dbr)
 	if err == io.EOF {
-		return h, errors.New("empty gzip member")
+		return false, errors.New("empty gzip member")
 	}
+	drop := false
 	if err == nil {
-		err = readBlockEnd(dbr, h.ContentLength)
+		drop, err = visitBlock(dbr, h, visit)
 	}
 	if err != nil {
-		return h, err
+		return false, err
 	}
 	// The member must end right after the record; reading to its end also
 	// checks the gzip CRC and size.
 	if _, err := dbr.Peek(1); err != io.EOF {
 		if err != nil {
-			return h, gzipErr(err)
+			return false, gzipErr(err)
 		}
 		if next, _ := dbr.Peek(5); string(next) == "WARC/" {
-			return h, ErrMultiRecordMember
+			return false, ErrMultiRecordMember
 		}
-		return h, errors.New("data after the record inside its gzip member")
+		return false, errors.New("data after the record inside its gzip member")
 	}
-	return h, nil
+	return drop, nil
 }
 
 // gzipErr marks err as coming from decompression, once.

@@ -3,6 +3,11 @@
 // per-page files of a crawl) concatenate into a valid .warc.gz by plain
 // appending. It writes what a fetcher hands it; it does no HTTP itself.
 //
+// Append copies a WARC file's records onto another (a crawl's job WARC)
+// while writing a response whose payload an earlier record already holds
+// as a revisit record (identical-payload-digest profile), so a crawl
+// stores each payload once (revisit.go).
+//
 // It also reads WARC files, its own or other tools' (GNU wget's
 // --warc-file output, gzip per record or uncompressed): Read walks the
 // records, and Filter removes records from a file in place while keeping
@@ -18,9 +23,11 @@ import (
 	"encoding/base32"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -110,24 +117,69 @@ func (w *Writer) Write(r Record) (string, error) {
 		fmt.Fprintf(&h, "WARC-Block-Digest: %s\r\n", Digest(r.Block))
 	}
 	fmt.Fprintf(&h, "Content-Length: %s\r\n\r\n", strconv.Itoa(len(r.Block)))
+	if err := w.member(h.String(), r.Block); err != nil {
+		return "", err
+	}
+	return r.ID, nil
+}
 
+// member writes one record (its header block, ending with the blank line,
+// and its block) as one gzip member.
+func (w *Writer) member(head string, block []byte) error {
 	w.buf.Reset()
 	w.gz.Reset(&w.buf)
-	for _, part := range [][]byte{[]byte(h.String()), r.Block, []byte("\r\n\r\n")} {
+	for _, part := range [][]byte{[]byte(head), block, []byte("\r\n\r\n")} {
 		if _, err := w.gz.Write(part); err != nil {
-			return "", fmt.Errorf("compress warc record: %w", err)
+			return fmt.Errorf("compress warc record: %w", err)
 		}
 	}
 	if err := w.gz.Close(); err != nil {
-		return "", fmt.Errorf("compress warc record: %w", err)
+		return fmt.Errorf("compress warc record: %w", err)
 	}
 	n, err := w.w.Write(w.buf.Bytes())
 	w.n += int64(n)
 	if err != nil {
-		return "", fmt.Errorf("write warc record: %w", err)
+		return fmt.Errorf("write warc record: %w", err)
 	}
-	return r.ID, nil
+	return nil
 }
+
+// Software names archiveflow and its version for a warcinfo record's
+// software field: "archiveflow/VERSION", the version being the module's
+// (a tagged build), else the VCS revision the binary was built from
+// (with "+dirty" for a modified tree), else "devel".
+func Software() string {
+	return "archiveflow/" + softwareVersion()
+}
+
+var softwareVersion = sync.OnceValue(func() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	return rev
+})
 
 // Info writes a warcinfo record with the given fields (software, format,
 // ...), as "name: value" lines.
