@@ -89,6 +89,10 @@ func (w *warcFiles) appendFiles(e *Engine, ident string, files []string) error {
 		if st.Verbatim != nil {
 			e.log.Debug("page warc appended as it is", zap.String("file", path), zap.Error(st.Verbatim))
 		}
+		if st.Damaged != nil {
+			e.log.Warn("page warc ends in a damaged record: its whole records appended, the rest left out",
+				zap.String("file", path), zap.Int64("bytes_left_out", st.DamagedBytes), zap.Error(st.Damaged))
+		}
 		if derr := j.digests.Err(); derr != nil {
 			e.log.Warn("payload digest index", zap.String("ident", ident), zap.Error(derr))
 		}

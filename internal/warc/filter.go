@@ -264,7 +264,8 @@ func scanGzip(br *bufio.Reader, visit visitFunc) ([]span, error) {
 		}
 		drop, err := readMember(cr, &zr, dbr, visit)
 		if err != nil {
-			return nil, fmt.Errorf("record (gzip member) at offset %d: %w", off, err)
+			// The whole members before the bad one, for Append.
+			return spans, fmt.Errorf("record (gzip member) at offset %d: %w", off, err)
 		}
 		spans = append(spans, span{off: off, n: cr.n - off, drop: drop})
 	}

@@ -151,7 +151,12 @@ type AppendStats struct {
 	// Verbatim is why the file was copied as it is, without revisits: it
 	// is not one WARC record per gzip member (nil: it was).
 	Verbatim error
-	Written  int64 // bytes written to dst
+	// Damaged is why the end of src, DamagedBytes from the first record
+	// that is not whole and well formed (a writer stopped mid-record), was
+	// left out: the records before it were appended.
+	Damaged      error
+	DamagedBytes int64
+	Written      int64 // bytes written to dst
 }
 
 // appendRec is what Append decided about one record of the source.
@@ -179,8 +184,11 @@ type appendRec struct {
 // Only a non-empty payload of a complete response (no WARC-Truncated, an
 // application/http block whose HTTP header ends within 64 KiB) is
 // deduplicated. A src that is not gzip compressed with one record per
-// member, or not a well-formed WARC, is copied as it is
-// (AppendStats.Verbatim says why).
+// member, or not a WARC, is copied as it is (AppendStats.Verbatim says
+// why). A src whose records end in a member that is cut short or damaged
+// (its writer was killed mid-record) has its whole records appended and
+// the rest left out (AppendStats.Damaged), so the job's file stays
+// readable after it.
 func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st AppendStats, err error) {
 	if idx == nil {
 		idx = NewDigests()
@@ -222,8 +230,15 @@ func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st Append
 	magic, _ := br.Peek(2)
 	if len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
 		st.Verbatim = errors.New("not gzip compressed")
-	} else if spans, st.Verbatim = scanGzip(br, visit); st.Verbatim != nil {
-		spans = nil
+	} else if spans, err = scanGzip(br, visit); err != nil {
+		if len(spans) == 0 || errors.Is(err, ErrMultiRecordMember) {
+			st.Verbatim = err
+		} else {
+			last := spans[len(spans)-1]
+			st.Damaged, st.DamagedBytes = err, size-(last.off+last.n)
+			recs = recs[:len(spans)]
+		}
+		err = nil
 	}
 	if st.Verbatim != nil {
 		_, err = io.Copy(cw, io.NewSectionReader(src, 0, size))

@@ -238,3 +238,25 @@ func TestSoftwareNamesArchiveflowAndItsVersion(t *testing.T) {
 	assert.True(t, ownInfo(strings.NewReader("format: WARC\r\nsoftware: "+s+" (pagefetch)\r\n")))
 	assert.False(t, ownInfo(strings.NewReader("software: Wget/1.21.3 (linux-gnu)\r\n")))
 }
+
+// A page WARC whose writer was killed mid-record: its whole records are
+// appended, the cut one left out, so the job's file stays readable.
+func TestAppendLeavesOutACutLastRecord(t *testing.T) {
+	page := newPageWARC(t, "Wget/1.21.3")
+	_, whole := page.fetch(t, "http://a.test/", randomBytes(3000), nil)
+	n := page.buf.Len()
+	page.fetch(t, "http://a.test/cut", randomBytes(3000), nil)
+	src := page.buf.Bytes()[:n+(page.buf.Len()-n)/2]
+	var dst bytes.Buffer
+	st, err := Append(&dst, bytes.NewReader(src), int64(len(src)), nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Verbatim)
+	assert.Error(t, st.Damaged)
+	assert.Equal(t, 4, st.Records, "warcinfo, the first request, its response and the second request")
+	assert.Equal(t, src[:dst.Len()], dst.Bytes(), "copied byte for byte")
+	assert.Equal(t, int64(len(src)), st.Written+st.DamagedBytes, "the cut response is what is left out")
+	assert.Greater(t, dst.Len(), n)
+	out, hs := members(t, dst.Bytes())
+	assert.NotNil(t, out[whole])
+	assert.Equal(t, "request", hs[len(hs)-1].Type)
+}
