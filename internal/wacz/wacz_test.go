@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -364,3 +365,40 @@ func TestSURT(t *testing.T) {
 }
 
 func newSHA() hash.Hash { return sha256.New() }
+
+// TestRevisitRecordsAreIndexed: a crawl's job WARC holds revisit records
+// for payloads it stored before (warc.Append); each gets its own line, the
+// replay finding the payload through the original's.
+func TestRevisitRecordsAreIndexed(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "page.warc.gz")
+	writeWARC(t, page, t0, "https://example.com/x", "https://example.com/y") // two payloads
+	src, err := os.Open(page)
+	require.NoError(t, err)
+	defer src.Close()
+	fi, err := src.Stat()
+	require.NoError(t, err)
+	job := filepath.Join(dir, "job-w1-1-00001.warc.gz")
+	out, err := os.Create(job)
+	require.NoError(t, err)
+	idx := warc.NewDigests()
+	for range 2 { // the same page twice: the second time its responses are revisits
+		_, err = warc.Append(out, src, fi.Size(), idx)
+		require.NoError(t, err)
+	}
+	require.NoError(t, out.Close())
+
+	wz := filepath.Join(dir, "r.wacz")
+	res, err := Create(wz, Files(job), nil, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, 4, res.Entries)
+	_, err = Validate(wz)
+	require.NoError(t, err)
+	es, _, err := IndexWARC(job, "job.warc.gz")
+	require.NoError(t, err)
+	var mimes []string
+	for _, e := range es {
+		mimes = append(mimes, e.Mime+" "+strconv.Itoa(e.Status))
+	}
+	assert.Equal(t, []string{"text/html 200", "text/html 200", "warc/revisit 200", "warc/revisit 200"}, mimes)
+}
