@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin/wgetlog"
 	"github.com/archiveflow/archiveflow/internal/bytesize"
 	"github.com/archiveflow/archiveflow/internal/cssurl"
+	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
@@ -382,15 +384,13 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 		req.Header.Set("User-Agent", ua)
 	}
 	req.Header.Set("Accept-Encoding", "identity")
-	// The address the fetch connected to, for WARC-IP-Address: the
-	// origin's when this process dials it (the worker's policy); through a
-	// fetch proxy's tunnel the connection is the proxy's, so not that.
-	var remote net.Addr
-	if pf.h.Inv.FetchProxy == nil || pf.h.Policy != nil {
-		req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			GotConn: func(ci httptrace.GotConnInfo) { remote = ci.Conn.RemoteAddr() },
-		}))
-	}
+	// The address the fetch reached, for WARC-IP-Address: the origin's,
+	// whether this process dials it (the worker's policy) or the attempt's
+	// fetch proxy does and names it (a tunnel).
+	var origin netip.AddrPort
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(ci httptrace.GotConnInfo) { origin, _ = egress.OriginAddr(ci.Conn) },
+	}))
 	started := time.Now()
 	resp, err := pf.client.Do(req)
 	if denied := pf.h.denied(u, err); denied != nil {
@@ -414,7 +414,7 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 		body = body[:limit]
 		pf.h.cut("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
 	}
-	pf.record(req, resp, body, truncated, started, ipAddress(req, remote))
+	pf.record(req, resp, body, truncated, started, ipAddress(req, origin))
 	pf.sum.Responses++
 	pf.sum.Bytes += int64(len(body))
 	respond(resp.StatusCode, int64(len(body)), wgetlog.CodeFinished)
@@ -463,17 +463,12 @@ func (pf *pageFetcher) record(req *http.Request, resp *http.Response, body []byt
 	}
 }
 
-// ipAddress is the IP address a fetch reached: the connection's remote
-// address when known, else the URL's host when it is an IP address, else
+// ipAddress is the IP address a fetch reached: the origin's when its
+// connection knows it, else the URL's host when it is an IP address, else
 // "".
-func ipAddress(req *http.Request, remote net.Addr) string {
-	if tcp, ok := remote.(*net.TCPAddr); ok && tcp.IP != nil {
-		return tcp.IP.String()
-	}
-	if remote != nil {
-		if host, _, err := net.SplitHostPort(remote.String()); err == nil && net.ParseIP(host) != nil {
-			return host
-		}
+func ipAddress(req *http.Request, origin netip.AddrPort) string {
+	if origin.IsValid() {
+		return origin.Addr().Unmap().String()
 	}
 	if ip := net.ParseIP(req.URL.Hostname()); ip != nil {
 		return ip.String()

@@ -5,8 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,6 +20,8 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
+	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/warc"
 )
 
 // TestPageFetchIsHeldByFetchDeny: pagefetch dials through the hook's
@@ -114,4 +122,55 @@ func TestPageFetchSaysWhenItCutsABody(t *testing.T) {
 	var rec map[string]any
 	require.NoError(t, json.Unmarshal(lines[len(lines)-1], &rec))
 	assert.Equal(t, "succeeded", rec["status"])
+}
+
+// TestPageFetchWARCRecordsTheOriginsAddress: pagefetch as a hook process
+// fetches through the attempt's fetch proxy (FETCH_PROXY, a tunnel per
+// connection), by name; its request and response records still carry the
+// origin's address the proxy connected to (WARC-IP-Address), linked by
+// WARC-Concurrent-To, with a payload digest, one gzip member per record.
+func TestPageFetchWARCRecordsTheOriginsAddress(t *testing.T) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<title>p</title>`)
+	}))
+	defer site.Close()
+	pol, err := netpolicy.Parse(nil)
+	require.NoError(t, err)
+	pol = pol.WithLookup(func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	})
+	proxy, err := egress.Start(egress.Options{Policy: pol})
+	require.NoError(t, err)
+	defer proxy.Close()
+	_, port, _ := net.SplitHostPort(site.Listener.Addr().String())
+
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), []string{"pagefetch", "--url=http://origin.test:" + port + "/"},
+		env(map[string]string{"PAGEFETCH_ENABLED": "True", egress.EnvDeny: "[]", egress.EnvProxy: proxy.URL()}), &out, &errb)
+	require.Equal(t, ExitOK, code, errb.String())
+	require.Contains(t, out.String(), `"status":"succeeded"`, errb.String())
+
+	data, err := os.ReadFile(filepath.Join(dir, PageFetchWARC))
+	require.NoError(t, err)
+	_, err = warc.Filter(filepath.Join(dir, PageFetchWARC), nil) // checks one record per gzip member
+	require.NoError(t, err)
+	var types []string
+	ids := map[string]string{}
+	require.NoError(t, warc.Read(bytes.NewReader(data), func(h warc.Header, _ io.Reader) error {
+		types = append(types, h.Type)
+		ids[h.Type] = h.ID
+		switch h.Type {
+		case "warcinfo":
+			return nil
+		case "response":
+			assert.Equal(t, []string{ids["request"]}, h.ConcurrentTo)
+			assert.True(t, strings.HasPrefix(h.Get("WARC-Payload-Digest"), "sha1:"))
+		}
+		assert.Equal(t, "127.0.0.1", h.Get("WARC-IP-Address"), "%s: the origin's address, not the proxy's", h.Type)
+		return nil
+	}))
+	assert.Equal(t, []string{"warcinfo", "request", "response"}, types)
 }

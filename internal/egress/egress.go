@@ -438,7 +438,15 @@ func (p *Proxy) tunnel(client net.Conn, br *bufio.Reader, r *http.Request) {
 	if !p.track(upstream) {
 		return
 	}
-	if _, err := client.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+	established := "HTTP/1.1 200 Connection established\r\n"
+	if r.Header.Get(SelfReportHeader) != "" {
+		// One of archiveflow's own fetchers: it records the origin's
+		// address (WARC-IP-Address), which only this end of the tunnel knows.
+		if ap, err := netip.ParseAddrPort(upstream.RemoteAddr().String()); err == nil {
+			established += OriginAddrHeader + ": " + ap.String() + "\r\n"
+		}
+	}
+	if _, err := client.Write([]byte(established + "\r\n")); err != nil {
 		p.untrack(client, upstream)
 		return
 	}

@@ -25,6 +25,10 @@ const (
 	// DeniedAddrHeader on a refused CONNECT is the resolved address a rule
 	// matched, when a name resolved to it.
 	DeniedAddrHeader = "X-Archiveflow-Fetch-Denied-Address"
+	// OriginAddrHeader on the proxy's 200 answer to a CONNECT that carries
+	// SelfReportHeader is the address (IP:port) of the origin connection
+	// the proxy opened for the tunnel (OriginAddr).
+	OriginAddrHeader = "X-Archiveflow-Origin-Address"
 )
 
 // RefusalsPath is the proxy's own resource (a plain GET, not a proxy
@@ -139,7 +143,44 @@ func connect(conn net.Conn, addr string) (net.Conn, error) {
 	if br.Buffered() > 0 {
 		return nil, fmt.Errorf("fetch proxy: CONNECT %s: data before the tunnel opened", addr)
 	}
-	return conn, nil
+	tc := &tunnelConn{Conn: conn}
+	if ap, err := netip.ParseAddrPort(resp.Header.Get(OriginAddrHeader)); err == nil {
+		tc.origin = ap
+	}
+	return tc, nil
+}
+
+// tunnelConn is a tunnel through the fetch proxy, with the origin address
+// the proxy named (invalid when it named none).
+type tunnelConn struct {
+	net.Conn
+	origin netip.AddrPort
+}
+
+// OriginAddr is the address of the origin a fetching connection reached:
+// for a tunnel through the fetch proxy (TunnelDialer), the one the proxy
+// named (false when it named none); for a direct TCP connection (Dialer),
+// its remote address. A TLS connection is looked through to the
+// connection below.
+func OriginAddr(c net.Conn) (netip.AddrPort, bool) {
+	for {
+		if tc, ok := c.(*tunnelConn); ok {
+			return tc.origin, tc.origin.IsValid()
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
+	}
+	if c == nil || c.RemoteAddr() == nil {
+		return netip.AddrPort{}, false
+	}
+	if _, ok := c.(*net.TCPConn); !ok {
+		return netip.AddrPort{}, false // not a connection Dialer made
+	}
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	return ap, err == nil
 }
 
 // policyKey is the context key of WithPolicy.

@@ -7,7 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -126,4 +129,59 @@ func TestUnreachableSiteGetsNoFabricatedAnswer(t *testing.T) {
 	un, err = Refusals(context.Background(), proxyURL)
 	require.NoError(t, err)
 	assert.Empty(t, un.Unreachable, "answered on a later try")
+}
+
+// TestOriginAddrThroughTheTunnel: a fetcher in a hook process learns the
+// origin's address (for WARC-IP-Address) from the proxy's answer to its
+// CONNECT, over plain HTTP and TLS, for a name the proxy resolved; a
+// direct connection's is its remote address; a connection to the proxy
+// that named nothing has none.
+func TestOriginAddrThroughTheTunnel(t *testing.T) {
+	h := newHarness(t)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	plain := httptest.NewServer(handler)
+	defer plain.Close()
+	secure := httptest.NewTLSServer(handler)
+	defer secure.Close()
+	proxyURL, err := url.Parse(h.proxy.URL())
+	require.NoError(t, err)
+	tunnel := TunnelTransport(proxyURL)
+	tunnel.TLSClientConfig = secure.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	direct := Transport(nil)
+	direct.TLSClientConfig = tunnel.TLSClientConfig.Clone()
+
+	get := func(tr *http.Transport, u string) (netip.AddrPort, bool) {
+		t.Helper()
+		var ap netip.AddrPort
+		var ok bool
+		req, err := http.NewRequest(http.MethodGet, u, nil)
+		require.NoError(t, err)
+		req = req.WithContext(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			GotConn: func(ci httptrace.GotConnInfo) { ap, ok = OriginAddr(ci.Conn) },
+		}))
+		resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: tr}).Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return ap, ok
+	}
+	for _, site := range []*httptest.Server{plain, secure} {
+		want := netip.MustParseAddrPort(site.Listener.Addr().String())
+		for name, tr := range map[string]*http.Transport{"tunnel": tunnel, "direct": direct} {
+			ap, ok := get(tr, site.URL+"/")
+			assert.True(t, ok, "%s %s", name, site.URL)
+			assert.Equal(t, want, ap, "%s %s", name, site.URL)
+		}
+	}
+	// By name: the proxy's resolver maps loop.test to 127.0.0.1.
+	ap, ok := get(tunnel, "http://loop.test:"+strconv.Itoa(int(netip.MustParseAddrPort(plain.Listener.Addr().String()).Port()))+"/")
+	assert.True(t, ok)
+	assert.Equal(t, plain.Listener.Addr().String(), ap.String())
+
+	// A tunnel whose proxy named no origin has no address, not the proxy's.
+	c, err := net.Dial("tcp", proxyURL.Host)
+	require.NoError(t, err)
+	defer c.Close()
+	_, ok = OriginAddr(&tunnelConn{Conn: c})
+	assert.False(t, ok)
 }
