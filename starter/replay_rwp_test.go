@@ -46,7 +46,7 @@ const replayProbe = `(function(){
 // TestReplayWebPageReplaysTheWACZOffline opens a WACZ served by `starter
 // replay --viewer` in ReplayWeb.page, in headless Chromium, everything on
 // loopback, and finds the archived page with its archived stylesheet
-// applied. It needs ReplayWeb.page's files (npm pack replaywebpage, the
+// applied, with the index plain and compressed. It needs ReplayWeb.page's files (npm pack replaywebpage, the
 // package/ directory) in ARCHIVEFLOW_REPLAYWEBPAGE and Chromium; it is
 // skipped without them.
 func TestReplayWebPageReplaysTheWACZOffline(t *testing.T) {
@@ -74,11 +74,18 @@ func TestReplayWebPageReplaysTheWACZOffline(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, f.Close())
-	file := filepath.Join(dir, "rwp.wacz")
-	_, err = wacz.Create(file, wacz.Files(warcPath), []wacz.Page{{URL: "https://example.com/", Title: "Archived start"}},
-		wacz.Options{MainPageURL: "https://example.com/"})
-	require.NoError(t, err)
-	base, _ := serveReplay(t, file, "--viewer", viewer)
+	// The index plain (index.cdxj) and compressed (index.cdx.gz in blocks
+	// of one line, index.idx).
+	bases := map[string]string{}
+	for name, opt := range map[string]wacz.Options{
+		"rwp.wacz":    {MainPageURL: "https://example.com/"},
+		"rwp-gz.wacz": {MainPageURL: "https://example.com/", CompressIndexAbove: 1, IndexBlockLines: 1},
+	} {
+		file := filepath.Join(dir, name)
+		_, err = wacz.Create(file, wacz.Files(warcPath), []wacz.Page{{URL: "https://example.com/", Title: "Archived start"}}, opt)
+		require.NoError(t, err)
+		bases[name], _ = serveReplay(t, file, "--viewer", viewer)
+	}
 
 	profile := filepath.Join(dir, "profile")
 	cmd := exec.Command(browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -97,26 +104,31 @@ func TestReplayWebPageReplaysTheWACZOffline(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "Chromium wrote no DevToolsActivePort")
 
 	cdp := newCDP(t, "http://127.0.0.1:"+port)
-	target := base + "/?source=" + url.QueryEscape(base+"/wacz/rwp.wacz") + "#view=pages&url=" + url.QueryEscape("https://example.com/") + "&ts=20261126100000"
-	cdp.call("Page.navigate", map[string]any{"url": target})
-	var seen string
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for ctx.Err() == nil && !strings.Contains(seen, "ARCHIVEFLOW-REPLAY-OK") {
-		time.Sleep(500 * time.Millisecond)
-		var res struct {
-			Result struct {
-				Result struct{ Value string }
+	for name, base := range bases {
+		t.Run(name, func(t *testing.T) {
+			cdp.t = t
+			target := base + "/?source=" + url.QueryEscape(base+"/wacz/"+name) + "#view=pages&url=" + url.QueryEscape("https://example.com/") + "&ts=20261126100000"
+			cdp.call("Page.navigate", map[string]any{"url": target})
+			var seen string
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			for ctx.Err() == nil && !strings.Contains(seen, "rgb(1, 2, 3)") {
+				time.Sleep(500 * time.Millisecond)
+				var res struct {
+					Result struct {
+						Result struct{ Value string }
+					}
+				}
+				cdp.decode(cdp.call("Runtime.evaluate", map[string]any{"expression": replayProbe, "returnByValue": true}), &res)
+				seen = res.Result.Result.Value
 			}
-		}
-		cdp.decode(cdp.call("Runtime.evaluate", map[string]any{"expression": replayProbe, "returnByValue": true}), &res)
-		seen = res.Result.Result.Value
+			t.Logf("replayed frames:\n%s", seen)
+			require.Contains(t, seen, "ARCHIVEFLOW-REPLAY-OK", "ReplayWeb.page did not replay the page")
+			require.Contains(t, seen, "| Archived start |")
+			require.Contains(t, seen, "rgb(1, 2, 3)", "the archived stylesheet was not applied")
+			require.Contains(t, seen, "mp_/https://example.com/")
+		})
 	}
-	t.Logf("replayed frames:\n%s", seen)
-	require.Contains(t, seen, "ARCHIVEFLOW-REPLAY-OK", "ReplayWeb.page did not replay the page")
-	require.Contains(t, seen, "| Archived start |")
-	require.Contains(t, seen, "rgb(1, 2, 3)", "the archived stylesheet was not applied")
-	require.Contains(t, seen, "mp_/https://example.com/")
 }
 
 // cdp is a minimal Chrome DevTools Protocol client for one page.

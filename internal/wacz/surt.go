@@ -15,11 +15,11 @@ import (
 // ")" and the path (at least "/") with the query's parameters sorted, all
 // lowercased. "https://www.Example.com:8080/A?b=2&a=1#x" is
 // "com,example:8080)/a?a=1&b=2". A URL that is not http(s) or does not
-// parse is returned lowercased.
+// parse is returned lowercased. A space is written %20.
 func SURT(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return strings.ToLower(raw)
+		return strings.ReplaceAll(strings.ToLower(raw), " ", "%20")
 	}
 	host := strings.ToLower(u.Hostname())
 	port := u.Port()
@@ -54,5 +54,6 @@ func SURT(raw string) string {
 		sort.Strings(params)
 		key.WriteString("?" + strings.Join(params, "&"))
 	}
-	return strings.ToLower(key.String())
+	// A space would end the key in a CDXJ line.
+	return strings.ReplaceAll(strings.ToLower(key.String()), " ", "%20")
 }

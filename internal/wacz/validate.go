@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -54,7 +55,11 @@ func Validate(path string) (Report, error) {
 		}
 		files[zf.Name] = zf
 	}
-	for _, name := range []string{DataPackage, DataPackageDig, IndexPath, PagesPath} {
+	required := []string{DataPackage, DataPackageDig, PagesPath, IndexPath}
+	if files[IndexPath] == nil && (files[CompressedIndexPath] != nil || files[IndexIdxPath] != nil) {
+		required = append(required[:3], CompressedIndexPath, IndexIdxPath)
+	}
+	for _, name := range required {
 		if files[name] == nil {
 			return rep, invalid(name, "missing")
 		}
@@ -117,29 +122,110 @@ func Validate(path string) (Report, error) {
 	return rep, err
 }
 
-// readEntry reads a small entry whole.
+// readEntry reads an entry whole.
 func readEntry(zf *zip.File) ([]byte, error) {
 	rc, err := zf.Open()
 	if err != nil {
 		return nil, invalid(zf.Name, "%v", err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+	b, err := io.ReadAll(io.LimitReader(rc, maxReadEntry+1))
 	if err != nil {
 		return nil, invalid(zf.Name, "%v", err)
+	}
+	if len(b) > maxReadEntry {
+		return nil, fmt.Errorf("%s: over %d MiB: too large for this check", zf.Name, maxReadEntry>>20)
 	}
 	return b, nil
 }
 
-// checkIndex checks indexes/index.cdxj against the WARCs' bytes, read at
-// their place in the ZIP file f (STORED entries are their raw bytes).
+// maxReadEntry bounds an entry Validate reads whole (the package files, a
+// compressed index).
+const maxReadEntry = 256 << 20
+
+// checkIndex checks the index, plain or compressed, against the WARCs.
 func checkIndex(f *os.File, files map[string]*zip.File) (int, error) {
+	if files[IndexPath] == nil {
+		lines, err := checkIdx(files)
+		if err != nil {
+			return 0, err
+		}
+		return checkLines(f, files, CompressedIndexPath, lines)
+	}
 	rc, err := files[IndexPath].Open()
 	if err != nil {
 		return 0, invalid(IndexPath, "%v", err)
 	}
 	defer rc.Close()
-	sc := bufio.NewScanner(rc)
+	return checkLines(f, files, IndexPath, rc)
+}
+
+// checkIdx checks a compressed index: index.idx's !meta line, one sorted
+// line per block with the key and timestamp of the block's first line, the
+// blocks contiguous gzip members covering index.cdx.gz. It returns the
+// blocks' lines.
+func checkIdx(files map[string]*zip.File) (io.Reader, error) {
+	idx, err := readEntry(files[IndexIdxPath])
+	if err != nil {
+		return nil, err
+	}
+	gz, err := readEntry(files[CompressedIndexPath])
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimSuffix(string(idx), "\n"), "\n")
+	var meta struct{ Format, Filename string }
+	head, js, _ := strings.Cut(lines[0], " {")
+	if head != "!meta 0" || json.Unmarshal([]byte("{"+js), &meta) != nil || meta.Format != "cdxj-gzip-1.0" || meta.Filename != path.Base(CompressedIndexPath) {
+		return nil, invalid(IndexIdxPath, `line 1: want !meta 0 {"format":"cdxj-gzip-1.0","filename":"index.cdx.gz"}, have %q`, truncate(lines[0], 100))
+	}
+	var all bytes.Buffer
+	var next int64
+	prev := ""
+	for i, line := range lines[1:] {
+		where := fmt.Sprintf("line %d", i+2)
+		keyTS, js, ok := strings.Cut(line, " {")
+		var blk struct{ Offset, Length int64 }
+		if !ok || json.Unmarshal([]byte("{"+js), &blk) != nil || strings.Count(keyTS, " ") != 1 {
+			return nil, invalid(IndexIdxPath, "%s: not KEY TIMESTAMP {offset, length}: %q", where, truncate(line, 100))
+		}
+		if keyTS < prev {
+			return nil, invalid(IndexIdxPath, "%s: not sorted", where)
+		}
+		prev = keyTS
+		if blk.Offset != next || blk.Length <= 0 || blk.Offset+blk.Length > int64(len(gz)) {
+			return nil, invalid(IndexIdxPath, "%s: block at %d, %d bytes: want the next block of %s at %d (%d bytes)", where, blk.Offset, blk.Length, CompressedIndexPath, next, len(gz))
+		}
+		next += blk.Length
+		br := bytes.NewReader(gz[blk.Offset : blk.Offset+blk.Length])
+		zr, err := gzip.NewReader(br)
+		var text []byte
+		if err == nil {
+			zr.Multistream(false)
+			text, err = io.ReadAll(zr)
+		}
+		if err == nil && br.Len() > 0 {
+			err = fmt.Errorf("%d bytes after its gzip member", br.Len())
+		}
+		if err != nil {
+			return nil, invalid(CompressedIndexPath, "block at %d (%s of index.idx): %v", blk.Offset, where, err)
+		}
+		if first, _, _ := strings.Cut(string(text), "\n"); !strings.HasPrefix(first, keyTS+" ") {
+			return nil, invalid(IndexIdxPath, "%s: %q is not the block's first line's key and timestamp (%q)", where, keyTS, truncate(first, 80))
+		}
+		all.Write(text)
+	}
+	if next != int64(len(gz)) {
+		return nil, invalid(IndexIdxPath, "the blocks cover %d of the %d bytes of %s", next, len(gz), CompressedIndexPath)
+	}
+	return &all, nil
+}
+
+// checkLines checks the index lines read from r (named name) against the
+// WARCs' bytes, read at their place in the ZIP file f (STORED entries are
+// their raw bytes).
+func checkLines(f *os.File, files map[string]*zip.File, name string, r io.Reader) (int, error) {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	prev, n := "", 0
 	for sc.Scan() {
@@ -147,32 +233,32 @@ func checkIndex(f *os.File, files map[string]*zip.File) (int, error) {
 		n++
 		where := fmt.Sprintf("line %d", n)
 		if n > 1 && line < prev {
-			return n, invalid(IndexPath, "%s: not sorted (after %q)", where, truncate(prev, 80))
+			return n, invalid(name, "%s: not sorted (after %q)", where, truncate(prev, 80))
 		}
 		prev = line
 		key, rest, ok1 := strings.Cut(line, " ")
 		ts, js, ok2 := strings.Cut(rest, " ")
 		if !ok1 || !ok2 || len(ts) != 14 || strings.Trim(ts, "0123456789") != "" {
-			return n, invalid(IndexPath, "%s: not SURT TIMESTAMP JSON: %q", where, truncate(line, 120))
+			return n, invalid(name, "%s: not SURT TIMESTAMP JSON: %q", where, truncate(line, 120))
 		}
 		var fl cdxjFields
 		if err := json.Unmarshal([]byte(js), &fl); err != nil {
-			return n, invalid(IndexPath, "%s: %v", where, err)
+			return n, invalid(name, "%s: %v", where, err)
 		}
 		if key != SURT(fl.URL) {
-			return n, invalid(IndexPath, "%s: key %q is not the SURT of %q (%q)", where, key, fl.URL, SURT(fl.URL))
+			return n, invalid(name, "%s: key %q is not the SURT of %q (%q)", where, key, fl.URL, SURT(fl.URL))
 		}
 		off, err1 := strconv.ParseInt(fl.Offset, 10, 64)
 		length, err2 := strconv.ParseInt(fl.Length, 10, 64)
 		if err1 != nil || err2 != nil || off < 0 || length <= 0 {
-			return n, invalid(IndexPath, "%s: offset %q, length %q", where, fl.Offset, fl.Length)
+			return n, invalid(name, "%s: offset %q, length %q", where, fl.Offset, fl.Length)
 		}
 		wf := files[ArchiveDir+fl.Filename]
 		if wf == nil || strings.Contains(fl.Filename, "/") || !isWARCName(fl.Filename) {
-			return n, invalid(IndexPath, "%s: filename %q: no such WARC in %s", where, fl.Filename, ArchiveDir)
+			return n, invalid(name, "%s: filename %q: no such WARC in %s", where, fl.Filename, ArchiveDir)
 		}
 		if uint64(off+length) > wf.UncompressedSize64 {
-			return n, invalid(IndexPath, "%s: offset %d + length %d past the end of %s (%d bytes)", where, off, length, wf.Name, wf.UncompressedSize64)
+			return n, invalid(name, "%s: offset %d + length %d past the end of %s (%d bytes)", where, off, length, wf.Name, wf.UncompressedSize64)
 		}
 		start, err := wf.DataOffset()
 		if err != nil {
@@ -192,14 +278,14 @@ func checkIndex(f *os.File, files map[string]*zip.File) (int, error) {
 			err = fmt.Errorf("the record there is not a response, revisit or resource")
 		}
 		if err != nil {
-			return n, invalid(IndexPath, "%s: %s at offset %d: %v", where, wf.Name, off, err)
+			return n, invalid(name, "%s: %s at offset %d: %v", where, wf.Name, off, err)
 		}
 		if e.URL != fl.URL || e.Timestamp != ts {
-			return n, invalid(IndexPath, "%s: %s at offset %d holds %s %s, the line says %s %s", where, wf.Name, off, e.Timestamp, e.URL, ts, fl.URL)
+			return n, invalid(name, "%s: %s at offset %d holds %s %s, the line says %s %s", where, wf.Name, off, e.Timestamp, e.URL, ts, fl.URL)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return n, invalid(IndexPath, "%v", err)
+		return n, invalid(name, "%v", err)
 	}
 	return n, nil
 }

@@ -15,6 +15,7 @@ package wacz
 import (
 	"archive/zip"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -35,11 +36,26 @@ const Version = "1.1.1"
 
 // The paths inside a WACZ.
 const (
-	ArchiveDir     = "archive/"
-	IndexPath      = "indexes/index.cdxj"
-	PagesPath      = "pages/pages.jsonl"
-	DataPackage    = "datapackage.json"
-	DataPackageDig = "datapackage-digest.json"
+	ArchiveDir = "archive/"
+	IndexPath  = "indexes/index.cdxj"
+	// A large index is written compressed instead (Options.CompressIndexAbove):
+	// index.cdx.gz, the sorted lines in blocks, each block its own gzip
+	// member, and index.idx, one line per block (its first line's key and
+	// timestamp, the block's offset and length) after a !meta line.
+	CompressedIndexPath = "indexes/index.cdx.gz"
+	IndexIdxPath        = "indexes/index.idx"
+	PagesPath           = "pages/pages.jsonl"
+	DataPackage         = "datapackage.json"
+	DataPackageDig      = "datapackage-digest.json"
+)
+
+// idxMeta is the first line of index.idx.
+const idxMeta = `!meta 0 {"format":"cdxj-gzip-1.0","filename":"index.cdx.gz"}`
+
+// Defaults of Options' index fields.
+const (
+	DefaultCompressIndexAbove = 10000
+	DefaultIndexBlockLines    = 3000
 )
 
 // pagesHeader is the first line of pages.jsonl.
@@ -60,6 +76,14 @@ type Options struct {
 	// MainPageURL is the collection's main page (e.g. the job's start
 	// URL); its date is the date of its page, else of its first capture.
 	MainPageURL string
+	// CompressIndexAbove: an index of more lines is written compressed
+	// (index.cdx.gz and index.idx) rather than as index.cdxj, so a replay
+	// reads only the blocks it needs (0: DefaultCompressIndexAbove; < 0:
+	// never).
+	CompressIndexAbove int
+	// IndexBlockLines is the lines per block of a compressed index (0:
+	// DefaultIndexBlockLines).
+	IndexBlockLines int
 }
 
 // Result says what was written.
@@ -229,11 +253,7 @@ func Write(w io.Writer, warcs []WARC, pages []Page, opt Options) (Result, error)
 			return res, fmt.Errorf("wacz: %s shrank while being written (%d of %d bytes)", p, got, sizes[i])
 		}
 	}
-	var idx bytes.Buffer
-	for _, l := range lines {
-		idx.WriteString(l + "\n")
-	}
-	if err := add(IndexPath, &idx); err != nil {
+	if err := writeIndex(lines, opt, add); err != nil {
 		return res, err
 	}
 
@@ -296,6 +316,49 @@ func Write(w io.Writer, warcs []WARC, pages []Page, opt Options) (Result, error)
 	}
 	res.WARCs, res.Entries, res.Pages = len(warcs), len(lines), len(pages)
 	return res, nil
+}
+
+// writeIndex adds the sorted index lines as index.cdxj, or compressed
+// (index.cdx.gz and index.idx) when there are more than
+// opt.CompressIndexAbove.
+func writeIndex(lines []string, opt Options, add func(string, io.Reader) error) error {
+	above, block := opt.CompressIndexAbove, opt.IndexBlockLines
+	if above == 0 {
+		above = DefaultCompressIndexAbove
+	}
+	if block <= 0 {
+		block = DefaultIndexBlockLines
+	}
+	if above < 0 || len(lines) <= above {
+		var b bytes.Buffer
+		for _, l := range lines {
+			b.WriteString(l + "\n")
+		}
+		return add(IndexPath, &b)
+	}
+	var gz, idx bytes.Buffer
+	idx.WriteString(idxMeta + "\n")
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestCompression)
+	for i := 0; i < len(lines); i += block {
+		part := lines[i:min(i+block, len(lines))]
+		off := gz.Len()
+		zw.Reset(&gz)
+		for _, l := range part {
+			if _, err := zw.Write([]byte(l + "\n")); err != nil {
+				return err
+			}
+		}
+		if err := zw.Close(); err != nil {
+			return err
+		}
+		key, rest, _ := strings.Cut(part[0], " ")
+		ts, _, _ := strings.Cut(rest, " ")
+		fmt.Fprintf(&idx, "%s %s {\"offset\":%d,\"length\":%d}\n", key, ts, off, gz.Len()-off)
+	}
+	if err := add(CompressedIndexPath, &gz); err != nil {
+		return err
+	}
+	return add(IndexIdxPath, &idx)
 }
 
 // firstCaptures maps each URL to the date of its earliest 2xx/3xx (else

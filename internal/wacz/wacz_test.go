@@ -359,6 +359,7 @@ func TestSURT(t *testing.T) {
 		"http://sub.example.co.uk/a%20b":           "uk,co,example,sub)/a%20b",
 		"http://127.0.0.2:9000/cdn/1.css":          "127.0.0.2:9000)/cdn/1.css",
 		"urn:x-test:Thing":                         "urn:x-test:thing",
+		"http://example.com/?q=a b":                "com,example)/?q=a%20b",
 	} {
 		assert.Equal(t, want, SURT(raw), raw)
 	}
@@ -401,4 +402,86 @@ func TestRevisitRecordsAreIndexed(t *testing.T) {
 		mimes = append(mimes, e.Mime+" "+strconv.Itoa(e.Status))
 	}
 	assert.Equal(t, []string{"text/html 200", "text/html 200", "warc/revisit 200", "warc/revisit 200"}, mimes)
+}
+
+// entries reads a WACZ's entries whole (test sizes).
+func entries(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	require.NoError(t, err)
+	defer zr.Close()
+	out := map[string][]byte{}
+	for _, f := range zr.File {
+		b, err := readEntry(f)
+		require.NoError(t, err)
+		out[f.Name] = b
+	}
+	return out
+}
+
+func TestALargeIndexIsCompressedInBlocks(t *testing.T) {
+	dir, warcs := buildFixture(t)
+	plain := filepath.Join(dir, "plain.wacz")
+	_, err := Create(plain, warcs, nil, Options{})
+	require.NoError(t, err)
+	small := filepath.Join(dir, "small.wacz")
+	_, err = Create(small, warcs, nil, Options{CompressIndexAbove: 5, IndexBlockLines: 2})
+	require.NoError(t, err)
+	assert.Contains(t, entries(t, small), IndexPath, "5 lines are not above 5")
+
+	big := filepath.Join(dir, "big.wacz")
+	res, err := Create(big, warcs, nil, Options{CompressIndexAbove: 4, IndexBlockLines: 2})
+	require.NoError(t, err)
+	assert.Equal(t, 5, res.Entries)
+	rep, err := Validate(big)
+	require.NoError(t, err)
+	assert.Equal(t, 5, rep.Entries)
+
+	got := entries(t, big)
+	assert.NotContains(t, got, IndexPath)
+	idx := strings.Split(strings.TrimSpace(string(got[IndexIdxPath])), "\n")
+	require.Len(t, idx, 4, "the !meta line and one line per block of 2")
+	assert.Equal(t, idxMeta, idx[0])
+	assert.Regexp(t, `^127\.0\.0\.1:8080\)/x 20261126120101 \{"offset":0,"length":\d+\}$`, idx[1])
+	assert.Regexp(t, `^com,example\)/a 20261126120100 \{"offset":\d+,"length":\d+\}$`, idx[2])
+	assert.Regexp(t, `^net,example,cdn\)/s\.css 20261126120002 \{"offset":\d+,"length":\d+\}$`, idx[3])
+	zr, err := gzip.NewReader(bytes.NewReader(got[CompressedIndexPath])) // multistream: all blocks
+	require.NoError(t, err)
+	lines, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	assert.Equal(t, string(entries(t, plain)[IndexPath]), string(lines), "the same lines as index.cdxj")
+
+	for name, c := range map[string]struct {
+		file string
+		edit func([]byte) []byte
+		want string
+	}{
+		"block offset": {IndexIdxPath, func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `{"offset":0,`, `{"offset":1,`, 1))
+		}, "want the next block"},
+		"block key": {IndexIdxPath, func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), "127.0.0.1:8080)/x 20261126120101", "127.0.0.1:8080)/w 20261126120101", 1))
+		}, "is not the block's first line's key"},
+		"meta": {IndexIdxPath, func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), "cdxj-gzip-1.0", "cdxj-gzip-9", 1))
+		}, "line 1: want !meta"},
+		"block bytes": {CompressedIndexPath, func(b []byte) []byte {
+			b = append([]byte{}, b...)
+			b[len(b)-6] ^= 0xff // the last block's CRC-32
+			return b
+		}, "block at"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(dir, "c.wacz")
+			_, err := Create(out, warcs, nil, Options{CompressIndexAbove: 4, IndexBlockLines: 2})
+			require.NoError(t, err)
+			rewriteEntry(t, out, c.file, c.edit)
+			_, err = Validate(out)
+			require.Error(t, err)
+			assert.True(t, IsInvalid(err), err)
+			assert.Contains(t, err.Error(), c.file)
+			assert.Contains(t, err.Error(), c.want)
+			t.Log(err)
+		})
+	}
 }
