@@ -3,6 +3,7 @@ package warc
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -13,12 +14,8 @@ import (
 )
 
 // RevisitProfile is the WARC-Profile of a revisit record written because
-// its payload is identical to an earlier response's (WARC 1.1 §6.7.2);
-// revisitProfile10 is the same profile for a WARC/1.0 record.
-const (
-	RevisitProfile   = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-	revisitProfile10 = "http://netpreserve.org/warc/1.0/revisit/identical-payload-digest"
-)
+// its payload is identical to an earlier response's (WARC 1.1 §6.7.2).
+const RevisitProfile = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 
 // maxHTTPHead bounds the HTTP header block of a response that may become
 // a revisit record; a response with a longer one is copied as it is.
@@ -146,6 +143,9 @@ type AppendStats struct {
 	Revisits int // responses written as revisit records
 	// InfoDropped counts archiveflow's own warcinfo records left out.
 	InfoDropped int
+	// Upgraded counts WARC/1.0 records (another tool's, GNU wget's)
+	// written as WARC/1.1.
+	Upgraded int
 	// SavedBytes are the payload bytes not stored again.
 	SavedBytes int64
 	// Verbatim is why the file was copied as it is, without revisits: it
@@ -177,9 +177,15 @@ type appendRec struct {
 // URI and other fields, WARC-Refers-To, WARC-Refers-To-Target-URI and
 // WARC-Refers-To-Date naming the stored record, and the HTTP header as its
 // block, without the payload. A warcinfo record whose software field names
-// archiveflow (Software) is left out: dst has its own. Every other record
-// is copied byte for byte, its gzip member as it is, and each response
-// copied with a payload is added to idx once written.
+// archiveflow (Software) is left out: dst has its own. Every other
+// WARC/1.1 record is copied byte for byte, its gzip member as it is, and
+// each response stored with its payload is added to idx once written.
+//
+// A WARC/1.0 record (another tool's: GNU wget writes 1.0) is written as
+// WARC/1.1, so the job's file is of one version: the same fields and block,
+// its target URI without the angle brackets 1.0 writers put around it, a
+// 1.0 revisit profile as the 1.1 one (its digests stay true: the block is
+// unchanged).
 //
 // Only a non-empty payload of a complete response (no WARC-Truncated, an
 // application/http block whose HTTP header ends within 64 KiB) is
@@ -268,7 +274,16 @@ func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st Append
 			st.Revisits++
 			st.SavedBytes += r.payload
 		default:
-			if _, err := io.Copy(cw, io.NewSectionReader(src, s.off, s.n)); err != nil {
+			if upgradable(r.h) {
+				if w == nil {
+					w = revisitWriters.Get().(*Writer)
+					w.w = cw
+				}
+				if err := w.upgrade(src, s); err != nil {
+					return st, fmt.Errorf("record at offset %d as WARC/1.1: %w", s.off, err)
+				}
+				st.Upgraded++
+			} else if _, err := io.Copy(cw, io.NewSectionReader(src, s.off, s.n)); err != nil {
 				return st, fmt.Errorf("copy record at offset %d: %w", s.off, err)
 			}
 			if r.digest != "" {
@@ -329,7 +344,7 @@ func ownInfo(block io.Reader) bool {
 // response h, whose payload orig holds, with block as its block.
 func revisitHead(h Header, orig Original, block []byte) string {
 	var b strings.Builder
-	b.WriteString(h.Version + "\r\n")
+	b.WriteString(Version + "\r\n")
 	for _, f := range h.Fields {
 		switch strings.ToLower(f.Name) {
 		case "content-length", "warc-block-digest", "warc-profile", "warc-refers-to",
@@ -338,6 +353,7 @@ func revisitHead(h Header, orig Original, block []byte) string {
 		case "warc-type":
 			f.Value = "revisit"
 		}
+		f = upgradeField(f)
 		fmt.Fprintf(&b, "%s: %s\r\n", f.Name, f.Value)
 	}
 	if orig.ID != "" {
@@ -347,14 +363,66 @@ func revisitHead(h Header, orig Original, block []byte) string {
 	if orig.Date != "" {
 		fmt.Fprintf(&b, "WARC-Refers-To-Date: %s\r\n", orig.Date)
 	}
-	profile := RevisitProfile
-	if h.Version == "WARC/1.0" {
-		profile = revisitProfile10
-	}
-	fmt.Fprintf(&b, "WARC-Profile: %s\r\n", profile)
+	fmt.Fprintf(&b, "WARC-Profile: %s\r\n", RevisitProfile)
 	fmt.Fprintf(&b, "WARC-Block-Digest: %s\r\n", Digest(block))
 	fmt.Fprintf(&b, "Content-Length: %s\r\n\r\n", strconv.Itoa(len(block)))
 	return b.String()
+}
+
+// upgradable says whether a record is WARC/1.0, which Append writes as
+// WARC/1.1.
+func upgradable(h Header) bool { return h.Version == "WARC/1.0" }
+
+// upgradeField is a WARC/1.0 header field as WARC/1.1 writes it: a URI
+// without the angle brackets 1.0 writers (GNU wget) put around it, a 1.0
+// revisit profile as its 1.1 URI.
+func upgradeField(f Field) Field {
+	switch strings.ToLower(f.Name) {
+	case "warc-target-uri", "warc-refers-to-target-uri":
+		if len(f.Value) >= 2 && f.Value[0] == '<' && f.Value[len(f.Value)-1] == '>' {
+			f.Value = f.Value[1 : len(f.Value)-1]
+		}
+	case "warc-profile":
+		if rest, ok := strings.CutPrefix(f.Value, "http://netpreserve.org/warc/1.0/"); ok {
+			f.Value = "http://netpreserve.org/warc/1.1/" + rest
+		}
+	}
+	return f
+}
+
+// upgrade writes the WARC/1.0 record in the gzip member at s of src as a
+// WARC/1.1 record, one gzip member, its block streamed as it is.
+func (w *Writer) upgrade(src io.ReaderAt, s span) error {
+	var zr gzip.Reader
+	if err := zr.Reset(io.NewSectionReader(src, s.off, s.n)); err != nil {
+		return gzipErr(err)
+	}
+	zr.Multistream(false)
+	br := readers.Get().(*bufio.Reader)
+	defer putReader(br)
+	br.Reset(&zr)
+	h, _, err := readHeader(br)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString(Version + "\r\n")
+	for _, f := range h.Fields {
+		f = upgradeField(f)
+		fmt.Fprintf(&b, "%s: %s\r\n", f.Name, f.Value)
+	}
+	b.WriteString("\r\n")
+	w.gz.Reset(w.w)
+	if _, err := io.WriteString(w.gz, b.String()); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(w.gz, br, h.ContentLength); err != nil {
+		return fmt.Errorf("copy block: %w", noEOF(err))
+	}
+	if _, err := io.WriteString(w.gz, "\r\n\r\n"); err != nil {
+		return err
+	}
+	return w.gz.Close()
 }
 
 // countWriter counts the bytes written through it.

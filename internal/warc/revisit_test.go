@@ -260,3 +260,73 @@ func TestAppendLeavesOutACutLastRecord(t *testing.T) {
 	assert.NotNil(t, out[whole])
 	assert.Equal(t, "request", hs[len(hs)-1].Type)
 }
+
+// wgetRecord is one WARC/1.0 record as GNU wget writes it (the target URI
+// in angle brackets), in its own gzip member.
+func wgetRecord(t *testing.T, fields [][2]string, block []byte) []byte {
+	t.Helper()
+	var head strings.Builder
+	head.WriteString("WARC/1.0\r\n")
+	for _, f := range fields {
+		head.WriteString(f[0] + ": " + f[1] + "\r\n")
+	}
+	head.WriteString("WARC-Block-Digest: " + Digest(block) + "\r\n")
+	head.WriteString("Content-Length: " + strconv.Itoa(len(block)) + "\r\n\r\n")
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write([]byte(head.String()))
+	_, _ = zw.Write(block)
+	_, _ = zw.Write([]byte("\r\n\r\n"))
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// TestAppendWritesWARC10AsWARC11: wget's WARC/1.0 records join the job's
+// file as WARC/1.1 (one version per file): the same fields and block, the
+// target URI without its angle brackets; a repeated payload among them is a
+// 1.1 revisit.
+func TestAppendWritesWARC10AsWARC11(t *testing.T) {
+	img := randomBytes(200_000)
+	idx := NewDigests()
+	idx.Add(Digest(img), Original{TargetURI: "http://a.test/img.png", Date: "2026-11-26T10:00:00Z", ID: "<urn:uuid:first>"})
+	body := randomBytes(100_000)
+	resp := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"), body...)
+	dup := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n"), img...)
+	var src []byte
+	src = append(src, wgetRecord(t, [][2]string{{"WARC-Type", "warcinfo"}, {"WARC-Record-ID", "<urn:uuid:info>"},
+		{"Content-Type", "application/warc-fields"}}, []byte("software: Wget/1.21.3 (linux-gnu)\r\n"))...)
+	src = append(src, wgetRecord(t, [][2]string{{"WARC-Type", "response"}, {"WARC-Target-URI", "<http://b.test/>"},
+		{"WARC-Date", "2026-11-26T11:00:00Z"}, {"WARC-Record-ID", "<urn:uuid:resp>"}, {"WARC-Payload-Digest", Digest(body)},
+		{"Content-Type", "application/http;msgtype=response"}}, resp)...)
+	src = append(src, wgetRecord(t, [][2]string{{"WARC-Type", "response"}, {"WARC-Target-URI", "<http://b.test/img.png>"},
+		{"WARC-Date", "2026-11-26T11:00:01Z"}, {"WARC-Record-ID", "<urn:uuid:dup>"}, {"WARC-Payload-Digest", Digest(img)},
+		{"Content-Type", "application/http;msgtype=response"}}, dup)...)
+
+	var dst bytes.Buffer
+	st, err := Append(&dst, bytes.NewReader(src), int64(len(src)), idx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, st.Upgraded, "the warcinfo and the first response")
+	assert.Equal(t, 1, st.Revisits)
+	_, hs := members(t, dst.Bytes())
+	require.Len(t, hs, 3)
+	blocks := map[string][]byte{}
+	require.NoError(t, Read(bytes.NewReader(dst.Bytes()), func(h Header, block io.Reader) error {
+		b, err := io.ReadAll(block)
+		blocks[h.ID] = b
+		assert.Equal(t, Digest(b), h.Get("WARC-Block-Digest"), h.ID)
+		return err
+	}))
+	for _, h := range hs {
+		assert.Equal(t, "WARC/1.1", h.Version, h.ID)
+		assert.False(t, strings.HasPrefix(h.Get("WARC-Target-URI"), "<"), "%s: %s", h.ID, h.Get("WARC-Target-URI"))
+	}
+	assert.Equal(t, resp, blocks["<urn:uuid:resp>"], "the block as it was")
+	assert.Equal(t, "2026-11-26T11:00:00Z", hs[1].Get("WARC-Date"))
+	assert.Equal(t, "revisit", hs[2].Type)
+	assert.Equal(t, RevisitProfile, hs[2].Get("WARC-Profile"))
+	assert.Equal(t, "http://b.test/img.png", hs[2].Get("WARC-Target-URI"))
+	assert.Equal(t, "<urn:uuid:first>", hs[2].Get("WARC-Refers-To"))
+	o, ok := idx.Lookup(Digest(body))
+	require.True(t, ok, "the upgraded response is indexed")
+	assert.Equal(t, Original{TargetURI: "http://b.test/", Date: "2026-11-26T11:00:00Z", ID: "<urn:uuid:resp>"}, o)
+}
