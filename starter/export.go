@@ -15,6 +15,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin/snapfiles"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/snapindex"
 	"github.com/archiveflow/archiveflow/internal/wacz"
 )
 
@@ -65,6 +66,9 @@ type exportJSON struct {
 	From string `json:"from"`
 	// Crawl: the WARCs are this host's only.
 	Crawl bool `json:"crawl"`
+	// PagesDetected: the job is not in Redis (expired): its pages are the
+	// WARCs' 200 HTML captures.
+	PagesDetected bool `json:"pages_detected,omitempty"`
 }
 
 func runExport(ctx context.Context, a *app, inv *invocation) error {
@@ -94,6 +98,9 @@ func runExport(ctx context.Context, a *app, inv *invocation) error {
 	if o.Crawl {
 		fmt.Fprintf(a.stdout, "  only this host's WARCs: pages other worker hosts ran are in their own %s\n", o.From)
 	}
+	if o.PagesDetected {
+		fmt.Fprintln(a.stdout, "  the job is not in Redis (expired after its retention?): its pages are the WARCs' 200 HTML captures, without titles")
+	}
 	return nil
 }
 
@@ -105,25 +112,43 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 		return o, err
 	}
 	defer b.Close()
-	job, err := getJob(ctx, b, id)
-	if err != nil {
-		return o, err
-	}
 	archive := inv.cfg.ArchiveDir
 	snapDir := filepath.Join(archive, "snapshots", id)
-
-	pages, crawl, err := exportPages(ctx, newFrontier(b), archive, id)
-	if err != nil {
+	crawlWARCDir := filepath.Join(archive, "crawls", id, "warc")
+	opt := wacz.Options{Title: id, Software: software()}
+	var pages []wacz.Page
+	var crawl bool
+	job, err := getJob(ctx, b, id)
+	switch {
+	case exitCode(err) == exitNotFound:
+		// Expired from Redis (or never there): what the archive dir holds.
+		// Pages are then found in the WARCs; the URL in the sealed index.
+		notFound := err
+		if fi, err := os.Stat(crawlWARCDir); err == nil && fi.IsDir() {
+			crawl = true
+		} else if _, err := os.Stat(snapDir); err != nil {
+			return o, notFound
+		}
+		if snap, _, err := snapindex.Read(snapDir); err == nil {
+			opt.MainPageURL = snap.URL
+		}
+		opt.DetectPages, o.PagesDetected = true, true
+	case err != nil:
 		return o, err
-	}
-	if !crawl {
-		pages = []wacz.Page{{URL: job.URL, Title: readTitle(snapDir)}}
+	default:
+		opt.MainPageURL = job.URL
+		if pages, crawl, err = exportPages(ctx, newFrontier(b), archive, id); err != nil {
+			return o, err
+		}
+		if !crawl {
+			pages = []wacz.Page{{URL: job.URL, Title: readTitle(snapDir)}}
+		}
 	}
 	var warcs []wacz.WARC
 	where := snapDir
 	if crawl {
 		// engine's job WARCs: ARCHIVE_DIR/crawls/IDENT/warc/IDENT-INSTANCE-NNNNN.warc.gz.
-		where = filepath.Join(archive, "crawls", id, "warc")
+		where = crawlWARCDir
 		if warcs, err = crawlWARCs(where); err != nil {
 			return o, err
 		}
@@ -142,14 +167,15 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 		return o, withCode(exitNotFound, fmt.Errorf("job %s: no WARC in %s on this host (the job ran on another worker host, or wrote none yet)", id, where))
 	}
 
-	res, err := wacz.Create(out, warcs, pages, wacz.Options{Title: id, Software: software(), MainPageURL: job.URL})
+	res, err := wacz.Create(out, warcs, pages, opt)
 	if err != nil {
 		return o, err
 	}
 	if _, err := wacz.Validate(out); err != nil {
 		return o, fmt.Errorf("the WACZ written does not validate (kept for inspection): %w", err)
 	}
-	o = exportJSON{Ident: id, File: out, Bytes: res.Bytes, Entries: res.Entries, Pages: res.Pages, Partial: res.Partial, From: where, Crawl: crawl}
+	o = exportJSON{Ident: id, File: out, Bytes: res.Bytes, Entries: res.Entries, Pages: res.Pages, Partial: res.Partial, From: where,
+		Crawl: crawl, PagesDetected: o.PagesDetected}
 	for _, w := range warcs {
 		o.WARCs = append(o.WARCs, w.Path)
 	}

@@ -23,13 +23,14 @@ import (
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/snapindex"
 	"github.com/archiveflow/archiveflow/internal/testredis"
 	"github.com/archiveflow/archiveflow/internal/wacz"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
 
-// captures writes a WARC at path holding one 200 text/html response
-// record per URL (the date of each: at).
+// captures writes a WARC at path holding one 200 response record per URL
+// (text/html, text/css for a .css URL; the date of each: at).
 func captures(t *testing.T, path string, at time.Time, urls ...string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
@@ -37,7 +38,11 @@ func captures(t *testing.T, path string, at time.Time, urls ...string) {
 	require.NoError(t, err)
 	w := warc.NewWriter(f)
 	for _, u := range urls {
-		block := "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>" + u
+		ct := "text/html"
+		if strings.HasSuffix(u, ".css") {
+			ct = "text/css"
+		}
+		block := "HTTP/1.1 200 OK\r\nContent-Type: " + ct + "\r\n\r\n<p>" + u
 		_, err := w.Write(warc.Record{Type: "response", Date: at, TargetURI: u, ContentType: "application/http;msgtype=response", Block: []byte(block)})
 		require.NoError(t, err)
 	}
@@ -190,4 +195,38 @@ func TestExportASnapshot(t *testing.T) {
 	// A bad -o: exit 2.
 	res = runCLI(t, "", "export", id, "-o", filepath.Join(t.TempDir(), "no", "x.wacz"), "--archive-dir", archive, "--redis-url", srv.URL)
 	assert.Equal(t, exitUsage, res.code, res.stderr)
+}
+
+func TestExportAnExpiredJobFindsItsPagesInTheWARCs(t *testing.T) {
+	const id = "3mlbkdu1fpo7wt4lr2qf1mpsw"
+	srv := testredis.Start(t) // the job's keys are gone
+	archive := t.TempDir()
+	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	warcDir := filepath.Join(archive, "crawls", id, "warc")
+	captures(t, filepath.Join(warcDir, id+"-w1-7-00001.warc.gz"), at, "https://example.com/", "https://example.com/s.css")
+	captures(t, filepath.Join(warcDir, id+"-w2-9-00001.warc.gz"), at.Add(time.Minute), "https://example.com/b", "https://example.com/")
+	_, err := snapindex.Write(filepath.Join(archive, "snapshots", id), snapindex.Snapshot{ID: id, URL: "https://example.com/"}, nil)
+	require.NoError(t, err)
+
+	out := filepath.Join(t.TempDir(), "old.wacz")
+	res := runCLI(t, "", "export", id, "-o", out, "--archive-dir", archive, "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "2 WARC(s) from "+warcDir+", 4 index line(s), 2 page(s); validated")
+	assert.Contains(t, res.stdout, "the job is not in Redis")
+	assert.Equal(t, map[string]string{"https://example.com/": "", "https://example.com/b": ""}, waczPages(t, out),
+		"each 200 HTML capture once, the stylesheet not a page")
+	zr, err := zip.OpenReader(out)
+	require.NoError(t, err)
+	defer zr.Close()
+	rc, err := zr.Open(wacz.DataPackage)
+	require.NoError(t, err)
+	var dp struct{ MainPageURL, MainPageDate string }
+	require.NoError(t, json.NewDecoder(rc).Decode(&dp))
+	assert.Equal(t, "https://example.com/", dp.MainPageURL, "the URL of the sealed snapshot index")
+	assert.Equal(t, "2026-11-26T10:00:00Z", dp.MainPageDate)
+
+	// Neither in Redis nor on this host: unknown.
+	res = runCLI(t, "", "export", id, "-o", out, "--archive-dir", t.TempDir(), "--redis-url", srv.URL)
+	assert.Equal(t, exitNotFound, res.code)
+	assert.Contains(t, res.stderr, "not found in Redis")
 }

@@ -84,6 +84,10 @@ type Options struct {
 	// IndexBlockLines is the lines per block of a compressed index (0:
 	// DefaultIndexBlockLines).
 	IndexBlockLines int
+	// DetectPages: when no page is given, every 200 text/html capture is
+	// one (each URL once, in the order of its first capture), as py-wacz's
+	// --detect-pages.
+	DetectPages bool
 }
 
 // Result says what was written.
@@ -257,6 +261,9 @@ func Write(w io.Writer, warcs []WARC, pages []Page, opt Options) (Result, error)
 		return res, err
 	}
 
+	if len(pages) == 0 && opt.DetectPages {
+		pages = detectPages(entries)
+	}
 	first := firstCaptures(entries)
 	var pj bytes.Buffer
 	pj.WriteString(pagesHeader + "\n")
@@ -359,6 +366,22 @@ func writeIndex(lines []string, opt Options, add func(string, io.Reader) error) 
 		return err
 	}
 	return add(IndexIdxPath, &idx)
+}
+
+// detectPages makes a page of every 200 HTML capture's URL, each once, in
+// the order of their first capture.
+func detectPages(entries []Entry) []Page {
+	byTime := append([]Entry(nil), entries...)
+	sort.SliceStable(byTime, func(i, j int) bool { return byTime[i].Time.Before(byTime[j].Time) })
+	seen := map[string]bool{}
+	var pages []Page
+	for _, e := range byTime {
+		if e.Status == 200 && (e.Mime == "text/html" || e.Mime == "application/xhtml+xml") && !seen[e.URL] {
+			seen[e.URL] = true
+			pages = append(pages, Page{URL: e.URL, TS: e.Time})
+		}
+	}
+	return pages
 }
 
 // firstCaptures maps each URL to the date of its earliest 2xx/3xx (else
