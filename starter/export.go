@@ -66,9 +66,14 @@ type exportJSON struct {
 	From string `json:"from"`
 	// Crawl: the WARCs are this host's only.
 	Crawl bool `json:"crawl"`
+	// Uncaptured counts the pages left out: no capture of them in these
+	// WARCs (run on another worker host, or not appended yet).
+	Uncaptured int `json:"pages_uncaptured,omitempty"`
 	// PagesDetected: the job is not in Redis (expired): its pages are the
 	// WARCs' 200 HTML captures.
 	PagesDetected bool `json:"pages_detected,omitempty"`
+
+	uncapturedExample string
 }
 
 func runExport(ctx context.Context, a *app, inv *invocation) error {
@@ -94,6 +99,10 @@ func runExport(ctx context.Context, a *app, inv *invocation) error {
 		out, o.Bytes, len(o.WARCs), o.From, o.Entries, o.Pages)
 	for _, p := range o.Partial {
 		fmt.Fprintf(a.stdout, "  %s is still being written: its records up to the last complete one are in\n", p)
+	}
+	if o.Uncaptured > 0 {
+		fmt.Fprintf(a.stdout, "  %d page(s) left out, e.g. %s: no capture of them in these WARCs (run on another worker host, or not appended yet)\n",
+			o.Uncaptured, o.uncapturedExample)
 	}
 	if o.Crawl {
 		fmt.Fprintf(a.stdout, "  only this host's WARCs: pages other worker hosts ran are in their own %s\n", o.From)
@@ -175,7 +184,10 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 		return o, fmt.Errorf("the WACZ written does not validate (kept for inspection): %w", err)
 	}
 	o = exportJSON{Ident: id, File: out, Bytes: res.Bytes, Entries: res.Entries, Pages: res.Pages, Partial: res.Partial, From: where,
-		Crawl: crawl, PagesDetected: o.PagesDetected}
+		Crawl: crawl, PagesDetected: o.PagesDetected, Uncaptured: len(res.Uncaptured)}
+	if len(res.Uncaptured) > 0 {
+		o.uncapturedExample = res.Uncaptured[0]
+	}
 	for _, w := range warcs {
 		o.WARCs = append(o.WARCs, w.Path)
 	}

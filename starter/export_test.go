@@ -97,12 +97,13 @@ func TestExportACrawlWritesAValidWACZOfItsSucceededPages(t *testing.T) {
 	srv, store := exportJob(t, id, start, model.FetchInf)
 	fr, err := frontier.New(srv.Client(), store.Keys(), frontier.Options{})
 	require.NoError(t, err)
-	urls := []string{start, "https://example.com/a", "https://example.com/gone"}
+	// /elsewhere succeeded on another worker host: its WARC is not here.
+	urls := []string{start, "https://example.com/a", "https://example.com/gone", "https://example.com/elsewhere"}
 	_, err = fr.SeedList(ctx, id, "test", urls, frontier.Config{MaxDepth: -1, MaxAttempts: 1})
 	require.NoError(t, err)
-	claimed, _, err := fr.Claim(ctx, id, 3, "t", 0)
+	claimed, _, err := fr.Claim(ctx, id, 4, "t", 0)
 	require.NoError(t, err)
-	require.Len(t, claimed, 3)
+	require.Len(t, claimed, 4)
 	ids := map[string]int64{}
 	for _, p := range claimed {
 		ids[p.URL] = p.ID
@@ -134,6 +135,7 @@ func TestExportACrawlWritesAValidWACZOfItsSucceededPages(t *testing.T) {
 	assert.Len(t, o.WARCs, 2)
 	assert.Equal(t, 3, o.Entries)
 	assert.Equal(t, 2, o.Pages)
+	assert.Equal(t, 1, o.Uncaptured)
 
 	rep, err := wacz.Validate(out)
 	require.NoError(t, err)
@@ -149,6 +151,7 @@ func TestExportACrawlWritesAValidWACZOfItsSucceededPages(t *testing.T) {
 	assert.Contains(t, res.stdout, "wrote "+id+".wacz (")
 	assert.Contains(t, res.stdout, "2 WARC(s) from "+warcDir+", 3 index line(s), 2 page(s); validated")
 	assert.Contains(t, res.stdout, "only this host's WARCs")
+	assert.Contains(t, res.stdout, "1 page(s) left out, e.g. https://example.com/elsewhere: no capture of them in these WARCs")
 	_, err = wacz.Validate(filepath.Join(wd, id+".wacz"))
 	require.NoError(t, err)
 }

@@ -14,6 +14,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Report says what Validate checked.
@@ -290,7 +291,8 @@ func checkLines(f *os.File, files map[string]*zip.File, name string, r io.Reader
 	return n, nil
 }
 
-// checkPages checks pages.jsonl's header line and that each page has a url.
+// checkPages checks pages.jsonl's header line and that each page has a
+// url and a date.
 func checkPages(zf *zip.File) (int, error) {
 	rc, err := zf.Open()
 	if err != nil {
@@ -312,6 +314,9 @@ func checkPages(zf *zip.File) (int, error) {
 		var p pageLine
 		if err := json.Unmarshal(sc.Bytes(), &p); err != nil || p.URL == "" {
 			return n - 1, invalid(zf.Name, "line %d: not a page with a url: %q", n, truncate(sc.Text(), 80))
+		}
+		if _, err := time.Parse(time.RFC3339Nano, p.TS); err != nil {
+			return n - 1, invalid(zf.Name, "line %d: page %s: ts %q: want an RFC 3339 date", n, p.URL, p.TS)
 		}
 	}
 	if err := sc.Err(); err != nil {

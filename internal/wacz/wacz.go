@@ -99,6 +99,9 @@ type Result struct {
 	// Partial names the WARCs whose last record was still being written:
 	// only their complete records are in the WACZ.
 	Partial []string
+	// Uncaptured are the pages left out: given without a date, and with
+	// no capture in the WARCs (a page a replay could not open).
+	Uncaptured []string
 }
 
 // resource is one file of the package in datapackage.json.
@@ -268,18 +271,20 @@ func Write(w io.Writer, warcs []WARC, pages []Page, opt Options) (Result, error)
 	var pj bytes.Buffer
 	pj.WriteString(pagesHeader + "\n")
 	mainDate := time.Time{}
-	for i, pg := range pages {
+	for _, pg := range pages {
 		ts := pg.TS
 		if ts.IsZero() {
 			ts = first[pg.URL]
 		}
+		if ts.IsZero() {
+			res.Uncaptured = append(res.Uncaptured, pg.URL)
+			continue
+		}
 		if pg.URL == opt.MainPageURL && mainDate.IsZero() {
 			mainDate = ts
 		}
-		pl := pageLine{ID: fmt.Sprintf("p%d", i+1), URL: pg.URL, Title: pg.Title}
-		if !ts.IsZero() {
-			pl.TS = ts.UTC().Format(time.RFC3339Nano)
-		}
+		res.Pages++
+		pl := pageLine{ID: fmt.Sprintf("p%d", res.Pages), URL: pg.URL, TS: ts.UTC().Format(time.RFC3339Nano), Title: pg.Title}
 		b, err := marshal(pl)
 		if err != nil {
 			return res, err
@@ -321,7 +326,7 @@ func Write(w io.Writer, warcs []WARC, pages []Page, opt Options) (Result, error)
 	if err := zw.Close(); err != nil {
 		return res, fmt.Errorf("wacz: %w", err)
 	}
-	res.WARCs, res.Entries, res.Pages = len(warcs), len(lines), len(pages)
+	res.WARCs, res.Entries = len(warcs), len(lines)
 	return res, nil
 }
 

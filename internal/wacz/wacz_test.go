@@ -70,7 +70,8 @@ func TestCreateThenValidate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.WARCs)
 	assert.Equal(t, 5, res.Entries, "one line per response record")
-	assert.Equal(t, 3, res.Pages)
+	assert.Equal(t, 2, res.Pages)
+	assert.Equal(t, []string{"https://example.com/never-captured"}, res.Uncaptured, "no date, no capture: left out")
 	assert.Empty(t, res.Partial)
 	if fi, err := os.Stat(out); assert.NoError(t, err) {
 		assert.Equal(t, fi.Size(), res.Bytes)
@@ -78,7 +79,7 @@ func TestCreateThenValidate(t *testing.T) {
 
 	rep, err := Validate(out)
 	require.NoError(t, err)
-	assert.Equal(t, Report{Files: 4, Entries: 5, Pages: 3}, rep)
+	assert.Equal(t, Report{Files: 4, Entries: 5, Pages: 2}, rep)
 
 	zr, err := zip.OpenReader(out)
 	require.NoError(t, err)
@@ -112,8 +113,7 @@ func TestCreateThenValidate(t *testing.T) {
 
 	assert.Equal(t, pagesHeader+"\n"+
 		`{"id":"p1","url":"https://www.example.com/","ts":"2026-11-26T12:00:00Z","title":"Start"}`+"\n"+
-		`{"id":"p2","url":"https://example.com/a","ts":"2026-11-26T13:00:00Z","title":"A"}`+"\n"+
-		`{"id":"p3","url":"https://example.com/never-captured","ts":""}`+"\n", got[PagesPath])
+		`{"id":"p2","url":"https://example.com/a","ts":"2026-11-26T13:00:00Z","title":"A"}`+"\n", got[PagesPath])
 
 	var dp dataPackage
 	require.NoError(t, json.Unmarshal([]byte(got[DataPackage]), &dp))
