@@ -26,6 +26,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/webui"
+	"github.com/archiveflow/archiveflow/workflows"
 )
 
 // These tests run the CLI against the real embedded stack: an in-process
@@ -262,6 +263,17 @@ func TestRunningJobCanBeSteeredAndAborted(t *testing.T) {
 	res := e.run(t, "submit", url, "--concurrency", "1")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Eventually(t, func() bool { return e.status(t, id).CurrentStep == 2 }, eventually, 50*time.Millisecond)
+	// Steps 1 and 2 run as one host-steps segment (job.host_steps, the
+	// default): status still shows each hook as it is, the first done
+	// with its result, the second running (the segment's heartbeat). The
+	// workflow itself learns the first result only when the segment ends:
+	// when the gated hook times out (hooks.timeout, 60 s), so the poll's
+	// deadline is well inside that.
+	require.Eventually(t, func() bool {
+		j := e.status(t, id)
+		return len(j.Hooks) == 2 && j.Hooks[0].Phase == workflows.PhaseDone && j.Hooks[0].Status == model.StatusSucceeded &&
+			j.Hooks[0].Output == "page.txt" && j.Hooks[1].Phase == workflows.PhaseRunning
+	}, 30*time.Second, 50*time.Millisecond, "per-hook progress inside a host-steps segment")
 
 	res = e.run(t, "submit", url)
 	assert.Equal(t, exitConflict, res.code)

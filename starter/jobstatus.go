@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/tclient"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -45,7 +48,68 @@ func queryStatus(ctx context.Context, c client.Client, workflowID, runID string,
 	if err := val.Get(&st); err != nil {
 		return st, fmt.Errorf("decode status of %s: %w", workflowID, err)
 	}
+	withSegmentProgress(qctx, c, workflowID, runID, &st)
 	return st, nil
+}
+
+// withSegmentProgress shows each hook of a running host-steps segment
+// (job.host_steps: one RunSteps activity for several steps) as it is: the
+// workflow knows the segment's hooks only as "running" until the segment
+// ends, the segment's heartbeat knows which ended (with their results),
+// which run and which have not started. Best effort: without a heartbeat
+// the workflow's view stays.
+func withSegmentProgress(ctx context.Context, c client.Client, workflowID, runID string, st *workflows.Status) {
+	if st.State.Final() || !slices.ContainsFunc(st.Hooks, func(h workflows.HookStatus) bool { return h.Phase == workflows.PhaseRunning }) {
+		return
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+	if err != nil {
+		return
+	}
+	for _, pa := range desc.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != runStepsActivity || pa.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var p activities.StepsProgress
+		if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p); err != nil {
+			continue
+		}
+		applySegmentProgress(st, p)
+	}
+}
+
+// runStepsActivity is the activity type of a host-steps segment.
+const runStepsActivity = "RunSteps"
+
+// applySegmentProgress marks the running hooks the segment's heartbeat
+// knows: ended with a final result → done with it; started → running;
+// neither → pending (not started yet).
+func applySegmentProgress(st *workflows.Status, p activities.StepsProgress) {
+	done := map[string]activities.StepOutcome{}
+	for _, o := range p.Done {
+		done[o.Hook] = o
+	}
+	running := map[string]bool{}
+	for _, k := range p.Running {
+		running[k] = true
+	}
+	for i, h := range st.Hooks {
+		if h.Phase != workflows.PhaseRunning {
+			continue
+		}
+		key := h.Plugin + "/" + h.Hook
+		o, ended := done[key]
+		switch {
+		case ended && o.Failure == nil:
+			res := o.Result.ArchiveResult
+			res.Plugin, res.Hook, res.Step, res.Background = h.Plugin, h.Hook, h.Step, h.Background
+			st.Hooks[i].Phase, st.Hooks[i].Result = workflows.PhaseDone, &res
+		case ended, running[key]:
+			// A first attempt that failed is retried on its own: running.
+		default:
+			st.Hooks[i].Phase = workflows.PhasePending
+		}
+	}
 }
 
 // statusFromError returns the job's Status when the workflow ended with
