@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -366,7 +367,10 @@ func (t *wgetTracker) result(code int, stopped bool) (hookio.Result, error) {
 // dropDenied removes from wget's WARC every record of a URL the attempt's
 // fetch proxy refused or could not reach: wget writes a request record
 // before it learns that the request will get no answer, and a request that
-// never reached the site is not evidence of anything it did.
+// never reached the site is not evidence of anything it did. It also
+// makes each forwarded request's record what the origin received: wget
+// records the absolute-form request it sent the proxy, the proxy sends
+// the origin the origin-form (egress.ForwardedHead).
 func (t *wgetTracker) dropDenied(path string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -375,23 +379,51 @@ func (t *wgetTracker) dropDenied(path string) error {
 		return nil
 	}
 	t.proxied("", true, false) // the final list
-	n, err := warc.Filter(path, func(h warc.Header) bool {
+	n, err := warc.Edit(path, func(h warc.Header, block io.Reader) (warc.Change, error) {
 		if h.TargetURI == "" {
-			return false
+			return warc.Change{}, nil
 		}
 		// Forwarded requests only, by their exact URL: a tunnel the proxy
 		// refused or could not open carried no request wget could record,
 		// and another URL of the same host may have been fetched.
-		rule, unreachable := t.proxied(h.TargetURI, false, false)
-		return rule != "" || unreachable
+		if rule, unreachable := t.proxied(h.TargetURI, false, false); rule != "" || unreachable {
+			return warc.Change{Drop: true}, nil
+		}
+		if h.Type != "request" || !strings.HasPrefix(strings.ToLower(h.TargetURI), "http://") || h.ContentLength > maxRequestBlock {
+			return warc.Change{}, nil // https went through a tunnel: recorded as sent
+		}
+		return asForwarded(block)
 	})
 	if err != nil {
-		return fmt.Errorf("drop refused fetches from the WARC: %w", err)
+		return fmt.Errorf("fix wget's WARC for the fetch proxy: %w", err)
 	}
 	if n > 0 {
-		t.h.Log.Info("records of refused fetches dropped from the WARC", zap.Int("records", n))
+		t.h.Log.Info("WARC records of refused fetches dropped, of forwarded requests made what the origin received", zap.Int("records", n))
 	}
 	return nil
+}
+
+// maxRequestBlock bounds the request record blocks rewritten (a GET's is
+// its head; a larger one, a request body, is left as recorded).
+const maxRequestBlock = 1 << 20
+
+// asForwarded is the change that makes a request record's block what the
+// fetch proxy sent the origin; none when its head is not an absolute-form
+// request.
+func asForwarded(block io.Reader) (warc.Change, error) {
+	b, err := io.ReadAll(block)
+	if err != nil {
+		return warc.Change{}, err
+	}
+	end := bytes.Index(b, []byte("\r\n\r\n"))
+	if end < 0 {
+		return warc.Change{}, nil
+	}
+	head, err := egress.ForwardedHead(b[:end+4])
+	if err != nil {
+		return warc.Change{}, nil // not a forwarded request: leave it as recorded
+	}
+	return warc.Change{Block: append(head, b[end+4:]...)}, nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -159,6 +160,29 @@ func requestHead(head []byte, authority string) ([]byte, error) {
 		out = append(out, "Host: "+authority+eol...)
 	}
 	return append(out, lines[len(lines)-1]...), nil
+}
+
+// ForwardedHead is the head the proxy sends the origin for a request a
+// fetcher sent it with head (absolute-form): what a fetcher's own record
+// of the request (wget's WARC request record) holds once it is what the
+// origin received.
+func ForwardedHead(head []byte) ([]byte, error) {
+	line, _, _ := bytes.Cut(head, []byte("\n"))
+	_, rest, _ := bytes.Cut(line, []byte(" "))
+	target, _, _ := bytes.Cut(rest, []byte(" "))
+	u, err := url.Parse(string(target))
+	if err != nil || !strings.EqualFold(u.Scheme, "http") || u.Host == "" {
+		return nil, fmt.Errorf("request-target %q is not an absolute http URL", truncateBytes(target, 200))
+	}
+	return requestHead(head, u.Host)
+}
+
+// truncateBytes is b cut to at most n bytes.
+func truncateBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }
 
 // originForm is the origin-form of an absolute-form request-target: its

@@ -342,9 +342,31 @@ func gzipErr(err error) error {
 // called for some records before such an error is found; a nil drop keeps
 // every record (and so only checks the file).
 func Filter(path string, drop func(Header) bool) (dropped int, err error) {
+	return Edit(path, func(h Header, _ io.Reader) (Change, error) {
+		return Change{Drop: drop != nil && drop(h)}, nil
+	})
+}
+
+// Change is what Edit does with one record: keep it as it is (the zero
+// Change), drop it, or give it a new block.
+type Change struct {
+	Drop bool
+	// Block, when not nil, replaces the record's block: the record keeps
+	// its version line and fields, in order, but for Content-Length and
+	// WARC-Block-Digest, which are recomputed (SHA-1, as Digest).
+	Block []byte
+}
+
+// Edit rewrites the WARC file at path as edit says for each record, and
+// returns how many records it dropped or changed. It is Filter's rewrite
+// (the same checks, temporary file and rename; a file nothing changes in
+// is not touched), with a record's new block written as one gzip member
+// in a compressed file. edit gets each record's block to read (it need not
+// read it to its end).
+func Edit(path string, edit func(h Header, block io.Reader) (Change, error)) (changed int, err error) {
 	defer func() {
 		if err != nil {
-			dropped, err = 0, fmt.Errorf("warc filter %s: %w", path, err)
+			changed, err = 0, fmt.Errorf("warc edit %s: %w", path, err)
 		}
 	}()
 	target, err := filepath.EvalSymlinks(path)
@@ -363,16 +385,40 @@ func Filter(path string, drop func(Header) bool) (dropped int, err error) {
 	if !fi.Mode().IsRegular() {
 		return 0, errors.New("not a regular file")
 	}
-	spans, err := scan(f, drop)
+	br := bufio.NewReaderSize(f, 64<<10)
+	magic, _ := br.Peek(2)
+	gz := len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
+	repl := map[int][]byte{} // record index -> its new bytes
+	n := 0
+	visit := func(h Header, block io.Reader) (bool, error) {
+		i := n
+		n++
+		c, err := edit(h, block)
+		if err != nil || c.Drop || c.Block == nil {
+			return c.Drop, err
+		}
+		rec, err := encodeRecord(h, c.Block, gz)
+		if err != nil {
+			return false, err
+		}
+		repl[i] = rec
+		return false, nil
+	}
+	var spans []span
+	if gz {
+		spans, err = scanGzip(br, visit)
+	} else {
+		spans, err = scanPlain(br, visit)
+	}
 	if err != nil {
 		return 0, err
 	}
-	for _, s := range spans {
-		if s.drop {
-			dropped++
+	for i, s := range spans {
+		if s.drop || repl[i] != nil {
+			changed++
 		}
 	}
-	if dropped == 0 {
+	if changed == 0 {
 		return 0, nil
 	}
 
@@ -396,9 +442,16 @@ func Filter(path string, drop func(Header) bool) (dropped int, err error) {
 			i++
 			continue
 		}
+		if rec := repl[i]; rec != nil {
+			if _, err := tmp.Write(rec); err != nil {
+				return 0, fmt.Errorf("write the changed record at offset %d: %w", spans[i].off, err)
+			}
+			i++
+			continue
+		}
 		// Copy a run of kept records at once.
 		off, n := spans[i].off, int64(0)
-		for ; i < len(spans) && !spans[i].drop; i++ {
+		for ; i < len(spans) && !spans[i].drop && repl[i] == nil; i++ {
 			n += spans[i].n
 		}
 		if m, err := io.Copy(tmp, io.NewSectionReader(f, off, n)); err != nil || m != n {
@@ -422,7 +475,34 @@ func Filter(path string, drop func(Header) bool) (dropped int, err error) {
 		_ = d.Sync()
 		_ = d.Close()
 	}
-	return dropped, nil
+	return changed, nil
+}
+
+// encodeRecord is h with block as its block: the version line and fields
+// as they were but Content-Length and WARC-Block-Digest, then the block and
+// the record's end; one gzip member when gz.
+func encodeRecord(h Header, block []byte, gz bool) ([]byte, error) {
+	var head strings.Builder
+	head.WriteString(h.Version + "\r\n")
+	for _, f := range h.Fields {
+		v := f.Value
+		switch {
+		case strings.EqualFold(f.Name, "Content-Length"):
+			v = strconv.Itoa(len(block))
+		case strings.EqualFold(f.Name, "WARC-Block-Digest"):
+			v = Digest(block)
+		}
+		head.WriteString(f.Name + ": " + v + "\r\n")
+	}
+	head.WriteString("\r\n")
+	if !gz {
+		return append(append([]byte(head.String()), block...), "\r\n\r\n"...), nil
+	}
+	var buf bytes.Buffer
+	if err := NewWriter(&buf).member(head.String(), block); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // Read calls fn for each record of the WARC stream r, gzip compressed (per

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -369,5 +370,51 @@ func TestFilterWgetOutput(t *testing.T) {
 			assert.Equal(t, 1, types["request"], "the request to %s stays", srv.URL+"/page")
 			assert.Equal(t, 2, types["response"], "both responses stay")
 		})
+	}
+}
+
+// TestEditReplacesABlock: a record given a new block keeps its version line
+// and fields in order, with Content-Length and WARC-Block-Digest
+// recomputed, as one gzip member (uncompressed in a plain file); every
+// other record stays byte for byte.
+func TestEditReplacesABlock(t *testing.T) {
+	s := writeSample(t)
+	newBlock := []byte("GET /refused HTTP/1.1\r\nHost: b.example\r\n\r\n")
+	edit := func(h Header, block io.Reader) (Change, error) {
+		if h.Type == "request" && h.TargetURI == urlB {
+			return Change{Block: newBlock}, nil
+		}
+		return Change{}, nil
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{{"crawl.warc.gz", s.data}, {"crawl.warc", bytes.Join(s.raw(t), nil)}} {
+		path := writeFile(t, tc.name, tc.data)
+		changed, err := Edit(path, edit)
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, 1, changed, tc.name)
+		recs := readFile(t, path)
+		require.Len(t, recs, 5, tc.name)
+		got := recs[3]
+		assert.Equal(t, string(newBlock), got.block, tc.name)
+		assert.Equal(t, s.ids[3], got.h.ID, tc.name)
+		assert.Equal(t, Version, got.h.Version, tc.name)
+		assert.Equal(t, strconv.Itoa(len(newBlock)), got.h.Get("Content-Length"), tc.name)
+		assert.Equal(t, Digest(newBlock), got.h.Get("WARC-Block-Digest"), tc.name)
+		var names []string
+		for _, f := range got.h.Fields {
+			names = append(names, f.Name)
+		}
+		assert.Equal(t, []string{"WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "Content-Type", "WARC-Block-Digest", "Content-Length"}, names, tc.name)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		if strings.HasSuffix(tc.name, ".gz") {
+			// The records around it are their original members.
+			assert.True(t, bytes.HasPrefix(data, bytes.Join(s.members[:3], nil)), tc.name)
+			assert.True(t, bytes.HasSuffix(data, s.members[4]), tc.name)
+			_, err := Filter(path, nil) // one record per gzip member still
+			require.NoError(t, err)
+		}
 	}
 }
