@@ -87,7 +87,14 @@ func (h *Hook) policy() (*netpolicy.Policy, error) {
 
 // fetchTransports are shared by every Go fetch of this process: a crawl
 // running hooks in-process keeps its connections alive across pages.
-var fetchTransports sync.Map // *netpolicy.Policy or the proxy's URL → *http.Transport
+var fetchTransports sync.Map // transportKey → *http.Transport
+
+// transportKey names a shared transport: its policy or proxy, and whether
+// it records from the wire.
+type transportKey struct {
+	via       any // *netpolicy.Policy or the proxy's URL
+	recording bool
+}
 
 // fetchTransport is the transport every built-in Go fetcher uses; every
 // connection of it (each redirect hop and requisite included) is decided
@@ -100,23 +107,37 @@ var fetchTransports sync.Map // *netpolicy.Policy or the proxy's URL → *http.T
 //     the hook's policy (egress.Transport).
 //
 // A refusal is a *egress.DeniedError the fetcher reports itself (denied).
-func (h *Hook) fetchTransport() (*http.Transport, error) {
+func (h *Hook) fetchTransport() (*http.Transport, error) { return h.transport(false) }
+
+// recordingTransport is fetchTransport's recording copy
+// (egress.RecordingTransport: one request per connection, each
+// connection's bytes kept, HTTP/1.1 above TLS), for pagefetch, which
+// archives what was on the wire.
+func (h *Hook) recordingTransport() (*http.Transport, error) { return h.transport(true) }
+
+func (h *Hook) transport(recording bool) (*http.Transport, error) {
+	var key transportKey
+	var build func() *http.Transport
 	if p := h.Inv.FetchProxy; p != nil && h.Policy == nil {
-		key := p.String()
-		if t, ok := fetchTransports.Load(key); ok {
-			return t.(*http.Transport), nil
+		key.via = p.String()
+		build = func() *http.Transport { return egress.TunnelTransport(p) }
+	} else {
+		policy, err := h.policy()
+		if err != nil {
+			return nil, err
 		}
-		actual, _ := fetchTransports.LoadOrStore(key, egress.TunnelTransport(p))
-		return actual.(*http.Transport), nil
+		key.via = policy
+		build = func() *http.Transport { return egress.Transport(policy) }
 	}
-	policy, err := h.policy()
-	if err != nil {
-		return nil, err
-	}
-	if t, ok := fetchTransports.Load(policy); ok {
+	key.recording = recording
+	if t, ok := fetchTransports.Load(key); ok {
 		return t.(*http.Transport), nil
 	}
-	actual, _ := fetchTransports.LoadOrStore(policy, egress.Transport(policy))
+	t := build()
+	if recording {
+		t = egress.RecordingTransport(t)
+	}
+	actual, _ := fetchTransports.LoadOrStore(key, t)
 	return actual.(*http.Transport), nil
 }
 

@@ -155,7 +155,9 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 		return hookio.Result{}, fmt.Errorf("pagefetch: create warc: %w", err)
 	}
 	defer f.Close()
-	transport, err := h.fetchTransport()
+	// Each fetch on a connection of its own whose bytes are kept: its
+	// WARC records are what went over the wire.
+	transport, err := h.recordingTransport()
 	if err != nil {
 		return hookio.Result{}, fmt.Errorf("pagefetch: %w", err)
 	}
@@ -386,10 +388,12 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 	req.Header.Set("Accept-Encoding", "identity")
 	// The address the fetch reached, for WARC-IP-Address: the origin's,
 	// whether this process dials it (the worker's policy) or the attempt's
-	// fetch proxy does and names it (a tunnel).
+	// fetch proxy does and names it (a tunnel); and the connection, for
+	// the bytes it carried (egress.Recorded).
 	var origin netip.AddrPort
+	var conn net.Conn
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(ci httptrace.GotConnInfo) { origin, _ = egress.OriginAddr(ci.Conn) },
+		GotConn: func(ci httptrace.GotConnInfo) { conn = ci.Conn; origin, _ = egress.OriginAddr(ci.Conn) },
 	}))
 	started := time.Now()
 	resp, err := pf.client.Do(req)
@@ -414,21 +418,32 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 		body = body[:limit]
 		pf.h.cut("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
 	}
-	pf.record(req, resp, body, truncated, started, ipAddress(req, origin))
+	pf.record(req, resp, conn, body, limit, truncated, started, ipAddress(req, origin))
 	pf.sum.Responses++
 	pf.sum.Bytes += int64(len(body))
 	respond(resp.StatusCode, int64(len(body)), wgetlog.CodeFinished)
 	return resp, body, truncated, nil
 }
 
-// record writes the request and response records. The response's status
-// line and headers are re-serialised by net/http (header order normalised,
-// a chunked body written with its decoded length).
-func (pf *pageFetcher) record(req *http.Request, resp *http.Response, body []byte, truncated bool, at time.Time, ip string) {
-	reqBlock, err := httputil.DumpRequestOut(req, false)
-	if err != nil {
-		pf.h.Log.Warn("warc: dump request", zap.Error(err))
-		return
+// record writes the request and response records: the request block is
+// the bytes written on the fetch's connection, the response block the
+// bytes the origin sent up to the end of its answer (egress.Recorded,
+// egress.ResponseMessage): status line, field names in their case, order
+// and duplicates, transfer coding and chunk framing, a content coding
+// such as gzip, as they were on the wire. A body over limit is cut at
+// limit (WARC-Truncated: length). The payload digest is over the body
+// without its transfer coding. A connection that kept no bytes (not one
+// of a recording transport) is recorded as net/http parsed it.
+func (pf *pageFetcher) record(req *http.Request, resp *http.Response, conn net.Conn, body []byte, limit int64, truncated bool, at time.Time, ip string) {
+	reqBlock, block, payload, ok := wireRecord(conn, limit)
+	if !ok {
+		pf.h.Log.Warn("warc: the fetch's connection kept no bytes: recording the parsed exchange", zap.String("url", req.URL.String()))
+		var err error
+		if reqBlock, err = httputil.DumpRequestOut(req, false); err != nil {
+			pf.h.Log.Warn("warc: dump request", zap.Error(err))
+			return
+		}
+		block, payload = parsedResponse(resp, body), body
 	}
 	var reqHeaders map[string]string
 	if ip != "" {
@@ -440,17 +455,7 @@ func (pf *pageFetcher) record(req *http.Request, resp *http.Response, body []byt
 		pf.h.Log.Warn("warc: write request", zap.Error(err))
 		return
 	}
-	var head strings.Builder
-	fmt.Fprintf(&head, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, resp.Status)
-	hdr := resp.Header.Clone()
-	hdr.Del("Transfer-Encoding")
-	if len(resp.TransferEncoding) > 0 || hdr.Get("Content-Length") == "" {
-		hdr.Set("Content-Length", strconv.Itoa(len(body)))
-	}
-	_ = hdr.Write(&head)
-	head.WriteString("\r\n")
-	block := append([]byte(head.String()), body...)
-	headers := map[string]string{"WARC-Concurrent-To": reqID, "WARC-Payload-Digest": warc.Digest(body)}
+	headers := map[string]string{"WARC-Concurrent-To": reqID, "WARC-Payload-Digest": warc.Digest(payload)}
 	if truncated {
 		headers["WARC-Truncated"] = "length"
 	}
@@ -461,6 +466,38 @@ func (pf *pageFetcher) record(req *http.Request, resp *http.Response, body []byt
 		ContentType: "application/http;msgtype=response", Headers: headers, Block: block}); err != nil {
 		pf.h.Log.Warn("warc: write response", zap.Error(err))
 	}
+}
+
+// wireRecord is what conn (a connection of egress.RecordingTransport,
+// carrying one GET) sent and received: the request's bytes, and the
+// answer's, cut at its end or where its body passes limit, with its
+// payload.
+func wireRecord(conn net.Conn, limit int64) (request, response, payload []byte, ok bool) {
+	if conn == nil {
+		return nil, nil, nil, false
+	}
+	sent, received, ok := egress.Recorded(conn)
+	if !ok || len(sent) == 0 || len(received) == 0 {
+		return nil, nil, nil, false
+	}
+	response, payload, _ = egress.ResponseMessage(received, http.MethodGet, limit)
+	return sent, response, payload, true
+}
+
+// parsedResponse is resp's status line and headers re-serialised by
+// net/http (header order normalised, a chunked body written with its
+// decoded length) and body.
+func parsedResponse(resp *http.Response, body []byte) []byte {
+	var head strings.Builder
+	fmt.Fprintf(&head, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, resp.Status)
+	hdr := resp.Header.Clone()
+	hdr.Del("Transfer-Encoding")
+	if len(resp.TransferEncoding) > 0 || hdr.Get("Content-Length") == "" {
+		hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	_ = hdr.Write(&head)
+	head.WriteString("\r\n")
+	return append([]byte(head.String()), body...)
 }
 
 // ipAddress is the IP address a fetch reached: the origin's when its

@@ -236,6 +236,27 @@ func UnusualAnswers() map[string]Answer {
 	}
 }
 
+// PathChunkExtensions is ChunkExtensions' request-target (not in
+// UnusualAnswers).
+const PathChunkExtensions = "/chunk-extensions"
+
+// ChunkExtensions is a chunked answer with chunk extensions (a quoted
+// value, a name without a value) and a trailer field, without the
+// whitespace before ";" of PathChunked's, which net/http's client does not
+// read ("invalid byte in chunk length"): the chunked answer a Go fetcher
+// is tested with.
+func ChunkExtensions() Answer {
+	return Answer{Bytes: []byte("HTTP/1.1 200 OK\r\n" +
+		"content-type: text/plain\r\n" +
+		"Transfer-Encoding: chunked\r\n" +
+		"\r\n" +
+		"5;ext=1\r\nhello\r\n" +
+		"a;name=\"quoted value\";flag\r\n, chunked!\r\n" +
+		"0;last=yes\r\n" +
+		"X-Sum: 1\r\n" +
+		"\r\n")}
+}
+
 // WgetRecords is what GNU Wget (1.21) writes to its WARC as the response
 // block of an answer of UnusualAnswers it read whole: the answer itself,
 // except where wget's own reading stops short, the same when it fetches

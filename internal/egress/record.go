@@ -1,0 +1,214 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// RecordingTransport returns a copy of t (a Transport or TunnelTransport:
+// it connects as t does, under the same policy) whose every connection
+// keeps the bytes written to it and read from it (Recorded), for a
+// fetcher that archives HTTP from the wire rather than from net/http's
+// parsed and re-serialised messages:
+//   - one request per connection (DisableKeepAlives: each request says
+//     Connection: close, and no connection is reused), so a connection's
+//     bytes are one exchange;
+//   - above TLS for https (the handshake is done here, on t's connection,
+//     offering HTTP/1.1 only), so the bytes are the HTTP/1.1 messages
+//     themselves, never HTTP/2 frames or ciphertext;
+//   - for a tunnel through the fetch proxy, after the CONNECT exchange:
+//     the bytes between the fetcher and the origin.
+func RecordingTransport(t *http.Transport) *http.Transport {
+	c := t.Clone()
+	dial := c.DialContext
+	c.DisableKeepAlives = true
+	c.ForceAttemptHTTP2 = false
+	c.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &recordingConn{Conn: conn}, nil
+	}
+	base := c.TLSClientConfig
+	handshakeTimeout := c.TLSHandshakeTimeout
+	c.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := &tls.Config{}
+		if base != nil {
+			cfg = base.Clone()
+		}
+		if cfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			cfg.ServerName = host
+		}
+		cfg.NextProtos = []string{"http/1.1"}
+		tc := tls.Client(conn, cfg)
+		hctx := ctx
+		if handshakeTimeout > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, handshakeTimeout)
+			defer cancel()
+		}
+		if err := tc.HandshakeContext(hctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return &recordingConn{Conn: tc}, nil
+	}
+	return c
+}
+
+// recordingConn keeps every byte written to and read from the connection
+// below it.
+type recordingConn struct {
+	net.Conn
+	mu             sync.Mutex
+	sent, received bytes.Buffer
+}
+
+func (c *recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		c.received.Write(p[:n])
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// Write keeps p before writing it, so the bytes an answer already came for
+// are there even while the Write that sent them has not returned; what
+// was not written is dropped after.
+func (c *recordingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.sent.Write(p)
+	c.mu.Unlock()
+	n, err := c.Conn.Write(p)
+	if n < len(p) {
+		c.mu.Lock()
+		c.sent.Truncate(c.sent.Len() - (len(p) - n))
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// NetConn is the connection below (OriginAddr looks through it).
+func (c *recordingConn) NetConn() net.Conn { return c.Conn }
+
+// Recorded returns copies of the bytes written to (sent) and read from
+// (received) a connection of a RecordingTransport so far (as
+// httptrace.GotConnInfo.Conn names it); false for any other connection.
+// What was read may go on past the end of the response (a reader's
+// buffer reads ahead): ResponseMessage finds its end.
+func Recorded(c net.Conn) (sent, received []byte, ok bool) {
+	rc, ok := c.(*recordingConn)
+	if !ok {
+		return nil, nil, false
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return bytes.Clone(rc.sent.Bytes()), bytes.Clone(rc.received.Bytes()), true
+}
+
+// ResponseMessage finds, in the bytes a connection received (raw), the
+// answer to one request of method: msg is raw from its start (interim 1xx
+// answers included) to the end of the final answer as its framing gives
+// it (RFC 9112 section 6.3, as the proxy reads it: no body for HEAD, 204,
+// 304; chunked with its size lines, extensions and trailer section;
+// Content-Length; else until the connection ended), and payload is its
+// body with the transfer coding removed (a content coding such as gzip
+// kept), what a WARC payload digest covers. With limit >= 0, a body
+// longer than limit bytes is cut where its limit-th byte ends: msg stops
+// there and cut is true. A head that does not end or cannot be read is
+// all of raw, with no payload.
+func ResponseMessage(raw []byte, method string, limit int64) (msg, payload []byte, cut bool) {
+	pos := 0
+	var f framing
+	var length int64
+	for {
+		head, err := readHead(bufio.NewReader(bytes.NewReader(raw[pos:])))
+		if err != nil {
+			return raw, nil, false
+		}
+		var status int
+		status, f, length = responseFraming(head, method)
+		pos += len(head)
+		if status/100 != 1 || status == http.StatusSwitchingProtocols {
+			if status == http.StatusSwitchingProtocols {
+				f = noBody
+			}
+			break
+		}
+	}
+	take := func(data []byte) ([]byte, bool) { // data cut at what limit leaves of payload
+		if limit >= 0 && int64(len(payload))+int64(len(data)) > limit {
+			return data[:limit-int64(len(payload))], true
+		}
+		return data, false
+	}
+	switch f {
+	case noBody:
+		return raw[:pos], nil, false
+	case byLength:
+		body := raw[pos:min(int64(len(raw)), int64(pos)+length)]
+		body, cut = take(body)
+		return raw[:pos+len(body)], body, cut
+	case byClose:
+		body, cut := take(raw[pos:])
+		return raw[:pos+len(body)], body, cut
+	}
+	payload = []byte{}
+	for {
+		nl := bytes.IndexByte(raw[pos:], '\n')
+		if nl < 0 {
+			return raw, payload, false // the stream ended in a size line
+		}
+		size, ok := chunkSize(raw[pos : pos+nl+1])
+		if !ok {
+			// Framing that cannot be read: the rest is the body, as the
+			// proxy relays it.
+			rest, cut := take(raw[pos:])
+			payload = append(payload, rest...)
+			return raw[:pos+len(rest)], payload, cut
+		}
+		pos += nl + 1
+		if size == 0 {
+			break
+		}
+		data := raw[pos:min(int64(len(raw)), int64(pos)+size)]
+		data, cut = take(data)
+		payload = append(payload, data...)
+		pos += len(data)
+		if cut || int64(len(data)) < size {
+			return raw[:pos], payload, cut
+		}
+		if nl := bytes.IndexByte(raw[pos:], '\n'); nl >= 0 { // the line ending after the data
+			pos += nl + 1
+		} else {
+			return raw, payload, false
+		}
+	}
+	for { // the trailer section, up to its empty line
+		nl := bytes.IndexByte(raw[pos:], '\n')
+		if nl < 0 {
+			return raw, payload, false
+		}
+		line := raw[pos : pos+nl+1]
+		pos += nl + 1
+		if string(line) == "\r\n" || string(line) == "\n" {
+			return raw[:pos], payload, false
+		}
+	}
+}
