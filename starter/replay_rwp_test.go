@@ -4,20 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/websocket"
 
 	"github.com/archiveflow/archiveflow/internal/builtin/chrome"
+	"github.com/archiveflow/archiveflow/internal/cdptest"
 	"github.com/archiveflow/archiveflow/internal/wacz"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
@@ -87,23 +84,7 @@ func TestReplayWebPageReplaysTheWACZOffline(t *testing.T) {
 		bases[name], _ = serveReplay(t, file, "--viewer", viewer)
 	}
 
-	profile := filepath.Join(dir, "profile")
-	cmd := exec.Command(browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--remote-debugging-port=0", "--remote-allow-origins=*", "--user-data-dir="+profile, "about:blank")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	var port string
-	require.Eventually(t, func() bool {
-		b, err := os.ReadFile(filepath.Join(profile, "DevToolsActivePort"))
-		port, _, _ = strings.Cut(string(b), "\n")
-		return err == nil && port != ""
-	}, 30*time.Second, 100*time.Millisecond, "Chromium wrote no DevToolsActivePort")
-
-	cdp := newCDP(t, "http://127.0.0.1:"+port)
+	cdp := &cdp{t: t, page: cdptest.Start(t, browser)}
 	for name, base := range bases {
 		t.Run(name, func(t *testing.T) {
 			cdp.t = t
@@ -115,12 +96,10 @@ func TestReplayWebPageReplaysTheWACZOffline(t *testing.T) {
 			for ctx.Err() == nil && !strings.Contains(seen, "rgb(1, 2, 3)") {
 				time.Sleep(500 * time.Millisecond)
 				var res struct {
-					Result struct {
-						Result struct{ Value string }
-					}
+					Result struct{ Value string }
 				}
 				cdp.decode(cdp.call("Runtime.evaluate", map[string]any{"expression": replayProbe, "returnByValue": true}), &res)
-				seen = res.Result.Result.Value
+				seen = res.Result.Value
 			}
 			t.Logf("replayed frames:\n%s", seen)
 			require.Contains(t, seen, "ARCHIVEFLOW-REPLAY-OK", "ReplayWeb.page did not replay the page")
@@ -131,54 +110,18 @@ func TestReplayWebPageReplaysTheWACZOffline(t *testing.T) {
 	}
 }
 
-// cdp is a minimal Chrome DevTools Protocol client for one page.
+// cdp is a page of Chromium whose commands fail the test t on an error.
 type cdp struct {
 	t    *testing.T
-	conn *websocket.Conn
-	id   int
+	page *cdptest.Page
 }
 
-func newCDP(t *testing.T, debug string) *cdp {
-	t.Helper()
-	resp, err := http.Get(debug + "/json/list")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var targets []struct {
-		Type                 string
-		WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&targets))
-	for _, tg := range targets {
-		if tg.Type == "page" {
-			conn, err := websocket.Dial(tg.WebSocketDebuggerURL, "", "http://127.0.0.1/")
-			require.NoError(t, err)
-			t.Cleanup(func() { conn.Close() })
-			return &cdp{t: t, conn: conn}
-		}
-	}
-	t.Fatal("Chromium has no page target")
-	return nil
-}
-
-// call sends one command and returns its answer (events are skipped).
+// call sends one command and returns its result.
 func (c *cdp) call(method string, params any) json.RawMessage {
 	c.t.Helper()
-	c.id++
-	require.NoError(c.t, websocket.JSON.Send(c.conn, map[string]any{"id": c.id, "method": method, "params": params}))
-	require.NoError(c.t, c.conn.SetReadDeadline(time.Now().Add(30*time.Second)))
-	for {
-		var m struct {
-			ID    int
-			Error json.RawMessage
-		}
-		var raw json.RawMessage
-		require.NoError(c.t, websocket.JSON.Receive(c.conn, &raw))
-		require.NoError(c.t, json.Unmarshal(raw, &m))
-		if m.ID == c.id {
-			require.Empty(c.t, m.Error, "%s: %s", method, m.Error)
-			return raw
-		}
-	}
+	raw, err := c.page.Call(method, params)
+	require.NoError(c.t, err)
+	return raw
 }
 
 func (c *cdp) decode(raw json.RawMessage, v any) { require.NoError(c.t, json.Unmarshal(raw, v)) }
