@@ -22,6 +22,7 @@ var notFetchers = map[string]string{
 	"internal/egress/tunnel.go":     "the owner: TunnelDialer, and Refusals asks the proxy itself on loopback",
 	"internal/freeport/freeport.go": "probes whether a loopback port is taken",
 	"internal/webui/webui.go":       "probes the Temporal Web UI this process started, on loopback",
+	"internal/cdptest/cdptest.go":   "a test helper (tests import it): asks the Chromium a test started for its DevTools targets, on loopback",
 }
 
 // TestNoFetcherDialsWithoutThePolicy: no Go file of the project (tests
