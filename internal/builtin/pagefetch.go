@@ -8,12 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -418,7 +416,7 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 		body = body[:limit]
 		pf.h.cut("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
 	}
-	pf.record(req, resp, conn, body, limit, truncated, started, ipAddress(req, origin))
+	pf.record(req, conn, limit, truncated, started, ipAddress(req, origin))
 	pf.sum.Responses++
 	pf.sum.Bytes += int64(len(body))
 	respond(resp.StatusCode, int64(len(body)), wgetlog.CodeFinished)
@@ -432,18 +430,14 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 // and duplicates, transfer coding and chunk framing, a content coding
 // such as gzip, as they were on the wire. A body over limit is cut at
 // limit (WARC-Truncated: length). The payload digest is over the body
-// without its transfer coding. A connection that kept no bytes (not one
-// of a recording transport) is recorded as net/http parsed it.
-func (pf *pageFetcher) record(req *http.Request, resp *http.Response, conn net.Conn, body []byte, limit int64, truncated bool, at time.Time, ip string) {
+// without its transfer coding. A connection that kept no bytes gets no
+// records: net/http's re-serialised exchange is not what the origin sent,
+// and an archive is evidence.
+func (pf *pageFetcher) record(req *http.Request, conn net.Conn, limit int64, truncated bool, at time.Time, ip string) {
 	reqBlock, block, payload, ok := wireRecord(conn, limit)
 	if !ok {
-		pf.h.Log.Warn("warc: the fetch's connection kept no bytes: recording the parsed exchange", zap.String("url", req.URL.String()))
-		var err error
-		if reqBlock, err = httputil.DumpRequestOut(req, false); err != nil {
-			pf.h.Log.Warn("warc: dump request", zap.Error(err))
-			return
-		}
-		block, payload = parsedResponse(resp, body), body
+		pf.h.Log.Warn("warc: the fetch's connection kept no bytes: no WARC record for it", zap.String("url", req.URL.String()))
+		return
 	}
 	var reqHeaders map[string]string
 	if ip != "" {
@@ -482,22 +476,6 @@ func wireRecord(conn net.Conn, limit int64) (request, response, payload []byte, 
 	}
 	response, payload, _ = egress.ResponseMessage(received, http.MethodGet, limit)
 	return sent, response, payload, true
-}
-
-// parsedResponse is resp's status line and headers re-serialised by
-// net/http (header order normalised, a chunked body written with its
-// decoded length) and body.
-func parsedResponse(resp *http.Response, body []byte) []byte {
-	var head strings.Builder
-	fmt.Fprintf(&head, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, resp.Status)
-	hdr := resp.Header.Clone()
-	hdr.Del("Transfer-Encoding")
-	if len(resp.TransferEncoding) > 0 || hdr.Get("Content-Length") == "" {
-		hdr.Set("Content-Length", strconv.Itoa(len(body)))
-	}
-	_ = hdr.Write(&head)
-	head.WriteString("\r\n")
-	return append([]byte(head.String()), body...)
 }
 
 // ipAddress is the IP address a fetch reached: the origin's when its
