@@ -127,6 +127,9 @@ type Store interface {
 	AppendLog(ctx context.Context, ident, key string, seq int, entries []LogEntry) error
 	// Heartbeat is the job's liveness pulse (ArchiveBot's heartbeat field).
 	Heartbeat(ctx context.Context, ident string) error
+	// SetArchive records where the seal wrote the job's WACZ (or why it
+	// wrote none).
+	SetArchive(ctx context.Context, in ArchiveInput) error
 }
 
 // HostRegistry tells whether a worker host is alive: whether some worker

@@ -42,6 +42,8 @@ var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refu
 func newMemStore() *memStore { return &memStore{batches: map[string]bool{}} }
 
 func (s *memStore) SetJobState(context.Context, JobStateInput) error { return nil }
+
+func (s *memStore) SetArchive(context.Context, ArchiveInput) error { return nil }
 func (s *memStore) SetStep(context.Context, StepInput) error         { return nil }
 func (s *memStore) Heartbeat(context.Context, string) error          { return nil }
 func (s *memStore) ReopenJob(context.Context, ReopenInput) error     { return nil }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -70,6 +71,11 @@ type CrawlStore interface {
 	// frontier the job's retention.
 	FinishCrawl(ctx context.Context, in FinishInput) error
 	AppendLog(ctx context.Context, ident, key string, seq int, entries []LogEntry) error
+	// SucceededPages lists the crawl's pages that succeeded, in discovery
+	// order.
+	SucceededPages(ctx context.Context, ident string) ([]PageRef, error)
+	// SetArchive records where the crawl's WACZ is (Store.SetArchive).
+	SetArchive(ctx context.Context, in ArchiveInput) error
 }
 
 // PageRunner runs crawl pages on a worker host (internal/engine).
@@ -83,6 +89,11 @@ type PageRunner interface {
 	SeedRecords(ctx context.Context, in SeedPageInput) (SeedRecords, error)
 	// TeardownCrawl stops the crawl's setup hooks on this host.
 	TeardownCrawl(ctx context.Context, ident string) error
+	// JobWARCs lists the crawl's job WARC files this host sees.
+	JobWARCs(ident string) ([]WARCFile, error)
+	// SealCrawl writes the crawl's WACZ on this host from the job WARCs
+	// it sees and pages; an error means none was written.
+	SealCrawl(ctx context.Context, in SealCrawlInput, pages []PageRef) (SealCrawlReport, error)
 	// FetchURLList downloads a URL-list job's list through the fetch
 	// policy and keeps it in the crawl's directory on this host; a
 	// permanent refusal wraps ErrURLListRefused.
@@ -614,10 +625,40 @@ func (h *CrawlHostActivities) CompleteSeedPage(ctx context.Context, in SeedPageI
 		fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), false)
 }
 
-// TeardownCrawl stops the crawl's setup hooks on this host.
-func (h *CrawlHostActivities) TeardownCrawl(ctx context.Context, in TeardownInput) error {
+// TeardownCrawl stops the crawl's setup hooks on this host and reports
+// the crawl's job WARC files this host sees (SealCrawl's Reported).
+func (h *CrawlHostActivities) TeardownCrawl(ctx context.Context, in TeardownInput) (TeardownReport, error) {
 	if err := h.c.pages.TeardownCrawl(ctx, in.Ident); err != nil {
-		return fmt.Errorf("tear down crawl %s on %s: %w", in.Ident, h.c.hostQueue, err)
+		return TeardownReport{}, fmt.Errorf("tear down crawl %s on %s: %w", in.Ident, h.c.hostQueue, err)
 	}
-	return nil
+	warcs, err := h.c.pages.JobWARCs(in.Ident)
+	if err != nil {
+		return TeardownReport{}, fmt.Errorf("tear down crawl %s on %s: %w", in.Ident, h.c.hostQueue, err)
+	}
+	return TeardownReport{WARCs: warcs}, nil
+}
+
+// SealCrawl writes the crawl's WACZ on this host (its job WARCs that this
+// host sees, its pages that succeeded) and records where in the job's
+// hash. A WACZ that cannot be written is recorded as such, not retried:
+// `starter export` writes one later.
+func (h *CrawlHostActivities) SealCrawl(ctx context.Context, in SealCrawlInput) (SealCrawlReport, error) {
+	a := h.c
+	pages, err := a.store.SucceededPages(ctx, in.Ident)
+	if err != nil {
+		return SealCrawlReport{}, fmt.Errorf("seal crawl %s: %w", in.Ident, err)
+	}
+	rep, err := a.pages.SealCrawl(ctx, in, pages)
+	if err != nil {
+		rep = SealCrawlReport{Error: err.Error()}
+		a.log.Warn("the crawl's WACZ was not written at the seal", logging.Ident(in.Ident), zap.Error(err))
+	}
+	host, _ := os.Hostname()
+	ar := ArchiveInput{Ident: in.Ident, WACZ: rep.WACZ, Bytes: rep.Bytes, Error: rep.Error, Host: host, Missing: len(rep.Missing)}
+	if err := a.store.SetArchive(ctx, ar); err != nil {
+		return rep, fmt.Errorf("seal crawl %s: %w", in.Ident, err)
+	}
+	a.log.Info("sealed crawl", logging.Ident(in.Ident), zap.String("wacz", rep.WACZ), zap.Int("pages", len(pages)),
+		zap.Strings("missing_warcs", rep.Missing))
+	return rep, nil
 }

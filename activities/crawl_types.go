@@ -184,6 +184,44 @@ type TeardownInput struct {
 	Ident string `json:"ident"`
 }
 
+// WARCFile is one of a crawl's job WARC files in a host's archive dir.
+type WARCFile struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+}
+
+// TeardownReport is what a host holds of a crawl once it is torn down
+// there: the job WARC files it sees (its own, and with a shared archive
+// dir the other hosts' too).
+type TeardownReport struct {
+	WARCs []WARCFile `json:"warcs,omitempty"`
+}
+
+// SealCrawlInput writes a crawl's WACZ on one host once it is torn down
+// everywhere; Reported are the WARC files every host reported at its
+// teardown.
+type SealCrawlInput struct {
+	Ident    string     `json:"ident"`
+	URL      string     `json:"url"`
+	Reported []WARCFile `json:"reported,omitempty"`
+}
+
+// PageRef is a crawl page that succeeded, as its WACZ lists it.
+type PageRef struct {
+	ID     int64
+	URL    string
+	Parent int64
+}
+
+// SealCrawlReport is where a crawl's WACZ was written on the host (or why
+// it was not), and which reported WARC files that host could not see.
+type SealCrawlReport struct {
+	WACZ    string   `json:"wacz,omitempty"`
+	Bytes   int64    `json:"bytes,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Missing []string `json:"missing,omitempty"`
+}
+
 // PageRun is one page attempt as the host-side page runner needs it.
 type PageRun struct {
 	Crawl    Crawl

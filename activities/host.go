@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -151,6 +152,14 @@ func (a *HostActivities) SealSnapshot(ctx context.Context, in SealInput) (SealRe
 	if err != nil {
 		return SealReport{}, fmt.Errorf("seal snapshot %s: %w", in.Job.Ident, err)
 	}
-	a.log.Info("sealed snapshot", logging.Ident(in.Job.Ident), zap.Strings("files", rep.Files))
+	if rep.WACZ != "" || rep.WACZError != "" {
+		host, _ := os.Hostname()
+		ar := ArchiveInput{Ident: in.Job.Ident, WACZ: rep.WACZ, Bytes: rep.WACZBytes, Error: rep.WACZError, Host: host}
+		if err := a.store.SetArchive(ctx, ar); err != nil {
+			// The seal is retried: every step of it is safe to repeat.
+			return SealReport{}, fmt.Errorf("seal snapshot %s: %w", in.Job.Ident, err)
+		}
+	}
+	a.log.Info("sealed snapshot", logging.Ident(in.Job.Ident), zap.Strings("files", rep.Files), zap.String("wacz", rep.WACZ))
 	return rep, nil
 }

@@ -328,8 +328,27 @@ type SealInput struct {
 	Results []model.ArchiveResult `json:"results"`
 }
 
+// ArchiveInput is where a job's WACZ was written at its seal.
+type ArchiveInput struct {
+	Ident string `json:"ident"`
+	// WACZ is its absolute path on Host, Bytes its size; or Error why no
+	// WACZ was written.
+	WACZ  string `json:"wacz,omitempty"`
+	Host  string `json:"host,omitempty"`
+	Bytes int64  `json:"bytes,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Missing counts the job's WARC files other hosts wrote that Host
+	// could not see.
+	Missing int `json:"missing_warcs,omitempty"`
+}
+
 // SealReport is what the host side of the seal did.
 type SealReport struct {
 	// Files are the index files written (absolute paths on the host).
 	Files []string `json:"files"`
+	// WACZ is the job's WACZ written at the seal (an absolute path on the
+	// host), WACZBytes its size; or WACZError why none was written.
+	WACZ      string `json:"wacz,omitempty"`
+	WACZBytes int64  `json:"wacz_bytes,omitempty"`
+	WACZError string `json:"wacz_error,omitempty"`
 }

@@ -31,6 +31,23 @@ type Config struct {
 	// (pools[].archivebot).
 	ArchiveBot ArchiveBot `mapstructure:"archivebot"`
 	Purge      Purge      `mapstructure:"purge"`
+	WACZ       WACZ       `mapstructure:"wacz"`
+}
+
+// WACZ configures the package a job is sealed into (internal/jobwacz):
+// its WARCs, a CDXJ index, its pages.
+type WACZ struct {
+	// Seal writes IDENT.wacz when the job ends, on the host that ends it
+	// (a snapshot's directory; a crawl's ARCHIVE_DIR/crawls/IDENT/); false
+	// leaves it to `starter export`.
+	Seal bool `mapstructure:"seal"`
+	// Captures are the plugins whose outputs of a capture's kind (PNG,
+	// JPEG, WebP, PDF, HTML, MHTML) are captures of the page: each file is
+	// added to the job's WARCs as a resource record (internal/captures).
+	Captures []string `mapstructure:"captures"`
+	// SealTimeout bounds writing a crawl's WACZ at its seal (the WARCs
+	// are copied into it, their index read or built).
+	SealTimeout time.Duration `mapstructure:"seal_timeout"`
 }
 
 // Purge configures removing finished jobs from Redis once their retention
@@ -403,6 +420,7 @@ func Default() Config {
 			ResponseCounters: true,
 		},
 		Plugins: Plugins{Builtin: true, Dirs: []string{}},
+		WACZ:    WACZ{Seal: true, Captures: []string{"screenshot", "pdf", "dom", "singlefile"}, SealTimeout: 30 * time.Minute},
 		Hooks: Hooks{
 			Timeout:              60 * time.Second,
 			Grace:                15 * time.Second,

@@ -62,6 +62,10 @@ func (c *Config) Validate() error {
 	v.check(c.Redis.LogBatchWindow >= 1, "redis.log_batch_window", c.Redis.LogBatchWindow, "must be >= 1")
 	v.check(!strings.ContainsAny(c.Redis.Namespace, " \t\r\n"), "redis.namespace", c.Redis.Namespace, "must not contain whitespace")
 
+	v.positiveDur("wacz.seal_timeout", c.WACZ.SealTimeout)
+	for i, p := range c.WACZ.Captures {
+		v.check(p != "" && !strings.ContainsAny(p, "/:\\ "), fmt.Sprintf("wacz.captures[%d]", i), p, "must be a plugin name (no /, :, \\ or space)")
+	}
 	v.check(c.Plugins.Builtin || len(c.Plugins.Dirs) > 0, "plugins.dirs", c.Plugins.Dirs, "must list at least one plugin root when plugins.builtin is false")
 	for i, d := range c.Plugins.Dirs {
 		v.nonEmpty(fmt.Sprintf("plugins.dirs[%d]", i), d)

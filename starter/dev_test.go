@@ -183,6 +183,7 @@ func TestSubmitWaitArchivesEndToEndAndReadCommandsShowIt(t *testing.T) {
 	assert.Contains(t, res.stdout, "hooks: 2 total, 2 succeeded")
 	outputs := filepath.Join(e.cfg.ArchiveDir, "snapshots", id)
 	assert.Contains(t, res.stdout, "files:   "+outputs)
+	assert.Contains(t, res.stdout, "wacz:    not written: no WARC in "+outputs, "no hook recorded a WARC: the seal says so")
 	assert.FileExists(t, filepath.Join(outputs, "fetch", "page.txt"))
 	assert.Regexp(t, `(?m)^  1     fetch\s+succeeded  1\s+\d+\.\ds\s+page\.txt$`, res.stdout, "the results table")
 	assert.Regexp(t, `(?m)^  2     slow\s+succeeded  1\s+\d+\.\ds\s+gate opened$`, res.stdout)

@@ -2,19 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"sort"
-	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/archiveflow/archiveflow/internal/builtin/snapfiles"
 	"github.com/archiveflow/archiveflow/internal/engine"
-	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
 	"github.com/archiveflow/archiveflow/internal/wacz"
 )
@@ -124,8 +119,7 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 	archive := inv.cfg.ArchiveDir
 	snapDir := filepath.Join(archive, "snapshots", id)
 	crawlWARCDir := filepath.Join(archive, "crawls", id, "warc")
-	opt := wacz.Options{Title: id, Software: software()}
-	var pages []wacz.Page
+	src := jobwacz.Sources{Ident: id}
 	var crawl bool
 	job, err := getJob(ctx, b, id)
 	switch {
@@ -139,18 +133,19 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 			return o, notFound
 		}
 		if snap, _, err := snapindex.Read(snapDir); err == nil {
-			opt.MainPageURL = snap.URL
+			src.MainPageURL = snap.URL
 		}
-		opt.DetectPages, o.PagesDetected = true, true
+		src.DetectPages, o.PagesDetected = true, true
 	case err != nil:
 		return o, err
 	default:
-		opt.MainPageURL = job.URL
-		if pages, crawl, err = exportPages(ctx, newFrontier(b), archive, id); err != nil {
-			return o, err
+		src.MainPageURL = job.URL
+		pageDir := func(p int64) string { return engine.PageDir(archive, id, p) }
+		if src.Pages, crawl, err = jobwacz.CrawlPages(ctx, newFrontier(b), id, pageDir, snapDir); err != nil {
+			return o, withCode(exitUnavailable, err)
 		}
 		if !crawl {
-			pages = []wacz.Page{{URL: job.URL, Title: readTitle(snapDir)}}
+			src.Pages = []wacz.Page{{URL: job.URL, Title: jobwacz.Title(snapDir)}}
 		}
 	}
 	var warcs []wacz.WARC
@@ -158,14 +153,14 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 	if crawl {
 		// engine's job WARCs: ARCHIVE_DIR/crawls/IDENT/warc/IDENT-INSTANCE-NNNNN.warc.gz.
 		where = crawlWARCDir
-		if warcs, err = crawlWARCs(where); err != nil {
+		if warcs, err = jobwacz.CrawlWARCs(where); err != nil {
 			return o, err
 		}
 	}
 	if len(warcs) == 0 {
 		// A snapshot; or a crawl whose start page is not done yet: its
 		// WARCs are still only in its snapshot.
-		if warcs, err = snapshotWARCs(snapDir, id); err != nil {
+		if warcs, err = jobwacz.SnapshotWARCs(snapDir, id); err != nil {
 			return o, err
 		}
 		if crawl && len(warcs) > 0 {
@@ -176,12 +171,10 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 		return o, withCode(exitNotFound, fmt.Errorf("job %s: no WARC in %s on this host (the job ran on another worker host, or wrote none yet)", id, where))
 	}
 
-	res, err := wacz.Create(out, warcs, pages, opt)
+	src.WARCs = warcs
+	res, err := jobwacz.Write(out, src)
 	if err != nil {
 		return o, err
-	}
-	if _, err := wacz.Validate(out); err != nil {
-		return o, fmt.Errorf("the WACZ written does not validate (kept for inspection): %w", err)
 	}
 	o = exportJSON{Ident: id, File: out, Bytes: res.Bytes, Entries: res.Entries, Pages: res.Pages, Partial: res.Partial, From: where,
 		Crawl: crawl, PagesDetected: o.PagesDetected, Uncaptured: len(res.Uncaptured)}
@@ -192,95 +185,4 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 		o.WARCs = append(o.WARCs, w.Path)
 	}
 	return o, nil
-}
-
-// exportPages reads a crawl's pages that succeeded, in discovery order,
-// with their titles where this host has them; crawl is false when the job
-// has no frontier (a snapshot).
-func exportPages(ctx context.Context, f *frontier.Frontier, archive, id string) (pages []wacz.Page, crawl bool, err error) {
-	filter := frontier.Filter{State: frontier.StateDone, Status: frontier.StatusSucceeded}
-	cursor := int64(1)
-	for cursor > 0 {
-		var ps []frontier.Page
-		ps, cursor, err = f.Pages(ctx, id, filter, cursor, frontier.MaxPagesLimit)
-		if errors.Is(err, frontier.ErrNoFrontier) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, withCode(exitUnavailable, err)
-		}
-		for _, p := range ps {
-			title := readTitle(engine.PageDir(archive, id, p.ID))
-			if title == "" && p.ID == 1 && p.Parent == 0 {
-				// The start page ran as the crawl's snapshot.
-				title = readTitle(filepath.Join(archive, "snapshots", id))
-			}
-			pages = append(pages, wacz.Page{URL: p.URL, Title: title})
-		}
-	}
-	return pages, true, nil
-}
-
-// readTitle is the title hook's title.txt in dir ("" when there is none).
-func readTitle(dir string) string {
-	b, err := snapfiles.ReadFile(dir, "title/title.txt", 4096)
-	if err != nil {
-		return ""
-	}
-	return strings.Join(strings.Fields(string(b)), " ")
-}
-
-// crawlWARCs lists a crawl's job WARCs in dir (regular files only).
-func crawlWARCs(dir string) ([]wacz.WARC, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []wacz.WARC
-	for _, e := range entries {
-		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".warc.gz") {
-			out = append(out, wacz.WARC{Path: filepath.Join(dir, e.Name())})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
-}
-
-// snapshotWARCs lists a snapshot's WARCs (every *.warc.gz below it,
-// symbolic links not followed), each named IDENT-PATH with / as -, e.g.
-// IDENT-wget-warc-archive.warc.gz.
-func snapshotWARCs(dir, id string) ([]wacz.WARC, error) {
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	l, err := snapfiles.Walk(dir, nil)
-	if err != nil {
-		return nil, err
-	}
-	var out []wacz.WARC
-	for _, f := range l.Files {
-		if strings.HasSuffix(f.Path, ".warc.gz") {
-			out = append(out, wacz.WARC{Path: filepath.Join(dir, filepath.FromSlash(f.Path)), Name: id + "-" + strings.ReplaceAll(f.Path, "/", "-")})
-		}
-	}
-	return out, nil
-}
-
-// software names this build for the WACZ's datapackage.
-func software() string {
-	v := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " " + s.Value[:12]
-			}
-		}
-	}
-	return "archiveflow " + v
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/internal/wacz"
 	"github.com/archiveflow/archiveflow/plugins"
 )
 
@@ -135,6 +136,11 @@ func TestDevFromAnEmptyDirectoryArchivesALocalSite(t *testing.T) {
 	assert.Regexp(t, `(?m)^  5     screenshot\s+skipped\s+1\s+\S+\s+screenshot needs Chromium`, out, "a skipped hook says why")
 	assert.Contains(t, out, "  hint: install chromium (or set CHROME_BINARY) to enable screenshot, pdf, dom")
 	assert.Contains(t, out, "  files:   "+snap+"  (open index/index.html)")
+	sealed := filepath.Join(snap, id+".wacz")
+	assert.Contains(t, out, "  wacz:    "+sealed+"  (starter replay "+id+")", "the seal's WACZ is named")
+	if _, err := wacz.Validate(sealed); err != nil {
+		t.Errorf("the sealed WACZ: %v", err)
+	}
 	assert.Regexp(t, `(?m)^  Web UI:  http://127\.0\.0\.1:\d+/namespaces/default/workflows/`+id+`$`, out)
 	assert.Contains(t, out, "Archive another URL: "+bin+" dev URL")
 }

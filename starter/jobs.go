@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -136,6 +137,8 @@ type jobJSON struct {
 	hooksDone      int64          // rkeys.JobView.HooksDone
 	// Crawl is a crawl's counters and pages (status only).
 	Crawl *crawlJSON `json:"crawl,omitempty"`
+	// WACZ is where the job's seal wrote its WACZ (status only).
+	WACZ *waczJSON `json:"wacz,omitempty"`
 	// hooksView (status only) is each hook's result from the workflow.
 	hooksView
 }
@@ -155,6 +158,36 @@ func toJSON(v rkeys.JobView, ui string) jobJSON {
 	return j
 }
 
+// waczJSON is a job's WACZ as its seal recorded it (rkeys.Archive).
+type waczJSON struct {
+	File    string `json:"file,omitempty"`
+	Host    string `json:"host,omitempty"`
+	Bytes   int64  `json:"bytes,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Missing int    `json:"missing_warcs,omitempty"`
+}
+
+func toWACZJSON(a rkeys.Archive) *waczJSON {
+	if a.WACZ == "" && a.Error == "" {
+		return nil
+	}
+	return &waczJSON{File: a.WACZ, Host: a.Host, Bytes: a.Bytes, Error: a.Error, Missing: a.Missing}
+}
+
+// printWACZ is status's wacz line.
+func printWACZ(w io.Writer, z *waczJSON) {
+	switch {
+	case z == nil:
+	case z.File == "":
+		fmt.Fprintf(w, "  wacz:     not written at the seal: %s (starter export writes one)\n", z.Error)
+	default:
+		fmt.Fprintf(w, "  wacz:     %s (%s, on %s)\n", z.File, humanBytes(z.Bytes), z.Host)
+		if z.Missing > 0 {
+			fmt.Fprintf(w, "            %d WARC file(s) other worker hosts wrote are not in it: their archive dirs are not shared with %s (docs/operations.md, \"A job's WACZ\")\n", z.Missing, z.Host)
+		}
+	}
+}
+
 func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	id, err := oneIdent(inv)
 	if err != nil {
@@ -170,6 +203,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	j := toJSON(v, uiLink(inv.cfg.Temporal, id))
+	j.WACZ = toWACZJSON(v.Archive)
 	hooksOf := v
 	if v.FetchDepth == model.FetchInf {
 		if j.Crawl, err = crawlStatus(ctx, b, id); err != nil {
@@ -197,6 +231,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		j.hooksDone, j.HooksTotal,
 		j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
 	fmt.Fprintf(w, "  bytes:    %s\n", humanBytes(j.Bytes))
+	printWACZ(w, j.WACZ)
 	fmt.Fprintf(w, "  settings: concurrency %d, delay %d-%d ms", j.Settings.Concurrency, j.Settings.DelayMinMS, j.Settings.DelayMaxMS)
 	if j.Crawl == nil {
 		// A crawl's depth is its limit, on the depth line above.

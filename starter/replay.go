@@ -23,9 +23,10 @@ func replayCommand() *command {
 		args:    "IDENT|FILE.wacz",
 		summary: "serve a job's WACZ on loopback (HTTP Range, CORS) for ReplayWeb.page, offline",
 		details: `
-Serves a WACZ on a loopback address until interrupted: the job's
-./IDENT.wacz (written first by export when it is not there; export again
-to refresh it), or the .wacz file named. The WACZ is served at
+Serves a WACZ on a loopback address until interrupted: the WACZ the job's
+seal wrote when this host has it (status names it), else ./IDENT.wacz
+(written first by export when it is not there; export again to refresh
+it), or the .wacz file named. The WACZ is served at
 /wacz/NAME.wacz with HTTP Range requests and CORS, as ReplayWeb.page reads
 it. Nothing needs the internet:
 
@@ -75,7 +76,9 @@ func runReplay(ctx context.Context, a *app, inv *invocation) error {
 			return err
 		}
 		file = id + ".wacz"
-		if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+		if sealed := a.sealedWACZ(ctx, inv, id); sealed != "" {
+			file = sealed
+		} else if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
 			o, err := a.export(ctx, inv, id, file)
 			if err != nil {
 				return err
@@ -193,3 +196,21 @@ and open the URL it prints;</li>
 <li>or, from a ReplayWeb.page you host yourself, load <code>?source={{.URL}}</code>.</li>
 </ul>
 `))
+
+// sealedWACZ is the WACZ job id's seal wrote, when this host has it ("":
+// none, or Redis cannot tell).
+func (a *app) sealedWACZ(ctx context.Context, inv *invocation, id string) string {
+	b, err := a.connectRedis(ctx, inv)
+	if err != nil {
+		return ""
+	}
+	defer b.Close()
+	v, err := b.Store.GetJob(ctx, id)
+	if err != nil || v.Archive.WACZ == "" {
+		return ""
+	}
+	if fi, err := os.Stat(v.Archive.WACZ); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return v.Archive.WACZ
+}

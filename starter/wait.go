@@ -47,6 +47,9 @@ type outcome struct {
 	// HostQueue is the host queue of the worker that ran the hooks: the
 	// output dir is on that host.
 	HostQueue string `json:"host_queue,omitempty"`
+	// WACZ is where the seal wrote the job's WACZ (read from Redis once
+	// the job is final).
+	WACZ *waczJSON `json:"wacz,omitempty"`
 	hooksView
 }
 
@@ -220,6 +223,9 @@ func (a *app) outcomeOf(ctx context.Context, inv *invocation, b *backend.Backend
 		Skipped: st.Counters.Skipped, NoResults: st.Counters.NoResults, Bytes: st.Counters.OutputSize,
 	}
 	o.hooksView = hooksViewOf(st)
+	if v, err := b.Store.GetJob(ctx, j.Ident); err == nil {
+		o.WACZ = toWACZJSON(v.Archive)
+	}
 	return o
 }
 
@@ -248,6 +254,11 @@ func (a *app) printOutcome(o *outcome, width int) {
 		fmt.Fprintf(a.stdout, "  error:   %s\n", oneLine(o.Error))
 	}
 	fmt.Fprintf(a.stdout, "  files:   %s\n", filesLine(o.OutputDir, o.HostQueue))
+	if z := o.WACZ; z != nil && z.File != "" {
+		fmt.Fprintf(a.stdout, "  wacz:    %s  (starter replay %s)\n", z.File, o.Ident)
+	} else if z != nil {
+		fmt.Fprintf(a.stdout, "  wacz:    not written: %s\n", oneLine(z.Error))
+	}
 	if o.UI != "" {
 		fmt.Fprintf(a.stdout, "  Web UI:  %s\n", o.UI)
 	}

@@ -77,6 +77,7 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 		return c.handOn()
 	}
 	c.teardown()
+	c.sealWACZ()
 	c.finish()
 	if err := workflow.Await(c.dctx, func() bool { return workflow.AllHandlersFinished(c.dctx) && c.writes.idle() }); err != nil {
 		return c.status(), fmt.Errorf("await handlers of %s: %w", c.ident(), err)
@@ -112,6 +113,15 @@ type crawl struct {
 	// seed is the start page's running snapshot (seedSettingsChange on),
 	// which settings changes are passed on to.
 	seed workflow.ChildWorkflowFuture
+	// tornDown are the host queues the teardown ended the crawl on, with
+	// what each reported (teardownByLease), in the order they answered.
+	tornDown []tornDown
+}
+
+// tornDown is one host's answer to TeardownCrawl.
+type tornDown struct {
+	queue  string
+	report activities.TeardownReport
 }
 
 // crawlAttr is what the pages search attributes last showed.
@@ -671,9 +681,11 @@ func (c *crawl) teardownOn(ctx workflow.Context, q string) {
 		}
 		budget -= wait
 		actx = workflow.WithActivityOptions(ctx, c.teardownOptions(q, requeueSuffix(round), wait))
-		err = workflow.ExecuteActivity(actx, crawlHostActs.TeardownCrawl, activities.TeardownInput{Ident: c.ident()}).Get(ctx, nil)
+		var rep activities.TeardownReport
+		err = workflow.ExecuteActivity(actx, crawlHostActs.TeardownCrawl, activities.TeardownInput{Ident: c.ident()}).Get(ctx, &rep)
 		switch {
 		case err == nil:
+			c.tornDown = append(c.tornDown, tornDown{queue: q, report: rep})
 			return
 		case isScheduleToStart(err) && budget > 0:
 			continue // not started within the host's lease: is it still alive?
@@ -704,6 +716,62 @@ func (c *crawl) liveHosts(queues []string) []string {
 		live = append(live, queues[i])
 	}
 	return live
+}
+
+// sealWACZChange versions the crawl's seal writing its WACZ: histories
+// from before it end after the teardown.
+const sealWACZChange = "crawl-seal-wacz"
+
+// sealWACZ writes the crawl's WACZ on one host the teardown reached: the
+// first of them in setup order, with every host's reported WARC files, so
+// that host can name the ones it cannot see (archive dirs not shared). A
+// crawl no live host tore down gets none (starter export writes one
+// later); a failure is logged, never the crawl's: its pages are archived.
+func (c *crawl) sealWACZ() {
+	if workflow.GetVersion(c.dctx, sealWACZChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	reached := map[string]bool{}
+	in := activities.SealCrawlInput{Ident: c.ident(), URL: c.in.Crawl.Job.URL}
+	seen := map[string]bool{}
+	for _, t := range c.tornDown {
+		reached[t.queue] = true
+		for _, w := range t.report.WARCs {
+			if !seen[w.Name] {
+				seen[w.Name] = true
+				in.Reported = append(in.Reported, w)
+			}
+		}
+	}
+	host := ""
+	for _, q := range c.carry.SetupHosts {
+		if reached[q] {
+			host = q
+			break
+		}
+	}
+	if host == "" {
+		c.log().Warn("no WACZ at the seal: the teardown reached no worker host (starter export writes one)")
+		return
+	}
+	timeout := c.in.Timing.SealTimeout
+	if timeout <= 0 {
+		timeout = c.in.Timing.PageTimeout
+	}
+	actx := workflow.WithActivityOptions(c.dctx, workflow.ActivityOptions{
+		TaskQueue:              host,
+		ActivityID:             c.ident() + "/seal-wacz",
+		Summary:                "write the crawl's WACZ on " + host,
+		ScheduleToStartTimeout: c.in.Timing.HostScheduleToStart,
+		StartToCloseTimeout:    timeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 2},
+	})
+	var rep activities.SealCrawlReport
+	if err := workflow.ExecuteActivity(actx, crawlHostActs.SealCrawl, in).Get(c.dctx, &rep); err != nil {
+		c.log().Warn("the crawl's WACZ was not written at the seal", "host_queue", host, "error", err)
+		return
+	}
+	c.log().Info("crawl sealed into its WACZ", "host_queue", host, "wacz", rep.WACZ, "error", rep.Error, "missing_warcs", len(rep.Missing))
 }
 
 // finalState decides the crawl's final state and error.

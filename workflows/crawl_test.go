@@ -306,6 +306,34 @@ func TestCrawlTeardownSkipsADeadHost(t *testing.T) {
 	assert.Equal(t, []string{"host-1", "host-seed"}, st.Hosts, "status still lists every host that ran a page")
 }
 
+// TestCrawlSealWritesItsWACZOnAHostTheTeardownReached: after the
+// teardown, the crawl's WACZ is written once, on the first setup host the
+// teardown reached, given every host's reported WARC files (a dead host
+// reports none and is never asked).
+func TestCrawlSealWritesItsWACZOnAHostTheTeardownReached(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	st, _ := runCrawl(t, fake, crawlInput(4))
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	seals := fake.Report().Seals
+	require.Len(t, seals, 1)
+	assert.Contains(t, []string{"host-1", "host-seed"}, seals[0].Queue)
+	names := []string{}
+	for _, w := range seals[0].Input.Reported {
+		names = append(names, w.Name)
+	}
+	assert.ElementsMatch(t, []string{"job-host-1-00001.warc.gz", "job-host-seed-00001.warc.gz"}, names)
+	assert.Equal(t, crawlInput(4).Crawl.Job.URL, seals[0].Input.URL)
+
+	fake = crawltest.New(30, 3)
+	fake.Dead = map[string]bool{"host-1": true}
+	st, _ = runCrawl(t, fake, crawlInput(4))
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	seals = fake.Report().Seals
+	require.Len(t, seals, 1)
+	assert.Equal(t, "host-seed", seals[0].Queue, "the dead host is not asked")
+	require.Len(t, seals[0].Input.Reported, 1)
+}
+
 // TestPausedCrawlStartsItsStartPageWhenResumed: a crawl submitted with
 // concurrency 0 (`submit --concurrency 0`: queued paused) runs nothing,
 // its start page included, until it is resumed; the start page then runs

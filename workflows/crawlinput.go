@@ -26,6 +26,9 @@ type CrawlTiming struct {
 	HostScheduleToStart time.Duration `json:"host_schedule_to_start"`
 	// TeardownTimeout bounds the teardown on one host.
 	TeardownTimeout time.Duration `json:"teardown_timeout"`
+	// SealTimeout bounds writing the crawl's WACZ at its seal (0, an
+	// input from before it: PageTimeout).
+	SealTimeout time.Duration `json:"seal_timeout,omitempty"`
 	// HistoryEvents is the history length at which a run stops launching
 	// pages, drains and continues as new.
 	HistoryEvents int `json:"history_events"`

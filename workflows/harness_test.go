@@ -251,6 +251,8 @@ func (s *fakeStore) RecordResult(_ context.Context, in activities.ResultInput) e
 
 func (s *fakeStore) Heartbeat(context.Context, string) error { return nil }
 
+func (s *fakeStore) SetArchive(context.Context, activities.ArchiveInput) error { return nil }
+
 func (s *fakeStore) FinishJob(_ context.Context, in activities.FinishInput) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -59,6 +59,7 @@ type Fake struct {
 	reopens   []string         // ReopenJob keys
 	pageRuns  map[int64]int    // page → RunPage calls
 	teardowns []string         // TeardownCrawl's task queues
+	seals     []Seal           // SealCrawl's calls
 	checked   map[string]int   // host queue → HostLiveness calls
 }
 
@@ -310,11 +311,21 @@ func (a *Activities) FinishCrawl(_ context.Context, in activities.FinishInput) e
 
 // TeardownCrawl is activities.CrawlHostActivities.TeardownCrawl; it
 // records the host queue it ran for.
-func (a *Activities) TeardownCrawl(ctx context.Context, _ activities.TeardownInput) error {
+func (a *Activities) TeardownCrawl(ctx context.Context, _ activities.TeardownInput) (activities.TeardownReport, error) {
 	a.f.mu.Lock()
 	defer a.f.mu.Unlock()
-	a.f.teardowns = append(a.f.teardowns, activity.GetInfo(ctx).TaskQueue)
-	return nil
+	q := activity.GetInfo(ctx).TaskQueue
+	a.f.teardowns = append(a.f.teardowns, q)
+	return activities.TeardownReport{WARCs: []activities.WARCFile{{Name: "job-" + q + "-00001.warc.gz", Bytes: 1}}}, nil
+}
+
+// SealCrawl is activities.CrawlHostActivities.SealCrawl; it records the
+// host queue it ran on and what it was given.
+func (a *Activities) SealCrawl(ctx context.Context, in activities.SealCrawlInput) (activities.SealCrawlReport, error) {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	a.f.seals = append(a.f.seals, Seal{Queue: activity.GetInfo(ctx).TaskQueue, Input: in})
+	return activities.SealCrawlReport{WACZ: "/archive/crawls/" + in.Ident + "/" + in.Ident + ".wacz"}, nil
 }
 
 // HostAlive is activities.PoolActivities.HostAlive: every host queue is
@@ -373,6 +384,14 @@ type Report struct {
 	PageRuns map[int64]int
 	// Teardowns are the host queues TeardownCrawl ran on.
 	Teardowns []string
+	// Seals are SealCrawl's calls.
+	Seals []Seal
+}
+
+// Seal is one SealCrawl call: the host queue it ran on, its input.
+type Seal struct {
+	Queue string
+	Input activities.SealCrawlInput
 }
 
 // Report returns what happened so far.
@@ -381,7 +400,8 @@ func (f *Fake) Report() Report {
 	defer f.mu.Unlock()
 	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Final: f.final,
 		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
-		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...)}
+		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...),
+		Seals: append([]Seal(nil), f.seals...)}
 	for id, n := range f.done {
 		if n > 1 {
 			r.Twice = append(r.Twice, id)

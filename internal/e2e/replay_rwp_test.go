@@ -300,8 +300,8 @@ func (r pageResult) problems(want string) []string {
 // TestReplayWebPageReplaysACrawl is issue 23's acceptance: a crawl of a
 // small site (images, CSS with a background image and a web font, a
 // script-built element, srcset, a redirect, a query-string link, a
-// non-ASCII path, an offsite image) with the real page plugins is exported
-// with `starter export`, and every page of the WACZ is opened in
+// non-ASCII path, an offsite image) with the real page plugins is sealed
+// into its WACZ (the one `starter status` names), and every page of the WACZ is opened in
 // ReplayWeb.page (served by `starter replay --viewer`, loopback only) in
 // headless Chromium after the site is shut down; each has its text, its
 // images loaded, its stylesheet applied (colour, background image), its
@@ -329,9 +329,8 @@ func TestReplayWebPageReplaysACrawl(t *testing.T) {
 	require.NoError(t, job.Run.Get(ctx, &st))
 	require.Equal(t, model.StateFinished, st.State, st.Error)
 
-	file := filepath.Join(t.TempDir(), "replay.wacz")
-	res := runStarter(t, bin, s, "export", job.Ident, "-o", file)
-	require.Equal(t, 0, res.code, res.stderr)
+	// The WACZ the crawl's seal wrote, as status names it.
+	file := sealedWACZ(t, bin, s, job.Ident)
 	_, err = wacz.Validate(file)
 	require.NoError(t, err)
 	pages := waczPages(t, file)

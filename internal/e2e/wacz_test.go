@@ -6,6 +6,7 @@ import (
 	"archive/zip"
 	"bufio"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,4 +97,40 @@ func TestExportACrawlWritesAValidWACZ(t *testing.T) {
 	})
 	assert.Equal(t, len(succeeded), pages)
 	t.Logf("%d pages, %d index lines, %d WARC(s)", pages, rep.Entries, len(out.WARCs))
+
+	// The seal wrote the same WACZ beside the job's WARCs, each WARC's
+	// index kept beside it as the WARCs closed.
+	sealed := sealedWACZ(t, bin, s, id)
+	assert.Equal(t, filepath.Join(s.Config.ArchiveDir, "crawls", id, id+".wacz"), sealed)
+	srep, err := wacz.Validate(sealed)
+	require.NoError(t, err)
+	assert.Equal(t, rep.Entries, srep.Entries)
+	assert.Equal(t, rep.Pages, srep.Pages)
+	for _, w := range out.WARCs {
+		assert.FileExists(t, w+wacz.SidecarSuffix)
+	}
+}
+
+// sealedWACZ is the WACZ job id's seal wrote, as `starter status` names it
+// (its text and --json agree), on this host.
+func sealedWACZ(t *testing.T, bin string, s *Stack, id string) string {
+	t.Helper()
+	res := runStarter(t, bin, s, "status", id, "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	var st struct {
+		WACZ struct {
+			File, Error string
+			Bytes       int64
+		} `json:"wacz"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &st), res.stdout)
+	require.Empty(t, st.WACZ.Error)
+	require.NotEmpty(t, st.WACZ.File, "status names no WACZ: %s", res.stdout)
+	fi, err := os.Stat(st.WACZ.File)
+	require.NoError(t, err)
+	assert.Equal(t, fi.Size(), st.WACZ.Bytes)
+	text := runStarter(t, bin, s, "status", id)
+	require.Equal(t, 0, text.code, text.stderr)
+	assert.Contains(t, text.stdout, "  wacz:     "+st.WACZ.File+" (")
+	return st.WACZ.File
 }

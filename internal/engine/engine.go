@@ -74,6 +74,11 @@ type Config struct {
 	// WARCMaxBytes rotates a crawl's WARC file of this host (config
 	// crawl.warc_max_bytes; 0 = never).
 	WARCMaxBytes int64
+	// Captures are the plugins whose outputs are captures of the page,
+	// recorded as resource records (config wacz.captures).
+	Captures []string
+	// SealWACZ writes a job's WACZ at its seal (config wacz.seal).
+	SealWACZ bool
 	// InProcessBuiltins runs built-in page hooks that start no process in
 	// this process (config crawl.in_process_builtins).
 	InProcessBuiltins bool

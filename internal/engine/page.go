@@ -19,6 +19,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/hooks"
+	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -267,8 +268,18 @@ steps:
 		out.Note = "cut: " + strings.Join(recs.cuts, "; ")
 	}
 	out.Links = links
-	if err := writePageIndex(dir, job, p, out, results.list(plan, notRun)); err != nil {
+	list := results.list(plan, notRun)
+	if err := writePageIndex(dir, job, p, out, list); err != nil {
 		log.Warn("write the page's index", zap.Error(err))
+	}
+	// The page's captures (a screenshot...) join its WARCs, and with them
+	// the job's WARC.
+	_, cw, err := jobwacz.WriteCaptures(dir, p.URL, list, e.cfg.Captures)
+	for _, s := range cw.Skipped {
+		log.Warn("a capture left out of the captures WARC", zap.String("capture", s))
+	}
+	if err != nil {
+		log.Warn("write the page's captures WARC", zap.Error(err))
 	}
 	if err := e.collectWARCs(cr.Job.Ident, dir, true); err != nil {
 		log.Warn("append page WARC to the job's WARC", zap.Error(err))

@@ -26,6 +26,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
+	"github.com/archiveflow/archiveflow/internal/wacz"
 )
 
 // writeHook writes an executable hook script.
@@ -222,6 +223,25 @@ func TestRunPageBuiltinsInProcess(t *testing.T) {
 	all := readGzip(t, warcs[0])
 	assert.Equal(t, 1, strings.Count(all, "WARC-Type: warcinfo"), "one per file: the pages' own give way to the job file's")
 	assert.Equal(t, 4, strings.Count(all, "WARC-Type: response"), "three pages and the stylesheet")
+
+	// The teardown closes the job WARC and keeps its index beside it; the
+	// crawl's seal writes the WACZ from it, naming what another host
+	// reported and this one cannot see.
+	require.NoError(t, e.TeardownCrawl(ctx, "crawl1"))
+	kept, err := os.ReadFile(warcs[0] + wacz.SidecarSuffix)
+	require.NoError(t, err, "the index kept at the teardown")
+	assert.Equal(t, 5, strings.Count(string(kept), "\n"), "its first line and one per response")
+	e.cfg.SealWACZ = true
+	rep, err := e.SealCrawl(ctx, activities.SealCrawlInput{Ident: "crawl1", URL: srv.URL + "/one",
+		Reported: []activities.WARCFile{{Name: filepath.Base(warcs[0])}, {Name: "crawl1-other-1-00001.warc.gz"}}},
+		[]activities.PageRef{{ID: 2, URL: srv.URL + "/one"}, {ID: 3, URL: srv.URL + "/two"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"crawl1-other-1-00001.warc.gz"}, rep.Missing)
+	assert.Equal(t, filepath.Join(e.cfg.ArchiveDir, "crawls", "crawl1", "crawl1.wacz"), rep.WACZ)
+	vr, err := wacz.Validate(rep.WACZ)
+	require.NoError(t, err)
+	assert.Equal(t, 2, vr.Pages)
+	assert.Equal(t, 4, vr.Entries)
 
 	// Without the option the wrappers are executed (and fail here).
 	e2 := pageEngine(t, plugins, nil)

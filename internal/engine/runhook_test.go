@@ -44,6 +44,7 @@ type memStore struct {
 	results []activities.ResultInput
 	batches map[string]bool
 	line    chan string
+	archive []activities.ArchiveInput
 }
 
 var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
@@ -55,6 +56,12 @@ func newMemStore() *memStore {
 func (s *memStore) SetJobState(context.Context, activities.JobStateInput) error { return nil }
 func (s *memStore) SetStep(context.Context, activities.StepInput) error         { return nil }
 func (s *memStore) Heartbeat(context.Context, string) error                     { return nil }
+func (s *memStore) SetArchive(_ context.Context, in activities.ArchiveInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.archive = append(s.archive, in)
+	return nil
+}
 func (s *memStore) RecordResult(_ context.Context, in activities.ResultInput) error {
 	if s.down.Load() {
 		return errRedisDown

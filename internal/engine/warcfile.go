@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/wacz"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
 
@@ -43,6 +44,11 @@ type jobWARC struct {
 	digests *warc.Digests // opened with the first file
 }
 
+// jobWARCDir is where a crawl's job WARCs are: ARCHIVE_DIR/crawls/IDENT/warc.
+func (e *Engine) jobWARCDir(ident string) string {
+	return filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), "warc")
+}
+
 func (w *warcFiles) get(e *Engine, ident string) *jobWARC {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -50,7 +56,7 @@ func (w *warcFiles) get(e *Engine, ident string) *jobWARC {
 	if j == nil {
 		j = &jobWARC{
 			ident: ident,
-			dir:   filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), "warc"),
+			dir:   e.jobWARCDir(ident),
 			base:  safeName(ident) + "-" + safeName(e.cfg.Instance),
 		}
 		w.m[ident] = j
@@ -173,15 +179,23 @@ func lastSeq(dir, base string) int {
 	return last
 }
 
+// closeFile closes the open job WARC and brings its kept CDXJ index up to
+// date (wacz.UpdateIndex, FILE.warc.gz.cdxj beside it): the crawl's index
+// grows file by file as WARCs rotate and at the teardown, so the seal's
+// WACZ reads only what no index covers yet.
 func (j *jobWARC) closeFile() error {
 	if j.f == nil {
 		return nil
 	}
+	name := j.f.Name()
 	err := errors.Join(j.f.Sync(), j.f.Close())
 	j.f = nil
 	if err != nil {
 		return fmt.Errorf("close job warc: %w", err)
 	}
+	// An index that cannot be written now is built by whoever reads the
+	// WARC next (the seal, export): it costs time, never records.
+	_, _, _ = wacz.UpdateIndex(name, filepath.Base(name))
 	return nil
 }
 

@@ -244,3 +244,19 @@ func (f *Frontier) Pages(ctx context.Context, ident string, filter Filter, curso
 	}
 	return pages, next, nil
 }
+
+// AllPages lists every page matching filter in id (discovery) order, the
+// whole listing in MaxPagesLimit pieces.
+func (f *Frontier) AllPages(ctx context.Context, ident string, filter Filter) ([]Page, error) {
+	var all []Page
+	cursor := int64(1)
+	for cursor > 0 {
+		ps, next, err := f.Pages(ctx, ident, filter, cursor, MaxPagesLimit)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ps...)
+		cursor = next
+	}
+	return all, nil
+}

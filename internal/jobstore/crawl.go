@@ -10,6 +10,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/scope"
 )
@@ -49,6 +50,20 @@ func pageCounts(c frontier.Counts) activities.PageCounts {
 
 func pageSpec(p frontier.Page) activities.PageSpec {
 	return activities.PageSpec{ID: p.ID, URL: p.URL, Depth: p.Depth, Attempt: p.Attempts, NoRecurse: p.NoRecurse}
+}
+
+// SucceededPages lists the crawl's pages that succeeded, in discovery
+// order (jobwacz.Succeeded).
+func (s *CrawlStore) SucceededPages(ctx context.Context, ident string) ([]activities.PageRef, error) {
+	ps, err := s.Frontier.AllPages(ctx, ident, jobwacz.Succeeded)
+	if err != nil {
+		return nil, fmt.Errorf("pages of %s: %w", ident, crawlErr(err))
+	}
+	out := make([]activities.PageRef, len(ps))
+	for i, p := range ps {
+		out[i] = activities.PageRef{ID: p.ID, URL: p.URL, Parent: p.Parent}
+	}
+	return out, nil
 }
 
 // SeedCrawl seeds the frontier (items_queued counts the start page) and

@@ -150,6 +150,15 @@ func (s *RedisStore) Heartbeat(ctx context.Context, ident string) error {
 	return nil
 }
 
+// SetArchive records where the job's WACZ is.
+func (s *RedisStore) SetArchive(ctx context.Context, in activities.ArchiveInput) error {
+	a := rkeys.Archive{WACZ: in.WACZ, Host: in.Host, Bytes: in.Bytes, Error: in.Error, Missing: in.Missing}
+	if err := s.Redis.SetArchive(ctx, in.Ident, a); err != nil {
+		return fmt.Errorf("set wacz of %s: %w", in.Ident, notWritable(err))
+	}
+	return nil
+}
+
 // QueueLease reads the live pipeline:ID records (internal/rkeys).
 func (s *RedisStore) QueueLease(ctx context.Context, queue string) (time.Duration, error) {
 	lease, err := s.Redis.QueueLease(ctx, queue)

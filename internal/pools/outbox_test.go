@@ -30,6 +30,7 @@ func (s *logStore) ReopenJob(context.Context, activities.ReopenInput) error     
 func (s *logStore) FinishJob(context.Context, activities.FinishInput) error       { return nil }
 func (s *logStore) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
 func (s *logStore) Heartbeat(context.Context, string) error                       { return nil }
+func (s *logStore) SetArchive(context.Context, activities.ArchiveInput) error     { return nil }
 func (s *logStore) AppendLog(_ context.Context, ident, key string, _ int, entries []activities.LogEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

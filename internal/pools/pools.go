@@ -390,6 +390,8 @@ func EngineConfig(cfg *config.Config, pluginDirs []string, archiveDir string, en
 		Limits:     limits,
 		// A crawl's pages on this host (config crawl.*).
 		WARCMaxBytes:      cfg.Crawl.WARCMaxBytes,
+		Captures:          cfg.WACZ.Captures,
+		SealWACZ:          cfg.WACZ.Seal,
 		InProcessBuiltins: cfg.Crawl.InProcessBuiltins,
 		MaxResponses:      cfg.Hooks.ResponsesPerAttempt,
 		Log:               log,

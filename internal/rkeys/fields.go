@@ -44,6 +44,36 @@ func (s *Store) SetHooksTotal(ctx context.Context, ident string, n int) error {
 	return s.setFields(ctx, "set hooks_total", ident, "hooks_total", strconv.Itoa(n))
 }
 
+// Archive is where a job's WACZ is: written at its seal by a worker host.
+type Archive struct {
+	// WACZ is the file's absolute path on Host; Error why none was
+	// written (then WACZ is empty).
+	WACZ, Host, Error string
+	Bytes             int64
+	// Missing counts WARC files of the job that other worker hosts wrote
+	// and Host could not see (storage not shared): not in the WACZ.
+	Missing int
+}
+
+// Job hash fields of Archive.
+const (
+	FieldWACZ        = "wacz"
+	FieldWACZHost    = "wacz_host"
+	FieldWACZBytes   = "wacz_bytes"
+	FieldWACZError   = "wacz_error"
+	FieldWACZMissing = "wacz_missing_warcs"
+)
+
+// SetArchive records where the job's WACZ is (absolute values: a later
+// seal, e.g. a retry run's, replaces an earlier one's).
+func (s *Store) SetArchive(ctx context.Context, ident string, a Archive) error {
+	if (a.WACZ == "") == (a.Error == "") {
+		return fmt.Errorf("set wacz of job %s: %w: exactly one of file and error must be set", ident, ErrInvalid)
+	}
+	return s.setFields(ctx, "set wacz", ident, FieldWACZ, a.WACZ, FieldWACZHost, a.Host, FieldWACZBytes, strconv.FormatInt(a.Bytes, 10),
+		FieldWACZError, a.Error, FieldWACZMissing, strconv.Itoa(a.Missing))
+}
+
 // RunInfo identifies where a job runs.
 type RunInfo struct {
 	WorkflowID, RunID, TaskQueue string

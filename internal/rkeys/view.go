@@ -34,6 +34,8 @@ type JobView struct {
 	ItemsDownloaded, ItemsQueued int64
 	// Cuts (FieldCutCount) counts a crawl's losses to a limit.
 	Cuts                         int64
+	// Archive is the job's WACZ, once its seal wrote one (SetArchive).
+	Archive                      Archive
 	Responses                    model.ResponseCounts
 	LogScore, Heartbeat          int64
 	QueuedAt                     time.Time
@@ -177,6 +179,8 @@ func parseJob(ident string, h map[string]string) (JobView, error) {
 	v.ItemsDownloaded = p.int64("items_downloaded")
 	v.ItemsQueued = p.int64("items_queued")
 	v.Cuts = p.int64(FieldCutCount)
+	v.Archive = Archive{WACZ: h[FieldWACZ], Host: h[FieldWACZHost], Error: h[FieldWACZError],
+		Bytes: p.int64(FieldWACZBytes), Missing: int(p.int64(FieldWACZMissing))}
 	v.Responses = model.ResponseCounts{
 		R1xx: p.int64("r1xx"), R2xx: p.int64("r2xx"), R3xx: p.int64("r3xx"),
 		R4xx: p.int64("r4xx"), R5xx: p.int64("r5xx"), Runk: p.int64("runk"), Errors: p.int64("error_count"),

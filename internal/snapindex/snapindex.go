@@ -44,6 +44,12 @@ type Snapshot struct {
 	Error string
 	// SealedAt is when the seal wrote the index.
 	SealedAt time.Time
+	// WACZ is the job's WACZ the seal wrote (a file name in the snapshot
+	// directory), or WACZError why it wrote none.
+	WACZ, WACZError string
+	// Captures is the WARC of the hooks' captures of the page (resource
+	// records), a file name in the snapshot directory.
+	Captures string
 }
 
 // snapshotRecord is the first line of index.jsonl.
@@ -56,6 +62,9 @@ type snapshotRecord struct {
 	State    model.JobState `json:"archiveflow_state"`
 	Error    string         `json:"error,omitempty"`
 	SealedAt time.Time      `json:"sealed_at"`
+	WACZ     string         `json:"wacz,omitempty"`
+	WACZErr  string         `json:"wacz_error,omitempty"`
+	Captures string         `json:"captures_warc,omitempty"`
 }
 
 // resultRecord is one ArchiveResult line of index.jsonl (and one entry of
@@ -89,6 +98,9 @@ type document struct {
 	State          model.JobState `json:"archiveflow_state"`
 	Error          string         `json:"error,omitempty"`
 	SealedAt       time.Time      `json:"sealed_at"`
+	WACZ           string         `json:"wacz,omitempty"`
+	WACZErr        string         `json:"wacz_error,omitempty"`
+	Captures       string         `json:"captures_warc,omitempty"`
 	ArchiveResults []resultRecord `json:"archive_results"`
 }
 
@@ -118,7 +130,8 @@ func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, 
 	enc := json.NewEncoder(&lines) // one record a line, with its newline
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(snapshotRecord{Type: "Snapshot", ID: snap.ID, URL: snap.URL, Depth: snap.Depth,
-		Status: "sealed", State: snap.State, Error: snap.Error, SealedAt: snap.SealedAt.UTC()}); err != nil {
+		Status: "sealed", State: snap.State, Error: snap.Error, SealedAt: snap.SealedAt.UTC(),
+		WACZ: snap.WACZ, WACZErr: snap.WACZError, Captures: snap.Captures}); err != nil {
 		return nil, fmt.Errorf("snapshot index %s: %w", JSONLFile, err)
 	}
 	for _, r := range records {
@@ -127,7 +140,8 @@ func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, 
 		}
 	}
 	doc, err := json.MarshalIndent(document{ID: snap.ID, URL: snap.URL, Depth: snap.Depth, State: snap.State,
-		Error: snap.Error, SealedAt: snap.SealedAt.UTC(), ArchiveResults: records}, "", "  ")
+		Error: snap.Error, SealedAt: snap.SealedAt.UTC(), WACZ: snap.WACZ, WACZErr: snap.WACZError, Captures: snap.Captures,
+		ArchiveResults: records}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("snapshot index %s: %w", JSONFile, err)
 	}
@@ -203,7 +217,8 @@ func Read(dir string) (Snapshot, []model.ArchiveResult, error) {
 			if err := json.Unmarshal(line, &s); err != nil || s.Type != "Snapshot" {
 				return Snapshot{}, nil, fmt.Errorf("read snapshot index %s: line 1 is not its Snapshot record", filepath.Join(dir, JSONLFile))
 			}
-			snap = Snapshot{ID: s.ID, URL: s.URL, Depth: s.Depth, State: s.State, Error: s.Error, SealedAt: s.SealedAt}
+			snap = Snapshot{ID: s.ID, URL: s.URL, Depth: s.Depth, State: s.State, Error: s.Error, SealedAt: s.SealedAt,
+				WACZ: s.WACZ, WACZError: s.WACZErr, Captures: s.Captures}
 			continue
 		}
 		var r resultRecord

@@ -107,6 +107,7 @@ func CrawlInput(cfg *config.Config, r Request) workflows.CrawlInput {
 			HistoryEvents:        cc.HistoryEvents,
 			AttrInterval:         cc.AttrInterval,
 			MaxDuration:          cfg.Job.MaxDuration,
+			SealTimeout:          cfg.WACZ.SealTimeout,
 		},
 		URLList: list,
 	}

@@ -108,6 +108,12 @@ var errPartial = errors.New("gzip member cut short by the end of the file")
 // member, which is left out (complete < the file's size). Any other
 // malformed member is an error naming the file and the member's offset.
 func IndexWARC(path, name string) (entries []Entry, complete int64, err error) {
+	return indexFrom(path, name, 0)
+}
+
+// indexFrom is IndexWARC from offset from, where a record (gzip member)
+// begins.
+func indexFrom(path, name string, from int64) (entries []Entry, complete int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, err
@@ -118,7 +124,11 @@ func IndexWARC(path, name string) (entries []Entry, complete int64, err error) {
 		return nil, 0, err
 	}
 	size := fi.Size()
-	pos := newPosition(io.LimitReader(f, size))
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return nil, 0, err
+	}
+	pos := newPosition(io.LimitReader(f, size-from))
+	pos.n = from
 	var zr gzip.Reader
 	for {
 		off := pos.offset()

@@ -213,7 +213,7 @@ func Write(w io.Writer, warcs []WARC, pages []Page, opt Options) (Result, error)
 			return res, fmt.Errorf("wacz: two WARCs named %s: %s and %s", name, other, p)
 		}
 		names[name] = p
-		es, complete, err := IndexWARC(p, name)
+		es, complete, err := UpdateIndex(p, name)
 		if err != nil {
 			return res, fmt.Errorf("wacz: index %w", err)
 		}

@@ -49,6 +49,7 @@ type nopStore struct {
 func (s *nopStore) SetJobState(context.Context, activities.JobStateInput) error   { return nil }
 func (s *nopStore) SetStep(context.Context, activities.StepInput) error           { return nil }
 func (s *nopStore) Heartbeat(context.Context, string) error                       { return nil }
+func (s *nopStore) SetArchive(context.Context, activities.ArchiveInput) error     { return nil }
 func (s *nopStore) RecordResult(context.Context, activities.ResultInput) error    { return nil }
 func (s *nopStore) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
 func (s *nopStore) AppendLog(context.Context, string, string, int, []activities.LogEntry) error {
