@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -71,29 +72,51 @@ func RecordingTransport(t *http.Transport) *http.Transport {
 }
 
 // recordingConn keeps every byte written to and read from the connection
-// below it.
+// below it. What its reader gets is the bytes received with one change
+// (sizeLines): the whitespace net/http refuses before a chunk extension.
 type recordingConn struct {
 	net.Conn
 	mu             sync.Mutex
 	sent, received bytes.Buffer
+	method         string // the request's, from the bytes sent
+	lines          sizeLines
+	pending        []byte // handed to the reader, not read yet
+	err            error  // the connection's read error, once pending is read
 }
 
 func (c *recordingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.mu.Lock()
-		c.received.Write(p[:n])
-		c.mu.Unlock()
+	for len(c.pending) == 0 && c.err == nil {
+		n, err := c.Conn.Read(p)
+		if n > 0 {
+			c.mu.Lock()
+			c.received.Write(p[:n])
+			c.lines.method = c.method
+			c.mu.Unlock()
+			c.pending = c.lines.feed(p[:n])
+		}
+		if err != nil {
+			c.pending = append(c.pending, c.lines.flush()...)
+			c.err = err
+		}
 	}
-	return n, err
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	if len(c.pending) == 0 && c.err != nil {
+		return n, c.err
+	}
+	return n, nil
 }
 
 // Write keeps p before writing it, so the bytes an answer already came for
 // are there even while the Write that sent them has not returned; what
-// was not written is dropped after.
+// was not written is dropped after. The request's method tells
+// sizeLines whether its answer has a body.
 func (c *recordingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.sent.Write(p)
+	if c.method == "" {
+		c.method, _, _ = strings.Cut(c.sent.String(), " ")
+	}
 	c.mu.Unlock()
 	n, err := c.Conn.Write(p)
 	if n < len(p) {
