@@ -92,9 +92,9 @@ func TestParseMalformed(t *testing.T) {
 
 func TestWalkIndexesLimitsAndProblems(t *testing.T) {
 	files := map[string][]byte{
-		"http://a/index.xml": []byte(index("http://a/s1.xml", "http://a/s2.xml.gz", "http://a/broken.xml", "http://a/index.xml")),
-		"http://a/s1.xml":    []byte(urlset("http://a/1", "http://a/2")),
-		"http://a/s2.xml.gz": gz(t, urlset("http://a/2", "http://a/3")),
+		"http://a/index.xml":  []byte(index("http://a/s1.xml", "http://a/s2.xml.gz", "http://a/broken.xml", "http://a/index.xml")),
+		"http://a/s1.xml":     []byte(urlset("http://a/1", "http://a/2")),
+		"http://a/s2.xml.gz":  gz(t, urlset("http://a/2", "http://a/3")),
 		"http://a/broken.xml": []byte("<urlset><url>"),
 	}
 	var fetched []string
