@@ -108,28 +108,38 @@ func ignorePackets(t *testing.T, s *Stack, ident string) (ignores []ignorePacket
 	return ignores, messages
 }
 
-// warcTargets lists the target URIs of the job WARCs' response records.
+// warcTargets counts the response records of the job's WARCs by target
+// URI.
 func warcTargets(t *testing.T, s *Stack, ident string) map[string]int {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(s.Config.ArchiveDir, "crawls", ident, "warc", "*.warc.gz"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
 	out := map[string]int{}
+	eachWARCRecord(t, filepath.Join(s.Config.ArchiveDir, "crawls", ident, "warc", "*.warc.gz"), func(h warc.Header) {
+		if h.Type == "response" {
+			out[h.TargetURI]++
+		}
+	})
+	return out
+}
+
+// eachWARCRecord calls fn with the header of every record of the WARC
+// files glob matches (there must be one).
+func eachWARCRecord(t *testing.T, glob string, fn func(warc.Header)) {
+	t.Helper()
+	files, err := filepath.Glob(glob)
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no WARC at %s", glob)
 	for _, f := range files {
 		fh, err := os.Open(f)
 		require.NoError(t, err)
 		zr, err := gzip.NewReader(fh)
 		require.NoError(t, err, f)
 		err = warc.Read(zr, func(h warc.Header, _ io.Reader) error {
-			if h.Type == "response" {
-				out[h.TargetURI]++
-			}
+			fn(h)
 			return nil
 		})
 		_ = fh.Close()
 		require.NoError(t, err, f)
 	}
-	return out
 }
 
 // TestCrawlRobotsAndSitemaps is issue 28's robots.txt and sitemap
