@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,16 +13,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/frontier"
-	"github.com/archiveflow/archiveflow/internal/model"
-	"github.com/archiveflow/archiveflow/internal/submit"
+	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/warc"
-	"github.com/archiveflow/archiveflow/workflows"
 )
 
 // robotsSite serves a small site with a robots.txt disallowing /private/,
@@ -150,19 +146,18 @@ func eachWARCRecord(t *testing.T, glob string, fn func(warc.Header)) {
 // names is archived at depth 1; the malformed sitemap is reported in the
 // job's log and the crawl still finishes. With --robots ignore on the
 // same site: the disallowed pages are fetched, robots.txt is not asked.
+// Both crawls are submitted with the starter binary's flags.
 func TestCrawlRobotsAndSitemaps(t *testing.T) {
+	bin := buildDevStarter(t)
 	s := NewStack(t, server, builtinPlugins(t, "pagefetch", "title", "outlinks"), crawlConfig)
 	s.StartPools(t, builtinEnv(t))
 
 	obey := robotsSite(t)
-	job := s.SubmitCrawl(t, obey.URL+"/", 2, func(r *submit.Request) {
-		r.Robots, r.Sitemaps = model.RobotsObey, true
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var st workflows.CrawlStatus
-	require.NoError(t, job.Run.Get(ctx, &st))
-	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	res := runStarter(t, bin, s, "submit", obey.URL+"/", "--depth", "2", "--robots", "obey", "--sitemaps", "--wait", "--wait-timeout", "3m")
+	require.Equal(t, 0, res.code, "the crawl finishes: %s\n%s", res.stdout, res.stderr)
+	id, _, err := ident.FromURL(obey.URL + "/")
+	require.NoError(t, err)
+	job := Job{Ident: id}
 
 	for _, p := range []string{"/private/secret", "/private/other", "/private/from-sitemap"} {
 		assert.Zero(t, obey.count(p), "%s is disallowed by robots.txt but was requested", p)
@@ -206,9 +201,8 @@ func TestCrawlRobotsAndSitemaps(t *testing.T) {
 	assert.Equal(t, 1, inWARC[obey.URL+"/only-in-sitemap"])
 
 	ignoring := robotsSite(t)
-	job = s.SubmitCrawl(t, ignoring.URL+"/", 2, func(r *submit.Request) { r.Robots = model.RobotsIgnore })
-	require.NoError(t, job.Run.Get(ctx, &st))
-	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	res = runStarter(t, bin, s, "submit", ignoring.URL+"/", "--depth", "2", "--robots", "ignore", "--wait", "--wait-timeout", "3m")
+	require.Equal(t, 0, res.code, "the crawl finishes: %s\n%s", res.stdout, res.stderr)
 	assert.Equal(t, 1, ignoring.count("/private/secret"), "robots ignore fetches what robots.txt disallows")
 	assert.Equal(t, 1, ignoring.count("/private/other"))
 	assert.Zero(t, ignoring.count("/robots.txt"), "robots ignore without sitemaps never asks for robots.txt")
