@@ -98,9 +98,9 @@ func TestObeyRobotsFetchesOncePerOriginAndReportsTheRule(t *testing.T) {
 	assert.Equal(t, []Link{links[0], links[2]}, kept)
 	assert.Equal(t, []LogEntry{
 		{Kind: LogIgnore, Time: now, Hook: "page", URL: "http://a.example/private/x",
-			Pattern: "http://a.example/robots.txt: User-agent * disallows /private/x", Source: "robots.txt"},
+			Pattern: "http://a.example/robots.txt: User-agent *, Disallow: /private/ (/private/x)", Source: "robots.txt"},
 		{Kind: LogIgnore, Time: now, Hook: "page", URL: "http://b.example/private/y",
-			Pattern: "http://b.example/robots.txt: User-agent * disallows /private/y", Source: "robots.txt"},
+			Pattern: "http://b.example/robots.txt: User-agent *, Disallow: /private/ (/private/y)", Source: "robots.txt"},
 	}, entries)
 	_, entries, err = a.obeyRobots(context.Background(), cr, links, nil, true, now)
 	require.NoError(t, err)

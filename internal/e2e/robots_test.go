@@ -187,10 +187,10 @@ func TestCrawlRobotsAndSitemaps(t *testing.T) {
 			reported[p.URL] = p.Pattern
 		}
 	}
-	rule := obey.URL + "/robots.txt: User-agent * disallows "
-	assert.Equal(t, rule+"/private/secret", reported[obey.URL+"/private/secret"], "ignores: %+v", ignores)
-	assert.Equal(t, rule+"/private/other?x=1", reported[obey.URL+"/private/other?x=1"], "ignores: %+v", ignores)
-	assert.Equal(t, rule+"/private/from-sitemap", reported[obey.URL+"/private/from-sitemap"], "ignores: %+v", ignores)
+	rule := obey.URL + "/robots.txt: User-agent *, Disallow: /private/ "
+	assert.Equal(t, rule+"(/private/secret)", reported[obey.URL+"/private/secret"], "ignores: %+v", ignores)
+	assert.Equal(t, rule+"(/private/other?x=1)", reported[obey.URL+"/private/other?x=1"], "ignores: %+v", ignores)
+	assert.Equal(t, rule+"(/private/from-sitemap)", reported[obey.URL+"/private/from-sitemap"], "ignores: %+v", ignores)
 	log := strings.Join(messages, "\n")
 	assert.Contains(t, log, "sitemap "+obey.URL+"/sitemap-broken.xml not read: xml:", "the malformed sitemap is reported")
 	assert.Contains(t, log, "robots.txt "+obey.URL+"/robots.txt: HTTP 200", "the robots.txt fetch is in the job's log")

@@ -104,7 +104,7 @@ func Parse(rec Record, agent string) *Rules {
 		r.data = data
 		r.group, r.agent = data.FindGroup(Token(agent)), "*"
 		if r.group != data.FindGroup("") {
-			r.agent = Token(agent) // a group more specific than *
+			r.agent = groupName(rec.Body, Token(agent)) // a group more specific than *
 		}
 	}
 	return r
@@ -134,7 +134,65 @@ func (r *Rules) Check(u string) (rule string, allowed bool) {
 	if r.group.Test(path) {
 		return "", true
 	}
+	if line := disallowLine(r.rec.Body, r.agent, path); line != "" {
+		return fmt.Sprintf("%s: User-agent %s, Disallow: %s (%s)", r.rec.URL, r.agent, line, path), false
+	}
 	return fmt.Sprintf("%s: User-agent %s disallows %s", r.rec.URL, r.agent, path), false
+}
+
+// The parser decides; these name what decided, for the ignore packet.
+// robotstxt keeps its groups' rules to itself, so the file's lines are
+// read again: the group is the longest User-agent name the agent's token
+// starts with (FindGroup's choice), the rule the longest of its Disallow
+// values that disallows the path on its own (the parser's precedence).
+
+// fields calls fn with each "name: value" line of a robots.txt, the name
+// lower case, comments and blanks around them removed.
+func fields(body string, fn func(name, value string)) {
+	for _, line := range strings.Split(body, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if name, value, ok := strings.Cut(line, ":"); ok {
+			fn(strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(value))
+		}
+	}
+}
+
+// groupName is the User-agent name whose group applies to token.
+func groupName(body, token string) string {
+	best := token
+	found := false
+	fields(body, func(name, value string) {
+		v := strings.ToLower(value)
+		if name == "user-agent" && v != "*" && v != "" && strings.HasPrefix(token, v) && (!found || len(v) > len(best)) {
+			best, found = v, true
+		}
+	})
+	return best
+}
+
+// disallowLine is the Disallow value of group's lines (User-agent group,
+// or several lines naming it) that disallows path; "" when none alone
+// does.
+func disallowLine(body, group, path string) string {
+	best, in, agents := "", false, false
+	fields(body, func(name, value string) {
+		if name == "user-agent" {
+			if !agents {
+				in = false // a new group starts
+			}
+			agents = true
+			in = in || strings.ToLower(value) == group
+			return
+		}
+		agents = false
+		if name != "disallow" || !in || value == "" || len(value) <= len(best) {
+			return
+		}
+		if one, err := robotstxt.FromString("User-agent: *\nDisallow: " + value + "\n"); err == nil && !one.TestAgent(path, "*") {
+			best = value
+		}
+	})
+	return best
 }
 
 // CrawlDelay is the Crawl-delay of the agent's group (0: none).

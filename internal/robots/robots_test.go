@@ -26,7 +26,7 @@ func TestCheckGroupsAndRuleNames(t *testing.T) {
 	star := Parse(rec, "Mozilla/5.0 (compatible; x)")
 	rule, ok := star.Check("http://h/private/x.html?q=1")
 	assert.False(t, ok)
-	assert.Equal(t, "http://h/robots.txt: User-agent * disallows /private/x.html?q=1", rule)
+	assert.Equal(t, "http://h/robots.txt: User-agent *, Disallow: /private/ (/private/x.html?q=1)", rule)
 	_, ok = star.Check("http://h/private/open.html")
 	assert.True(t, ok, "the longer Allow wins")
 	_, ok = star.Check("http://h/no-at/")
@@ -37,7 +37,7 @@ func TestCheckGroupsAndRuleNames(t *testing.T) {
 	at := Parse(rec, "ArchiveTeam ArchiveBot/20210517 (wpull 2.0.3)")
 	rule, ok = at.Check("http://h/no-at/page")
 	assert.False(t, ok)
-	assert.Contains(t, rule, "User-agent archiveteam disallows /no-at/page")
+	assert.Equal(t, "http://h/robots.txt: User-agent archiveteam, Disallow: /no-at/ (/no-at/page)", rule)
 	_, ok = at.Check("http://h/private/x.html")
 	assert.True(t, ok, "only the most specific group applies")
 	assert.Equal(t, 500*time.Millisecond, at.CrawlDelay())
@@ -71,4 +71,36 @@ func TestOriginAndToken(t *testing.T) {
 	assert.Error(t, err)
 	assert.Equal(t, "archiveteam", Token("ArchiveTeam ArchiveBot/1"))
 	assert.Equal(t, "wget", Token("Wget/1.21"))
+}
+
+// TestRuleNamesTheDecidingLine: the rule named is the longest Disallow of
+// the agent's group that matches (wildcards as the parser reads them),
+// in a group of several User-agent lines, the group named by its own
+// name (a prefix of the agent's token).
+func TestRuleNamesTheDecidingLine(t *testing.T) {
+	rec := Record{URL: "http://h/robots.txt", Status: 200, Body: `User-agent: other
+Disallow: /
+
+User-agent: foo
+User-agent: archive # a prefix of archiveteam
+Disallow: /a/
+Disallow: /a/*.pdf$
+Disallow: /a/b/
+Allow: /a/b/ok
+
+User-agent: *
+Disallow: /star/
+`}
+	r := Parse(rec, "ArchiveTeam ArchiveBot/1")
+	for path, want := range map[string]string{
+		"/a/x.html":  "http://h/robots.txt: User-agent archive, Disallow: /a/ (/a/x.html)",
+		"/a/b/c":     "http://h/robots.txt: User-agent archive, Disallow: /a/b/ (/a/b/c)",
+		"/a/doc.pdf": "http://h/robots.txt: User-agent archive, Disallow: /a/*.pdf$ (/a/doc.pdf)",
+		"/a/b/ok":    "",
+		"/star/x":    "",
+	} {
+		rule, ok := r.Check("http://h" + path)
+		assert.Equal(t, want == "", ok, path)
+		assert.Equal(t, want, rule, path)
+	}
 }
