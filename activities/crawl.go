@@ -16,7 +16,9 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/robots"
 	"github.com/archiveflow/archiveflow/internal/scope"
+	"github.com/archiveflow/archiveflow/internal/sitemap"
 )
 
 // ErrPageNotClaimed marks a CrawlStore write for a page attempt that no
@@ -76,6 +78,12 @@ type CrawlStore interface {
 	SucceededPages(ctx context.Context, ident string) ([]PageRef, error)
 	// SetArchive records where the crawl's WACZ is (Store.SetArchive).
 	SetArchive(ctx context.Context, in ArchiveInput) error
+	// Robots reads the record the crawl keeps for origin's robots.txt
+	// (ok false: none yet).
+	Robots(ctx context.Context, ident, origin string) (rec robots.Record, ok bool, err error)
+	// KeepRobots keeps rec for origin unless the crawl keeps one already,
+	// and returns the record kept.
+	KeepRobots(ctx context.Context, ident, origin string, rec robots.Record) (robots.Record, error)
 }
 
 // PageRunner runs crawl pages on a worker host (internal/engine).
@@ -98,6 +106,15 @@ type PageRunner interface {
 	// policy and keeps it in the crawl's directory on this host; a
 	// permanent refusal wraps ErrURLListRefused.
 	FetchURLList(ctx context.Context, in URLListFetch) (URLListData, error)
+	// FetchRobots fetches an origin's robots.txt through the fetch policy
+	// into the job's WARC on this host; a fetch that got no answer is a
+	// Record with its Error. An error: nothing usable (this host's WARC
+	// could not be written, ctx ended).
+	FetchRobots(ctx context.Context, in RobotsFetch) (robots.Record, error)
+	// FetchSitemaps reads the sitemaps at in.URLs and the indexes they
+	// lead to, each file fetched through the fetch policy into the job's
+	// WARC on this host; what a file could not give is a Problem.
+	FetchSitemaps(ctx context.Context, in SitemapFetch) (sitemap.Result, error)
 }
 
 // CrawlOptions tune the crawl activities; every value comes from the
@@ -141,6 +158,7 @@ type CrawlActivities struct {
 	log       *zap.Logger
 	deny      scope.Denier
 	live      liveCache
+	robots    robotsCache
 }
 
 // NewCrawl builds the crawl activities. hostQueue is the task queue only
@@ -359,6 +377,11 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 			return res, err
 		}
 		links, entries = judgeLinks(ctx, log, judge, live, p, out.Links, entries, now, a.opts.LogLineBytes)
+		if in.Crawl.ObeysRobots() {
+			if links, entries, err = a.obeyRobots(ctx, in.Crawl, links, entries, live.SuppressIgnoreReports, now); err != nil {
+				return res, err
+			}
+		}
 	}
 	if out.Status == PageTransient && out.Note != "" {
 		what := "will be retried"
@@ -619,10 +642,24 @@ func (h *CrawlHostActivities) CompleteSeedPage(ctx context.Context, in SeedPageI
 		out.Status, out.Links, out.LinksDropped = PageSucceeded, recs.Links, recs.LinksDropped
 	}
 	info := activity.GetInfo(ctx)
+	logKey := fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+	if in.Succeeded && in.Crawl.Sitemaps {
+		// Bounded by the activity's StartToClose (crawl.page_timeout).
+		links, entries, note, cuts, err := a.sitemapLinks(ctx, in.Crawl, time.Now())
+		if err != nil {
+			return PageResult{}, err
+		}
+		if len(entries) > 0 {
+			if err := retryWrite(ctx, func() error { return a.store.AppendLog(ctx, ident, logKey+"/sitemaps", 0, entries) }); err != nil {
+				return PageResult{}, fmt.Errorf("log the sitemaps of %s: %w", ident, err)
+			}
+		}
+		out.Links = append(out.Links, links...)
+		out.Note, out.Cuts = joinNote(out.Note, note), out.Cuts+cuts
+	}
 	// The snapshot's hooks logged their responses already; they are
 	// counted here, with the page's outcome.
-	return a.recordPage(ctx, log, RunPageInput{Crawl: in.Crawl, Page: in.Page}, out,
-		fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), false)
+	return a.recordPage(ctx, log, RunPageInput{Crawl: in.Crawl, Page: in.Page}, out, logKey, false)
 }
 
 // TeardownCrawl stops the crawl's setup hooks on this host and reports

@@ -7,6 +7,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/scope"
+	"github.com/archiveflow/archiveflow/internal/sitemap"
 )
 
 // Page statuses of a page attempt, in the frontier's vocabulary
@@ -34,7 +35,21 @@ type Crawl struct {
 	PageAttempts int `json:"page_attempts"`
 	// MaxLinks caps the links one page attempt adds.
 	MaxLinks int `json:"max_links"`
+	// Robots is the crawl's robots.txt policy (model.RobotsObey or
+	// RobotsIgnore; "" in inputs recorded before it existed: ignore).
+	Robots string `json:"robots,omitempty"`
+	// RobotsAgent is the user agent robots.txt is fetched with and read
+	// for (its group, its Crawl-delay): the job's at submit.
+	RobotsAgent string `json:"robots_agent,omitempty"`
+	// Sitemaps, when set, seeds the start host's sitemap URLs (its
+	// robots.txt's Sitemap lines and /sitemap.xml) at depth 1 when the
+	// start page completes, within SitemapLimits.
+	Sitemaps      bool           `json:"sitemaps,omitempty"`
+	SitemapLimits sitemap.Limits `json:"sitemap_limits,omitzero"`
 }
+
+// ObeysRobots reports whether the crawl skips what robots.txt disallows.
+func (c Crawl) ObeysRobots() bool { return c.Robots == model.RobotsObey }
 
 // PageSpec is one claimed page attempt.
 type PageSpec struct {
@@ -380,6 +395,25 @@ type URLListFetch struct {
 	MaxBytes  int64
 	Timeout   time.Duration
 	UserAgent string
+}
+
+// RobotsFetch is one fetch of an origin's robots.txt
+// (PageRunner.FetchRobots).
+type RobotsFetch struct {
+	Ident     string
+	Origin    string
+	UserAgent string
+	Timeout   time.Duration
+}
+
+// SitemapFetch reads a crawl's sitemaps (PageRunner.FetchSitemaps).
+type SitemapFetch struct {
+	Ident     string
+	URLs      []string
+	UserAgent string
+	Limits    sitemap.Limits
+	// Timeout bounds each file's fetch.
+	Timeout time.Duration
 }
 
 // URLListData is a downloaded list and where it is kept.

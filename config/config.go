@@ -319,6 +319,22 @@ type Crawl struct {
 	// URLList bounds a list of start URLs (ArchiveBot's `!a <` / `!ao <`
 	// jobs, `starter submit -f FILE`): internal/urllist.
 	URLList URLList `mapstructure:"url_list"`
+	// Robots is a crawl's robots.txt policy when `submit --robots` is not
+	// given: obey (disallowed pages are not fetched) or ignore
+	// (ArchiveBot's behaviour; ArchiveBot's jobs always ignore).
+	Robots string `mapstructure:"robots"`
+	// Sitemaps bounds what `submit --sitemaps` reads (internal/sitemap).
+	Sitemaps Sitemaps `mapstructure:"sitemaps"`
+}
+
+// Sitemaps bounds a crawl's sitemaps.
+type Sitemaps struct {
+	// MaxBytes is the most one sitemap file may hold, decompressed.
+	MaxBytes int64 `mapstructure:"max_bytes"`
+	// MaxURLs is the most page URLs taken from a crawl's sitemaps.
+	MaxURLs int `mapstructure:"max_urls"`
+	// MaxFiles is the most sitemap files (indexes included) read.
+	MaxFiles int `mapstructure:"max_files"`
 }
 
 // URLList bounds a list of URLs (internal/urllist) and its download.
@@ -480,6 +496,10 @@ func Default() Config {
 			InProcessBuiltins: true,
 			Scope:             CrawlScope{OffsiteOnce: true},
 			URLList:           URLList{MaxBytes: 8 << 20, MaxURLs: 50_000, FetchTimeout: time.Minute},
+			Robots:            "ignore",
+			// sitemaps.org's limits for one file (50 MiB, 50,000 URLs),
+			// and room for a modest sitemap index.
+			Sitemaps: Sitemaps{MaxBytes: 50 << 20, MaxURLs: 100_000, MaxFiles: 50},
 		},
 		Worker: Worker{
 			DrainTimeout:  30 * time.Second,

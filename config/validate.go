@@ -131,6 +131,10 @@ func (c *Config) Validate() error {
 	v.check(c.Crawl.URLList.MaxBytes >= 1, "crawl.url_list.max_bytes", c.Crawl.URLList.MaxBytes, "must be >= 1")
 	v.check(c.Crawl.URLList.MaxURLs >= 1, "crawl.url_list.max_urls", c.Crawl.URLList.MaxURLs, "must be >= 1")
 	v.check(c.Crawl.URLList.FetchTimeout > 0, "crawl.url_list.fetch_timeout", c.Crawl.URLList.FetchTimeout, "must be > 0")
+	v.oneOf("crawl.robots", c.Crawl.Robots, model.RobotsPolicies...)
+	v.check(c.Crawl.Sitemaps.MaxBytes >= 1, "crawl.sitemaps.max_bytes", c.Crawl.Sitemaps.MaxBytes, "must be >= 1")
+	v.check(c.Crawl.Sitemaps.MaxURLs >= 1, "crawl.sitemaps.max_urls", c.Crawl.Sitemaps.MaxURLs, "must be >= 1")
+	v.check(c.Crawl.Sitemaps.MaxFiles >= 1, "crawl.sitemaps.max_files", c.Crawl.Sitemaps.MaxFiles, "must be >= 1")
 
 	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)

@@ -69,6 +69,8 @@ for each setting the last matching rule wins (starter help rules).`,
 			fs.String("user-agent", "", "User-Agent for the hooks (default: job.user_agent)")
 			fs.String("depth", "", "shallow (one URL), inf (crawl the site) or N (crawl N links deep) (default: job.fetch_depth)")
 			fs.String("rules", "", "a crawl's initial rules: JSON file (- = stdin)")
+			fs.String("robots", "", "a crawl's robots.txt policy: obey (disallowed pages are not fetched, each reported as an ignore) or ignore (default: crawl.robots)")
+			fs.Bool("sitemaps", false, "a crawl also starts from the start host's sitemaps (robots.txt Sitemap lines, /sitemap.xml): their pages at depth 1")
 			fs.Bool("wait", false, "follow the jobs (live view on a terminal), show each one's hooks table; exit 1 if a job failed or was aborted")
 			fs.Duration("wait-timeout", 0, "with --wait: stop waiting after this long (exit 6, the jobs keep running); 0 = until every job ends")
 			fs.Bool("force", false, "replace a retained finished job with the same ident")
@@ -92,6 +94,8 @@ type submission struct {
 	depth       string
 	crawlDepth  int // -1 = no limit; used when depth is inf
 	rules       scope.Rules
+	robots      string // "" = config crawl.robots
+	sitemaps    bool
 	nice        int
 	priorityKey int
 	startDelay  time.Duration
@@ -193,6 +197,19 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 			fail(fmt.Errorf("--rules: rules are for crawls: give --depth inf or --depth N"))
 		}
 		s.rules = rules
+	}
+
+	if fs.Changed("robots") {
+		s.robots, _ = fs.GetString("robots")
+		switch err := model.ValidateRobots(s.robots); {
+		case err != nil:
+			fail(fmt.Errorf("--%w", err))
+		case s.depth != model.FetchInf:
+			fail(errors.New("--robots: robots.txt is for crawls: give --depth inf or --depth N"))
+		}
+	}
+	if s.sitemaps, _ = fs.GetBool("sitemaps"); s.sitemaps && s.depth != model.FetchInf {
+		fail(errors.New("--sitemaps: sitemaps are for crawls: give --depth inf or --depth N"))
 	}
 
 	delay, notBefore, err := parseStart(fs, a.now())

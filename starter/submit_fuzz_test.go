@@ -62,6 +62,7 @@ var badSubmitFlags = map[string][]string{
 	"--ignore":      {"a(b", "(?<=x)y", "[z-a]", "*", "(?P<n>", "a{2,1}"},
 	"--user-agent":  {"a\nb", "a\x00b", "\r", "x\x7f"},
 	"--queue":       {"nope", "ARCHIVEFLOW", " "},
+	"--robots":      {"respect", "", "OBEY"},
 }
 
 // malformedSubmits is a corpus of bad submit command lines: every bad URL

@@ -93,7 +93,7 @@ func (sb *submitter) submitOne(ctx context.Context, t target, op string) (submit
 		Ident: t.Ident, URL: t.URL, FetchDepth: s.depth, Pool: s.pool, Settings: s.settings,
 		PriorityKey: s.priorityKey, StartDelay: s.startDelay, NotBefore: s.notBefore,
 		StartedBy: startedBy(), StartedIn: "cli", CreateOp: t.Ident + "/" + op, Replace: s.force,
-		CrawlDepth: s.crawlDepth, Rules: s.rules,
+		CrawlDepth: s.crawlDepth, Rules: s.rules, Robots: s.robots, Sitemaps: s.sitemaps,
 	}
 	workflow, in, err := submit.Workflow(cfg, req)
 	if err != nil {

@@ -159,6 +159,16 @@ func (in CrawlInput) Validate() error {
 	case !in.Seed.Job.CrawlPage || in.Seed.Job.Ident != job.Ident:
 		return fmt.Errorf("crawl %s: the seed snapshot must be a crawl page of the same job", job.Ident)
 	}
+	if in.Crawl.Robots != "" {
+		if err := model.ValidateRobots(in.Crawl.Robots); err != nil {
+			return fmt.Errorf("crawl %s: %w", job.Ident, err)
+		}
+	}
+	if in.Crawl.Sitemaps {
+		if err := in.Crawl.SitemapLimits.Validate(); err != nil {
+			return fmt.Errorf("crawl %s: %w", job.Ident, err)
+		}
+	}
 	if err := in.Settings.Validate(); err != nil {
 		return fmt.Errorf("crawl %s settings: %w", job.Ident, err)
 	}

@@ -6,8 +6,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/submit"
 )
 
 func TestCandidateQueuesFollowArchiveBot(t *testing.T) {
@@ -71,4 +73,14 @@ func TestSameSettingsComparesIgnoresAsSets(t *testing.T) {
 	assert.False(t, SameSettings(a, b))
 	c := model.Settings{Concurrency: 2, Ignores: []string{"a", "b"}, SuppressIgnoreReports: true}
 	assert.False(t, SameSettings(a, c))
+}
+
+// TestBotJobsIgnoreRobots: an ArchiveBot job keeps the bot's behaviour
+// (robots.txt ignored) whatever config crawl.robots says.
+func TestBotJobsIgnoreRobots(t *testing.T) {
+	cfg := config.Default()
+	cfg.Crawl.Robots = model.RobotsObey
+	r := Request(Job{Ident: "abc", URL: "http://x/", FetchDepth: model.FetchInf, Settings: model.Settings{Concurrency: 1}}, cfg.Pools[0])
+	assert.Equal(t, model.RobotsIgnore, r.Robots)
+	assert.False(t, submit.CrawlInput(&cfg, r).Crawl.ObeysRobots())
 }

@@ -60,11 +60,13 @@ var _ Runner = (*TemporalRunner)(nil)
 // job (`!a`) is a crawl without a depth limit and without rules, as
 // ArchiveBot's recursive jobs are; its ignores are the bot's. A URL-list
 // job (`!a <` / `!ao <`, url_file set) is a crawl from every listed URL,
-// recursive or (shallow) of depth 0.
+// recursive or (shallow) of depth 0. robots.txt is ignored, as ArchiveBot
+// does, whatever config crawl.robots says.
 func Request(j Job, pool config.Pool) submit.Request {
 	return submit.Request{
 		Ident: j.Ident, URL: j.URL, FetchDepth: j.FetchDepth, Pool: pool, Settings: j.Settings,
 		StartedBy: j.StartedBy, StartedIn: j.StartedIn, CrawlDepth: -1, URLList: j.URLFile,
+		Robots: model.RobotsIgnore,
 	}
 }
 

@@ -376,12 +376,72 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 	respond := func(status int, bytes int64, code string) {
 		pf.h.emitResponse(model.Response{URL: u, Status: status, Bytes: bytes, WgetCode: code, Requisite: requisite})
 	}
+	rf := RecordedFetcher{Client: pf.client, WARC: pf.w, Log: pf.h.Log, UserAgent: pf.h.Inv.UserAgent}
+	f, err := rf.Get(ctx, u, limit)
+	if f.Resp == nil {
+		if denied := pf.h.denied(u, err); denied != nil {
+			// No Response record and no WARC record: nothing was fetched.
+			return nil, nil, false, denied
+		}
+		var bad *badRequestError
+		if errors.As(err, &bad) {
+			return nil, nil, false, fmt.Errorf("pagefetch: %w", err)
+		}
+		respond(0, 0, wgetlog.CodeNetworkError)
+		pf.sum.Responses++
+		return nil, nil, false, fmt.Errorf("pagefetch: %w", err)
+	}
+	if err != nil {
+		respond(f.Resp.StatusCode, int64(len(f.Body)), wgetlog.CodeNetworkError)
+		pf.sum.Responses++
+		return nil, nil, false, fmt.Errorf("pagefetch: %w", err)
+	}
+	if f.Truncated {
+		pf.h.cut("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
+	}
+	pf.sum.Responses++
+	pf.sum.Bytes += int64(len(f.Body))
+	respond(f.Resp.StatusCode, int64(len(f.Body)), wgetlog.CodeFinished)
+	return f.Resp, f.Body, f.Truncated, nil
+}
+
+// RecordedFetcher fetches single URLs into a WARC as they were on the
+// wire: pagefetch's pages and requisites, and a crawl's robots.txt and
+// sitemaps (internal/engine). Client's transport must be an
+// egress.RecordingTransport (each connection's bytes kept) under the
+// fetch policy, and must not follow redirects.
+type RecordedFetcher struct {
+	Client    *http.Client
+	WARC      *warc.Writer
+	Log       *zap.Logger
+	UserAgent string
+}
+
+// Fetched is one answer: its response (body read and closed), the body
+// (at most the limit) and whether it was cut there.
+type Fetched struct {
+	Resp      *http.Response
+	Body      []byte
+	Truncated bool
+}
+
+// badRequestError: the URL makes no request (nothing was fetched).
+type badRequestError struct{ err error }
+
+func (e *badRequestError) Error() string { return e.err.Error() }
+func (e *badRequestError) Unwrap() error { return e.err }
+
+// Get fetches u (no redirect followed) and writes its request and
+// response records (record). No answer: Fetched.Resp is nil and err says
+// why (a policy refusal is egress.DeniedBy's). An answer whose body could
+// not be read: Resp and what was read, with err, and no records.
+func (rf RecordedFetcher) Get(ctx context.Context, u string, limit int64) (Fetched, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("pagefetch: request for %q: %w", u, err)
+		return Fetched{}, &badRequestError{fmt.Errorf("request for %q: %w", u, err)}
 	}
-	if ua := pf.h.Inv.UserAgent; ua != "" {
-		req.Header.Set("User-Agent", ua)
+	if rf.UserAgent != "" {
+		req.Header.Set("User-Agent", rf.UserAgent)
 	}
 	req.Header.Set("Accept-Encoding", "identity")
 	// The address the fetch reached, for WARC-IP-Address: the origin's,
@@ -394,33 +454,21 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 		GotConn: func(ci httptrace.GotConnInfo) { conn = ci.Conn; origin, _ = egress.OriginAddr(ci.Conn) },
 	}))
 	started := time.Now()
-	resp, err := pf.client.Do(req)
-	if denied := pf.h.denied(u, err); denied != nil {
-		// No Response record and no WARC record: nothing was fetched.
-		return nil, nil, false, denied
-	}
+	resp, err := rf.Client.Do(req)
 	if err != nil {
-		respond(0, 0, wgetlog.CodeNetworkError)
-		pf.sum.Responses++
-		return nil, nil, false, fmt.Errorf("pagefetch: get %s: %w", u, err)
+		return Fetched{}, fmt.Errorf("get %s: %w", u, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil && !errors.Is(err, io.EOF) {
-		respond(resp.StatusCode, int64(len(body)), wgetlog.CodeNetworkError)
-		pf.sum.Responses++
-		return nil, nil, false, fmt.Errorf("pagefetch: read body of %s: %w", u, err)
+		return Fetched{Resp: resp, Body: body}, fmt.Errorf("read body of %s: %w", u, err)
 	}
 	truncated := int64(len(body)) > limit
 	if truncated {
 		body = body[:limit]
-		pf.h.cut("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
 	}
-	pf.record(req, conn, limit, truncated, started, ipAddress(req, origin))
-	pf.sum.Responses++
-	pf.sum.Bytes += int64(len(body))
-	respond(resp.StatusCode, int64(len(body)), wgetlog.CodeFinished)
-	return resp, body, truncated, nil
+	rf.record(req, conn, limit, truncated, started, ipAddress(req, origin))
+	return Fetched{Resp: resp, Body: body, Truncated: truncated}, nil
 }
 
 // record writes the request and response records: the request block is
@@ -433,20 +481,20 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 // without its transfer coding. A connection that kept no bytes gets no
 // records: net/http's re-serialised exchange is not what the origin sent,
 // and an archive is evidence.
-func (pf *pageFetcher) record(req *http.Request, conn net.Conn, limit int64, truncated bool, at time.Time, ip string) {
+func (rf RecordedFetcher) record(req *http.Request, conn net.Conn, limit int64, truncated bool, at time.Time, ip string) {
 	reqBlock, block, payload, ok := wireRecord(conn, limit)
 	if !ok {
-		pf.h.Log.Warn("warc: the fetch's connection kept no bytes: no WARC record for it", zap.String("url", req.URL.String()))
+		rf.Log.Warn("warc: the fetch's connection kept no bytes: no WARC record for it", zap.String("url", req.URL.String()))
 		return
 	}
 	var reqHeaders map[string]string
 	if ip != "" {
 		reqHeaders = map[string]string{"WARC-IP-Address": ip}
 	}
-	reqID, err := pf.w.Write(warc.Record{Type: "request", Date: at, TargetURI: req.URL.String(),
+	reqID, err := rf.WARC.Write(warc.Record{Type: "request", Date: at, TargetURI: req.URL.String(),
 		ContentType: "application/http;msgtype=request", Headers: reqHeaders, Block: reqBlock})
 	if err != nil {
-		pf.h.Log.Warn("warc: write request", zap.Error(err))
+		rf.Log.Warn("warc: write request", zap.Error(err))
 		return
 	}
 	headers := map[string]string{"WARC-Concurrent-To": reqID, "WARC-Payload-Digest": warc.Digest(payload)}
@@ -456,9 +504,9 @@ func (pf *pageFetcher) record(req *http.Request, conn net.Conn, limit int64, tru
 	if ip != "" {
 		headers["WARC-IP-Address"] = ip
 	}
-	if _, err := pf.w.Write(warc.Record{Type: "response", Date: at, TargetURI: req.URL.String(),
+	if _, err := rf.WARC.Write(warc.Record{Type: "response", Date: at, TargetURI: req.URL.String(),
 		ContentType: "application/http;msgtype=response", Headers: headers, Block: block}); err != nil {
-		pf.h.Log.Warn("warc: write response", zap.Error(err))
+		rf.Log.Warn("warc: write response", zap.Error(err))
 	}
 }
 

@@ -161,23 +161,11 @@ func (rs *redirectSite) checkNoSentinelInLogOrWARCs(t *testing.T, packets []logP
 			assert.False(t, rs.isSentinel(p.URL), "a refused fetch was logged as a response: %+v", p)
 		}
 	}
-	files, err := filepath.Glob(warcGlob)
-	require.NoError(t, err)
-	require.NotEmpty(t, files, "no WARC at %s", warcGlob)
 	records := 0
-	for _, f := range files {
-		fh, err := os.Open(f)
-		require.NoError(t, err)
-		zr, err := gzip.NewReader(fh)
-		require.NoError(t, err, f)
-		err = warc.Read(zr, func(h warc.Header, block io.Reader) error {
-			records++
-			assert.False(t, rs.isSentinel(h.TargetURI), "%s holds a %s record for %s", f, h.Type, h.TargetURI)
-			return nil
-		})
-		_ = fh.Close()
-		require.NoError(t, err, f)
-	}
+	eachWARCRecord(t, warcGlob, func(h warc.Header) {
+		records++
+		assert.False(t, rs.isSentinel(h.TargetURI), "a %s record for %s", h.Type, h.TargetURI)
+	})
 	assert.NotZero(t, records, "the WARCs hold what was allowed")
 }
 

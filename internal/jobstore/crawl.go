@@ -12,6 +12,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/robots"
 	"github.com/archiveflow/archiveflow/internal/scope"
 )
 
@@ -261,4 +262,43 @@ func (s *CrawlStore) FinishCrawl(ctx context.Context, in activities.FinishInput)
 		return fmt.Errorf("expire frontier of %s: %w", in.Ident, err)
 	}
 	return nil
+}
+
+// Robots reads the crawl's robots.txt record for origin (frontier
+// KeepRobots' hash).
+func (s *CrawlStore) Robots(ctx context.Context, ident, origin string) (robots.Record, bool, error) {
+	v, ok, err := s.Frontier.Robots(ctx, ident, origin)
+	if err != nil || !ok {
+		return robots.Record{}, false, crawlErrOrNil(err)
+	}
+	var rec robots.Record
+	if err := json.Unmarshal([]byte(v), &rec); err != nil {
+		return robots.Record{}, false, fmt.Errorf("%w: robots.txt record of %s for %s: %w", activities.ErrNotWritable, origin, ident, err)
+	}
+	return rec, true, nil
+}
+
+// KeepRobots keeps rec for origin unless one is kept, and returns the kept
+// one.
+func (s *CrawlStore) KeepRobots(ctx context.Context, ident, origin string, rec robots.Record) (robots.Record, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return robots.Record{}, fmt.Errorf("encode robots.txt record of %s: %w", origin, err)
+	}
+	v, err := s.Frontier.KeepRobots(ctx, ident, origin, string(b))
+	if err != nil {
+		return robots.Record{}, crawlErr(err)
+	}
+	var kept robots.Record
+	if err := json.Unmarshal([]byte(v), &kept); err != nil {
+		return robots.Record{}, fmt.Errorf("%w: robots.txt record of %s for %s: %w", activities.ErrNotWritable, origin, ident, err)
+	}
+	return kept, nil
+}
+
+func crawlErrOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return crawlErr(err)
 }

@@ -6,6 +6,7 @@
 package submit
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/scope"
 	"github.com/archiveflow/archiveflow/internal/searchattr"
+	"github.com/archiveflow/archiveflow/internal/sitemap"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -49,6 +51,11 @@ type Request struct {
 	// is always a crawl: FetchDepth inf crawls from every listed URL
 	// (CrawlDepth), shallow fetches each once (max depth 0).
 	URLList string
+	// Robots is a crawl's robots.txt policy (model.RobotsObey or
+	// RobotsIgnore); "" takes config crawl.robots.
+	Robots string
+	// Sitemaps seeds a crawl's start host's sitemap URLs at depth 1.
+	Sitemaps bool
 }
 
 // IsCrawl reports whether the request is a crawl (FetchDepth inf, or a
@@ -92,6 +99,11 @@ func CrawlInput(cfg *config.Config, r Request) workflows.CrawlInput {
 			PagePlugins:  slices.Clone(cc.PagePlugins),
 			PageAttempts: cc.PageAttempts,
 			MaxLinks:     cc.MaxLinksPerPage,
+			Robots:       cmp.Or(r.Robots, cc.Robots),
+			RobotsAgent:  r.Settings.UserAgent,
+			Sitemaps:     r.Sitemaps,
+			SitemapLimits: sitemap.Limits{MaxBytes: cc.Sitemaps.MaxBytes, MaxURLs: cc.Sitemaps.MaxURLs,
+				MaxFiles: cc.Sitemaps.MaxFiles},
 		},
 		Pool:      r.Pool.Name,
 		TaskQueue: r.Pool.TaskQueue,

@@ -143,3 +143,29 @@ func TestCrawlRetryOfAURLListGoesOnWithItsStartURLs(t *testing.T) {
 	in = crawlRerunInput(single, st, "run-3", 1)
 	assert.Empty(t, in.Crawl.Scope.StartURLs, "a crawl of one start URL keeps its scope")
 }
+
+// TestCrawlRobotsPolicy: a crawl's robots.txt policy is the request's, else
+// config crawl.robots; --sitemaps carries the configured limits; an
+// unknown policy is refused naming the rule.
+func TestCrawlRobotsPolicy(t *testing.T) {
+	cfg := config.Default()
+	r := Request{Ident: "abc", URL: "http://x/", FetchDepth: model.FetchInf, Pool: cfg.Pools[0], CrawlDepth: -1,
+		Settings: model.Settings{Concurrency: 2, UserAgent: "ArchiveTeam ArchiveBot/1"}}
+	in := CrawlInput(&cfg, r)
+	assert.Equal(t, model.RobotsIgnore, in.Crawl.Robots, "config.Default's crawl.robots")
+	assert.False(t, in.Crawl.ObeysRobots())
+	assert.Equal(t, "ArchiveTeam ArchiveBot/1", in.Crawl.RobotsAgent)
+
+	cfg.Crawl.Robots = model.RobotsObey
+	assert.True(t, CrawlInput(&cfg, r).Crawl.ObeysRobots(), "the configured default")
+	r.Robots, r.Sitemaps = model.RobotsIgnore, true
+	in = CrawlInput(&cfg, r)
+	assert.False(t, in.Crawl.ObeysRobots(), "the request's policy wins")
+	assert.True(t, in.Crawl.Sitemaps)
+	assert.Equal(t, cfg.Crawl.Sitemaps.MaxURLs, in.Crawl.SitemapLimits.MaxURLs)
+	require.NoError(t, in.Validate())
+
+	r.Robots = "respect"
+	_, _, err := Workflow(&cfg, r)
+	assert.ErrorContains(t, err, `robots "respect": must be obey or ignore`)
+}
