@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/abpipeline"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/devredis"
@@ -239,7 +240,9 @@ func startStack(ctx context.Context, inv *invocation, ro devredis.Options, to de
 	deps.PluginDirs = roots
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
-	go func() { st.poolsErr <- pools.Run(pctx, deps, nil) }()
+	// What `workers` serves: every pool, and the ArchiveBot pipelines'
+	// claimers of those configured as one.
+	go func() { st.poolsErr <- pools.Serve(pctx, deps, b, nil) }()
 	inv.log.Info("embedded stack started", zap.Duration("took", time.Since(begin)))
 	ok = true
 	return st, nil
@@ -282,7 +285,7 @@ func (a *app) printStack(inv *invocation, st *devStack, logFile string) {
   Web UI:    %s
   Redis:     %s (%s)
   archive:   %s
-  pools:     %d (%s)
+  pools:     %d: %s
 `, cfg.Temporal.HostPort, cfg.Temporal.Namespace, cfg.Temporal.UIURL, cfg.Redis.URL, redisKind(st, true), archive,
 		len(cfg.Pools), poolNames(cfg))
 	if logFile != "" {
@@ -301,6 +304,7 @@ func (a *app) printStackLine(inv *invocation, st *devStack, logFile string) {
 		line += "; logs: " + logFile
 	}
 	fmt.Fprintln(a.stdout, line)
+	fmt.Fprintf(a.stdout, "  pools: %s\n", poolNames(cfg))
 }
 
 // redisKind says which Redis the stack runs.
@@ -341,6 +345,9 @@ func (a *app) printNext(inv *invocation, keep bool) {
 	fmt.Fprintf(a.stdout, "Archive another URL: %s dev URL   (--keep keeps the stack up for starter submit)\n", cliName(true))
 }
 
+// poolNames names each pool the stack serves, its task queue, and
+// whether it is an ArchiveBot pipeline (with the nickname its named
+// queues match).
 func poolNames(cfg *config.Config) string {
 	s := ""
 	for i, p := range cfg.Pools {
@@ -348,6 +355,9 @@ func poolNames(cfg *config.Config) string {
 			s += ", "
 		}
 		s += p.Name + "→" + p.TaskQueue
+		if p.ArchiveBot != nil {
+			s += " (ArchiveBot pipeline " + abpipeline.Nickname(cfg, p) + ")"
+		}
 	}
 	return s
 }

@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/config"
-	"github.com/archiveflow/archiveflow/internal/abpipeline"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/logging"
@@ -113,20 +112,7 @@ func serve(ctx context.Context, cfg *config.Config, names, pluginRoots []string,
 		return err
 	}
 	d.PluginDirs = pluginRoots
-	selected, err := pools.Select(cfg, names)
-	if err != nil {
-		return err
-	}
 	// Pools configured as ArchiveBot pipelines (pools[].archivebot) also
-	// claim the jobs ArchiveBot's bot queues; they stop claiming when ctx
-	// ends, while the pools drain.
-	abCtx, stopAB := context.WithCancel(ctx)
-	defer stopAB()
-	abDone := make(chan error, 1)
-	go func() {
-		abDone <- abpipeline.Serve(abCtx, cfg, selected, be.Store, be.Temporal, d.Pipelines.(*pools.RedisPipeline).ID(), log)
-	}()
-	err = pools.Run(ctx, d, names)
-	stopAB()
-	return errors.Join(err, <-abDone)
+	// claim the jobs ArchiveBot's bot queues (pools.Serve).
+	return pools.Serve(ctx, d, be, names)
 }

@@ -52,9 +52,9 @@ type Capture struct {
 	// Dir is the snapshot directory and Path the file's path in it
 	// (PLUGIN/REL, slash-separated).
 	Dir, Path string
-	Type   string // media type
-	Date   time.Time
-	URI    string // WARC-Target-URI
+	Type      string // media type
+	Date      time.Time
+	URI       string // WARC-Target-URI
 }
 
 // Find lists the captures among results' outputs: the succeeded results

@@ -25,6 +25,8 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/abpipeline"
+	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
@@ -494,4 +496,34 @@ func startPipeline(ctx context.Context, d Deps, queues []string, log *zap.Logger
 			log.Warn("unregister pipeline from Redis", zap.Error(err))
 		}
 	}
+}
+
+// Serve runs the pools named (all when none) as Run does and, for those
+// configured as ArchiveBot pipelines (pools[].archivebot), their
+// ArchiveBot claimers (abpipeline.Serve), which stop claiming when ctx
+// ends while the pools drain: what a worker process serves, the `workers`
+// binary's and `starter dev`'s alike. d.Pipelines must be the
+// RedisPipeline NewDeps gives (the claimers name its pipeline).
+func Serve(ctx context.Context, d Deps, be *backend.Backend, names []string) error {
+	selected, err := Select(d.Config, names)
+	if err != nil {
+		return err
+	}
+	rp, ok := d.Pipelines.(*RedisPipeline)
+	if !ok {
+		return errors.New("pools: Serve needs the Redis pipeline record NewDeps gives")
+	}
+	log := d.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	abCtx, stopAB := context.WithCancel(ctx)
+	defer stopAB()
+	abDone := make(chan error, 1)
+	go func() {
+		abDone <- abpipeline.Serve(abCtx, d.Config, selected, be.Store, be.Temporal, rp.ID(), log)
+	}()
+	err = Run(ctx, d, names)
+	stopAB()
+	return errors.Join(err, <-abDone)
 }

@@ -33,7 +33,7 @@ type JobView struct {
 	BytesDownloaded              int64
 	ItemsDownloaded, ItemsQueued int64
 	// Cuts (FieldCutCount) counts a crawl's losses to a limit.
-	Cuts                         int64
+	Cuts int64
 	// Archive is the job's WACZ, once its seal wrote one (SetArchive).
 	Archive                      Archive
 	Responses                    model.ResponseCounts
