@@ -199,6 +199,23 @@ func attemptsSpent(err error, before int) int {
 
 // remaining is r with the attempts already spent taken off, so scheduling
 // a hook again on a busy host does not give it more attempts in total.
+// backoff is the wait before the attempt after spent failed ones, as
+// Temporal's retry policy computes it: initial × coefficient^(spent-1),
+// at most the maximum interval.
+func (r Retry) backoff(spent int) time.Duration {
+	d := float64(r.InitialInterval)
+	for i := 1; i < spent; i++ {
+		d *= r.BackoffCoefficient
+		if r.MaximumInterval > 0 && d >= float64(r.MaximumInterval) {
+			return r.MaximumInterval
+		}
+	}
+	if r.MaximumInterval > 0 && time.Duration(d) > r.MaximumInterval {
+		return r.MaximumInterval
+	}
+	return time.Duration(d)
+}
+
 func (r Retry) remaining(spent int) Retry {
 	if r.MaximumAttempts > 0 && spent > 0 {
 		r.MaximumAttempts = max(r.MaximumAttempts-int32(spent), 1)

@@ -28,6 +28,11 @@ import (
 // heartbeat timed out on a live host more than once, its timeout) hands
 // what is left of the claim to the per-hook path.
 
+// segmentBackoffChange versions the wait before the RunHook attempt that
+// follows a segment's failed attempt of a hook (Retry.backoff): histories
+// from before it scheduled that attempt at once.
+const segmentBackoffChange = "segment-retry-backoff"
+
 // segmentAttempts are the attempts of one RunSteps activity; a retried
 // attempt resumes from the heartbeat (hooks that ended are not run again).
 const segmentAttempts = 2

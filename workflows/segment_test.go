@@ -104,14 +104,20 @@ func TestHostStepsRunForegroundStepsInOneActivity(t *testing.T) {
 }
 
 // A hook whose first attempt fails in a segment is retried as its own
-// RunHook activity, its attempts counted on; the next step waits for it.
+// RunHook activity, its attempts counted on, after the retry policy's
+// backoff; the next step waits for it.
 func TestHostStepsRetryAFailedHookAloneAndKeepTheBarrier(t *testing.T) {
 	const a, b, c = "on_Snapshot__10_a.sh", "on_Snapshot__11_b.sh", "on_Snapshot__20_c.sh"
 	h := newHarness(t, plan(a, b, c))
 	h.runner.on(a, failFirst(1))
 	acts := watchActivities(h)
+	var timers []time.Duration
+	h.env.SetOnTimerScheduledListener(func(_ string, d time.Duration) { timers = append(timers, d) })
+	in := hostSteps(2)
+	in.Retry.Default.InitialInterval = 7 * time.Second
 
-	st := h.run(hostSteps(2))
+	st := h.run(in)
+	assert.Contains(t, timers, 7*time.Second, "a's second attempt waits the retry policy's backoff")
 
 	assert.Equal(t, model.StateFinished, st.State)
 	res := result(t, st, a)
@@ -256,4 +262,13 @@ func lastIndex(events []event, hook, kind string) int {
 		}
 	}
 	return i
+}
+
+// Retry.backoff waits as Temporal's retry policy does: initial ×
+// coefficient^(failed-1), capped at the maximum interval.
+func TestRetryBackoff(t *testing.T) {
+	r := Retry{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 9}
+	for spent, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 5 * time.Second, 8: 5 * time.Second} {
+		assert.Equal(t, want, r.backoff(spent), "after %d failed attempts", spent)
+	}
 }

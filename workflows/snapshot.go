@@ -452,11 +452,24 @@ func (s *snapshot) startForeground(h activities.HookSpec) {
 	in.AttemptsBefore = s.claim.attemptsBefore[h.Key()]
 	check := s.hostCheck()
 	opts := hookActivityOptions(h, id, s.claim.hostQueue, r.remaining(in.AttemptsBefore), s.in.Timing, s.in.Timing.HostScheduleToStart, check.fast)
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), hostActs.RunHook, in)
+	var fut workflow.Future
+	backoff := in.AttemptsBefore > 0 && workflow.GetVersion(s.dctx, segmentBackoffChange, workflow.DefaultVersion, 1) == 1
+	if !backoff {
+		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(s.runCtx, opts), hostActs.RunHook, in)
+	}
 	// The goroutine's context is a child of runCtx, so a stop or a lost
 	// host also cancels a hook scheduled again on a busy host.
 	workflow.Go(s.runCtx, func(c workflow.Context) {
 		defer func() { s.claim.fgActive-- }()
+		if backoff {
+			// The attempt after a segment's failed one waits the retry
+			// policy's backoff, as an activity's own retry would.
+			if err := workflow.Sleep(c, r.backoff(in.AttemptsBefore)); err != nil {
+				s.complete(h, activities.RunHookResult{ArchiveResult: s.failedResult(h, err)})
+				return
+			}
+			fut = workflow.ExecuteActivity(workflow.WithActivityOptions(c, opts), hostActs.RunHook, in)
+		}
 		res, err := hookOnHost(c, fut, in, id, r, check)
 		if err != nil {
 			res = activities.RunHookResult{ArchiveResult: s.failedResult(h, err)}
