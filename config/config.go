@@ -276,7 +276,10 @@ type Job struct {
 	MaxClaims int `mapstructure:"max_claims"`
 	// HostSteps runs consecutive steps without background hooks on the
 	// claimed host in one activity (fewer activities and workflow tasks
-	// per hook); false runs every hook as its own activity.
+	// per hook: bulk jobs of short hooks); false, the default, runs every
+	// foreground hook as its own activity, named after the hook (the
+	// product's contract: operators see each hook in the Web UI). `submit
+	// --host-steps` chooses it per job.
 	HostSteps bool `mapstructure:"host_steps"`
 }
 
@@ -481,7 +484,7 @@ func Default() Config {
 			// enough that a step an operator can watch is shown.
 			StepAttributeDelay: 5 * time.Second,
 			MaxClaims:          3,
-			HostSteps:          true,
+			HostSteps:          false,
 		},
 		Crawl: Crawl{
 			PagePlugins:       []string{"pagefetch", "title", "outlinks"},

@@ -261,11 +261,11 @@ func TestRunningJobCanBeSteeredAndAborted(t *testing.T) {
 	url := jobURL("steer")
 	id := identOf(t, url)
 
-	res := e.run(t, "submit", url, "--concurrency", "1")
+	res := e.run(t, "submit", url, "--concurrency", "1", "--host-steps")
 	require.Equal(t, exitOK, res.code, res.stderr)
 	require.Eventually(t, func() bool { return e.status(t, id).CurrentStep == 2 }, eventually, 50*time.Millisecond)
-	// Steps 1 and 2 run as one host-steps segment (job.host_steps, the
-	// default): status still shows each hook as it is, the first done
+	// Steps 1 and 2 run as one host-steps segment (--host-steps): status
+	// still shows each hook as it is, the first done
 	// with its result, the second running (the segment's heartbeat). The
 	// workflow itself learns the first result only when the segment ends:
 	// when the gated hook times out (hooks.timeout, 60 s), so the poll's
@@ -413,6 +413,22 @@ func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
 	dom := e.webUIList(t, browser, query, id)
 	assert.Contains(t, dom, "SnapshotWorkflow")
 	assert.Contains(t, dom, "Completed")
+
+	// By default each hook is its own activity: the run's Event History
+	// has a RunHook row per hook, its summary the hook's file name, and no
+	// host-steps segment.
+	j := e.status(t, id)
+	require.NotEmpty(t, j.RunID)
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	history := webui.HistoryURL(e.cfg.Temporal.UIURL, "default", id, j.RunID)
+	dom, err := webui.WaitListed(ctx, browser, history, "on_Snapshot__20_slow.sh", time.Second)
+	require.NoError(t, err)
+	text := webui.Text(dom)
+	for _, hook := range []string{"on_Snapshot__10_fetch.sh", "on_Snapshot__20_slow.sh"} {
+		assert.Contains(t, text, "Activity Type RunHook Summary "+hook, "the Web UI shows %s as its own activity", hook)
+	}
+	assert.NotContains(t, text, "RunSteps")
 }
 
 // A job that failed is a Failed workflow: the Web UI's list query for

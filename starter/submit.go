@@ -71,6 +71,7 @@ for each setting the last matching rule wins (starter help rules).`,
 			fs.String("rules", "", "a crawl's initial rules: JSON file (- = stdin)")
 			fs.String("robots", "", "a crawl's robots.txt policy: obey (disallowed pages are not fetched, each reported as an ignore) or ignore (default: crawl.robots)")
 			fs.Bool("sitemaps", false, "a crawl also starts from the start host's sitemaps (robots.txt Sitemap lines, /sitemap.xml): their pages at depth 1")
+			fs.Bool("host-steps", false, "run each run of steps without a background hook as one activity on the host (bulk jobs of short hooks; default: job.host_steps, off: one activity per hook)")
 			fs.Bool("wait", false, "follow the jobs (live view on a terminal), show each one's hooks table; exit 1 if a job failed or was aborted")
 			fs.Duration("wait-timeout", 0, "with --wait: stop waiting after this long (exit 6, the jobs keep running); 0 = until every job ends")
 			fs.Bool("force", false, "replace a retained finished job with the same ident")
@@ -119,6 +120,9 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 		DelayMaxMS:  int(cfg.Job.DelayMax / time.Millisecond),
 		UserAgent:   cfg.Job.UserAgent,
 	}}
+	if fs.Changed("host-steps") {
+		cfg.Job.HostSteps, _ = fs.GetBool("host-steps")
+	}
 	s.wait, _ = fs.GetBool("wait")
 	s.force, _ = fs.GetBool("force")
 	s.waitTimeout, _ = fs.GetDuration("wait-timeout")

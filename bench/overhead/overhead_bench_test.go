@@ -20,9 +20,9 @@ import (
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
-// hostSteps sets job.host_steps (A/B of one activity per segment against
-// one per hook).
-var hostSteps = flag.Bool("hoststeps", true, "job.host_steps")
+// hostSteps chooses job.host_steps: both modes in one run (one activity
+// per hook, then one per segment), or one of them.
+var hostSteps = flag.String("hoststeps", "both", "job.host_steps: both, true or false")
 
 const (
 	steps        = 10
@@ -53,11 +53,15 @@ func writeHooks(b *testing.B, root, body string) [][]string {
 // (snapshot − floor) / 20, where the snapshot's time went (from its
 // history), orchestration CPU and Redis traffic per hook.
 func BenchmarkOverhead(b *testing.B) {
-	for _, c := range []struct{ name, body string }{
-		{"noop", "exit 0"},
-		{"sleep100ms", "sleep 0.1"},
-	} {
-		b.Run(c.name, func(b *testing.B) { benchOverhead(b, c.body) })
+	modes, err := benchkit.StepModes(*hostSteps)
+	require.NoError(b, err)
+	for _, m := range modes {
+		for _, c := range []struct{ name, body string }{
+			{"noop", "exit 0"},
+			{"sleep100ms", "sleep 0.1"},
+		} {
+			b.Run(m.Name+"/"+c.name, func(b *testing.B) { benchOverhead(b, c.body, m.HostSteps) })
+		}
 	}
 }
 
@@ -66,7 +70,7 @@ type sample struct {
 	br          benchkit.Breakdown
 }
 
-func benchOverhead(b *testing.B, body string) {
+func benchOverhead(b *testing.B, body string, hostSteps bool) {
 	srv := e2e.SharedServer(b)
 	root := b.TempDir()
 	paths := writeHooks(b, root, body)
@@ -76,7 +80,7 @@ func benchOverhead(b *testing.B, body string) {
 		cfg.Job.Concurrency = hooksPerStep
 		cfg.Worker.StatsInterval = time.Hour
 		cfg.Worker.PipelineTTL = 2 * time.Hour
-		cfg.Job.HostSteps = *hostSteps
+		cfg.Job.HostSteps = hostSteps
 	})
 	rt := &benchkit.RoundTrips{}
 	st.Redis.AddHook(rt)
@@ -124,7 +128,7 @@ func benchOverhead(b *testing.B, body string) {
 		require.NoError(b, err)
 		cpu += after.CPU - before.CPU
 		// Read the history outside the CPU window.
-		samples = append(samples, sample{snap: snap, floor: floor(), br: breakdown(b, st, job)})
+		samples = append(samples, sample{snap: snap, floor: floor(), br: breakdown(b, st, job, hostSteps)})
 	}
 	b.StopTimer()
 	redisAfter, err := benchkit.ReadRedisStats(ctx, st.Redis)
@@ -133,13 +137,13 @@ func benchOverhead(b *testing.B, body string) {
 }
 
 // breakdown reads the job's history and splits its time.
-func breakdown(b *testing.B, st *e2e.Stack, job e2e.Job) benchkit.Breakdown {
+func breakdown(b *testing.B, st *e2e.Stack, job e2e.Job, hostSteps bool) benchkit.Breakdown {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	events, err := benchkit.History(ctx, st.Client, job.Run.GetID(), job.Run.GetRunID())
 	require.NoError(b, err)
-	if *hostSteps {
+	if hostSteps {
 		// One RunSteps activity per segment: the hooks run inside it, so
 		// dispatch and run per hook are the segment's divided by the hooks.
 		br, err := benchkit.HistoryBreakdown(events, "RunSteps")

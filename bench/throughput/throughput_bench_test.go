@@ -32,7 +32,7 @@ var (
 	only      = flag.String("only", "", `run only one side: "archiveflow" or "bare" (for profiling; no ratio)`)
 	workerCPU = flag.String("workerprofile", "", "write each worker process's CPU profile to this path + .NAME")
 	attrDelay = flag.Duration("attrdelay", 0, "job.step_attribute_delay for archiveflow (0: the default), to size the search-attribute upserts")
-	hostSteps = flag.Bool("hoststeps", true, "job.host_steps for archiveflow (A/B of one activity per segment against one per hook)")
+	hostSteps = flag.String("hoststeps", "both", "job.host_steps for archiveflow: both (one activity per hook, then one per segment, in one run), true or false")
 )
 
 const (
@@ -49,8 +49,12 @@ const (
 // and their ratio.
 func BenchmarkThroughput(b *testing.B) {
 	bin := e2e.BuildCommand(b, benchWorker)
-	for _, n := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) { benchThroughput(b, bin, n) })
+	modes, err := benchkit.StepModes(*hostSteps)
+	require.NoError(b, err)
+	for _, m := range modes {
+		for _, n := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("%s/workers=%d", m.Name, n), func(b *testing.B) { benchThroughput(b, bin, n, m.HostSteps) })
+		}
 	}
 }
 
@@ -72,7 +76,7 @@ type measure struct {
 	events     benchkit.EventCounts
 }
 
-func benchThroughput(b *testing.B, bin string, workers int) {
+func benchThroughput(b *testing.B, bin string, workers int, hostSteps bool) {
 	srv := e2e.SharedServer(b)
 	root := b.TempDir()
 	for step := range steps {
@@ -91,7 +95,7 @@ func benchThroughput(b *testing.B, bin string, workers int) {
 		if *attrDelay > 0 {
 			cfg.Job.StepAttributeDelay = *attrDelay
 		}
-		cfg.Job.HostSteps = *hostSteps
+		cfg.Job.HostSteps = hostSteps
 	})
 	af := &side{name: "archiveflow"}
 	af.submit = func(tag string, i int) (client.WorkflowRun, error) {

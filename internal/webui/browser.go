@@ -8,6 +8,7 @@ import (
 	neturl "net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -29,6 +30,28 @@ func Chromium() (string, error) {
 // visibility query, e.g. `ArchiveflowState="finished"`.
 func WorkflowsURL(base, namespace, query string) string {
 	return base + "/namespaces/" + neturl.PathEscape(namespace) + "/workflows?query=" + neturl.QueryEscape(query)
+}
+
+// HistoryURL is the UI page of one workflow run's Event History, every
+// event on one page (the UI shows 100 by default).
+func HistoryURL(base, namespace, workflowID, runID string) string {
+	return base + "/namespaces/" + neturl.PathEscape(namespace) + "/workflows/" + neturl.PathEscape(workflowID) + "/" +
+		neturl.PathEscape(runID) + "/history?per-page=500"
+}
+
+var (
+	styleOrScript = regexp.MustCompile(`(?s)<(style|script)[^>]*>.*?</(style|script)>`)
+	tag           = regexp.MustCompile(`<[^>]+>`)
+	space         = regexp.MustCompile(`\s+`)
+)
+
+// Text is what a page's DOM shows: its text, styles and scripts left
+// out, white space folded to one space (the text of an Event History row
+// reads e.g. "Activity Type RunHook Summary on_Snapshot__10_fetch.sh").
+func Text(dom string) string {
+	s := styleOrScript.ReplaceAllString(dom, " ")
+	s = tag.ReplaceAllString(s, " ")
+	return strings.TrimSpace(space.ReplaceAllString(s, " "))
 }
 
 // WorkflowLink is the path a workflow's row in a list links to; a page
