@@ -39,7 +39,7 @@ func TestPageBudgetExactUnderConcurrentClaims(t *testing.T) {
 	ctx := ctxT(t)
 
 	var mu sync.Mutex
-	fetched := map[string]int{}  // URL -> completed attempts (a fetch each)
+	fetched := map[string]int{}   // URL -> completed attempts (a fetch each)
 	released := map[string]bool{} // released once, unfetched
 	skipped := map[string]bool{}
 	work := func(w int, budget int64, deadline time.Time, errs chan<- error) {

@@ -246,3 +246,24 @@ func (s *Store) ListJobs(ctx context.Context, state model.JobState) ([]string, e
 	})
 	return idents, nil
 }
+
+// BytesDownloaded reads the job's bytes_downloaded (a crawl's byte
+// limit); ErrJobNotFound when the job has no hash.
+func (s *Store) BytesDownloaded(ctx context.Context, ident string) (int64, error) {
+	v, err := s.rdb.HMGet(ctx, s.keys.Job(ident), "bytes_downloaded", "state").Result()
+	if err != nil {
+		return 0, fmt.Errorf("bytes downloaded of job %s: %w", ident, err)
+	}
+	if v[1] == nil {
+		return 0, fmt.Errorf("bytes downloaded of job %s: %w", ident, ErrJobNotFound)
+	}
+	str, _ := v[0].(string)
+	if str == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(str, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bytes downloaded of job %s: field bytes_downloaded=%q: %w", ident, str, err)
+	}
+	return n, nil
+}
