@@ -48,7 +48,9 @@ plugin, every page it links within scope with crawl.page_plugins);
 --depth N crawls pages up to N links from the start URL; --depth shallow
 (the default) archives the one URL. --rules FILE gives a crawl its initial
 rules: a JSON list [{"pattern": "RE2", "accept"|"skip": bool, "ua": "..."}],
-for each setting the last matching rule wins (starter help rules).`,
+for each setting the last matching rule wins (starter help rules).
+
+` + limitsHelp + ``,
 		examples: []string{
 			"starter submit https://example.com/",
 			"starter submit https://example.com/ https://example.org/ --wait",
@@ -57,6 +59,7 @@ for each setting the last matching rule wins (starter help rules).`,
 			"starter submit https://example.com/ --at 2030-01-01T00:00:00Z --json",
 			"starter submit https://example.com/ --depth inf --concurrency 8",
 			"starter submit https://example.com/ --depth 3 --rules rules.json --wait",
+			"starter submit https://example.com/ --depth inf --max-pages 1000 --max-duration 2h",
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringP("input", "i", "", "file with one URL per line (blank lines and # comments skipped; - = stdin)")
@@ -69,6 +72,7 @@ for each setting the last matching rule wins (starter help rules).`,
 			fs.String("user-agent", "", "User-Agent for the hooks (default: job.user_agent)")
 			fs.String("depth", "", "shallow (one URL), inf (crawl the site) or N (crawl N links deep) (default: job.fetch_depth)")
 			fs.String("rules", "", "a crawl's initial rules: JSON file (- = stdin)")
+			addLimitFlags(fs)
 			fs.Bool("wait", false, "follow the jobs (live view on a terminal), show each one's hooks table; exit 1 if a job failed or was aborted")
 			fs.Duration("wait-timeout", 0, "with --wait: stop waiting after this long (exit 6, the jobs keep running); 0 = until every job ends")
 			fs.Bool("force", false, "replace a retained finished job with the same ident")
@@ -194,6 +198,11 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 		}
 		s.rules = rules
 	}
+
+	if anyLimitFlag(fs) && s.depth != model.FetchInf {
+		fail(errors.New("--max-pages, --max-bytes, --max-duration: limits are for crawls: give --depth inf or --depth N"))
+	}
+	errs = append(errs, applyLimitFlags(fs, &s.settings)...)
 
 	delay, notBefore, err := parseStart(fs, a.now())
 	if err != nil {
