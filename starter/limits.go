@@ -62,11 +62,6 @@ func applyLimitFlags(fs *pflag.FlagSet, s *model.Settings) []error {
 	return errs
 }
 
-// isLimitKey tells set's limit keys.
-func isLimitKey(key string) bool {
-	return key == "max_pages" || key == "max_bytes" || key == "max_duration"
-}
-
 // setLimit parses one limit (its set key and value) into s.
 func setLimit(s *model.Settings, key, val string) error {
 	switch key {

@@ -29,6 +29,10 @@ import (
 // crawl's setup hooks tears them down, then the job's final state is
 // written.
 //
+// A crawl's limits (Settings MaxPages, MaxBytes, MaxDuration; limits.go)
+// stop its claims; it then drains and finishes naming the limit, its
+// other pages READY for a continue (CrawlRerun.Continue).
+//
 // States: active → draining (no page ready, some in flight) → finished |
 // aborted (abort signal or cancel: pages in flight are stopped and their
 // claims released) | failed (the start page failed, or MaxDuration ran

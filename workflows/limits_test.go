@@ -80,14 +80,10 @@ func TestCrawlStopsAtItsByteLimit(t *testing.T) {
 // the crawl's start); the pages in flight end.
 func TestCrawlStopsAtItsDurationLimit(t *testing.T) {
 	fake := crawltest.New(300, 3)
-	acts := fake.Activities()
 	in := crawlInput(2)
 	in.Settings.MaxDuration = 10 * time.Minute
 	env := newCrawlEnv(t, fake)
-	env.OnActivity("RunPage", mock.Anything, mock.Anything).After(time.Minute).Return(
-		func(ctx context.Context, in activities.RunPageInput) (activities.PageResult, error) {
-			return acts.RunPage(ctx, in)
-		})
+	minutePages(env, fake)
 	env.ExecuteWorkflow(workflows.CrawlWorkflow, in)
 	require.NoError(t, env.GetWorkflowError())
 	var st workflows.CrawlStatus
@@ -105,13 +101,9 @@ func TestCrawlStopsAtItsDurationLimit(t *testing.T) {
 // the claims after it.
 func TestCrawlPageLimitSetLive(t *testing.T) {
 	fake := crawltest.New(300, 3)
-	acts := fake.Activities()
 	in := crawlInput(2)
 	env := newCrawlEnv(t, fake)
-	env.OnActivity("RunPage", mock.Anything, mock.Anything).After(time.Minute).Return(
-		func(ctx context.Context, in activities.RunPageInput) (activities.PageResult, error) {
-			return acts.RunPage(ctx, in)
-		})
+	minutePages(env, fake)
 	env.RegisterDelayedCallback(func() {
 		set := in.Settings
 		set.MaxPages = 30
@@ -123,4 +115,13 @@ func TestCrawlPageLimitSetLive(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&st))
 	assert.Equal(t, "page limit 30 reached", st.Limit)
 	assert.Equal(t, int64(30), fake.Report().Done)
+}
+
+// minutePages makes every page of fake take a minute in env.
+func minutePages(env *crawlEnv, fake *crawltest.Fake) {
+	acts := fake.Activities()
+	env.OnActivity("RunPage", mock.Anything, mock.Anything).After(time.Minute).Return(
+		func(ctx context.Context, in activities.RunPageInput) (activities.PageResult, error) {
+			return acts.RunPage(ctx, in)
+		})
 }
