@@ -90,7 +90,11 @@ func (s *RedisStore) FinishJob(ctx context.Context, in activities.FinishInput) e
 	if in.Limit != "" && in.State != model.StateFinished {
 		return fmt.Errorf("finish %s as %s at a limit: %w: a limit finishes a job as finished", in.Ident, in.State, activities.ErrNotWritable)
 	}
-	if note := firstNonEmpty(in.Error, in.Limit); note != "" {
+	note := in.Error
+	if note == "" {
+		note = in.Limit // a crawl finished at a limit says so in its log
+	}
+	if note != "" {
 		msg := fmt.Sprintf("archiveflow: job %s: %s", in.State, note)
 		if _, err := s.Redis.AppendLog(ctx, in.Ident, in.Key+"/log", []rkeys.Packet{rkeys.Stdout(time.Now(), msg)}); err != nil {
 			return fmt.Errorf("log final state of %s: %w", in.Ident, notWritable(err))
@@ -104,15 +108,6 @@ func (s *RedisStore) FinishJob(ctx context.Context, in activities.FinishInput) e
 		return fmt.Errorf("finish %s: %w", in.Ident, notWritable(err))
 	}
 	return nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // ReopenJob takes a finished job back for a retry run, once per Key. A job
