@@ -19,8 +19,8 @@ import (
 
 // limitsHelp is the flags' and keys' shared description.
 const limitsHelp = `A crawl's limits (0 = none) end it cleanly, state finished with the
-limit named ("finished: page limit 100 reached" in starter status), its
-unfetched pages kept for starter retry IDENT --continue:
+limit named ("finished (crawl): page limit 100 reached" in starter
+status), its unfetched pages kept for starter retry IDENT --continue:
 --max-pages N counts pages fetched as pages (requisites not counted) and is
 exact; --max-bytes SIZE (512MiB, 2GB) counts bytes_downloaded and
 --max-duration DUR (90m, 2h) the time since the crawl started: both stop

@@ -40,12 +40,13 @@ counted (ArchiveBot's counters count responses, not pages). The first
 pages retried are listed (--json lists every one).
 
 --continue goes on with a crawl that ended with pages left to fetch (one
-finished at a limit: "finished: page limit 100 reached" in starter
-status): the pages it left READY are crawled, with what they discover;
-nothing is requeued, so no page is fetched twice. Its limits are lifted,
+finished at a limit: "finished (crawl): page limit 100 reached" in
+starter status): the pages it left READY are crawled, with what they
+discover; nothing is requeued, so no page is fetched twice. Its limits are lifted,
 or replaced by --max-pages, --max-bytes, --max-duration given here (a page
 limit counts every page the crawl fetched so far: --max-pages 200 after a
-stop at 100 fetches 100 more; a duration counts from the continue).
+stop at 100 fetches 100 more; a byte limit the job's bytes_downloaded so
+far; a duration counts from the continue).
 
 Refused (exit 4) while the job runs, for an aborted job (submit it again
 with --force), when nothing failed (--continue: when no page is left).`,
