@@ -48,7 +48,11 @@ type LiveSettings struct {
 // adapts them. Every method is safe to repeat.
 type CrawlStore interface {
 	SeedCrawl(ctx context.Context, in SeedCrawlInput) (SeedCrawlResult, error)
-	Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]PageSpec, PageCounts, error)
+	// Claim claims up to n pages, never charging more than budget pages
+	// in all (0 = no budget; internal/frontier ClaimWithin).
+	Claim(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]PageSpec, PageCounts, error)
+	// BytesDownloaded reads the job's bytes_downloaded.
+	BytesDownloaded(ctx context.Context, ident string) (int64, error)
 	Skip(ctx context.Context, ident string, pageID int64, reason string) error
 	// Discover adds batch (0, 1, 2, … per attempt) of a page's links and
 	// returns how many pages it queued.
@@ -197,7 +201,9 @@ func (a *CrawlActivities) SeedCrawl(ctx context.Context, in SeedCrawlInput) (See
 
 // ClaimPages claims up to N pages, lowest depth first, and applies the
 // rules: a page a skip rule matches goes to SKIPPED, a ua rule sets its
-// user agent.
+// user agent. It is where a crawl's page and byte limits are enforced:
+// no claim once bytes_downloaded reached MaxBytes, none past MaxPages
+// pages charged (the frontier's budget); the result names the limit.
 func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimResult, error) {
 	if in.Ident == "" || in.Token == "" || in.N < 1 {
 		return ClaimResult{}, invalidInput("claim pages of %q: ident, token and n >= 1 required (n %d)", in.Ident, in.N)
@@ -206,11 +212,24 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 	if err != nil {
 		return ClaimResult{}, invalidInput("claim pages of %s: rules version %d: %v", in.Ident, in.Rules.Version, err)
 	}
-	pages, counts, err := a.store.Claim(ctx, in.Ident, in.N, in.Token, in.Rules.Version)
+	if in.MaxBytes > 0 {
+		got, err := a.store.BytesDownloaded(ctx, in.Ident)
+		if err != nil {
+			return ClaimResult{}, crawlStoreError(err, "claim pages of %s: read bytes downloaded", in.Ident)
+		}
+		if got >= in.MaxBytes {
+			counts, err := a.counts(ctx, in.Ident)
+			return ClaimResult{Counts: counts, Limit: model.ByteLimitReached(in.MaxBytes, got)}, err
+		}
+	}
+	pages, counts, err := a.store.Claim(ctx, in.Ident, in.N, in.Token, in.Rules.Version, in.MaxPages)
 	if err != nil {
 		return ClaimResult{}, crawlStoreError(err, "claim pages of %s", in.Ident)
 	}
 	out := ClaimResult{Counts: counts}
+	if in.MaxPages > 0 && counts.Charged >= in.MaxPages {
+		out.Limit = model.PageLimitReached(in.MaxPages)
+	}
 	for _, p := range pages {
 		pr := rules.Eval(p.URL)
 		if pr.Skip {

@@ -74,6 +74,9 @@ type PageCounts struct {
 	Failed      int64 `json:"failed"`
 	Deferred    int64 `json:"deferred"`
 	Propagating int64 `json:"propagating,omitempty"`
+	// Charged is the pages charged to the crawl's page limit (fetched as
+	// pages, requisites not counted; internal/frontier ClaimWithin).
+	Charged int64 `json:"charged,omitempty"`
 }
 
 // Finished reports that no page is READY or CLAIMED and no depth
@@ -110,6 +113,11 @@ type ClaimInput struct {
 	// Rules are the job's latest rules: skip moves a page to SKIPPED, ua
 	// sets its user agent; their version is kept with the attempt.
 	Rules scope.Versioned `json:"rules"`
+	// MaxPages and MaxBytes are the crawl's limits (model.Settings; 0 =
+	// none): no page is claimed past MaxPages pages charged in all, none
+	// once bytes_downloaded reached MaxBytes.
+	MaxPages int64 `json:"max_pages,omitempty"`
+	MaxBytes int64 `json:"max_bytes,omitempty"`
 }
 
 // ClaimResult is the claimed pages (skipped ones left out) and the counts.
@@ -117,6 +125,10 @@ type ClaimResult struct {
 	Pages   []PageSpec `json:"pages,omitempty"`
 	Skipped int        `json:"skipped,omitempty"`
 	Counts  PageCounts `json:"counts"`
+	// Limit names the limit that is reached (model.PageLimitReached,
+	// ByteLimitReached): no new page is claimed any more; at the page
+	// limit a charged page READY again (a transient failure) still is.
+	Limit string `json:"limit,omitempty"`
 }
 
 // RunPageInput asks for one attempt of one page.
@@ -156,6 +168,9 @@ type RequeueInput struct {
 	// Token names the requeue (the retry run's id): repeating it never
 	// requeues a page twice.
 	Token string `json:"token"`
+	// Continue (a crawl continued past a limit, CrawlRerun.Continue) only
+	// takes the frontier's retention off: no page is requeued.
+	Continue bool `json:"continue,omitempty"`
 }
 
 // RequeueResult is how many failed pages were requeued, whether the start

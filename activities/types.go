@@ -266,6 +266,9 @@ type FinishInput struct {
 	Error    string         `json:"error,omitempty"`
 	Counters Counters       `json:"counters"`
 	Key      string         `json:"key"`
+	// Limit names the limit a crawl finished at (state finished;
+	// model.PageLimitReached, …): written to the job hash and logged.
+	Limit string `json:"limit,omitempty"`
 }
 
 // ReopenInput takes a finished job back for a retry run (starter retry),

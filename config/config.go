@@ -365,6 +365,15 @@ type Worker struct {
 	PipelineTTL   time.Duration `mapstructure:"pipeline_ttl"`
 	// Pools lists the pool names this process serves; empty = all pools.
 	Pools []string `mapstructure:"pools"`
+	// MinFreeDisk is the disk guard (internal/diskguard): a size with a
+	// unit (1GiB, 500MB); while the archive dir's filesystem has less
+	// free, the worker claims no work. "0" = off.
+	MinFreeDisk string `mapstructure:"min_free_disk"`
+}
+
+// MinFreeDiskBytes is MinFreeDisk in bytes (0 = the guard is off).
+func (w Worker) MinFreeDiskBytes() (int64, error) {
+	return bytesize.Parse(w.MinFreeDisk)
 }
 
 // Pool is a set of workers polling one task queue.
@@ -508,6 +517,7 @@ func Default() Config {
 			DrainTimeout:  30 * time.Second,
 			StatsInterval: 5 * time.Second,
 			PipelineTTL:   30 * time.Second,
+			MinFreeDisk:   "1GiB",
 		},
 		Pools: []Pool{{Name: "default", TaskQueue: "archiveflow", Slots: 8}},
 		ArchiveBot: ArchiveBot{

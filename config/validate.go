@@ -139,6 +139,9 @@ func (c *Config) Validate() error {
 	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)
 	v.check(c.Worker.PipelineTTL > c.Worker.StatsInterval, "worker.pipeline_ttl", c.Worker.PipelineTTL, "must be > worker.stats_interval")
+	if _, err := c.Worker.MinFreeDiskBytes(); err != nil {
+		v.check(false, "worker.min_free_disk", c.Worker.MinFreeDisk, "must be a size with a unit, e.g. 1GiB or 500MB, or 0 to turn the disk guard off: "+err.Error())
+	}
 
 	v.positiveDur("archivebot.poll_interval", c.ArchiveBot.PollInterval)
 	v.check(c.ArchiveBot.MaxJobs >= 1, "archivebot.max_jobs", c.ArchiveBot.MaxJobs, "must be >= 1")

@@ -135,6 +135,8 @@ type jobJSON struct {
 	ExpiresIn      string         `json:"expires_in,omitempty"`
 	UI             string         `json:"ui,omitempty"`
 	hooksDone      int64          // rkeys.JobView.HooksDone
+	// Limit names the limit a crawl finished at (rkeys.FieldLimit).
+	Limit string `json:"limit,omitempty"`
 	// Crawl is a crawl's counters and pages (status only).
 	Crawl *crawlJSON `json:"crawl,omitempty"`
 	// WACZ is where the job's seal wrote its WACZ (status only).
@@ -150,7 +152,7 @@ func toJSON(v rkeys.JobView, ui string) jobJSON {
 		HooksSkipped: v.HooksSkipped, HooksNoResults: v.HooksNoResults, Bytes: v.BytesDownloaded,
 		Settings: v.Settings, FetchDepth: v.FetchDepth, TaskQueue: v.TaskQueue, WorkflowID: v.WorkflowID,
 		RunID: v.RunID, PipelineID: v.PipelineID, QueuedAt: v.QueuedAt, StartedAt: v.StartedAt,
-		FinishedAt: v.FinishedAt, UI: ui, hooksDone: v.HooksDone(),
+		FinishedAt: v.FinishedAt, UI: ui, hooksDone: v.HooksDone(), Limit: v.Limit,
 	}
 	if v.TTL > 0 {
 		j.ExpiresIn = v.TTL.Round(time.Second).String()
@@ -222,7 +224,14 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	w := a.stdout
 	fmt.Fprintf(w, "%s  %s\n", j.Ident, j.URL)
 	if j.Crawl != nil {
-		fmt.Fprintf(w, "  state:    %s (crawl)\n", j.State)
+		fmt.Fprintf(w, "  state:    %s (crawl)", j.State)
+		if j.Limit != "" {
+			fmt.Fprintf(w, ": %s (starter retry %s --continue crawls on)", j.Limit, j.Ident)
+		}
+		fmt.Fprintln(w)
+		if l := limitsLine(j.Settings); l != "" {
+			fmt.Fprintf(w, "  limits:   %s\n", l)
+		}
 		printCrawl(w, j.Crawl)
 	} else {
 		fmt.Fprintf(w, "  state:    %s (step %d/9)\n", j.State, j.CurrentStep)

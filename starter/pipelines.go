@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
 func pipelinesCommand() *command {
@@ -24,15 +26,18 @@ func pipelinesCommand() *command {
 
 // pipelineJSON is the --json form of one pipeline.
 type pipelineJSON struct {
-	ID         string            `json:"id"`
-	Hostname   string            `json:"hostname"`
-	Nickname   string            `json:"nickname,omitempty"`
-	PID        string            `json:"pid"`
-	Status     string            `json:"status,omitempty"`
-	TaskQueues []string          `json:"task_queues"`
-	LastSeen   time.Time         `json:"last_seen"`
-	LogOutbox  *logBacklogJSON   `json:"log_outbox,omitempty"`
-	Fields     map[string]string `json:"fields"`
+	ID         string          `json:"id"`
+	Hostname   string          `json:"hostname"`
+	Nickname   string          `json:"nickname,omitempty"`
+	PID        string          `json:"pid"`
+	Status     string          `json:"status,omitempty"`
+	TaskQueues []string        `json:"task_queues"`
+	LastSeen   time.Time       `json:"last_seen"`
+	LogOutbox  *logBacklogJSON `json:"log_outbox,omitempty"`
+	// NotClaiming says why the worker claims no work (the disk guard),
+	// rkeys.FieldNotClaiming; empty while it claims.
+	NotClaiming string            `json:"not_claiming,omitempty"`
+	Fields      map[string]string `json:"fields"`
 }
 
 // logBacklogJSON is a host's job-log outbox: batches waiting for Redis and
@@ -95,6 +100,7 @@ func runPipelines(ctx context.Context, a *app, inv *invocation) error {
 		p := pipelineJSON{
 			ID: v.ID, Hostname: v.Fields["hostname"], Nickname: v.Fields["nickname"], PID: v.Fields["pid"],
 			Status: v.Fields["status"], LastSeen: v.TS, Fields: v.Fields, TaskQueues: []string{},
+			NotClaiming: v.Fields[rkeys.FieldNotClaiming],
 		}
 		if q := v.Fields["task_queues"]; q != "" {
 			if err := json.Unmarshal([]byte(q), &p.TaskQueues); err != nil {
@@ -120,6 +126,9 @@ func runPipelines(ctx context.Context, a *app, inv *invocation) error {
 		}
 		fmt.Fprintf(a.stdout, row, p.ID, host, p.PID, p.Status,
 			a.now().Sub(p.LastSeen).Round(time.Second).String()+" ago", p.LogOutbox, strings.Join(p.TaskQueues, ","))
+		if p.NotClaiming != "" {
+			fmt.Fprintf(a.stdout, "  %s: %s\n", p.ID, p.NotClaiming)
+		}
 	}
 	return nil
 }

@@ -55,3 +55,25 @@ func TestParseLogBacklogNamesABadField(t *testing.T) {
 	assert.Nil(t, b)
 	assert.Equal(t, []string{`pipeline abc: log_outbox_pending "lots": must be a count (non-negative integer)`}, warned)
 }
+
+func TestPipelinesSayWhyAWorkerClaimsNoWork(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := config.Default()
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
+	require.NoError(t, err)
+	ctx := context.Background()
+	p := rkeys.Pipeline{ID: rkeys.PipelineID("w1", "w1", 7), PID: 7, Hostname: "w1", FQDN: "w1", Status: "running",
+		StartedAt: time.Now(), TaskQueues: []string{"archiveflow"},
+		NotClaiming: "archive disk low: 512 MiB free, under worker.min_free_disk 1 GiB: not claiming work"}
+	require.NoError(t, store.RegisterPipeline(ctx, p))
+
+	res := runCLI(t, "", "pipelines", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, p.ID+": "+p.NotClaiming)
+	res = runCLI(t, "", "pipelines", "--json", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	var out struct{ Pipelines []pipelineJSON }
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out))
+	require.Len(t, out.Pipelines, 1)
+	assert.Equal(t, p.NotClaiming, out.Pipelines[0].NotClaiming)
+}

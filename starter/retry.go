@@ -19,7 +19,7 @@ func retryCommand() *command {
 	return &command{
 		name:    "retry",
 		args:    "IDENT",
-		summary: "run a finished job's failed hooks (or crawl pages) again, as a new run of the same job",
+		summary: "run a finished job's failed hooks (or crawl pages) again, or continue a crawl, as a new run of the same job",
 		details: `
 IDENT may also be the job's URL. Starts a new run of the job's workflow (the
 same workflow ID) that runs only what failed and keeps everything else as
@@ -39,14 +39,26 @@ and bytes_downloaded once each; the failed attempts' responses stay
 counted (ArchiveBot's counters count responses, not pages). The first
 pages retried are listed (--json lists every one).
 
+--continue goes on with a crawl that ended with pages left to fetch (one
+finished at a limit: "finished (crawl): page limit 100 reached" in
+starter status): the pages it left READY are crawled, with what they
+discover; nothing is requeued, so no page is fetched twice. Its limits are lifted,
+or replaced by --max-pages, --max-bytes, --max-duration given here (a page
+limit counts every page the crawl fetched so far: --max-pages 200 after a
+stop at 100 fetches 100 more; a byte limit the job's bytes_downloaded so
+far; a duration counts from the continue).
+
 Refused (exit 4) while the job runs, for an aborted job (submit it again
-with --force), and when nothing failed.`,
+with --force), when nothing failed (--continue: when no page is left).`,
 		examples: []string{
 			"starter retry 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter retry https://example.com/ --wait",
+			"starter retry 3mlbkdu1fpo7wt4lr2qf1mpsw --continue --max-pages 5000",
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.Bool("wait", false, "wait for the retry and exit 1 if the job ends failed")
+			fs.Bool("continue", false, "a crawl: go on with the pages it left (after a limit), fetching none twice")
+			addLimitFlags(fs)
 		},
 		run: runRetry,
 	}
@@ -74,6 +86,14 @@ func runRetry(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	wait, _ := inv.fs.GetBool("wait")
+	cont, _ := inv.fs.GetBool("continue")
+	var limits model.Settings
+	if anyLimitFlag(inv.fs) && !cont {
+		return usageErr("--max-pages, --max-bytes, --max-duration: only with --continue (a retry keeps the crawl's limits)")
+	}
+	if err := errors.Join(applyLimitFlags(inv.fs, &limits)...); err != nil {
+		return withCode(exitUsage, err)
+	}
 	b, err := a.connect(ctx, inv)
 	if err != nil {
 		return err
@@ -92,9 +112,16 @@ func runRetry(ctx context.Context, a *app, inv *invocation) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	run, rerun, err := submit.Rerun(cctx, b.Temporal, newFrontier(b), workflowID(v))
+	rerunFn := submit.Rerun
+	if cont {
+		rerunFn = func(ctx context.Context, c client.Client, f *frontier.Frontier, id string) (client.WorkflowRun, submit.Retried, error) {
+			return submit.Continue(ctx, c, f, id, limits)
+		}
+	}
+	run, rerun, err := rerunFn(cctx, b.Temporal, newFrontier(b), workflowID(v))
 	switch {
-	case errors.Is(err, submit.ErrStillRunning), errors.Is(err, submit.ErrNothingFailed), errors.Is(err, submit.ErrAborted):
+	case errors.Is(err, submit.ErrStillRunning), errors.Is(err, submit.ErrNothingFailed), errors.Is(err, submit.ErrAborted),
+		errors.Is(err, submit.ErrNothingLeft), errors.Is(err, submit.ErrNotACrawl):
 		return withCode(exitConflict, err)
 	case errors.Is(err, frontier.ErrNoFrontier):
 		return withCode(exitNotFound, fmt.Errorf("%w (the crawl's pages expired with its retention)", err))
@@ -162,6 +189,10 @@ func retryOutcome(ctx context.Context, run client.WorkflowRun, crawl bool) (mode
 func printRetry(a *app, id, url string, r submit.Retried) {
 	if !r.Crawl {
 		fmt.Fprintf(a.stdout, "retrying %d failed hook(s) of %s (%s): %s\n", len(r.Hooks), id, url, strings.Join(r.Hooks, ", "))
+		return
+	}
+	if r.Continue {
+		fmt.Fprintf(a.stdout, "continuing crawl %s (%s): %d page(s) left to fetch\n", id, url, r.PageCount)
 		return
 	}
 	fmt.Fprintf(a.stdout, "retrying %d failed page(s) of crawl %s (%s):\n", r.PageCount, id, url)

@@ -18,7 +18,7 @@ func setCommand() *command {
 	return &command{
 		name:    "set",
 		args:    "IDENT key=value...",
-		summary: "change a running job's settings (concurrency, delay_min, delay_max, user_agent, rules)",
+		summary: "change a running job's settings (concurrency, delay_min, delay_max, user_agent, rules, a crawl's limits)",
 		details: `
 Keys:
   concurrency=N    hooks (a crawl: pages) run at once, 0..1000 (0 pauses the job)
@@ -26,6 +26,9 @@ Keys:
   delay_max=D      >= delay_min
   user_agent=UA    User-Agent for hooks started from now on
   rules=@FILE      a crawl's rules: a JSON rule list (see: starter help rules)
+  max_pages=N      a crawl's page limit (0 = none; counts every page fetched so far)
+  max_bytes=SIZE   a crawl's byte limit (512MiB, 2GB; 0 = none; bytes_downloaded)
+  max_duration=D   a crawl's duration limit (90m, 2h; 0 = none; from the crawl's start)
 The workflow applies the change to every hook launched from now on and
 writes it to Redis (settings_age, archivebot:job:IDENT) before this returns.`,
 		examples: []string{
@@ -33,6 +36,7 @@ writes it to Redis (settings_age, archivebot:job:IDENT) before this returns.`,
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw delay_min=250 delay_max=1s",
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw concurrency=0   # pause",
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw rules=@rules.json",
+			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw max_pages=5000",
 		},
 		run: runSet,
 	}
@@ -43,11 +47,13 @@ type settingsChange struct {
 	concurrency, delayMin, delayMax *int
 	userAgent                       *string
 	rulesFile                       *string
+	// limits are a crawl's limits to set (setLimit keys → values).
+	limits map[string]string
 }
 
 // settings reports whether the change touches the settings (not only rules).
 func (c settingsChange) settings() bool {
-	return c.concurrency != nil || c.delayMin != nil || c.delayMax != nil || c.userAgent != nil
+	return c.concurrency != nil || c.delayMin != nil || c.delayMax != nil || c.userAgent != nil || len(c.limits) > 0
 }
 
 // parseSettingsChange validates every pair, reporting all problems.
@@ -55,7 +61,7 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 	var c settingsChange
 	var errs []error
 	if len(pairs) == 0 {
-		return c, usageErr("nothing to set: give key=value pairs (concurrency, delay_min, delay_max, user_agent, rules)")
+		return c, usageErr("nothing to set: give key=value pairs (concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration)")
 	}
 	for _, p := range pairs {
 		key, val, ok := strings.Cut(p, "=")
@@ -98,8 +104,17 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 				continue
 			}
 			c.rulesFile = &file
+		case "max_pages", "max_bytes", "max_duration":
+			if err := setLimit(&model.Settings{}, key, val); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%s: %w", key, val, err))
+				continue
+			}
+			if c.limits == nil {
+				c.limits = map[string]string{}
+			}
+			c.limits[key] = val
 		default:
-			errs = append(errs, fmt.Errorf("%q: unknown key %q: must be one of concurrency, delay_min, delay_max, user_agent, rules", p, key))
+			errs = append(errs, fmt.Errorf("%q: unknown key %q: must be one of concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration", p, key))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -136,6 +151,9 @@ func (c settingsChange) apply(s model.Settings) model.Settings {
 	}
 	if c.userAgent != nil {
 		s.UserAgent = *c.userAgent
+	}
+	for k, v := range c.limits {
+		_ = setLimit(&s, k, v) // checked by parseSettingsChange
 	}
 	return s
 }
@@ -185,6 +203,15 @@ func runSet(ctx context.Context, a *app, inv *invocation) error {
 			return nil
 		}
 	}
+	if len(change.limits) > 0 {
+		v, err := liveJob(ctx, b, id, "change its limits")
+		if err != nil {
+			return err
+		}
+		if v.FetchDepth != model.FetchInf {
+			return withCode(exitConflict, fmt.Errorf("job %s is not a crawl: max_pages, max_bytes and max_duration are a crawl's limits", id))
+		}
+	}
 	return changeSettings(ctx, a, inv, b, id, func(s model.Settings) (model.Settings, error) {
 		next := change.apply(s)
 		if err := next.Validate(); err != nil {
@@ -222,7 +249,11 @@ func changeSettings(ctx context.Context, a *app, inv *invocation, b *backend.Bac
 	if next.UserAgent != "" {
 		fmt.Fprintf(a.stdout, ", user agent %q", next.UserAgent)
 	}
-	fmt.Fprintf(a.stdout, ", %d ignore pattern(s)\n", len(next.Ignores))
+	fmt.Fprintf(a.stdout, ", %d ignore pattern(s)", len(next.Ignores))
+	if l := limitsLine(next); l != "" {
+		fmt.Fprintf(a.stdout, ", limits %s", l)
+	}
+	fmt.Fprintln(a.stdout)
 	return nil
 }
 

@@ -48,7 +48,9 @@ plugin, every page it links within scope with crawl.page_plugins);
 --depth N crawls pages up to N links from the start URL; --depth shallow
 (the default) archives the one URL. --rules FILE gives a crawl its initial
 rules: a JSON list [{"pattern": "RE2", "accept"|"skip": bool, "ua": "..."}],
-for each setting the last matching rule wins (starter help rules).`,
+for each setting the last matching rule wins (starter help rules).
+
+` + limitsHelp + ``,
 		examples: []string{
 			"starter submit https://example.com/",
 			"starter submit https://example.com/ https://example.org/ --wait",
@@ -57,6 +59,7 @@ for each setting the last matching rule wins (starter help rules).`,
 			"starter submit https://example.com/ --at 2030-01-01T00:00:00Z --json",
 			"starter submit https://example.com/ --depth inf --concurrency 8",
 			"starter submit https://example.com/ --depth 3 --rules rules.json --wait",
+			"starter submit https://example.com/ --depth inf --max-pages 1000 --max-duration 2h",
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringP("input", "i", "", "file with one URL per line (blank lines and # comments skipped; - = stdin)")
@@ -72,6 +75,7 @@ for each setting the last matching rule wins (starter help rules).`,
 			fs.String("robots", "", "a crawl's robots.txt policy: obey (disallowed pages are not fetched, each reported as an ignore) or ignore (default: crawl.robots)")
 			fs.Bool("sitemaps", false, "a crawl also starts from the start host's sitemaps (robots.txt Sitemap lines, /sitemap.xml): their pages at depth 1")
 			fs.Bool("host-steps", false, "run each run of steps without a background hook as one activity on the host (bulk jobs of short hooks; default: job.host_steps, off: one activity per hook)")
+			addLimitFlags(fs)
 			fs.Bool("wait", false, "follow the jobs (live view on a terminal), show each one's hooks table; exit 1 if a job failed or was aborted")
 			fs.Duration("wait-timeout", 0, "with --wait: stop waiting after this long (exit 6, the jobs keep running); 0 = until every job ends")
 			fs.Bool("force", false, "replace a retained finished job with the same ident")
@@ -215,6 +219,10 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 	if s.sitemaps, _ = fs.GetBool("sitemaps"); s.sitemaps && s.depth != model.FetchInf {
 		fail(errors.New("--sitemaps: sitemaps are for crawls: give --depth inf or --depth N"))
 	}
+	if anyLimitFlag(fs) && s.depth != model.FetchInf {
+		fail(errors.New("--max-pages, --max-bytes, --max-duration: limits are for crawls: give --depth inf or --depth N"))
+	}
+	errs = append(errs, applyLimitFlags(fs, &s.settings)...)
 
 	delay, notBefore, err := parseStart(fs, a.now())
 	if err != nil {

@@ -29,6 +29,10 @@ import (
 // crawl's setup hooks tears them down, then the job's final state is
 // written.
 //
+// A crawl's limits (Settings MaxPages, MaxBytes, MaxDuration; limits.go)
+// stop its claims; it then drains and finishes naming the limit, its
+// other pages READY for a continue (CrawlRerun.Continue).
+//
 // States: active → draining (no page ready, some in flight) → finished |
 // aborted (abort signal or cancel: pages in flight are stopped and their
 // claims released) | failed (the start page failed, or MaxDuration ran
@@ -48,6 +52,7 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 	})
 	stopDeadline := c.startDeadline()
 	workflow.Go(c.dctx, c.writes.run)
+	c.armDurationLimit()
 
 	retry := in.Rerun != nil && in.Carry == nil // the first run of a retry
 	if retry {
@@ -63,6 +68,11 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 	}
 	if retry {
 		c.requeue()
+		if in.Rerun.Continue && !c.stopping() {
+			// The continued crawl's settings (its limits lifted or
+			// changed) are the job's from now on.
+			c.applySettings(in.Settings)
+		}
 	}
 	if !c.carry.SeedDone && !c.stopping() {
 		if in.URLList != nil {
@@ -73,6 +83,7 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 	}
 	c.loop()
 	stopDeadline()
+	c.disarmDurationLimit()
 	if c.continueAsNew {
 		return c.handOn()
 	}
@@ -107,6 +118,8 @@ type crawl struct {
 	counts    activities.PageCounts
 	// continueAsNew: the history is long enough; the run drains and hands on.
 	continueAsNew bool
+	// limits: the crawl's page, byte and duration limits (limits.go).
+	limits crawlLimits
 
 	attr   crawlAttr
 	writes writer
@@ -160,6 +173,7 @@ func newCrawl(ctx workflow.Context, in CrawlInput) *crawl {
 		if in.Timing.MaxDuration > 0 {
 			c.carry.Deadline = workflow.Now(ctx).Add(in.Timing.MaxDuration)
 		}
+		c.carry.Started = workflow.Now(ctx)
 	}
 	c.attr.done, c.attr.queued = -1, -1
 	return c
@@ -227,13 +241,14 @@ func (c *crawl) reopen() {
 // start page.
 func (c *crawl) requeue() {
 	var res activities.RequeueResult
-	in := activities.RequeueInput{Ident: c.ident(), Token: c.runID + "/requeue"}
+	in := activities.RequeueInput{Ident: c.ident(), Token: c.runID + "/requeue", Continue: c.in.Rerun.Continue}
 	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.RequeueFailed, in).Get(c.dctx, &res); err != nil {
 		c.job.failure = fmt.Sprintf("requeue failed pages: %v", err)
 		c.stop(c.job.failure, false)
 		return
 	}
-	c.log().Info("retrying failed pages", "pages", res.Pages, "start_page", res.Seed, "previous_run", c.in.Rerun.PreviousRunID)
+	c.log().Info("retrying failed pages", "pages", res.Pages, "start_page", res.Seed, "previous_run", c.in.Rerun.PreviousRunID,
+		"continue", c.in.Rerun.Continue)
 	c.carry.SeedDone = !res.Seed
 	c.setCounts(res.Counts)
 }
@@ -412,13 +427,20 @@ func (c *crawl) loop() {
 		}
 		limit := c.settings.current.Concurrency
 		if len(c.inflight) >= limit {
-			seen, version := c.completed, c.settings.version
+			if len(c.inflight) == 0 && c.durationReached() != "" {
+				c.limits.reached = c.durationReached() // paused past its duration limit
+				break
+			}
+			seen, version, wake := c.completed, c.settings.version, c.limits.wake
 			_ = workflow.Await(c.dctx, func() bool {
-				return c.stopping() || c.completed != seen || c.settings.version != version
+				return c.stopping() || c.completed != seen || c.settings.version != version || c.limits.wake != wake
 			})
 			continue
 		}
-		res := c.claim(limit - len(c.inflight))
+		var res activities.ClaimResult
+		if c.durationReached() == "" {
+			res = c.claim(limit - len(c.inflight))
+		}
 		for _, p := range res.Pages {
 			c.launch(p)
 		}
@@ -427,13 +449,20 @@ func (c *crawl) loop() {
 			continue
 		}
 		if len(c.inflight) > 0 {
-			seen, version := c.completed, c.settings.version
+			c.drainAtLimit()
+			seen, version, wake := c.completed, c.settings.version, c.limits.wake
 			_ = workflow.Await(c.dctx, func() bool {
-				return c.stopping() || c.completed != seen || c.settings.version != version
+				return c.stopping() || c.completed != seen || c.settings.version != version || c.limits.wake != wake
 			})
 			continue
 		}
 		if c.counts.Finished() {
+			break
+		}
+		if reason := c.limitReached(); reason != "" {
+			// Nothing in flight, no page claimable under the limit: the
+			// crawl ends at it, its other pages READY for a continue.
+			c.limits.reached = reason
 			break
 		}
 		// Nothing claimable, nothing in flight, yet the frontier is not
@@ -472,7 +501,8 @@ func (c *crawl) historyFull() bool {
 func (c *crawl) claim(n int) activities.ClaimResult {
 	c.claims++
 	token := fmt.Sprintf("%s/r%d/claim-%d", c.runID, c.carry.Run, c.claims)
-	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: token, Rules: c.rules}
+	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: token, Rules: c.rules,
+		MaxPages: c.settings.current.MaxPages, MaxBytes: c.settings.current.MaxBytes}
 	var res activities.ClaimResult
 	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.ClaimPages, in).Get(c.dctx, &res); err != nil {
 		// Only non-retryable errors get here (the frontier is gone).
@@ -480,6 +510,7 @@ func (c *crawl) claim(n int) activities.ClaimResult {
 		c.stop(c.job.failure, false)
 		return activities.ClaimResult{}
 	}
+	c.limits.claim = res.Limit
 	c.setCounts(res.Counts)
 	return res
 }
@@ -564,7 +595,7 @@ func (c *crawl) setCounts(n activities.PageCounts) {
 		switch {
 		case n.Ready == 0 && len(c.inflight) > 0 && c.job.state == model.StateActive:
 			c.setState(model.StateDraining, false)
-		case n.Ready > 0 && c.job.state == model.StateDraining:
+		case n.Ready > 0 && c.job.state == model.StateDraining && c.limitReached() == "":
 			c.setState(model.StateActive, false)
 		}
 	}
@@ -787,17 +818,25 @@ func (c *crawl) finalState() (model.JobState, string) {
 	return model.StateFinished, ""
 }
 
+// finishedAt is the limit the crawl finished at ("" when it did not).
+func (c *crawl) finishedAt() string {
+	if c.job.state == model.StateFinished {
+		return c.limits.reached
+	}
+	return ""
+}
+
 // finish writes the final state once; the frontier expires with the job.
 func (c *crawl) finish() {
 	state, reason := c.finalState()
 	c.job.failure, c.job.state = reason, state
 	c.upsertSearchAttributes()
 	workflow.SetCurrentDetails(c.dctx, c.details())
-	in := activities.FinishInput{Ident: c.ident(), State: state, Error: reason, Key: c.runID + "/finish"}
+	in := activities.FinishInput{Ident: c.ident(), State: state, Error: reason, Key: c.runID + "/finish", Limit: c.finishedAt()}
 	c.writes.enqueue("finish crawl", func(wc workflow.Context) error {
 		return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.FinishCrawl, in).Get(wc, nil)
 	})
-	c.log().Info("crawl done", "state", string(state), "reason", reason, "pages", c.counts.Total,
+	c.log().Info("crawl done", "state", string(state), "reason", reason, "limit", in.Limit, "pages", c.counts.Total,
 		"done", c.counts.Done, "failed", c.counts.Failed, "skipped", c.counts.Skipped)
 }
 
@@ -861,6 +900,9 @@ func (c *crawl) details() string {
 	}
 	if c.job.failure != "" {
 		b.WriteString(" · " + c.job.failure)
+	}
+	if r := c.limitReached(); r != "" {
+		b.WriteString(" · " + r)
 	}
 	return b.String()
 }

@@ -39,6 +39,9 @@ type CrawlStatus struct {
 	// once its list is seeded: a retry of the crawl goes on with them.
 	StartURLs []string `json:"start_urls,omitempty"`
 	Error     string   `json:"error,omitempty"`
+	// Limit names the limit the crawl reached (model.PageLimitReached,
+	// …): it finishes at it, or, while pages are in flight, will.
+	Limit string `json:"limit,omitempty"`
 }
 
 func (c *crawl) status() CrawlStatus {
@@ -47,6 +50,7 @@ func (c *crawl) status() CrawlStatus {
 		MaxDepth: c.in.Crawl.MaxDepth, Settings: c.settings.current, SettingsVersion: c.settings.version,
 		Rules: c.rules, Counts: c.counts, PagesLaunched: c.carry.Pages + c.launched, SeedDone: c.carry.SeedDone,
 		Hosts: slices.Clone(c.carry.SetupHosts), StartURLs: slices.Clone(c.in.Crawl.Scope.StartURLs), Error: c.job.failure,
+		Limit: c.limitReached(),
 	}
 	if st.Error == "" && c.job.stopReason != "" {
 		st.Error = c.job.stopReason
@@ -135,7 +139,11 @@ func (c *crawl) updateSettings(ctx workflow.Context, set model.Settings) (int, e
 }
 
 func (c *crawl) applySettings(set model.Settings) (seq, version int) {
+	before := c.settings.current.MaxDuration
 	c.settings = settingsState{current: set, version: c.settings.version + 1}
+	if set.MaxDuration != before {
+		c.armDurationLimit()
+	}
 	workflow.SetCurrentDetails(c.dctx, c.details())
 	if c.seed != nil {
 		// The running start page follows (seedSettingsChange); a signal

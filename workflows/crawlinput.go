@@ -108,6 +108,13 @@ type CrawlRerun struct {
 	// retry goes on with them (Settings holds its settings).
 	SettingsVersion int             `json:"settings_version"`
 	Rules           scope.Versioned `json:"rules"`
+	// Continue makes the run go on with the pages the previous run left
+	// READY (a crawl finished at a limit; `starter retry --continue`)
+	// instead of retrying failed pages: nothing is requeued, so no page is
+	// fetched twice; the run's Settings are the job's from its start
+	// (their limits lifted or changed). Pages is then 0 or the READY
+	// pages.
+	Continue bool `json:"continue,omitempty"`
 }
 
 // Validate checks that the rerun names its run and has pages to retry.
@@ -115,7 +122,9 @@ func (r CrawlRerun) Validate() error {
 	switch {
 	case r.PreviousRunID == "":
 		return fmt.Errorf("crawl rerun: previous_run_id must not be empty")
-	case r.Pages < 1:
+	case r.Pages < 0:
+		return fmt.Errorf("crawl rerun of run %s: pages %d: must be >= 0", r.PreviousRunID, r.Pages)
+	case r.Pages < 1 && !r.Continue:
 		return fmt.Errorf("crawl rerun of run %s: pages %d: must be >= 1 (no page failed)", r.PreviousRunID, r.Pages)
 	case r.SettingsVersion < 0:
 		return fmt.Errorf("crawl rerun of run %s: settings_version %d: must be >= 0", r.PreviousRunID, r.SettingsVersion)
@@ -138,6 +147,11 @@ type CrawlCarry struct {
 	Failure string `json:"failure,omitempty"`
 	// Pages is how many page attempts earlier runs launched.
 	Pages int64 `json:"pages"`
+	// Started is when the crawl's first run (of its submit, or of a
+	// retry) started: Settings.MaxDuration counts from it. Zero in runs
+	// carried before it existed: the duration limit then counts from the
+	// run's own start.
+	Started time.Time `json:"started,omitzero"`
 }
 
 // Validate checks that the input carries every value the workflow needs.

@@ -40,6 +40,9 @@ type Fake struct {
 	// reports it alive with the given lease on the first check, gone on
 	// every later one (its record expired meanwhile).
 	Stale map[string]time.Duration
+	// PageBytes is what each completed page adds to bytes_downloaded
+	// (a crawl's byte limit, ClaimInput.MaxBytes).
+	PageBytes int64
 
 	mu        sync.Mutex
 	known     int64          // pages discovered
@@ -61,13 +64,15 @@ type Fake struct {
 	teardowns []string         // TeardownCrawl's task queues
 	seals     []Seal           // SealCrawl's calls
 	checked   map[string]int   // host queue → HostLiveness calls
+	charged   map[int64]bool   // pages charged to a page limit
+	limit     string           // FinishInput.Limit
 }
 
 // New returns a Fake crawl of pages pages with fanout links per page.
 func New(pages, fanout int64) *Fake {
 	return &Fake{Pages: pages, Fanout: fanout, claimed: map[int64]int{}, attempts: map[int64]int{}, seen: map[int64]bool{},
 		tokens: map[string][]activities.PageSpec{}, done: map[int64]int{}, failedIDs: map[int64]bool{},
-		requeues: map[string]int64{}, pageRuns: map[int64]int{}}
+		requeues: map[string]int64{}, pageRuns: map[int64]int{}, charged: map[int64]bool{}}
 }
 
 // NewRun forgets the claim and requeue tokens of the runs so far. Tokens
@@ -106,6 +111,7 @@ func (f *Fake) countsLocked() activities.PageCounts {
 	c.Done = int64(len(f.done))
 	c.Failed = f.failed
 	c.Succeeded = c.Done - c.Failed
+	c.Charged = int64(len(f.charged))
 	return c
 }
 
@@ -131,6 +137,7 @@ func (a *Activities) SeedCrawl(_ context.Context, in activities.SeedCrawlInput) 
 		f.seen[1] = true
 		f.claimed[1] = 1
 		f.attempts[1] = 1
+		f.charged[1] = true
 	}
 	if i := slices.Index(f.ready, 1); i >= 0 { // requeued by a retry
 		f.ready = slices.Delete(f.ready, i, i+1)
@@ -179,16 +186,31 @@ func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (ac
 	if pages, ok := f.tokens[in.Token]; ok {
 		return activities.ClaimResult{Pages: pages, Counts: f.countsLocked()}, nil
 	}
+	if in.MaxBytes > 0 && f.PageBytes*int64(len(f.done)) >= in.MaxBytes {
+		got := f.PageBytes * int64(len(f.done))
+		return activities.ClaimResult{Counts: f.countsLocked(), Limit: model.ByteLimitReached(in.MaxBytes, got)}, nil
+	}
 	var pages []activities.PageSpec
+	var over []int64 // READY pages past the page limit: they stay READY
 	for len(pages) < in.N && len(f.ready) > 0 {
 		id := f.ready[0]
 		f.ready = f.ready[1:]
+		if !f.charged[id] && in.MaxPages > 0 && int64(len(f.charged)) >= in.MaxPages {
+			over = append(over, id)
+			continue
+		}
+		f.charged[id] = true
 		f.attempts[id]++
 		f.claimed[id] = f.attempts[id]
 		pages = append(pages, activities.PageSpec{ID: id, URL: f.url(id), Depth: 1, Attempt: f.attempts[id]})
 	}
+	f.ready = append(over, f.ready...)
 	f.tokens[in.Token] = pages
-	return activities.ClaimResult{Pages: pages, Counts: f.countsLocked()}, nil
+	res := activities.ClaimResult{Pages: pages, Counts: f.countsLocked()}
+	if in.MaxPages > 0 && int64(len(f.charged)) >= in.MaxPages {
+		res.Limit = model.PageLimitReached(in.MaxPages)
+	}
+	return res, nil
 }
 
 // RunPage is activities.CrawlActivities.RunPage: the page takes no time.
@@ -253,7 +275,7 @@ func (a *Activities) RequeueFailed(_ context.Context, in activities.RequeueInput
 		return activities.RequeueResult{Pages: n, Counts: f.countsLocked()}, nil
 	}
 	res := activities.RequeueResult{}
-	for id := int64(1); id <= f.known; id++ {
+	for id := int64(1); id <= f.known && !in.Continue; id++ {
 		if f.failedIDs[id] {
 			delete(f.failedIDs, id)
 			delete(f.done, id)
@@ -285,6 +307,9 @@ func (a *Activities) ReleasePages(_ context.Context, in activities.ReleasePagesI
 	for _, id := range in.PageIDs {
 		if _, ok := f.claimed[id]; ok {
 			delete(f.claimed, id)
+			if f.attempts[id] == 1 {
+				delete(f.charged, id) // released unfetched
+			}
 			f.ready = append([]int64{id}, f.ready...)
 		}
 	}
@@ -305,6 +330,7 @@ func (a *Activities) FinishCrawl(_ context.Context, in activities.FinishInput) e
 	f := a.f
 	f.mu.Lock()
 	f.final = in.State
+	f.limit = in.Limit
 	f.mu.Unlock()
 	return nil
 }
@@ -375,8 +401,10 @@ func (a *Activities) ApplySettings(context.Context, activities.SettingsInput) er
 type Report struct {
 	Known, Done, Failed, Runs int64
 	// Twice lists pages completed more than once (must be empty).
-	Twice  []int64
-	Final  model.JobState
+	Twice []int64
+	Final model.JobState
+	// Limit is the limit the crawl finished at (FinishInput.Limit).
+	Limit  string
 	States []model.JobState
 	Rules  []int64
 	// Reopens are the ReopenJob keys; PageRuns the RunPage calls per page.
@@ -398,7 +426,7 @@ type Seal struct {
 func (f *Fake) Report() Report {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Final: f.final,
+	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Final: f.final, Limit: f.limit,
 		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
 		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...),
 		Seals: append([]Seal(nil), f.seals...)}

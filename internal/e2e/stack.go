@@ -22,6 +22,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/devserver"
+	"github.com/archiveflow/archiveflow/internal/diskguard"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -74,6 +75,9 @@ type Stack struct {
 	// Lookup, when set, resolves the pools' fetch host names (a test
 	// resolver; nil: the system's).
 	Lookup netpolicy.Lookup
+	// DiskFree, when set, is the pools' reading of the archive disk's free
+	// space (the disk guard; nil: the real one).
+	DiskFree diskguard.FreeFunc
 }
 
 var queueSeq atomic.Int64
@@ -157,6 +161,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 		Env:       env,
 		Purger:    purger,
 		Lookup:    s.Lookup,
+		DiskFree:  s.DiskFree,
 	}
 	go func() { done <- pools.Run(ctx, deps, nil) }()
 	t.Cleanup(func() {

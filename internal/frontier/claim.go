@@ -22,6 +22,20 @@ import (
 // Before claiming, Claim applies a bounded part of any propagation backlog
 // (left by a Discover that was interrupted), which may promote pages.
 func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]Page, Counts, error) {
+	return f.ClaimWithin(ctx, ident, n, token, rulesVersion, 0)
+}
+
+// ClaimWithin is Claim under a page budget: at most budget pages of the
+// job are ever charged (0 = no budget). A page is charged when it is
+// first claimed as a page (a requisite never is) and stays charged once an
+// attempt of it completed; a page released or skipped before any attempt
+// completed is uncharged (it was not fetched). Counts.Charged is the
+// number charged. The check and the charge are one script, so claims
+// running at once never charge more than budget pages in all: once the
+// budget is used up, only charged pages READY again (a transient failure
+// with attempts left, a release after a completed attempt, a retry's
+// requeue) are claimed, and new pages stay READY for a later run.
+func (f *Frontier) ClaimWithin(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]Page, Counts, error) {
 	if err := checkIdent(ident); err != nil {
 		return nil, Counts{}, err
 	}
@@ -34,8 +48,10 @@ func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string,
 		return nil, Counts{}, fmt.Errorf("claim on job %s: token of %d bytes: %w: at most 256", ident, len(token), ErrInvalidArgument)
 	case rulesVersion < 0 || rulesVersion > maxRulesVersion:
 		return nil, Counts{}, fmt.Errorf("claim on job %s: rules version %d: %w: must be 0..%d", ident, rulesVersion, ErrInvalidArgument, int64(maxRulesVersion))
+	case budget < 0:
+		return nil, Counts{}, fmt.Errorf("claim on job %s: page budget %d: %w: must be >= 0 (0 = none)", ident, budget, ErrInvalidArgument)
 	}
-	v, err := f.run(ctx, claimScript, ident, n, token, rulesVersion, f.opts.SettleBudget).Result()
+	v, err := f.run(ctx, claimScript, ident, n, token, rulesVersion, f.opts.SettleBudget, budget).Result()
 	if err != nil {
 		return nil, Counts{}, fmt.Errorf("claim on job %s: %w", ident, err)
 	}
@@ -74,11 +90,11 @@ func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string,
 }
 
 // claimScript claims pages for a token.
-// ARGV: n token rules_version settle_budget
+// ARGV: n token rules_version settle_budget page_budget
 // Reply: {code, counts, {page...}}.
 var claimScript = newScript(`
 if not load_meta() then return {NO_FRONTIER} end
-local n, token, rules = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local n, token, rules, budget = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
 local out = {}
 local held = redis.call('HGET', claims, 't:' .. token)
 if held then
@@ -89,36 +105,49 @@ if held then
   return {REPEAT, counts_reply(), out}
 end
 if redis.call('LLEN', prop) > 0 then settle(tonumber(ARGV[4])) end
+local spent = tonumber(redis.call('HGET', meta, 'charged') or '0')
+local function full() return budget > 0 and spent >= budget end
 local ids = {}
+local function take(p)
+  tally(p, -1)
+  if p.attempts >= 65535 then
+    -- the attempt counter is exhausted (65535 claims): give up on the page
+    p.state, p.status, p.remaining = DONE, ST_FAILED, 0
+    set_note(p, 'attempt counter exhausted after 65535 claims')
+    tally(p, 1)
+    put(p)
+    return
+  end
+  if charge(p) then spent = spent + 1 end
+  p.state = CLAIMED
+  p.attempts = p.attempts + 1
+  p.rules = rules
+  p.lbatch, p.lchunk = 0, 0
+  tally(p, 1)
+  put(p)
+  redis.call('HSET', claims, 'p:' .. p.id, token)
+  ids[#ids + 1] = struct.pack('>I4', p.id)
+  out[#out + 1] = page_reply(p)
+end
 local pops, max_pops = 0, 4 * n + 1000
 while #ids < n and pops < max_pops do
-  local top = redis.call('ZRANGE', readyz, 0, 0)
-  if #top == 0 then break end
-  local q = ready_p .. top[1]
-  local id = redis.call('LPOP', q)
-  pops = pops + 1
-  if redis.call('EXISTS', q) == 0 then redis.call('ZREM', readyz, top[1]) end
-  if id then
+  if full() then
+    -- the budget is spent: only charged pages READY again are claimed
+    local id = redis.call('LPOP', again)
+    pops = pops + 1
+    if not id then break end
     local p = get(tonumber(id))
-    if p and p.state == READY and p.depth == tonumber(top[1]) then
-      tally(p, -1)
-      if p.attempts >= 65535 then
-        -- the attempt counter is exhausted (65535 claims): give up on the page
-        p.state, p.status, p.remaining = DONE, ST_FAILED, 0
-        set_note(p, 'attempt counter exhausted after 65535 claims')
-        tally(p, 1)
-        put(p)
-      else
-        p.state = CLAIMED
-        p.attempts = p.attempts + 1
-        p.rules = rules
-        p.lbatch, p.lchunk = 0, 0
-        tally(p, 1)
-        put(p)
-        redis.call('HSET', claims, 'p:' .. p.id, token)
-        ids[#ids + 1] = struct.pack('>I4', p.id)
-        out[#out + 1] = page_reply(p)
-      end
+    if p and p.state == READY and charged(p) then take(p) end
+  else
+    local top = redis.call('ZRANGE', readyz, 0, 0)
+    if #top == 0 then break end
+    local q = ready_p .. top[1]
+    local id = redis.call('LPOP', q)
+    pops = pops + 1
+    if redis.call('EXISTS', q) == 0 then redis.call('ZREM', readyz, top[1]) end
+    if id then
+      local p = get(tonumber(id))
+      if p and p.state == READY and p.depth == tonumber(top[1]) then take(p) end
     end
   end
 end

@@ -152,12 +152,14 @@ type Page struct {
 	Attempts int `json:"attempts"`
 	// AttemptsRemaining is spent by outcomes only (a transient failure
 	// spends one; success and failure set it to 0; a release spends none).
-	AttemptsRemaining int    `json:"attempts_remaining"`
-	NoRecurse         bool   `json:"no_recurse,omitempty"`
-	Requisite         bool   `json:"requisite,omitempty"`
-	RulesVersion      int64  `json:"rules_version,omitempty"` // of the last claim
-	Note              string `json:"note,omitempty"`          // last outcome note / skip reason
-	Claimer           string `json:"claimer,omitempty"`       // claim token while CLAIMED
+	AttemptsRemaining int  `json:"attempts_remaining"`
+	NoRecurse         bool `json:"no_recurse,omitempty"`
+	Requisite         bool `json:"requisite,omitempty"`
+	// Charged: the page counts against a page budget (ClaimWithin).
+	Charged      bool   `json:"charged,omitempty"`
+	RulesVersion int64  `json:"rules_version,omitempty"` // of the last claim
+	Note         string `json:"note,omitempty"`          // last outcome note / skip reason
+	Claimer      string `json:"claimer,omitempty"`       // claim token while CLAIMED
 }
 
 // Options tune a Frontier. Zero values take the defaults.

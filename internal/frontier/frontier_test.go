@@ -349,7 +349,7 @@ func TestComplete(t *testing.T) {
 	p, err := e.f.PageByID(ctx, job, fail.ID)
 	require.NoError(t, err)
 	assert.Equal(t, Page{ID: fail.ID, URL: u("/fail"), Depth: 1, Parent: 1, State: StateDone, Status: StatusFailed,
-		Attempts: 1, Note: "404 Not Found"}, p)
+		Attempts: 1, Charged: true, Note: "404 Not Found"}, p)
 	p, err = e.f.PageByID(ctx, job, flaky.ID)
 	require.NoError(t, err)
 	assert.Equal(t, StateReady, p.State)

@@ -29,6 +29,7 @@ var scriptKeys = []struct{ name, suffix string }{
 	{"fpx", "_frontier_fpx"},       // hash: URL -> ID for fingerprint collisions
 	{"once", "_frontier_once"},     // set: keys of fetches counted once per crawl (Outcome.Once)
 	{"robots", "_frontier_robots"}, // hash: origin -> its robots.txt record (KeepRobots)
+	{"again", "_frontier_again"},   // list: ids of charged pages made READY again (ClaimWithin's budget)
 	{"urls_p", "_frontier_urls:"},  // list per page bucket: URLs by slot
 	{"pages_p", "_frontier_pages:"},
 	{"links_p", "_frontier_links:"},

@@ -45,6 +45,9 @@ const (
 	flagNoRecurse = 1
 	flagRequisite = 2
 	flagNote      = 4
+	// flagCharged: the page counts against a page budget (ClaimWithin):
+	// claimed as a page, not a requisite, and not given back unfetched.
+	flagCharged = 8
 )
 
 // Script return codes (first element of every reply).
@@ -70,7 +73,7 @@ local PB, RS, LH_LOAD = %d, %d, %d
 local REC = '%s'
 local READY, CLAIMED, SKIPPED, DONE, DEFERRED = %d, %d, %d, %d, %d
 local ST_NONE, ST_SUCCEEDED, ST_FAILED, ST_TRANSIENT, ST_SKIPPED = %d, %d, %d, %d, %d
-local F_NORECURSE, F_REQUISITE, F_NOTE = %d, %d, %d
+local F_NORECURSE, F_REQUISITE, F_NOTE, F_CHARGED = %d, %d, %d, %d
 local APPLIED, REPEAT, NO_FRONTIER, UNKNOWN_PAGE, NOT_CLAIMED = %d, %d, %d, %d, %d
 local OUT_OF_ORDER, CONFLICT, INVALID_STATE, NO_JOB, LEFTOVER = %d, %d, %d, %d, %d
 local STATE_NAMES = {%s}
@@ -78,7 +81,7 @@ local STATE_NAMES = {%s}
 	pagesPerBucket, recordSize, lhLoad, recordFormat,
 	codeReady, codeClaimed, codeSkipped, codeDone, codeDeferred,
 	statusNone, statusSucceeded, statusFailed, statusTransient, statusSkipped,
-	flagNoRecurse, flagRequisite, flagNote,
+	flagNoRecurse, flagRequisite, flagNote, flagCharged,
 	retApplied, retRepeat, retNoFrontier, retUnknownPage, retNotClaimed,
 	retOutOfOrder, retConflict, retInvalidState, retNoJob, retLeftover, luaStateNames()) + `
 local cfg = {}
@@ -150,7 +153,8 @@ end
 
 -- Ready queues: one list of ids per depth; readyz holds the depths whose
 -- list exists. Entries whose page is no longer READY at that depth are
--- stale and dropped by claim.
+-- stale and dropped by claim. A charged page (F_CHARGED) is also listed
+-- in again, so a claim at its page budget still finds it.
 local function enqueue(p, head)
   local q = ready_p .. p.depth
   local n
@@ -158,6 +162,27 @@ local function enqueue(p, head)
   if n == 1 then
     redis.call('ZADD', readyz, p.depth, p.depth)
     touch(q); touch(readyz)
+  end
+  if bit.band(p.flags, F_CHARGED) ~= 0 then
+    redis.call('RPUSH', again, p.id)
+    touch(again)
+  end
+end
+
+-- Page budget (ClaimWithin): 'charged' in meta counts the pages claimed
+-- as pages (not requisites). A page given back before any attempt of it
+-- completed (release, skip) is uncharged: it was not fetched.
+local function charged(p) return bit.band(p.flags, F_CHARGED) ~= 0 end
+local function charge(p)
+  if charged(p) or bit.band(p.flags, F_REQUISITE) ~= 0 then return false end
+  p.flags = bit.bor(p.flags, F_CHARGED)
+  add('charged', 1)
+  return true
+end
+local function uncharge_unfetched(p)
+  if charged(p) and p.done_attempt == 0 then
+    p.flags = bit.band(p.flags, bit.bnot(F_CHARGED))
+    add('charged', -1)
   end
 end
 

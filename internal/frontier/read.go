@@ -39,6 +39,9 @@ type Counts struct {
 	ByDepth []DepthCounts `json:"by_depth"`
 	// MaxDepth is the crawl's depth limit (Config.MaxDepth): -1 = none.
 	MaxDepth int `json:"max_depth"`
+	// Charged is the pages charged to a page budget (ClaimWithin): pages
+	// claimed as pages, not requisites, less those given back unfetched.
+	Charged int64 `json:"charged"`
 }
 
 // Finished reports that no page is READY or CLAIMED and no propagation is

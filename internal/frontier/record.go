@@ -47,6 +47,7 @@ func (r record) page(id int64, url string) Page {
 		State: States[r.state-1], Status: statuses[r.status],
 		Attempts: int(r.attempts), AttemptsRemaining: int(r.remaining),
 		NoRecurse: r.flags&flagNoRecurse != 0, Requisite: r.flags&flagRequisite != 0,
+		Charged:      r.flags&flagCharged != 0,
 		RulesVersion: int64(r.rules),
 	}
 }
@@ -112,6 +113,13 @@ func countsFromFields(fields map[string]string, prop int64) (Counts, error) {
 			return c, fmt.Errorf("counts field max_depth=%q: %w", v, err)
 		}
 		c.MaxDepth = n
+	}
+	if v, ok := fields["charged"]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("counts field charged=%q: %w", v, err)
+		}
+		c.Charged = n
 	}
 	byDepth := map[int]*DepthCounts{}
 	for k, v := range fields {

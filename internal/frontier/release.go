@@ -93,6 +93,7 @@ for _, id in ipairs(ids) do
   if p and p.state == CLAIMED and (token == '' or redis.call('HGET', claims, 'p:' .. id) == token) then
     tally(p, -1)
     detach(id)
+    uncharge_unfetched(p)
     p.state = READY
     enqueue(p, true)
     tally(p, 1)

@@ -49,6 +49,7 @@ if p.state == SKIPPED then return {REPEAT} end
 if p.state ~= READY and p.state ~= CLAIMED then return {INVALID_STATE, p.state} end
 tally(p, -1)
 detach(id)
+uncharge_unfetched(p)
 p.state, p.status = SKIPPED, ST_SKIPPED
 set_note(p, ARGV[2])
 tally(p, 1)

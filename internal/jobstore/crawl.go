@@ -46,6 +46,7 @@ func pageCounts(c frontier.Counts) activities.PageCounts {
 	return activities.PageCounts{
 		Total: c.Total, Ready: c.Ready, Claimed: c.Claimed, Skipped: c.Skipped, Done: c.Done,
 		Succeeded: c.Succeeded, Failed: c.Failed, Deferred: c.Deferred, Propagating: c.Propagating,
+		Charged: c.Charged,
 	}
 }
 
@@ -98,9 +99,18 @@ func (s *CrawlStore) SeedList(ctx context.Context, in activities.SeedListInput) 
 	return s.Counts(ctx, in.Ident)
 }
 
-// Claim claims up to n pages for token.
-func (s *CrawlStore) Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]activities.PageSpec, activities.PageCounts, error) {
-	pages, counts, err := s.Frontier.Claim(ctx, ident, n, token, rulesVersion)
+// BytesDownloaded reads the job's bytes_downloaded (a crawl's byte limit).
+func (s *CrawlStore) BytesDownloaded(ctx context.Context, ident string) (int64, error) {
+	n, err := s.Redis.BytesDownloaded(ctx, ident)
+	if err != nil {
+		return 0, notWritable(err)
+	}
+	return n, nil
+}
+
+// Claim claims up to n pages for token under a page budget (0 = none).
+func (s *CrawlStore) Claim(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]activities.PageSpec, activities.PageCounts, error) {
+	pages, counts, err := s.Frontier.ClaimWithin(ctx, ident, n, token, rulesVersion, budget)
 	if err != nil {
 		return nil, activities.PageCounts{}, crawlErr(err)
 	}
@@ -192,10 +202,15 @@ func (s *CrawlStore) Release(ctx context.Context, ident string, ids []int64) (ac
 const requeueBatch = frontier.MaxRequeueBatch
 
 // Requeue takes the frontier's retention off (the job runs again) and
-// requeues its failed pages under the retry's token.
+// requeues its failed pages under the retry's token (none for a
+// continue).
 func (s *CrawlStore) Requeue(ctx context.Context, in activities.RequeueInput) (activities.RequeueResult, error) {
 	if err := s.Frontier.Persist(ctx, in.Ident); err != nil {
 		return activities.RequeueResult{}, crawlErr(err)
+	}
+	if in.Continue {
+		c, err := s.Counts(ctx, in.Ident)
+		return activities.RequeueResult{Counts: c}, err
 	}
 	r, err := s.Frontier.Requeue(ctx, in.Ident, in.Token, requeueBatch)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
@@ -86,13 +87,24 @@ func (s *RedisStore) RecordResult(ctx context.Context, in activities.ResultInput
 
 // FinishJob logs why a job did not finish cleanly, then finishes it once.
 func (s *RedisStore) FinishJob(ctx context.Context, in activities.FinishInput) error {
-	if in.Error != "" {
-		msg := fmt.Sprintf("archiveflow: job %s: %s", in.State, in.Error)
+	if in.Limit != "" && in.State != model.StateFinished {
+		return fmt.Errorf("finish %s as %s at a limit: %w: a limit finishes a job as finished", in.Ident, in.State, activities.ErrNotWritable)
+	}
+	note := in.Error
+	if note == "" {
+		note = in.Limit // a crawl finished at a limit says so in its log
+	}
+	if note != "" {
+		msg := fmt.Sprintf("archiveflow: job %s: %s", in.State, note)
 		if _, err := s.Redis.AppendLog(ctx, in.Ident, in.Key+"/log", []rkeys.Packet{rkeys.Stdout(time.Now(), msg)}); err != nil {
 			return fmt.Errorf("log final state of %s: %w", in.Ident, notWritable(err))
 		}
 	}
-	if err := s.Redis.Finish(ctx, in.Ident, in.State); err != nil {
+	finish := func() error { return s.Redis.Finish(ctx, in.Ident, in.State) }
+	if in.Limit != "" {
+		finish = func() error { return s.Redis.FinishLimited(ctx, in.Ident, in.Limit) }
+	}
+	if err := finish(); err != nil {
 		return fmt.Errorf("finish %s: %w", in.Ident, notWritable(err))
 	}
 	return nil

@@ -191,3 +191,30 @@ func TestQueueLeaseReadsPipelineRecords(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, lease, "a stopped host")
 }
+
+// A crawl finished at a limit is finished with the limit named in the job
+// hash and its log; a limit with another final state is refused for good.
+func TestFinishJobAtALimit(t *testing.T) {
+	ctx := context.Background()
+	s, rs, _ := newRedisStore(t)
+	const ident = "crawl1"
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: ident, URL: "https://example.com/", FetchDepth: model.FetchInf,
+		Settings: model.Settings{Concurrency: 2, MaxPages: 100}, WorkflowID: ident}))
+	require.NoError(t, rs.SetState(ctx, ident, model.StateActive))
+	err := s.FinishJob(ctx, activities.FinishInput{Ident: ident, State: model.StateFailed, Key: "f", Limit: "page limit 100 reached"})
+	require.ErrorIs(t, err, activities.ErrNotWritable)
+	for range 2 {
+		require.NoError(t, s.FinishJob(ctx, activities.FinishInput{Ident: ident, State: model.StateFinished, Key: "f", Limit: "page limit 100 reached"}))
+	}
+	v, err := rs.GetJob(ctx, ident)
+	require.NoError(t, err)
+	assert.Equal(t, model.StateFinished, v.State)
+	assert.Equal(t, "page limit 100 reached", v.Limit)
+	entries, err := rs.ReadLog(ctx, ident, 0, 10)
+	require.NoError(t, err)
+	var lines []string
+	for _, e := range entries {
+		lines = append(lines, e.Packet.Message)
+	}
+	assert.Contains(t, strings.Join(lines, "\n"), "archiveflow: job finished: page limit 100 reached")
+}

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // MaxConcurrency is the most hooks (a crawl: pages) a job runs at once:
@@ -43,6 +44,34 @@ type Settings struct {
 	// not written back — a write-back could undo a change the bot made
 	// after they were read.
 	BotOwned bool `json:"bot_owned,omitempty"`
+	// Crawl limits (0 = none): a crawl that reaches one stops claiming
+	// pages, lets the pages in flight end and finishes with the limit
+	// named (docs/crawls.md, "Limits"); its unfetched pages stay READY for
+	// `starter retry --continue`. MaxPages is exact (the frontier's page
+	// budget); MaxBytes (bytes_downloaded) and MaxDuration (from the start
+	// of the crawl's run) may be passed by the pages in flight.
+	MaxPages    int64         `json:"max_pages,omitempty"`
+	MaxBytes    int64         `json:"max_bytes,omitempty"`
+	MaxDuration time.Duration `json:"max_duration,omitempty"`
+}
+
+// HasLimits reports whether any crawl limit is set.
+func (s Settings) HasLimits() bool { return s.MaxPages > 0 || s.MaxBytes > 0 || s.MaxDuration > 0 }
+
+// validateLimits checks the crawl limits: each >= 0 (0 = none), a
+// duration in whole seconds (the job hash stores seconds).
+func (s Settings) validateLimits() error {
+	switch {
+	case s.MaxPages < 0:
+		return fmt.Errorf("max_pages %d: must be >= 0 (0 = no page limit)", s.MaxPages)
+	case s.MaxBytes < 0:
+		return fmt.Errorf("max_bytes %d: must be >= 0 (0 = no byte limit)", s.MaxBytes)
+	case s.MaxDuration < 0:
+		return fmt.Errorf("max_duration %s: must be >= 0 (0 = no duration limit)", s.MaxDuration)
+	case s.MaxDuration%time.Second != 0:
+		return fmt.Errorf("max_duration %s: must be whole seconds", s.MaxDuration)
+	}
+	return nil
 }
 
 // SplitIgnores separates patterns ValidateIgnore accepts (applied) from
@@ -72,6 +101,9 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("delay_min %d ms: must be >= 0", s.DelayMinMS)
 	case s.DelayMaxMS < s.DelayMinMS:
 		return fmt.Errorf("delay_max %d ms: must be >= delay_min (%d ms)", s.DelayMaxMS, s.DelayMinMS)
+	}
+	if err := s.validateLimits(); err != nil {
+		return err
 	}
 	for _, p := range s.Ignores {
 		if err := ValidateIgnore(p); err != nil {

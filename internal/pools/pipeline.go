@@ -12,6 +12,7 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/diskguard"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/outbox"
@@ -31,6 +32,7 @@ type RedisPipeline struct {
 	mu        sync.Mutex
 	p         rkeys.Pipeline
 	logOutbox *outbox.Outbox
+	guard     *diskguard.Guard
 }
 
 // NewRedisPipeline describes this process; nickname may be empty.
@@ -76,6 +78,9 @@ func (r *RedisPipeline) snapshot() rkeys.Pipeline {
 	if st, err := rkeys.CollectHostStats(r.archiveDir); err == nil {
 		p.Stats = st
 	}
+	if r.guard != nil {
+		p.NotClaiming = r.guard.Reason()
+	}
 	if r.logOutbox != nil {
 		if b, err := r.logOutbox.Backlog(); err == nil {
 			p.LogOutbox = &rkeys.OutboxBacklog{Pending: b.Pending, Rejected: b.Rejected}
@@ -90,6 +95,14 @@ func (r *RedisPipeline) WatchLogOutbox(o *outbox.Outbox) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.logOutbox = o
+}
+
+// WatchDiskGuard makes every report say why the worker claims no work
+// while the disk guard holds it (rkeys.Pipeline.NotClaiming).
+func (r *RedisPipeline) WatchDiskGuard(g *diskguard.Guard) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.guard = g
 }
 
 // Register writes the record with the served task queues.

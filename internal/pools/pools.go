@@ -27,12 +27,14 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/abpipeline"
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/diskguard"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/internal/purge"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/plugins"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -46,6 +48,9 @@ type Pipelines interface {
 	Unregister(ctx context.Context) error
 	// WatchLogOutbox adds the job-log outbox's backlog to every report.
 	WatchLogOutbox(o *outbox.Outbox)
+	// WatchDiskGuard adds the disk guard's reason (why no work is
+	// claimed) to every report.
+	WatchDiskGuard(g *diskguard.Guard)
 }
 
 // Deps are what the pools of one process share.
@@ -78,6 +83,9 @@ type Deps struct {
 	// (the fetch proxies, in-process built-ins, crawl scope) instead of
 	// the system resolver: tests give a name the address they need.
 	Lookup netpolicy.Lookup
+	// DiskFree reads the archive dir's free space for the disk guard
+	// (worker.min_free_disk); nil = rkeys.DiskAvailable. Tests inject one.
+	DiskFree diskguard.FreeFunc
 }
 
 // BuiltinDir is where a worker host materialises the built-in plugin set,
@@ -198,6 +206,11 @@ func Run(ctx context.Context, d Deps, names []string) error {
 		return err
 	}
 	defer stopOutbox()
+	guard, stopGuard, err := startDiskGuard(d, archiveDir, log)
+	if err != nil {
+		return err
+	}
+	defer stopGuard()
 
 	var started []worker.Worker
 	var engines []*engine.Engine
@@ -223,7 +236,7 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	}
 	var queues []string
 	for _, p := range selected {
-		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, log)
+		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, guard, log)
 		if err != nil {
 			stopAll()
 			return err
@@ -243,6 +256,17 @@ func Run(ctx context.Context, d Deps, names []string) error {
 
 	if d.Pipelines != nil {
 		d.Pipelines.WatchLogOutbox(logOutbox)
+		if guard != nil {
+			d.Pipelines.WatchDiskGuard(guard)
+			guard.OnChange(func() {
+				// Say it now, not at the next refresh.
+				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := d.Pipelines.Refresh(rctx); err != nil {
+					log.Warn("refresh pipeline record after a disk guard change", zap.Error(err))
+				}
+			})
+		}
 	}
 	ensurePurgeSchedule(ctx, d, log)
 	stopStats := startPipeline(ctx, d, queues, log)
@@ -269,8 +293,10 @@ func Run(ctx context.Context, d Deps, names []string) error {
 // runs on its queue: the shared queue's worker runs the workflows, the host
 // claim and liveness check and, as local activities, the Redis writes
 // (PoolActivities); the host queue's worker runs discovery and the hooks
-// (HostActivities).
-func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
+// (HostActivities). With a disk guard the shared queue's activity slots
+// wait while the archive disk is low (no page, no host claimed); the host
+// queue's work, already claimed, runs on.
+func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, guard *diskguard.Guard, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
 	ecfg, err := EngineConfig(cfg, d.PluginDirs, archiveDir, d.Env, plog)
@@ -304,7 +330,11 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	opts := WorkerOptions(cfg, p)
-	shared := worker.New(d.Client, p.TaskQueue, opts)
+	sharedOpts, err := guardedOptions(opts, guard)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	shared := worker.New(d.Client, p.TaskQueue, sharedOpts)
 	workflows.Register(shared)
 	shared.RegisterActivity(poolActs)
 	shared.RegisterActivity(crawlActs)
@@ -526,4 +556,64 @@ func Serve(ctx context.Context, d Deps, be *backend.Backend, names []string) err
 	err = Run(ctx, d, names)
 	stopAB()
 	return errors.Join(err, <-abDone)
+}
+
+// startDiskGuard starts the disk guard of the archive dir (config
+// worker.min_free_disk; nil when 0): it measures once before any worker
+// polls, then every worker.stats_interval.
+func startDiskGuard(d Deps, archiveDir string, log *zap.Logger) (*diskguard.Guard, func(), error) {
+	minFree, err := d.Config.Worker.MinFreeDiskBytes()
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker.min_free_disk: %w", err)
+	}
+	if minFree == 0 {
+		return nil, func() {}, nil
+	}
+	free := d.DiskFree
+	if free == nil {
+		free = rkeys.DiskAvailable
+	}
+	g, err := diskguard.New(archiveDir, minFree, free, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.Check()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Run(ctx, d.Config.Worker.StatsInterval)
+	}()
+	return g, func() { cancel(); <-done }, nil
+}
+
+// guardedOptions are opts whose activity slots wait on guard (opts when
+// guard is nil): the same slot counts, as a tuner.
+func guardedOptions(opts worker.Options, guard *diskguard.Guard) (worker.Options, error) {
+	if guard == nil {
+		return opts, nil
+	}
+	fixed, err := worker.NewFixedSizeTuner(worker.FixedSizeTunerOptions{
+		NumWorkflowSlots:      opts.MaxConcurrentWorkflowTaskExecutionSize,
+		NumActivitySlots:      opts.MaxConcurrentActivityExecutionSize,
+		NumLocalActivitySlots: opts.MaxConcurrentLocalActivityExecutionSize,
+	})
+	if err != nil {
+		return opts, fmt.Errorf("worker slots: %w", err)
+	}
+	tuner, err := worker.NewCompositeTuner(worker.CompositeTunerOptions{
+		WorkflowSlotSupplier:        fixed.GetWorkflowTaskSlotSupplier(),
+		ActivitySlotSupplier:        guard.SlotSupplier(fixed.GetActivityTaskSlotSupplier()),
+		LocalActivitySlotSupplier:   fixed.GetLocalActivitySlotSupplier(),
+		NexusSlotSupplier:           fixed.GetNexusSlotSupplier(),
+		SessionActivitySlotSupplier: fixed.GetSessionActivitySlotSupplier(),
+	})
+	if err != nil {
+		return opts, fmt.Errorf("worker slots: %w", err)
+	}
+	opts.MaxConcurrentWorkflowTaskExecutionSize = 0
+	opts.MaxConcurrentActivityExecutionSize = 0
+	opts.MaxConcurrentLocalActivityExecutionSize = 0
+	opts.Tuner = tuner
+	return opts, nil
 }

@@ -91,12 +91,9 @@ func readMemInfo(path string, hs *HostStats) error {
 }
 
 func readDisk(dir string, hs *HostStats) error {
-	if dir == "" {
-		dir = "/"
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("host stats: statfs %s: %w", dir, err)
+	st, err := statfs(dir)
+	if err != nil {
+		return err
 	}
 	bsize := int64(st.Bsize)
 	used := (int64(st.Blocks) - int64(st.Bfree)) * bsize
@@ -109,3 +106,24 @@ func readDisk(dir string, hs *HostStats) error {
 }
 
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+
+func statfs(dir string) (syscall.Statfs_t, error) {
+	if dir == "" {
+		dir = "/"
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return st, fmt.Errorf("host stats: statfs %s: %w", dir, err)
+	}
+	return st, nil
+}
+
+// DiskAvailable is the bytes available to unprivileged users on the
+// filesystem of dir (HostStats.DiskAvailable; the disk guard's reading).
+func DiskAvailable(dir string) (int64, error) {
+	st, err := statfs(dir)
+	if err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}

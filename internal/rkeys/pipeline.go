@@ -31,11 +31,19 @@ type Pipeline struct {
 	// (ARCHIVE_DIR/outbox): log batches spooled while Redis was unreachable
 	// and not yet delivered, and batches refused for good and set aside.
 	LogOutbox *OutboxBacklog
+	// NotClaiming, when set, says why the process claims no work (the disk
+	// guard: "archive disk low: …"), in the record's not_claiming field;
+	// the field is absent while it claims.
+	NotClaiming string
 	// WebUI is the Temporal Web UI the process's stack serves
 	// (temporal.ui_url), published as the stack's (Keys.WebUI) with the
 	// record; "" publishes nothing.
 	WebUI string
 }
+
+// FieldNotClaiming is archiveflow's pipeline record field saying why the
+// worker claims no work (Pipeline.NotClaiming).
+const FieldNotClaiming = "not_claiming"
 
 // OutboxBacklog is what a job-log outbox holds.
 type OutboxBacklog struct {
@@ -95,6 +103,9 @@ func (p Pipeline) fields(now time.Time) (map[string]any, error) {
 		"task_queues":      string(queues),
 		"started_at":       p.StartedAt.Unix(),
 		"go":               runtime.Version(),
+	}
+	if p.NotClaiming != "" {
+		fields[FieldNotClaiming] = p.NotClaiming
 	}
 	if p.LogOutbox != nil {
 		fields["log_outbox_pending"] = p.LogOutbox.Pending
@@ -158,6 +169,9 @@ func (s *Store) reportPipeline(ctx context.Context, p Pipeline, fresh bool) erro
 			tx.Del(ctx, key)
 		}
 		tx.HSet(ctx, key, fields)
+		if p.NotClaiming == "" {
+			tx.HDel(ctx, key, FieldNotClaiming)
+		}
 		tx.Expire(ctx, key, s.opts.PipelineTTL)
 		tx.SAdd(ctx, s.keys.Pipelines(), PipelineMember(p.ID))
 		tx.HSet(ctx, inst, "boot_time", p.StartedAt.Unix(), "pipeline_id", PipelineMember(p.ID))

@@ -263,3 +263,26 @@ func TestPipelinesPublishTheStacksWebUI(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "http://127.0.0.1:40999", ui)
 }
+
+// A worker that claims no work says why in its record; the field goes
+// when it claims again.
+func TestPipelineSaysWhyItClaimsNoWork(t *testing.T) {
+	e := newEnv(t, Options{PipelineTTL: 30 * time.Second})
+	ctx := ctxT(t)
+	p := testPipeline(t)
+	require.NoError(t, e.store.RegisterPipeline(ctx, p))
+	key := "pipeline:" + p.ID
+	assert.False(t, e.rdb.HExists(ctx, key, FieldNotClaiming).Val())
+	p.NotClaiming = "archive disk low: 512 MiB free, under worker.min_free_disk 1 GiB: not claiming work"
+	require.NoError(t, e.store.RefreshPipeline(ctx, p))
+	assert.Equal(t, p.NotClaiming, e.rdb.HGet(ctx, key, FieldNotClaiming).Val())
+	p.NotClaiming = ""
+	require.NoError(t, e.store.RefreshPipeline(ctx, p))
+	assert.False(t, e.rdb.HExists(ctx, key, FieldNotClaiming).Val())
+
+	avail, err := DiskAvailable(t.TempDir())
+	require.NoError(t, err)
+	assert.Positive(t, avail)
+	_, err = DiskAvailable(filepath.Join(t.TempDir(), "missing"))
+	assert.Error(t, err)
+}

@@ -128,8 +128,8 @@ type Reopen struct {
 // ReopenJob takes a finished or failed job back for a retry run (`starter
 // retry`), exactly once per Reopen.Op: the job leaves its final state and
 // scheduled-purge and goes back to pending (the retry's workflow moves it
-// on), its keys lose their retention TTL, finished_at and the failed flag
-// are removed, its jobs_completed/jobs_failed count is taken back (the
+// on), its keys lose their retention TTL, finished_at, the failed flag
+// and the limit a crawl finished at (FieldLimit) are removed, its jobs_completed/jobs_failed count is taken back (the
 // retry's Finish counts the job again) and hooks_failed and
 // bytes_downloaded lose the results the retry runs again. retry_op and
 // retries record the retry. A job still running, or aborted, is refused
@@ -171,7 +171,7 @@ local cur = redis.call('HGET', job, 'state')
 if cur ~= 'finished' and cur ~= 'failed' then return CODE_RUNNING end
 if cur == 'finished' then redis.call('DECR', completed) else redis.call('DECR', failed) end
 for _, k in ipairs({job, log, ignores, ops, logbatches}) do redis.call('PERSIST', k) end
-redis.call('HDEL', job, 'finished_at', 'failed')
+redis.call('HDEL', job, 'finished_at', 'failed', '`+FieldLimit+`')
 redis.call('HINCRBY', job, 'hooks_failed', ARGV[3])
 redis.call('HINCRBY', job, 'bytes_downloaded', ARGV[4])
 redis.call('HINCRBY', job, 'retries', 1)

@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // SetSettings writes the job's settings as absolute values (concurrency,
 // delay_min, delay_max, user_agent, suppress_ignore_reports — present
-// only when true, as ArchiveBot's bot writes it — and the whole
+// only when true, as ArchiveBot's bot writes it —, a crawl's limits
+// (limitFields, present only when set) and the whole
 // IDENT_ignores set: the applied and the unapplied patterns). When
 // anything changed, settings_age is bumped and published on
 // archivebot:job:IDENT; an identical repeat changes nothing. It returns the
@@ -32,6 +34,7 @@ func (s *Store) SetSettings(ctx context.Context, ident string, st model.Settings
 		"user_agent", st.UserAgent,
 		"suppress_ignore_reports", suppressFlag(st.SuppressIgnoreReports),
 	}
+	fields = append(fields, limitFields(st)...)
 	args := []any{s.keys.JobChannel(ident), unixInt(s.now()), len(fields) / 2}
 	for _, f := range fields {
 		args = append(args, f)
@@ -101,4 +104,20 @@ func suppressFlag(on bool) string {
 		return "true"
 	}
 	return ""
+}
+
+// limitFields are a crawl's limits as job hash fields (FieldMaxPages,
+// FieldMaxBytes, FieldMaxDuration in seconds), each "" (absent) when 0.
+func limitFields(st model.Settings) []string {
+	num := func(n int64) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	return []string{
+		FieldMaxPages, num(st.MaxPages),
+		FieldMaxBytes, num(st.MaxBytes),
+		FieldMaxDuration, num(int64(st.MaxDuration / time.Second)),
+	}
 }

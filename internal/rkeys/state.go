@@ -84,6 +84,22 @@ func codeErr(code int, format string, args ...any) error {
 // entry and the retention EXPIRE of every key of the job. A repeated Finish
 // of a job already final is a no-op; of an expired job, ErrJobNotFound.
 func (s *Store) Finish(ctx context.Context, ident string, state model.JobState) error {
+	return s.finish(ctx, ident, state, "")
+}
+
+// FinishLimited finishes a crawl that reached one of its limits
+// (model.Settings' MaxPages, MaxBytes, MaxDuration) as Finish does with
+// state finished, and records limit, the limit in words ("page limit 100
+// reached"), in the job hash's FieldLimit and its finish notification.
+// ReopenJob removes it.
+func (s *Store) FinishLimited(ctx context.Context, ident, limit string) error {
+	if limit == "" {
+		return fmt.Errorf("finish job %s at a limit: %w: the limit must be named", ident, ErrInvalid)
+	}
+	return s.finish(ctx, ident, model.StateFinished, limit)
+}
+
+func (s *Store) finish(ctx context.Context, ident string, state model.JobState, limit string) error {
 	if !state.Final() {
 		return fmt.Errorf("finish job %s: %w: state %q: must be finished, aborted or failed", ident, ErrInvalid, state)
 	}
@@ -93,7 +109,7 @@ func (s *Store) Finish(ctx context.Context, ident string, state model.JobState) 
 	keys["pending"], keys["working"], keys["jobs_counter"] = s.keys.Pending(), s.keys.Working(), s.keys.JobsCounter(state)
 	keys["notifications"], keys["scheduled"], keys["purge"] = s.keys.FinishNotifications(), s.keys.Scheduled(), s.keys.ScheduledPurge()
 	code, err := s.run(ctx, finishScript, keys,
-		ident, string(state), unixInt(now), seconds(ret), unixInt(now.Add(ret)), s.keys.LogChannel()).Int()
+		ident, string(state), unixInt(now), seconds(ret), unixInt(now.Add(ret)), s.keys.LogChannel(), limit).Int()
 	if err != nil {
 		return fmt.Errorf("finish job %s as %s: %w", ident, state, err)
 	}
@@ -104,7 +120,7 @@ func (s *Store) Finish(ctx context.Context, ident string, state model.JobState) 
 }
 
 // finishScript moves a job to its final state exactly once.
-// ARGV: ident state finished_at retention_seconds purge_at channel
+// ARGV: ident state finished_at retention_seconds purge_at channel limit
 var finishScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches", "rules",
 	"pending", "working", "jobs_counter", "notifications", "scheduled", "purge"}, withStates, `
 local ident = ARGV[1]
@@ -115,11 +131,13 @@ if is_final(cur) then return CODE_NOOP end
 redis.call('HSET', job, 'state', state, 'finished_at', ARGV[3], 'state_changed_at', ARGV[3], 'ts', ARGV[3])
 if state == 'aborted' then redis.call('HSET', job, 'aborted', 'true') end
 if state == 'failed' then redis.call('HSET', job, 'failed', 'true') end
+if ARGV[7] ~= '' then redis.call('HSET', job, '`+FieldLimit+`', ARGV[7]) end
 redis.call('LREM', pending, 0, ident)
 redis.call('LREM', working, 0, ident)
 redis.call('INCR', jobs_counter)
 local info = {ident = ident, state = state, aborted = (state == 'aborted'), failed = (state == 'failed'),
   finished_at = tonumber(ARGV[3])}
+if ARGV[7] ~= '' then info.limit = ARGV[7] end
 for _, f in ipairs({'fetch_depth', 'pipeline_id', 'queued_at', 'started_by', 'started_in', 'url', 'url_file', 'workflow_id', 'run_id'}) do
   local v = redis.call('HGET', job, f)
   if v then info[f] = v end

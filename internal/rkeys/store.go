@@ -183,6 +183,12 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 	if notBefore != "" {
 		fields = append(fields, "not_before", notBefore)
 	}
+	lf := limitFields(j.Settings)
+	for i := 0; i < len(lf); i += 2 {
+		if lf[i+1] != "" {
+			fields = append(fields, lf[i], lf[i+1])
+		}
+	}
 	replace := "0"
 	if j.Replace {
 		replace = "1"

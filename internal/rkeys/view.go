@@ -18,6 +18,18 @@ import (
 // frontier (each also in the page's note and the job's log).
 const FieldCutCount = "cut_count"
 
+// FieldLimit is archiveflow's job hash field naming the limit a crawl
+// finished at ("page limit 100 reached"; FinishLimited), absent otherwise.
+const FieldLimit = "limit"
+
+// Job hash fields of a crawl's limits (model.Settings MaxPages, MaxBytes,
+// MaxDuration in seconds), archiveflow's own; absent when 0.
+const (
+	FieldMaxPages    = "max_pages"
+	FieldMaxBytes    = "max_bytes"
+	FieldMaxDuration = "max_duration"
+)
+
 // JobView is the typed read of a job's hash and ignore set.
 type JobView struct {
 	Ident, URL, FetchDepth, Slug string
@@ -35,7 +47,9 @@ type JobView struct {
 	// Cuts (FieldCutCount) counts a crawl's losses to a limit.
 	Cuts int64
 	// Archive is the job's WACZ, once its seal wrote one (SetArchive).
-	Archive                      Archive
+	Archive Archive
+	// Limit (FieldLimit) names the limit a crawl finished at.
+	Limit                        string
 	Responses                    model.ResponseCounts
 	LogScore, Heartbeat          int64
 	QueuedAt                     time.Time
@@ -174,6 +188,10 @@ func parseJob(ident string, h map[string]string) (JobView, error) {
 	v.Settings.DelayMaxMS = int(p.int64("delay_max"))
 	v.Settings.UserAgent = h["user_agent"]
 	v.Settings.SuppressIgnoreReports = p.flag("suppress_ignore_reports")
+	v.Settings.MaxPages = p.int64(FieldMaxPages)
+	v.Settings.MaxBytes = p.int64(FieldMaxBytes)
+	v.Settings.MaxDuration = time.Duration(p.int64(FieldMaxDuration)) * time.Second
+	v.Limit = h[FieldLimit]
 	v.SettingsAge = p.int64("settings_age")
 	v.BytesDownloaded = p.int64("bytes_downloaded")
 	v.ItemsDownloaded = p.int64("items_downloaded")
@@ -231,4 +249,25 @@ func (s *Store) ListJobs(ctx context.Context, state model.JobState) ([]string, e
 		return idents[a] < idents[b]
 	})
 	return idents, nil
+}
+
+// BytesDownloaded reads the job's bytes_downloaded (a crawl's byte
+// limit); ErrJobNotFound when the job has no hash.
+func (s *Store) BytesDownloaded(ctx context.Context, ident string) (int64, error) {
+	v, err := s.rdb.HMGet(ctx, s.keys.Job(ident), "bytes_downloaded", "state").Result()
+	if err != nil {
+		return 0, fmt.Errorf("bytes downloaded of job %s: %w", ident, err)
+	}
+	if v[1] == nil {
+		return 0, fmt.Errorf("bytes downloaded of job %s: %w", ident, ErrJobNotFound)
+	}
+	str, _ := v[0].(string)
+	if str == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(str, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bytes downloaded of job %s: field bytes_downloaded=%q: %w", ident, str, err)
+	}
+	return n, nil
 }

@@ -25,6 +25,10 @@ var (
 	// ErrAborted: the job was aborted; a retry runs what failed in a job
 	// that ended (submit it again instead).
 	ErrAborted = errors.New("job was aborted")
+	// ErrNothingLeft: a crawl to continue has no page READY.
+	ErrNothingLeft = errors.New("no page left to crawl")
+	// ErrNotACrawl: only a crawl can be continued.
+	ErrNotACrawl = errors.New("job is not a crawl")
 )
 
 // maxPagesListed bounds the failed pages Rerun lists (the retry requeues
@@ -41,9 +45,12 @@ type Retried struct {
 	// Hooks are the snapshot's failed hooks (PLUGIN/NAME).
 	Hooks []string
 	// Pages are the crawl's failed pages in discovery order (the first
-	// maxPagesListed); PageCount counts them all.
+	// maxPagesListed); PageCount counts them all (a continue: the READY
+	// pages, none listed).
 	Pages     []frontier.Page
 	PageCount int64
+	// Continue: the crawl goes on from its READY pages (Continue).
+	Continue bool
 }
 
 // Rerun starts a new run of the job's workflow (same workflow ID) that
@@ -57,17 +64,12 @@ type Retried struct {
 // nothing failed; a crawl whose frontier expired gives
 // frontier.ErrNoFrontier.
 func Rerun(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID string) (client.WorkflowRun, Retried, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	runID, crawl, err := endedRun(ctx, c, workflowID)
 	if err != nil {
-		return nil, Retried{}, fmt.Errorf("retry job %s: describe its workflow: %w", workflowID, err)
+		return nil, Retried{}, err
 	}
-	info := desc.GetWorkflowExecutionInfo()
-	runID := info.GetExecution().GetRunId()
-	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return nil, Retried{}, fmt.Errorf("retry job %s: %w (run %s): wait for it to end, or abort it, before retrying", workflowID, ErrStillRunning, runID)
-	}
-	if info.GetType().GetName() == crawlWorkflowName {
-		return rerunCrawl(ctx, c, f, workflowID, runID)
+	if crawl {
+		return rerunCrawl(ctx, c, f, workflowID, runID, nil)
 	}
 	st, err := lastStatus(ctx, c, workflowID, runID)
 	if err != nil {
@@ -93,12 +95,47 @@ func Rerun(ctx context.Context, c client.Client, f *frontier.Frontier, workflowI
 	return run, Retried{PreviousRunID: runID, Hooks: rerun.Hooks}, nil
 }
 
+// Continue starts a new run of a crawl that ended (one finished at a
+// limit, typically) that goes on from the pages its frontier f holds
+// READY, requeueing nothing (workflows.CrawlRerun.Continue): no page is
+// fetched twice. The run's settings are the last run's with its limits
+// replaced by limits' MaxPages, MaxBytes and MaxDuration (zero: none);
+// a page limit counts every page the crawl fetched so far. Refused as
+// Rerun is, with ErrNotACrawl for a snapshot and ErrNothingLeft when no
+// page is READY.
+func Continue(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID string, limits model.Settings) (client.WorkflowRun, Retried, error) {
+	runID, crawl, err := endedRun(ctx, c, workflowID)
+	if err != nil {
+		return nil, Retried{}, err
+	}
+	if !crawl {
+		return nil, Retried{}, fmt.Errorf("continue job %s: %w: continue goes on with a crawl's pages (retry runs a snapshot's failed hooks)", workflowID, ErrNotACrawl)
+	}
+	return rerunCrawl(ctx, c, f, workflowID, runID, &limits)
+}
+
+// endedRun is the last run of workflowID, refused with ErrStillRunning
+// while it runs, and whether it is a crawl.
+func endedRun(ctx context.Context, c client.Client, workflowID string) (runID string, crawl bool, err error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return "", false, fmt.Errorf("retry job %s: describe its workflow: %w", workflowID, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	runID = info.GetExecution().GetRunId()
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return "", false, fmt.Errorf("retry job %s: %w (run %s): wait for it to end, or abort it, before retrying", workflowID, ErrStillRunning, runID)
+	}
+	return runID, info.GetType().GetName() == crawlWorkflowName, nil
+}
+
 // crawlWorkflowName is CrawlWorkflow's registered name (its function name).
 const crawlWorkflowName = "CrawlWorkflow"
 
 // rerunCrawl retries a crawl's failed pages: the new run starts from the
-// existing frontier with the last run's settings and rules.
-func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID, runID string) (client.WorkflowRun, Retried, error) {
+// existing frontier with the last run's settings and rules. With limits
+// it continues the crawl instead (Continue).
+func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID, runID string, limits *model.Settings) (client.WorkflowRun, Retried, error) {
 	if f == nil {
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: no frontier reader given (a bug in the caller)", workflowID)
 	}
@@ -113,9 +150,19 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 	if err := lastInput(ctx, c, workflowID, runID, &in); err != nil {
 		return nil, Retried{}, err
 	}
-	out := Retried{Crawl: true, PreviousRunID: runID}
+	out := Retried{Crawl: true, PreviousRunID: runID, Continue: limits != nil}
+	if limits != nil {
+		counts, err := f.Counts(ctx, in.Crawl.Job.Ident)
+		if err != nil {
+			return nil, Retried{}, fmt.Errorf("continue crawl %s: count its pages: %w", workflowID, err)
+		}
+		if counts.Ready == 0 {
+			return nil, Retried{}, fmt.Errorf("continue crawl %s: %w in run %s (%d pages done): retry its failed pages instead", workflowID, ErrNothingLeft, runID, counts.Done)
+		}
+		out.PageCount = counts.Ready
+	}
 	filter := frontier.Filter{State: frontier.StateDone, Status: frontier.StatusFailed}
-	for cursor := int64(0); ; {
+	for cursor := int64(0); limits == nil; {
 		pages, next, err := f.Pages(ctx, in.Crawl.Job.Ident, filter, cursor, frontier.MaxPagesLimit)
 		if err != nil {
 			return nil, Retried{}, fmt.Errorf("retry crawl %s: list its failed pages: %w", workflowID, err)
@@ -131,6 +178,10 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: no page failed (%w) in run %s (%d pages done)", workflowID, ErrNothingFailed, runID, st.Counts.Done)
 	}
 	in = crawlRerunInput(in, st, runID, out.PageCount)
+	if limits != nil {
+		in.Rerun.Continue = true
+		in.Settings.MaxPages, in.Settings.MaxBytes, in.Settings.MaxDuration = limits.MaxPages, limits.MaxBytes, limits.MaxDuration
+	}
 	if err := in.Validate(); err != nil {
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: input of run %s: %w", workflowID, runID, err)
 	}
