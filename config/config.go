@@ -6,6 +6,7 @@
 package config
 
 import (
+	"net"
 	"strings"
 	"time"
 
@@ -31,6 +32,29 @@ type Config struct {
 	// (pools[].archivebot).
 	ArchiveBot ArchiveBot `mapstructure:"archivebot"`
 	Purge      Purge      `mapstructure:"purge"`
+	Metrics    Metrics    `mapstructure:"metrics"`
+}
+
+// Metrics configures a worker process's Prometheus endpoint
+// (internal/metrics; docs/operations.md lists the metrics).
+type Metrics struct {
+	// Listen is where the worker serves /metrics: host:port, or :port for
+	// loopback (127.0.0.1:port); 0.0.0.0:port serves every interface.
+	// Empty = no endpoint.
+	Listen string `mapstructure:"listen"`
+}
+
+// Addr is the address to listen on: Listen with a missing host made
+// loopback; "" when metrics are off. Validate has checked Listen.
+func (m Metrics) Addr() string {
+	if m.Listen == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(m.Listen)
+	if err != nil || host != "" {
+		return m.Listen
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
 // Purge configures removing finished jobs from Redis once their retention
