@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -45,6 +46,21 @@ func Scrape(ctx context.Context, url string) (Families, error) {
 		return nil, fmt.Errorf("scrape %s: %s: %s", url, resp.Status, b)
 	}
 	return Parse(resp.Body)
+}
+
+// Gather reads a registry's families directly (no exposition, no
+// parsing): for a test of code that counts into this process's registry
+// (metrics.Registry()).
+func Gather(g prometheus.Gatherer) (Families, error) {
+	fams, err := g.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	out := Families{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out, nil
 }
 
 // Sum adds the values of name's samples (a counter's or gauge's value, a
