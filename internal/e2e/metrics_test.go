@@ -66,7 +66,7 @@ func TestMetricsAgreeWithTheCrawlsCounters(t *testing.T) {
 	}
 
 	total := map[string]float64{}
-	var bytes float64
+	var bytes, requisites float64
 	hooks := map[string][2]float64{} // plugin: started, finished
 	finishedBy := map[string]float64{}
 	for i, u := range urls {
@@ -76,6 +76,7 @@ func TestMetricsAgreeWithTheCrawlsCounters(t *testing.T) {
 			total[class] += n
 		}
 		bytes += f.Sum("archiveflow_crawl_fetched_bytes_total")
+		requisites += f.Sum("archiveflow_crawl_fetches_total", "kind", "requisite") - f.Sum("archiveflow_crawl_fetches_total", "kind", "requisite", "class", "error")
 		for p, n := range f.ByLabel("archiveflow_hooks_started_total", "plugin") {
 			h := hooks[p]
 			h[0] += n
@@ -90,8 +91,8 @@ func TestMetricsAgreeWithTheCrawlsCounters(t *testing.T) {
 			finishedBy[st] += n
 		}
 		assert.Zero(t, f.Sum("archiveflow_frontier_crawls"), "worker %d: the crawl is no longer running", i+1)
-		t.Logf("worker %d: fetches %v, bytes %.0f, hooks started %v, finished %v", i+1,
-			f.ByLabel("archiveflow_crawl_fetches_total", "class"), f.Sum("archiveflow_crawl_fetched_bytes_total"),
+		t.Logf("worker %d: fetches %v (by kind %v), bytes %.0f, hooks started %v, finished %v", i+1,
+			f.ByLabel("archiveflow_crawl_fetches_total", "class"), f.ByLabel("archiveflow_crawl_fetches_total", "kind"), f.Sum("archiveflow_crawl_fetched_bytes_total"),
 			f.ByLabel("archiveflow_hooks_started_total", "plugin"), f.ByLabel("archiveflow_hooks_finished_total", "status"))
 	}
 
@@ -113,6 +114,9 @@ func TestMetricsAgreeWithTheCrawlsCounters(t *testing.T) {
 		assert.Equal(t, h[0], h[1], "plugin %s: attempts started = finished", p)
 	}
 	assert.Equal(t, float64(attempts), hooks["pagefetch"][1], "pagefetch attempts = the pages' attempts")
+	// Both hosts fetch the shared stylesheets (pagefetch remembers them per
+	// host); each requisite URL the site served counts once.
+	assert.Equal(t, float64(len(got.fetched.Requisites)), requisites, "requisite fetches counted: one per URL the site served")
 	t.Logf("job: items_downloaded %d, bytes_downloaded %d, responses %+v; %d pages, %d attempts; hooks %v, by status %v",
 		j.ItemsDownloaded, j.BytesDownloaded, j.Responses, len(got.pages), attempts, hooks, finishedBy)
 }

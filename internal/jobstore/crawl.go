@@ -146,10 +146,10 @@ func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, a
 	}
 	if done.Counted {
 		// The metrics count exactly what the job's counters got.
-		metrics.Fetched(t.Responses, t.Bytes)
+		metrics.Fetched(metrics.FetchPage, t.Responses, t.Bytes)
 		for i, u := range urls {
 			if done.Once[i] {
-				metrics.Fetched(t.Requisites[u].Responses, t.Requisites[u].Bytes)
+				metrics.Fetched(metrics.FetchRequisite, t.Requisites[u].Responses, t.Requisites[u].Bytes)
 			}
 		}
 	}

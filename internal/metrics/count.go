@@ -39,10 +39,16 @@ func HookFinished(plugin, status string, d time.Duration) {
 // job's counters (jobstore.CrawlStore.Complete), exactly what was added.
 var (
 	fetches = counterVec("crawl_fetches_total",
-		"Crawl fetches added to their jobs' counters, by response class (1xx..5xx, unknown) and, separately, class error for those ArchiveBot counts as errors (error_count). 2xx+3xx is items_downloaded.",
-		"class")
-	fetchedBytes = counter("crawl_fetched_bytes_total",
-		"Bytes of the crawl fetches added to their jobs' counters (bytes_downloaded).")
+		"Crawl fetches added to their jobs' counters, by kind (page: a page's own fetches and redirects; requisite: once per URL and crawl) and response class (1xx..5xx, unknown) and, counted besides its class, class error for those ArchiveBot counts as errors (error_count). 2xx+3xx is items_downloaded.",
+		"kind", "class")
+	fetchedBytes = counterVec("crawl_fetched_bytes_total",
+		"Bytes of the crawl fetches added to their jobs' counters (bytes_downloaded), by kind (page, requisite).", "kind")
+)
+
+// Kinds of crawl fetches: the bounded values of the kind label.
+const (
+	FetchPage      = "page"      // a page's own fetches (the page, its redirects)
+	FetchRequisite = "requisite" // a page's requisites, each URL once per crawl
 )
 
 // fetchClasses are the values of crawl_fetches_total's class label.
@@ -50,24 +56,27 @@ var fetchClasses = []string{"1xx", "2xx", "3xx", "4xx", "5xx", "unknown", "error
 
 func init() {
 	// Every bounded label value is exposed from the start, at zero.
-	for _, c := range fetchClasses {
-		fetches.WithLabelValues(c)
+	for _, k := range []string{FetchPage, FetchRequisite} {
+		for _, c := range fetchClasses {
+			fetches.WithLabelValues(k, c)
+		}
+		fetchedBytes.WithLabelValues(k)
 	}
 	for _, r := range []string{Backoff429, Backoff503, BackoffMarker, BackoffOther} {
 		rateLimitBackoffs.WithLabelValues(r)
 	}
 }
 
-// Fetched counts crawl fetches by class and their bytes, as they were
-// added to a job's counters.
-func Fetched(rc model.ResponseCounts, bytes int64) {
+// Fetched counts crawl fetches of kind (FetchPage, FetchRequisite) by
+// class and their bytes, as they were added to a job's counters.
+func Fetched(kind string, rc model.ResponseCounts, bytes int64) {
 	for i, n := range []int64{rc.R1xx, rc.R2xx, rc.R3xx, rc.R4xx, rc.R5xx, rc.Runk, rc.Errors} {
 		if n > 0 {
-			fetches.WithLabelValues(fetchClasses[i]).Add(float64(n))
+			fetches.WithLabelValues(kind, fetchClasses[i]).Add(float64(n))
 		}
 	}
 	if bytes > 0 {
-		fetchedBytes.Add(float64(bytes))
+		fetchedBytes.WithLabelValues(kind).Add(float64(bytes))
 	}
 }
 

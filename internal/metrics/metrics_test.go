@@ -37,18 +37,23 @@ func TestHooksAreCountedByPluginAndStatus(t *testing.T) {
 	assert.Equal(t, 2.0, fams.Sum("archiveflow_hook_duration_seconds", "plugin", "t-wget"), "one duration per finished attempt")
 }
 
-func TestFetchesAreCountedByClassAndBytes(t *testing.T) {
+func TestFetchesAreCountedByKindClassAndBytes(t *testing.T) {
 	before := gather(t)
-	Fetched(model.ResponseCounts{Count: 9, R1xx: 1, R2xx: 3, R3xx: 1, R4xx: 2, R5xx: 1, Runk: 1, Errors: 4}, 1234)
-	Fetched(model.ResponseCounts{}, 0)
+	Fetched(FetchPage, model.ResponseCounts{Count: 9, R1xx: 1, R2xx: 3, R3xx: 1, R4xx: 2, R5xx: 1, Runk: 1, Errors: 4}, 1234)
+	Fetched(FetchRequisite, model.ResponseCounts{Count: 1, R2xx: 1}, 100)
+	Fetched(FetchPage, model.ResponseCounts{}, 0)
 	after := gather(t)
 	want := map[string]float64{"1xx": 1, "2xx": 3, "3xx": 1, "4xx": 2, "5xx": 1, "unknown": 1, "error": 4}
-	got, was := after.ByLabel("archiveflow_crawl_fetches_total", "class"), before.ByLabel("archiveflow_crawl_fetches_total", "class")
 	for class, n := range want {
-		assert.Equal(t, n, got[class]-was[class], class)
+		assert.Equal(t, n, after.Sum("archiveflow_crawl_fetches_total", "kind", "page", "class", class)-
+			before.Sum("archiveflow_crawl_fetches_total", "kind", "page", "class", class), class)
 	}
-	assert.Len(t, got, len(fetchClasses), "every class, no other")
-	assert.Equal(t, 1234.0, after.Sum("archiveflow_crawl_fetched_bytes_total")-before.Sum("archiveflow_crawl_fetched_bytes_total"))
+	assert.Equal(t, 1.0, after.Sum("archiveflow_crawl_fetches_total", "kind", "requisite", "class", "2xx")-
+		before.Sum("archiveflow_crawl_fetches_total", "kind", "requisite", "class", "2xx"))
+	assert.ElementsMatch(t, fetchClasses, keys(after.ByLabel("archiveflow_crawl_fetches_total", "class")), "every class, no other")
+	assert.ElementsMatch(t, []string{"page", "requisite"}, keys(after.ByLabel("archiveflow_crawl_fetches_total", "kind")))
+	assert.Equal(t, 1234.0, after.Sum("archiveflow_crawl_fetched_bytes_total", "kind", "page")-before.Sum("archiveflow_crawl_fetched_bytes_total", "kind", "page"))
+	assert.Equal(t, 100.0, after.Sum("archiveflow_crawl_fetched_bytes_total", "kind", "requisite")-before.Sum("archiveflow_crawl_fetched_bytes_total", "kind", "requisite"))
 }
 
 func TestRateLimitReasonsStayBounded(t *testing.T) {
