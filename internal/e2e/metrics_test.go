@@ -91,6 +91,10 @@ func TestMetricsAgreeWithTheCrawlsCounters(t *testing.T) {
 			finishedBy[st] += n
 		}
 		assert.Zero(t, f.Sum("archiveflow_frontier_crawls"), "worker %d: the crawl is no longer running", i+1)
+		// A healthy crawl has no Redis error: none of the expected answers
+		// (a missing key, NOSCRIPT, the handshake) is counted.
+		assert.Zero(t, f.Sum("archiveflow_redis_errors_total"), "worker %d: Redis errors %v", i+1, f.ByLabel("archiveflow_redis_errors_total", "command"))
+		t.Logf("worker %d: temporal errors %v", i+1, f.ByLabel("archiveflow_temporal_errors_total", "method"))
 		t.Logf("worker %d: fetches %v (by kind %v), bytes %.0f, hooks started %v, finished %v", i+1,
 			f.ByLabel("archiveflow_crawl_fetches_total", "class"), f.ByLabel("archiveflow_crawl_fetches_total", "kind"), f.Sum("archiveflow_crawl_fetched_bytes_total"),
 			f.ByLabel("archiveflow_hooks_started_total", "plugin"), f.ByLabel("archiveflow_hooks_finished_total", "status"))
