@@ -55,13 +55,6 @@ func histogramVec(name, help string, buckets []float64, labels ...string) *prome
 	return h
 }
 
-// counter registers a counter.
-func counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
-	registry.MustRegister(c)
-	return c
-}
-
 // histogram registers a histogram with the given buckets.
 func histogram(name, help string, buckets []float64) prometheus.Histogram {
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
