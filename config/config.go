@@ -6,6 +6,7 @@
 package config
 
 import (
+	"net"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ type Config struct {
 	ArchiveBot ArchiveBot `mapstructure:"archivebot"`
 	Purge      Purge      `mapstructure:"purge"`
 	WACZ       WACZ       `mapstructure:"wacz"`
+	Metrics    Metrics    `mapstructure:"metrics"`
 }
 
 // WACZ configures the package a job is sealed into (internal/jobwacz):
@@ -48,6 +50,28 @@ type WACZ struct {
 	// SealTimeout bounds writing a crawl's WACZ at its seal (the WARCs
 	// are copied into it, their index read or built).
 	SealTimeout time.Duration `mapstructure:"seal_timeout"`
+}
+
+// Metrics configures a worker process's Prometheus endpoint
+// (internal/metrics; docs/operations.md lists the metrics).
+type Metrics struct {
+	// Listen is where the worker serves /metrics: host:port, or :port for
+	// loopback (127.0.0.1:port); 0.0.0.0:port serves every interface.
+	// Empty = no endpoint.
+	Listen string `mapstructure:"listen"`
+}
+
+// Addr is the address to listen on: Listen with a missing host made
+// loopback; "" when metrics are off. Validate has checked Listen.
+func (m Metrics) Addr() string {
+	if m.Listen == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(m.Listen)
+	if err != nil || host != "" {
+		return m.Listen
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
 // Purge configures removing finished jobs from Redis once their retention

@@ -115,6 +115,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "sequential step out of range", env: map[string]string{"ARCHIVEFLOW_JOB_SEQUENTIAL_STEPS": "5,12"}, wantErr: []string{"job.sequential_steps[1] = 12: must be a step from 0 to 9"}},
 		{name: "bad redis url hides password", env: map[string]string{"ARCHIVEFLOW_REDIS_URL": "http://u:hunter2@h:1"}, wantErr: []string{"redis.url", "xxxxx"}},
 		{name: "bad host port", env: map[string]string{"ARCHIVEFLOW_TEMPORAL_HOST_PORT": "nohost"}, wantErr: []string{`temporal.host_port = "nohost": must be host:port`}},
+		{name: "metrics address without port", env: map[string]string{"ARCHIVEFLOW_METRICS_LISTEN": "localhost"}, wantErr: []string{`config metrics.listen = "localhost": must be host:port or :port`}},
+		{name: "metrics port out of range", file: "metrics: {listen: \":70000\"}\n", wantErr: []string{`config metrics.listen = ":70000"`}},
 		{name: "zero settings poll interval", file: "hooks:\n  settings_poll_interval: 0s\n", wantErr: []string{"config hooks.settings_poll_interval = 0s: must be a positive duration"}},
 		{name: "heartbeat timeout too short", file: "hooks:\n  heartbeat_interval: 5s\n  heartbeat_timeout: 5s\n", wantErr: []string{"hooks.heartbeat_timeout"}},
 		{name: "retry override", file: "retry:\n  plugins:\n    wget:\n      backoff_coefficient: 0.5\n", wantErr: []string{"retry.plugins.wget.backoff_coefficient = 0.5: must be >= 1"}},
@@ -148,6 +150,19 @@ func TestLoadErrors(t *testing.T) {
 			}
 			assert.NotContains(t, err.Error(), "hunter2")
 		})
+	}
+}
+
+// TestMetricsListen: off by default; an address without host is loopback.
+func TestMetricsListen(t *testing.T) {
+	assert.Empty(t, Default().Metrics.Listen, "no endpoint unless configured")
+	assert.Empty(t, Default().Metrics.Addr())
+	inTempDir(t)
+	for listen, addr := range map[string]string{":9464": "127.0.0.1:9464", "0.0.0.0:9464": "0.0.0.0:9464", "[::1]:0": "[::1]:0", "metrics.internal:9464": "metrics.internal:9464"} {
+		t.Setenv("ARCHIVEFLOW_METRICS_LISTEN", listen)
+		cfg, err := Load(Options{})
+		require.NoError(t, err, listen)
+		assert.Equal(t, addr, cfg.Metrics.Addr(), listen)
 	}
 }
 

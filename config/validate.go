@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ func (c *Config) Validate() error {
 	v.oneOf("log.format", c.Log.Format, "console", "json")
 
 	v.hostPort("temporal.host_port", c.Temporal.HostPort)
+	if c.Metrics.Listen != "" {
+		v.listenAddr("metrics.listen", c.Metrics.Listen)
+	}
 	v.nonEmpty("temporal.namespace", c.Temporal.Namespace)
 	if c.Temporal.UIURL != "" {
 		v.httpURL("temporal.ui_url", c.Temporal.UIURL)
@@ -198,6 +202,14 @@ func (v *validator) positiveDur(key string, d time.Duration) {
 func (v *validator) hostPort(key, s string) {
 	host, port, err := net.SplitHostPort(s)
 	v.check(err == nil && host != "" && port != "", key, fmt.Sprintf("%q", s), "must be host:port")
+}
+
+// listenAddr checks an address to listen on: [host]:port, port 0..65535.
+func (v *validator) listenAddr(key, s string) {
+	_, port, err := net.SplitHostPort(s)
+	n, perr := strconv.Atoi(port)
+	v.check(err == nil && perr == nil && n >= 0 && n <= 65535, key, fmt.Sprintf("%q", s),
+		"must be host:port or :port (port 0..65535; no host = loopback)")
 }
 
 func (v *validator) httpURL(key, s string) {

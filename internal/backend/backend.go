@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/metrics"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/tclient"
 )
@@ -44,6 +45,7 @@ func OpenRedis(ctx context.Context, cfg *config.Config, log *zap.Logger) (*redis
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to Redis: %w", err)
 	}
+	rdb.AddHook(metrics.RedisHook()) // archiveflow_redis_errors_total
 	store, err := rkeys.NewStore(rdb, StoreOptions(cfg), log)
 	if err != nil {
 		_ = rdb.Close()

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
+	"github.com/archiveflow/archiveflow/internal/metrics"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
@@ -32,14 +34,19 @@ type attemptIO struct {
 // exit to an outcome (procs), and redacts archiveflow's secrets from every
 // text of the result. An error wrapping activities.ErrConfig is a
 // configuration error a retry cannot fix.
-func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (procs.Result, error) {
+//
+// Every attempt is counted here (internal/metrics: hooks started, finished
+// by status, duration).
+func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (res procs.Result, err error) {
+	start := time.Now()
+	metrics.HookStarted(inv.hook.Plugin)
+	defer func() { metrics.HookFinished(inv.hook.Plugin, attemptStatus(res, err), time.Since(start)) }()
 	key := inv.hook.Key()
 	name, inProc := "", false
 	if inv.inProcessOK {
 		name, inProc = e.inProcess(inv.hook.Path)
 	}
 	var spec procs.Spec
-	var err error
 	if inProc {
 		// A built-in run in this process holds the policy itself (its
 		// fetchers dial through egress.Transport): no proxy.
@@ -58,7 +65,6 @@ func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (pro
 			return procs.Result{}, err
 		}
 	}
-	var res procs.Result
 	if inProc {
 		// The built-in decides its fetches with this worker's policy
 		// object (its resolver included), as the proxy does for a process.
@@ -73,6 +79,20 @@ func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (pro
 		return res, fmt.Errorf("run hook %s: %w", key, err)
 	}
 	return e.redactResult(res), nil
+}
+
+// attemptStatus is an attempt's status for the metrics: its final status,
+// metrics.HookTransient when it is to be retried, metrics.HookError when it
+// could not run.
+func attemptStatus(res procs.Result, err error) string {
+	switch {
+	case err != nil || (res.Status == "" && !res.Transient):
+		return metrics.HookError
+	case res.Transient:
+		return metrics.HookTransient
+	default:
+		return string(res.Status)
+	}
 }
 
 // redactResult removes archiveflow's secrets from every text of a result

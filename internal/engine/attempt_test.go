@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/metrics"
+	"github.com/archiveflow/archiveflow/internal/metrics/metricstest"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
@@ -59,6 +62,8 @@ func TestEveryPathStartsAHookTheSameWay(t *testing.T) {
 		c.Log = zap.New(core)
 	})
 	ctx := context.Background()
+	before, err := metricstest.Gather(metrics.Registry())
+	require.NoError(t, err)
 
 	// A snapshot's hook.
 	job := activities.Job{Ident: "snap1", URL: "http://site.test/", SnapshotID: "snap1"}
@@ -129,6 +134,17 @@ func TestEveryPathStartsAHookTheSameWay(t *testing.T) {
 	for _, l := range sink.lines {
 		assert.NotContains(t, l, testSecret)
 	}
+
+	// Counted the same way: three attempts started and finished failed.
+	after, err := metricstest.Gather(metrics.Registry())
+	require.NoError(t, err)
+	for name, labels := range map[string][]string{
+		"archiveflow_hooks_started_total":   {"plugin", "probe"},
+		"archiveflow_hooks_finished_total":  {"plugin", "probe", "status", "failed"},
+		"archiveflow_hook_duration_seconds": {"plugin", "probe"},
+	} {
+		assert.Equal(t, 3.0, after.Sum(name, labels...)-before.Sum(name, labels...), name)
+	}
 	for _, entry := range logs.All() {
 		assert.NotContains(t, entry.Message, testSecret)
 		for k, v := range entry.ContextMap() {
@@ -179,4 +195,15 @@ func TestOneFunctionStartsAHook(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"internal/engine/attempt.go", "internal/engine/attempt.go"}, callers,
 		"only Engine.attempt starts a hook")
+}
+
+// TestAttemptStatusForTheMetrics: the status label of a finished attempt
+// is its final status, transient when it is retried, error when it could
+// not run.
+func TestAttemptStatusForTheMetrics(t *testing.T) {
+	assert.Equal(t, "succeeded", attemptStatus(procs.Result{Status: model.StatusSucceeded}, nil))
+	assert.Equal(t, "skipped", attemptStatus(procs.Result{Status: model.StatusSkipped}, nil))
+	assert.Equal(t, metrics.HookTransient, attemptStatus(procs.Result{Transient: true}, nil))
+	assert.Equal(t, metrics.HookError, attemptStatus(procs.Result{}, errors.New("no such file")))
+	assert.Equal(t, metrics.HookError, attemptStatus(procs.Result{}, nil))
 }

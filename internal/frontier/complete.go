@@ -52,64 +52,95 @@ var completeCodes = map[Status]int{StatusSucceeded: statusSucceeded, StatusFaile
 // (the first outcome stands). A page not CLAIMED by that attempt gives
 // ErrNotClaimed.
 func (f *Frontier) Complete(ctx context.Context, ident string, pageID int64, attempt int, o Outcome) (Counts, error) {
+	c, err := f.CompleteCounted(ctx, ident, pageID, attempt, o)
+	return c.Counts, err
+}
+
+// Completed is what CompleteCounted did.
+type Completed struct {
+	// Counts are the counts after the outcome.
+	Counts Counts
+	// Counted: this call applied the outcome and added its JobCounters to
+	// the job hash (false: a repeat of an applied outcome, or the job hash
+	// is gone).
+	Counted bool
+	// Once[i] says whether Outcome.Once[i]'s counters were added (this is
+	// the first applied outcome naming its key); all false unless Counted.
+	Once []bool
+}
+
+// CompleteCounted is Complete, saying also which of the outcome's counters
+// it added to the job hash: what a caller counting the same increments
+// elsewhere (internal/metrics) adds exactly.
+func (f *Frontier) CompleteCounted(ctx context.Context, ident string, pageID int64, attempt int, o Outcome) (Completed, error) {
 	if err := checkIdent(ident); err != nil {
-		return Counts{}, err
+		return Completed{}, err
 	}
 	if err := checkPageID(ident, pageID); err != nil {
-		return Counts{}, err
+		return Completed{}, err
 	}
 	if err := checkAttempt(ident, pageID, attempt); err != nil {
-		return Counts{}, err
+		return Completed{}, err
 	}
 	code, ok := completeCodes[o.Status]
 	if !ok {
-		return Counts{}, fmt.Errorf("complete job %s page %d: status %q: %w: must be succeeded, failed or transient", ident, pageID, o.Status, ErrInvalidArgument)
+		return Completed{}, fmt.Errorf("complete job %s page %d: status %q: %w: must be succeeded, failed or transient", ident, pageID, o.Status, ErrInvalidArgument)
 	}
 	if len(o.JobCounters) > maxJobCounters {
-		return Counts{}, fmt.Errorf("complete job %s page %d: %d job counters: %w: at most %d", ident, pageID, len(o.JobCounters), ErrInvalidArgument, maxJobCounters)
+		return Completed{}, fmt.Errorf("complete job %s page %d: %d job counters: %w: at most %d", ident, pageID, len(o.JobCounters), ErrInvalidArgument, maxJobCounters)
 	}
 	if len(o.Once) > maxOnce {
-		return Counts{}, fmt.Errorf("complete job %s page %d: %d once-counted keys: %w: at most %d", ident, pageID, len(o.Once), ErrInvalidArgument, maxOnce)
+		return Completed{}, fmt.Errorf("complete job %s page %d: %d once-counted keys: %w: at most %d", ident, pageID, len(o.Once), ErrInvalidArgument, maxOnce)
 	}
 	args := []any{pageID, attempt, code, truncateNote(o.Note), len(o.JobCounters)}
 	var err error
 	if args, err = appendCounters(args, o.JobCounters); err != nil {
-		return Counts{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
+		return Completed{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
 	}
 	for _, once := range o.Once {
 		if once.Key == "" || len(once.Counters) > maxJobCounters {
-			return Counts{}, fmt.Errorf("complete job %s page %d: once-counted key %q with %d counters: %w: a key must not be empty, at most %d counters",
+			return Completed{}, fmt.Errorf("complete job %s page %d: once-counted key %q with %d counters: %w: a key must not be empty, at most %d counters",
 				ident, pageID, once.Key, len(once.Counters), ErrInvalidArgument, maxJobCounters)
 		}
 		args = append(args, fingerprint(once.Key), len(once.Counters))
 		if args, err = appendCounters(args, once.Counters); err != nil {
-			return Counts{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
+			return Completed{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
 		}
 	}
 	v, err := f.run(ctx, completeScript, ident, args...).Result()
 	if err != nil {
-		return Counts{}, fmt.Errorf("complete job %s page %d attempt %d: %w", ident, pageID, attempt, err)
+		return Completed{}, fmt.Errorf("complete job %s page %d attempt %d: %w", ident, pageID, attempt, err)
 	}
 	rc, rest, err := replyCode(v)
 	if err != nil {
-		return Counts{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
+		return Completed{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
 	}
 	switch rc {
 	case retApplied, retRepeat:
 		c, err := parseCounts(rest[0])
 		if err != nil {
-			return Counts{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
+			return Completed{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
 		}
-		return c, nil
+		done := Completed{Counts: c, Once: make([]bool, len(o.Once))}
+		if rc == retApplied && replyInt(rest, 1) == 1 {
+			done.Counted = true
+			firsts, _ := replyAt(rest, 2).([]any)
+			for _, i := range firsts {
+				if n, ok := i.(int64); ok && n >= 1 && int(n) <= len(done.Once) {
+					done.Once[n-1] = true
+				}
+			}
+		}
+		return done, nil
 	case retNoFrontier:
-		return Counts{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, ErrNoFrontier)
+		return Completed{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, ErrNoFrontier)
 	case retUnknownPage:
-		return Counts{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, ErrUnknownPage)
+		return Completed{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, ErrUnknownPage)
 	case retNotClaimed:
-		return Counts{}, fmt.Errorf("complete job %s page %d attempt %d as %s: %w (page is %s at attempt %d)",
+		return Completed{}, fmt.Errorf("complete job %s page %d attempt %d as %s: %w (page is %s at attempt %d)",
 			ident, pageID, attempt, o.Status, ErrNotClaimed, stateName(replyInt(rest, 0)), replyInt(rest, 1))
 	default:
-		return Counts{}, fmt.Errorf("complete job %s page %d: unexpected reply code %d", ident, pageID, rc)
+		return Completed{}, fmt.Errorf("complete job %s page %d: unexpected reply code %d", ident, pageID, rc)
 	}
 }
 
@@ -127,7 +158,9 @@ func appendCounters(args []any, cs []JobCounter) ([]any, error) {
 // completeScript ends one attempt.
 // ARGV: page attempt status_code note n, then n job counter field delta
 // pairs, then per once-counted key: its fingerprint, m, m field delta pairs
-// Reply: {code, counts} or {NOT_CLAIMED, state, attempts}.
+// Reply: {APPLIED, counts, counted, firsts} (counted 1 when the job hash
+// got the counters, firsts the 1-based indexes of the once-counted keys
+// that counted), {REPEAT, counts} or {NOT_CLAIMED, state, attempts}.
 var completeScript = newScript(`
 if not load_meta() then return {NO_FRONTIER} end
 local id, attempt, status, note = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
@@ -162,12 +195,15 @@ local function add_counters(from, n, apply)
   return from + 2 * n
 end
 local i = add_counters(6, tonumber(ARGV[5]), true)
+local firsts, k = {}, 0
 while i <= #ARGV do
   local key, m = ARGV[i], tonumber(ARGV[i + 1])
   local first = redis.call('SADD', once, key) == 1
   touch(once)
+  k = k + 1
+  if first and has_job then firsts[#firsts + 1] = k end
   i = add_counters(i + 2, m, first)
 end
 finish()
-return {APPLIED, counts_reply()}
+return {APPLIED, counts_reply(), has_job and 1 or 0, firsts}
 `)

@@ -673,11 +673,7 @@ func TestCompleteCountsJobCountersOnce(t *testing.T) {
 // keys (TTL, deletion).
 func TestOnceCountersCountAKeyOncePerCrawl(t *testing.T) {
 	e := newEnv(t, Options{})
-	ctx := ctxT(t)
-	jobKey := e.keys.Job(job)
-	require.NoError(t, e.rdb.HSet(ctx, jobKey, "items_queued", 0).Err())
-	_, err := e.f.Seed(ctx, job, u("/"), Config{MaxDepth: 1, MaxAttempts: 2, QueuedField: "items_queued"})
-	require.NoError(t, err)
+	ctx, jobKey := seedCounted(t, e, 2)
 	css := OnceCounters{Key: "requisite " + u("/site.css"), Counters: []JobCounter{{"items_downloaded", 1}, {"bytes_downloaded", 100}}}
 	img := OnceCounters{Key: "requisite " + u("/logo.png"), Counters: []JobCounter{{"items_downloaded", 1}, {"bytes_downloaded", 1000}}}
 
@@ -688,7 +684,7 @@ func TestOnceCountersCountAKeyOncePerCrawl(t *testing.T) {
 		return err
 	})
 	s = claimOne(t, e, "t2")
-	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded,
+	_, err := e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded,
 		JobCounters: []JobCounter{{"items_downloaded", 1}, {"bytes_downloaded", 10}}, Once: []OnceCounters{css, img}})
 	require.NoError(t, err)
 	got, err := e.rdb.HGetAll(ctx, jobKey).Result()
@@ -706,4 +702,58 @@ func TestOnceCountersCountAKeyOncePerCrawl(t *testing.T) {
 
 	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded, Once: []OnceCounters{{Key: ""}}})
 	require.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+// TestCompleteCountedSaysWhatItCounted: CompleteCounted names the
+// increments it added to the job hash, so a second count of them (the
+// metrics) matches the job's counters exactly: none on a repeat, a
+// once-counted key only the first time, nothing when the job hash is gone.
+func TestCompleteCountedSaysWhatItCounted(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx, jobKey := seedCounted(t, e, 3)
+	css := OnceCounters{Key: "requisite " + u("/site.css"), Counters: []JobCounter{{"items_downloaded", 1}}}
+	img := OnceCounters{Key: "requisite " + u("/logo.png"), Counters: []JobCounter{{"items_downloaded", 1}}}
+	own := []JobCounter{{"items_downloaded", 1}}
+
+	s := claimOne(t, e, "t")
+	o := Outcome{Status: StatusTransient, JobCounters: own, Once: []OnceCounters{css}}
+	done, err := e.f.CompleteCounted(ctx, job, s.ID, s.Attempts, o)
+	require.NoError(t, err)
+	assert.True(t, done.Counted)
+	assert.Equal(t, []bool{true}, done.Once)
+	assert.Equal(t, int64(1), done.Counts.Ready)
+	done, err = e.f.CompleteCounted(ctx, job, s.ID, s.Attempts, o)
+	require.NoError(t, err)
+	assert.False(t, done.Counted, "a repeat adds nothing")
+	assert.Equal(t, []bool{false}, done.Once)
+
+	s = claimOne(t, e, "t2")
+	done, err = e.f.CompleteCounted(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusTransient, JobCounters: own, Once: []OnceCounters{css, img}})
+	require.NoError(t, err)
+	assert.True(t, done.Counted)
+	assert.Equal(t, []bool{false, true}, done.Once, "the stylesheet was counted before")
+	n, err := e.rdb.HGet(ctx, jobKey, "items_downloaded").Int64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), n, "1 own + 1 css, then 1 own + 1 img")
+
+	require.NoError(t, e.rdb.Del(ctx, jobKey).Err())
+	s = claimOne(t, e, "t3")
+	done, err = e.f.CompleteCounted(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded, JobCounters: own,
+		Once: []OnceCounters{{Key: "requisite " + u("/new.js"), Counters: own}}})
+	require.NoError(t, err)
+	assert.False(t, done.Counted, "no job hash, nothing counted")
+	assert.Equal(t, []bool{false}, done.Once)
+}
+
+// seedCounted seeds job's start page with maxAttempts attempts and a job
+// hash counting items_queued; it returns the test's context and the job
+// hash's key.
+func seedCounted(t *testing.T, e *env, maxAttempts int) (context.Context, string) {
+	t.Helper()
+	ctx := ctxT(t)
+	jobKey := e.keys.Job(job)
+	require.NoError(t, e.rdb.HSet(ctx, jobKey, "items_queued", 0).Err())
+	_, err := e.f.Seed(ctx, job, u("/"), Config{MaxDepth: 1, MaxAttempts: maxAttempts, QueuedField: "items_queued"})
+	require.NoError(t, err)
+	return ctx, jobKey
 }

@@ -212,6 +212,13 @@ func replyInt(arr []any, i int) int64 {
 	return 0
 }
 
+func replyAt(arr []any, i int) any {
+	if i < len(arr) {
+		return arr[i]
+	}
+	return nil
+}
+
 func stateName(code int64) string {
 	if code >= codeReady && int(code) <= len(States) {
 		return string(States[code-1])

@@ -11,6 +11,7 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
+	"github.com/archiveflow/archiveflow/internal/metrics"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/robots"
 	"github.com/archiveflow/archiveflow/internal/scope"
@@ -165,11 +166,20 @@ func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, a
 	for _, u := range urls {
 		o.Once = append(o.Once, frontier.OnceCounters{Key: "requisite " + u, Counters: s.fetchCounters(t.Requisites[u])})
 	}
-	c, err := s.Frontier.Complete(ctx, ident, pageID, attempt, o)
+	done, err := s.Frontier.CompleteCounted(ctx, ident, pageID, attempt, o)
 	if err != nil {
 		return activities.PageCounts{}, crawlErr(err)
 	}
-	return pageCounts(c), nil
+	if done.Counted {
+		// The metrics count exactly what the job's counters got.
+		metrics.Fetched(metrics.FetchPage, t.Responses, t.Bytes)
+		for i, u := range urls {
+			if done.Once[i] {
+				metrics.Fetched(metrics.FetchRequisite, t.Requisites[u].Responses, t.Requisites[u].Bytes)
+			}
+		}
+	}
+	return pageCounts(done.Counts), nil
 }
 
 // fetchCounters are ArchiveBot's job counters of fetches: items_downloaded
@@ -316,4 +326,37 @@ func crawlErrOrNil(err error) error {
 		return nil
 	}
 	return crawlErr(err)
+}
+
+// MaxMetricsCrawls bounds the running jobs one metrics scrape reads
+// (FrontierSizes): at most this many round trips per scrape.
+const MaxMetricsCrawls = 1000
+
+// FrontierSizes sums the page counts of the running crawls (the first
+// MaxMetricsCrawls jobs of `working` that have a frontier) by state, done
+// pages split into succeeded and failed: the metrics'
+// archiveflow_frontier_pages, read at scrape time.
+func (s *CrawlStore) FrontierSizes(ctx context.Context) (metrics.FrontierSizes, error) {
+	idents, err := s.Redis.WorkingIdents(ctx, MaxMetricsCrawls)
+	if err != nil {
+		return metrics.FrontierSizes{}, err
+	}
+	out := metrics.FrontierSizes{Pages: map[string]int64{}}
+	for _, id := range idents {
+		c, err := s.Frontier.Counts(ctx, id)
+		if errors.Is(err, frontier.ErrNoFrontier) {
+			continue // not a crawl, or its frontier is gone
+		}
+		if err != nil {
+			return metrics.FrontierSizes{}, err
+		}
+		out.Crawls++
+		out.Pages[string(frontier.StateReady)] += c.Ready
+		out.Pages[string(frontier.StateClaimed)] += c.Claimed
+		out.Pages[string(frontier.StateSkipped)] += c.Skipped
+		out.Pages[string(frontier.StateDeferred)] += c.Deferred
+		out.Pages[string(frontier.StatusSucceeded)] += c.Succeeded
+		out.Pages[string(frontier.StatusFailed)] += c.Failed
+	}
+	return out, nil
 }

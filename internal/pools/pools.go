@@ -5,7 +5,8 @@
 // holds their directories). It decides the host's plugin roots (the
 // embedded built-in set first, then plugins.dirs), sweeps leftover hook
 // processes at start, registers the process as an ArchiveBot pipeline with
-// periodic host stats, and shuts down gracefully: stop polling, let running
+// periodic host stats, serves /metrics when configured (internal/metrics),
+// and shuts down gracefully: stop polling, let running
 // hooks finish within the drain timeout, then cancel them.
 package pools
 
@@ -30,6 +31,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/diskguard"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/hooks"
+	"github.com/archiveflow/archiveflow/internal/metrics"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/procs"
@@ -211,6 +213,11 @@ func Run(ctx context.Context, d Deps, names []string) error {
 		return err
 	}
 	defer stopGuard()
+	stopMetrics, err := serveMetrics(d, logOutbox, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 
 	var started []worker.Worker
 	var engines []*engine.Engine
@@ -473,6 +480,35 @@ func startLogOutbox(archiveDir string, store activities.Store, log *zap.Logger) 
 			log.Warn("job log batches not yet delivered; the next worker start delivers them",
 				zap.Int("batches", len(pending)), zap.String("outbox", ob.Dir()))
 		}
+	}, nil
+}
+
+// serveMetrics serves /metrics when configured (metrics.listen) and gives
+// the metrics their scrape-time sources: the log outbox's backlog and, when
+// the crawl store can read them, the running crawls' frontier sizes.
+func serveMetrics(d Deps, logOutbox *outbox.Outbox, log *zap.Logger) (stop func(), err error) {
+	addr := d.Config.Metrics.Addr()
+	if addr == "" {
+		return func() {}, nil
+	}
+	srv, err := metrics.Serve(addr, log)
+	if err != nil {
+		return nil, err
+	}
+	unsetBacklog := metrics.SetBacklogSource(func() (metrics.Backlog, error) {
+		b, err := logOutbox.Backlog()
+		return metrics.Backlog{Pending: b.Pending, Rejected: b.Rejected}, err
+	})
+	unsetFrontier := func() {}
+	if fs, ok := d.Crawl.(interface {
+		FrontierSizes(context.Context) (metrics.FrontierSizes, error)
+	}); ok {
+		unsetFrontier = metrics.SetFrontierSource(fs.FrontierSizes)
+	}
+	return func() {
+		srv.Close()
+		unsetBacklog()
+		unsetFrontier()
 	}, nil
 }
 

@@ -300,3 +300,13 @@ func (s *Store) DeleteJob(ctx context.Context, ident string) error {
 	}
 	return nil
 }
+
+// WorkingIdents returns the first max idents of the `working` list (the
+// running jobs), oldest claim first.
+func (s *Store) WorkingIdents(ctx context.Context, max int64) ([]string, error) {
+	idents, err := s.rdb.LRange(ctx, s.keys.Working(), 0, max-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list working jobs: %w", err)
+	}
+	return idents, nil
+}

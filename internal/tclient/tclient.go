@@ -1,5 +1,6 @@
 // Package tclient owns the Temporal client connection built from
-// configuration: host, namespace, TLS, API key and the zap-backed SDK logger.
+// configuration: host, namespace, TLS, API key, the zap-backed SDK logger
+// and the interceptor counting failed calls (internal/metrics).
 // Workers, the starter and integration tests dial Temporal through it.
 package tclient
 
@@ -12,8 +13,10 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/metrics"
 )
 
 // Dial connects to Temporal as configured and checks the connection.
@@ -35,6 +38,10 @@ func Options(c config.Temporal, log *zap.Logger) (client.Options, error) {
 		HostPort:  c.HostPort,
 		Namespace: c.Namespace,
 		Logger:    NewLogger(log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		// Failed calls are counted (archiveflow_temporal_errors_total).
+		ConnectionOptions: client.ConnectionOptions{
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(metrics.TemporalInterceptor)},
+		},
 	}
 	switch c.Compression {
 	case "none":
