@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 )
 
 // Claim moves up to n READY pages to CLAIMED for token, lowest depth
@@ -20,7 +22,14 @@ import (
 // per request. Release(token) returns a token's pages to READY.
 //
 // Before claiming, Claim applies a bounded part of any propagation backlog
-// (left by a Discover that was interrupted), which may promote pages.
+// (left by a Discover that was interrupted), which may promote pages, and
+// puts postponed pages whose time has come back at the head of their
+// depth's queue. With Options.HostBudget, a page whose host has no turn
+// now (backed off, within its delay, at its concurrency counting the
+// pages this claim took) stays READY, postponed until the host's turn
+// (a host at its concurrency: busyPostpone), so a busy host's pages hold
+// no claim while other hosts' pages wait; at most n+32 pages are
+// postponed per call.
 func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]Page, Counts, error) {
 	if err := checkIdent(ident); err != nil {
 		return nil, Counts{}, err
@@ -35,7 +44,7 @@ func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string,
 	case rulesVersion < 0 || rulesVersion > maxRulesVersion:
 		return nil, Counts{}, fmt.Errorf("claim on job %s: rules version %d: %w: must be 0..%d", ident, rulesVersion, ErrInvalidArgument, int64(maxRulesVersion))
 	}
-	v, err := f.run(ctx, claimScript, ident, n, token, rulesVersion, f.opts.SettleBudget).Result()
+	v, err := f.run(ctx, claimScript, ident, n, token, rulesVersion, f.opts.SettleBudget, f.opts.HostBudget, f.opts.HostConcurrency).Result()
 	if err != nil {
 		return nil, Counts{}, fmt.Errorf("claim on job %s: %w", ident, err)
 	}
@@ -73,10 +82,14 @@ func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string,
 	return pages, counts, nil
 }
 
+// busyPostpone is how long Claim postpones a page whose host is at its
+// concurrency (the end of a fetch is not known in advance).
+const busyPostpone = 500
+
 // claimScript claims pages for a token.
-// ARGV: n token rules_version settle_budget
+// ARGV: n token rules_version settle_budget host_prefix host_concurrency
 // Reply: {code, counts, {page...}}.
-var claimScript = newScript(`
+var claimScript = newScript(hostbudget.LuaHostWait + fmt.Sprintf("local BUSY_POSTPONE = %d\n", busyPostpone) + `
 if not load_meta() then return {NO_FRONTIER} end
 local n, token, rules = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local out = {}
@@ -89,6 +102,10 @@ if held then
   return {REPEAT, counts_reply(), out}
 end
 if redis.call('LLEN', prop) > 0 then settle(tonumber(ARGV[4])) end
+local now = now_ms()
+promote_due(now, 1000)
+local hprefix, hconc = ARGV[5], tonumber(ARGV[6])
+local planned, postponed = {}, 0
 local ids = {}
 local pops, max_pops = 0, 4 * n + 1000
 while #ids < n and pops < max_pops do
@@ -100,7 +117,18 @@ while #ids < n and pops < max_pops do
   if redis.call('EXISTS', q) == 0 then redis.call('ZREM', readyz, top[1]) end
   if id then
     local p = get(tonumber(id))
-    if p and p.state == READY and p.depth == tonumber(top[1]) then
+    local wait, h = 0, nil
+    if p and p.state == READY and p.depth == tonumber(top[1]) and hprefix ~= '' then
+      h = host_of(url_of(p.id))
+      if h then wait = host_wait(hprefix, h, now, planned[h] or 0, hconc) end
+    end
+    if wait ~= 0 then
+      if wait < 0 then wait = BUSY_POSTPONE end
+      postpone(p, now + wait)
+      postponed = postponed + 1
+      if postponed >= n + 32 then break end
+    elseif p and p.state == READY and p.depth == tonumber(top[1]) then
+      if h then planned[h] = (planned[h] or 0) + 1 end
       tally(p, -1)
       if p.attempts >= 65535 then
         -- the attempt counter is exhausted (65535 claims): give up on the page

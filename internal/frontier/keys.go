@@ -28,6 +28,7 @@ var scriptKeys = []struct{ name, suffix string }{
 	{"readyz", "_frontier_readyz"}, // zset: depths whose ready list exists
 	{"fpx", "_frontier_fpx"},       // hash: URL -> ID for fingerprint collisions
 	{"once", "_frontier_once"},     // set: keys of fetches counted once per crawl (Outcome.Once)
+	{"later", "_frontier_later"},   // zset: READY pages not before a time (page id -> ms, Redis' clock)
 	{"urls_p", "_frontier_urls:"},  // list per page bucket: URLs by slot
 	{"pages_p", "_frontier_pages:"},
 	{"links_p", "_frontier_links:"},
