@@ -24,6 +24,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/bytesize"
 	"github.com/archiveflow/archiveflow/internal/cssurl"
 	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
@@ -296,11 +297,18 @@ func (pf *pageFetcher) requisites(ctx context.Context, found []requisite) {
 		} else {
 			pf.sum.Requisites++
 			resp, body, _, err := pf.get(ctx, r.url, maxRequisiteBytes, true)
+			if errors.Is(err, hostbudget.ErrPostponed) {
+				return // the page is postponed: it fetches them on its next attempt
+			}
+			if errors.Is(err, hostbudget.ErrGivenUp) {
+				pf.h.cut("%s: requisite %s not fetched: %v", pf.h.Inv.URL, r.url, err)
+				continue
+			}
 			if err != nil {
 				pf.h.Log.Info("requisite not fetched", zap.String("requisite", r.url), zap.Error(err))
 				continue
 			}
-			if resp.StatusCode >= 500 {
+			if resp.StatusCode >= 500 || hostbudget.PageFrom(ctx).RateLimited(resp.StatusCode, body) {
 				continue // not remembered: a later page asks again
 			}
 			next = leadsTo(r, resp, body)
@@ -393,6 +401,13 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(ci httptrace.GotConnInfo) { conn = ci.Conn; origin, _ = egress.OriginAddr(ci.Conn) },
 	}))
+	// The host's turn in the fleet-wide host budget (none outside a crawl
+	// page run in the worker).
+	turn, err := hostbudget.PageFrom(ctx).Start(ctx, u, requisite)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pagefetch: %s: %w", u, err)
+	}
+	defer turn.End()
 	started := time.Now()
 	resp, err := pf.client.Do(req)
 	if denied := pf.h.denied(u, err); denied != nil {
@@ -416,6 +431,7 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 		body = body[:limit]
 		pf.h.cut("%s: body cut at %s (pagefetch's limit); its WARC record is marked WARC-Truncated: length", u, bytesize.Format(limit))
 	}
+	turn.Answer(ctx, resp, body)
 	pf.record(req, conn, limit, truncated, started, ipAddress(req, origin))
 	pf.sum.Responses++
 	pf.sum.Bytes += int64(len(body))

@@ -25,11 +25,11 @@ import (
 // (left by a Discover that was interrupted), which may promote pages, and
 // puts postponed pages whose time has come back at the head of their
 // depth's queue. With Options.HostBudget, a page whose host has no turn
-// now (backed off, within its delay, at its concurrency counting the
-// pages this claim took) stays READY, postponed until the host's turn
-// (a host at its concurrency: busyPostpone), so a busy host's pages hold
-// no claim while other hosts' pages wait; at most n+32 pages are
-// postponed per call.
+// now stays READY, so a busy host's pages hold no claim while other
+// hosts' pages wait: a host backed off or within its delay postpones
+// the page until its turn; a host at its concurrency (counting the pages
+// this claim took) leaves it where it was in its queue. A call passes
+// over at most n+maxPassed pages.
 func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]Page, Counts, error) {
 	if err := checkIdent(ident); err != nil {
 		return nil, Counts{}, err
@@ -82,14 +82,14 @@ func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string,
 	return pages, counts, nil
 }
 
-// busyPostpone is how long Claim postpones a page whose host is at its
-// concurrency (the end of a fetch is not known in advance).
-const busyPostpone = 500
+// maxPassed bounds the pages one Claim of n passes over (n+maxPassed):
+// the cost of a claim while the first pages in line are of busy hosts.
+const maxPassed = 100
 
 // claimScript claims pages for a token.
 // ARGV: n token rules_version settle_budget host_prefix host_concurrency
 // Reply: {code, counts, {page...}}.
-var claimScript = newScript(hostbudget.LuaHostWait + fmt.Sprintf("local BUSY_POSTPONE = %d\n", busyPostpone) + `
+var claimScript = newScript(hostbudget.LuaHostWait + fmt.Sprintf("local MAX_PASSED = %d\n", maxPassed) + `
 if not load_meta() then return {NO_FRONTIER} end
 local n, token, rules = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local out = {}
@@ -105,7 +105,7 @@ if redis.call('LLEN', prop) > 0 then settle(tonumber(ARGV[4])) end
 local now = now_ms()
 promote_due(now, 1000)
 local hprefix, hconc = ARGV[5], tonumber(ARGV[6])
-local planned, postponed = {}, 0
+local planned, postponed, busy = {}, 0, {}
 local ids = {}
 local pops, max_pops = 0, 4 * n + 1000
 while #ids < n and pops < max_pops do
@@ -123,10 +123,13 @@ while #ids < n and pops < max_pops do
       if h then wait = host_wait(hprefix, h, now, planned[h] or 0, hconc) end
     end
     if wait ~= 0 then
-      if wait < 0 then wait = BUSY_POSTPONE end
-      postpone(p, now + wait)
+      if wait < 0 then
+        busy[#busy + 1] = p
+      else
+        postpone(p, now + wait)
+      end
       postponed = postponed + 1
-      if postponed >= n + 32 then break end
+      if postponed >= n + MAX_PASSED then break end
     elseif p and p.state == READY and p.depth == tonumber(top[1]) then
       if h then planned[h] = (planned[h] or 0) + 1 end
       tally(p, -1)
@@ -150,6 +153,7 @@ while #ids < n and pops < max_pops do
     end
   end
 end
+for i = #busy, 1, -1 do enqueue(busy[i], true) end
 if #ids > 0 then
   redis.call('HSET', claims, 't:' .. token, table.concat(ids))
   touch(claims)

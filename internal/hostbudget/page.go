@@ -72,6 +72,12 @@ func (p *Page) decide(v Verdict) {
 	}
 }
 
+// RateLimited says whether an answer is a rate limit (false for a nil
+// Page).
+func (p *Page) RateLimited(status int, body []byte) bool {
+	return p != nil && p.g.RateLimited(status, body)
+}
+
 // ErrPostponed: the page's fetching stops; its verdict says why.
 var ErrPostponed = errors.New("page postponed by its host's budget")
 
