@@ -23,6 +23,11 @@
 // backoff, and the three must be decided atomically in one call.
 //
 // The frontier's claim reads the same state (LuaHostWait) to leave a
-// busy or backed-off host's pages READY with a not-before time instead
-// of claiming them.
+// busy or backed-off host's pages READY instead of claiming them
+// (postponed to the host's turn, or left in line while the host is at
+// its concurrency).
+//
+// Not under the budget: fetches of hooks run as processes (the start
+// page's snapshot, wget, browsers); they go through the attempt's fetch
+// proxy, which does not take turns yet.
 package hostbudget
