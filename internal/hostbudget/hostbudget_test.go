@@ -88,6 +88,15 @@ func TestConcurrencyIsSharedByEveryGate(t *testing.T) {
 	s.Release()
 }
 
+// requireNoTurn requires that a fetch on host gets no turn within MaxWait.
+func requireNoTurn(t *testing.T, g *Gate, host, why string) *Wait {
+	t.Helper()
+	_, err := g.Acquire(ctxT(t), host)
+	var w *Wait
+	require.ErrorAs(t, err, &w, why)
+	return w
+}
+
 func assertNoErr(t *testing.T, err error) bool {
 	t.Helper()
 	if err != nil {
@@ -148,9 +157,7 @@ func TestOverrides(t *testing.T) {
 
 	s, err := g.Acquire(ctx, "one.example")
 	require.NoError(t, err)
-	_, err = g.Acquire(ctx, "one.example")
-	var w *Wait
-	require.ErrorAs(t, err, &w, "a configured concurrency of 1 holds the second fetch")
+	w := requireNoTurn(t, g, "one.example", "a configured concurrency of 1 holds the second fetch")
 	require.Equal(t, "busy", w.Reason)
 	s.Release()
 
@@ -162,8 +169,7 @@ func TestOverrides(t *testing.T) {
 		require.NoError(t, err, "the live override wins over the configuration")
 		slots = append(slots, s)
 	}
-	_, err = g.Acquire(ctx, "one.example")
-	require.ErrorAs(t, err, &w)
+	requireNoTurn(t, g, "one.example", "the live override's concurrency of 3")
 	for _, s := range slots {
 		s.Release()
 	}
@@ -201,9 +207,7 @@ func TestRenewedLeaseHoldsTheSlot(t *testing.T) {
 	g, ctx := gates[0], ctxT(t)
 	s, err := g.Acquire(ctx, "r.example")
 	require.NoError(t, err)
-	_, err = g.Acquire(ctx, "r.example")
-	var w *Wait
-	require.ErrorAs(t, err, &w, "a renewed slot is held past its first lease")
+	requireNoTurn(t, g, "r.example", "a renewed slot is held past its first lease")
 	s.Release()
 	s.Release() // repeatable
 	s, err = g.Acquire(ctx, "r.example")
