@@ -517,7 +517,7 @@ func Default() Config {
 			InProcessBuiltins: true,
 			Scope:             CrawlScope{OffsiteOnce: true},
 			URLList:           URLList{MaxBytes: 8 << 20, MaxURLs: 50_000, FetchTimeout: time.Minute},
-			PerHost:           PerHost{Enabled: true, Concurrency: 2, Lease: time.Minute, MaxWait: 10 * time.Second},
+			PerHost:           PerHost{Enabled: true, Concurrency: 2, Lease: 15 * time.Second, MaxWait: 10 * time.Second},
 			RateLimit: RateLimit{Statuses: []int{429, 503}, MaxRetryAfter: 10 * time.Minute,
 				Backoff: 5 * time.Second, MaxBackoff: 10 * time.Minute, GiveUpAfter: time.Hour},
 		},
