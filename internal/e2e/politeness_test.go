@@ -372,3 +372,51 @@ func rateLimitedCrawl(t *testing.T, configure func(*config.Config), root string,
 	require.Positive(t, limited, "the host rate-limited some requests")
 	t.Logf("%d requests, %d answered 429, crawl done %s after the first", len(rs), limited, rs[len(rs)-1].start.Sub(rs[0].start).Round(time.Millisecond))
 }
+
+// TestSlowHostDoesNotHoldOthersUp: a crawl whose start page links to ten
+// pages on a slow host S (concurrency 1, 1 s between fetches) and ten on
+// a fast host F (offsite pages: fetched once, crawl.scope.offsite_once)
+// with a job concurrency of 4: F's pages are not held behind S's turns
+// (the claim passes over S's pages while S is busy), so F is done before
+// S has had half of its fetches, though S's pages come first in line.
+func TestSlowHostDoesNotHoldOthersUp(t *testing.T) {
+	const each = 10
+	page := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<!doctype html><title>p</title>")
+	}
+	slow := startOrigin(t, "127.0.0.5", 5*time.Millisecond, page)
+	fast := startOrigin(t, "127.0.0.6", 5*time.Millisecond, page)
+	start := startOrigin(t, "127.0.0.7", 5*time.Millisecond, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<!doctype html><title>start</title>")
+		for i := range each {
+			fmt.Fprintf(w, `<a href="%s/s/%d">s</a>`, slow.base, i)
+		}
+		for i := range each {
+			fmt.Fprintf(w, `<a href="%s/f/%d">f</a>`, fast.base, i)
+		}
+	})
+	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks"), builtinEnv(t)
+	s := NewStack(t, server, root, func(c *config.Config) {
+		crawlConfig(c)
+		c.Job.Concurrency = 4
+		c.Crawl.PerHost = config.PerHost{Enabled: true, Concurrency: 2, Lease: time.Minute, MaxWait: 10 * time.Second,
+			Hosts: []config.HostLimits{{Host: "127.0.0.5", Concurrency: 1, Delay: time.Second}}}
+	})
+	s.StartPools(t, env)
+	j := s.SubmitCrawl(t, start.base+"/", 1, func(r *submit.Request) { r.Settings.UserAgent = crawlUA })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var st workflows.CrawlStatus
+	require.NoError(t, j.Run.Get(ctx, &st))
+	require.Equal(t, "finished", string(st.State))
+	sr, fr := slow.requests(), fast.requests()
+	require.Len(t, sr, each)
+	require.Len(t, fr, each)
+	assert.GreaterOrEqual(t, closestStarts(sr), 900*time.Millisecond, "S: its delay")
+	assert.True(t, fr[len(fr)-1].start.Before(sr[each/2].start),
+		"F's last page (%s) came before S's 6th (%s): S's turns held nothing up", fr[len(fr)-1].start, sr[each/2].start)
+	t.Logf("F done %s after S's first fetch; S took %s", fr[len(fr)-1].start.Sub(sr[0].start).Round(time.Millisecond),
+		sr[len(sr)-1].start.Sub(sr[0].start).Round(time.Millisecond))
+}
