@@ -225,9 +225,11 @@ func TestPolitenessAcrossWorkersAndJobs(t *testing.T) {
 	assert.LessOrEqual(t, mostAtOnce(pagesA), 2, "host A: at most crawl.per_host.concurrency (2) at once")
 	assert.Equal(t, 1, mostAtOnce(b.requests()), "host B: its override's concurrency of 1")
 	assert.LessOrEqual(t, mostAtOnce(c.requests()), 2, "host C: at most 2 at once")
-	// B's fetch starts are 300 ms apart by Redis' clock; an arrival may
-	// lag its grant by scheduling, never by 100 ms on loopback.
-	assert.GreaterOrEqual(t, closestStarts(b.requests()), 200*time.Millisecond, "host B: its override's delay between requests")
+	// B's fetch starts are 300 ms apart by Redis' clock; an arrival lags
+	// its grant by the dial and scheduling, which on this loaded shared
+	// machine under -race has reached ~150 ms. Without the delay B's
+	// requests come 20–50 ms apart.
+	assert.GreaterOrEqual(t, closestStarts(b.requests()), 150*time.Millisecond, "host B: its override's delay between requests")
 	t.Logf("host A at most %d at once; B at most %d, closest starts %s; C at most %d",
 		mostAtOnce(pagesA), mostAtOnce(b.requests()), closestStarts(b.requests()).Round(time.Millisecond), mostAtOnce(c.requests()))
 }
@@ -414,7 +416,9 @@ func TestSlowHostDoesNotHoldOthersUp(t *testing.T) {
 	sr, fr := slow.requests(), fast.requests()
 	require.Len(t, sr, each)
 	require.Len(t, fr, each)
-	assert.GreaterOrEqual(t, closestStarts(sr), 900*time.Millisecond, "S: its delay")
+	// 1 s apart by Redis' clock; an arrival lags its grant by the dial
+	// and scheduling (see TestPolitenessAcrossWorkersAndJobs).
+	assert.GreaterOrEqual(t, closestStarts(sr), 700*time.Millisecond, "S: its delay")
 	assert.True(t, fr[len(fr)-1].start.Before(sr[each/2].start),
 		"F's last page (%s) came before S's 6th (%s): S's turns held nothing up", fr[len(fr)-1].start, sr[each/2].start)
 	t.Logf("F done %s after S's first fetch; S took %s", fr[len(fr)-1].start.Sub(sr[0].start).Round(time.Millisecond),
