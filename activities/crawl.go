@@ -61,7 +61,9 @@ type CrawlStore interface {
 	// job's counters (items_downloaded, bytes_downloaded, r1xx..r5xx,
 	// runk, error_count, cut_count) in the same write; ErrPageNotClaimed
 	// when the attempt no longer holds the page.
-	Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, t PageTally) (PageCounts, error)
+	// A postponed attempt's page is READY again after notBefore, its
+	// attempt kept.
+	Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, notBefore time.Time, t PageTally) (PageCounts, error)
 	Release(ctx context.Context, ident string, ids []int64) (PageCounts, error)
 	// Requeue makes the failed pages of a finished crawl READY again for a
 	// retry run (the frontier loses its retention until the job ends
@@ -252,7 +254,7 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 // (attempts exhausted, host lost on the last one). A page already
 // completed is left as it is.
 func (a *CrawlActivities) CompletePage(ctx context.Context, in CompletePageInput) (PageCounts, error) {
-	c, err := a.store.Complete(ctx, in.Ident, in.PageID, in.Attempt, PageFailed, in.Note, PageTally{})
+	c, err := a.store.Complete(ctx, in.Ident, in.PageID, in.Attempt, PageFailed, in.Note, time.Time{}, PageTally{})
 	if errors.Is(err, ErrPageNotClaimed) {
 		a.log.Info("page already completed", logging.Ident(in.Ident), zap.Int64("page", in.PageID), zap.Int("attempt", in.Attempt))
 		return a.counts(ctx, in.Ident)
@@ -410,6 +412,11 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
 			Message: truncate(fmt.Sprintf("page %s attempt %d failed, %s: %s", p.URL, p.Attempt, what, out.Note), a.opts.LogLineBytes)})
 	}
+	if out.Status == PagePostponed {
+		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
+			Message: truncate(fmt.Sprintf("page %s attempt %d postponed until %s, its attempt kept: %s", p.URL, p.Attempt,
+				out.NotBefore.UTC().Format(time.RFC3339), out.Note), a.opts.LogLineBytes)})
+	}
 	if len(entries) > 0 {
 		if err := retryWrite(ctx, func() error { return a.store.AppendLog(ctx, ident, logKey, 0, entries) }); err != nil {
 			return res, fmt.Errorf("log page %d of %s: %w", p.ID, ident, err)
@@ -442,7 +449,7 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		note = joinNote(note, fmt.Sprintf("cut: %d of its links refused by the frontier (see the job log's ignore packets)", refused))
 	}
 	err := retryWrite(ctx, func() (err error) {
-		res.Counts, err = a.store.Complete(ctx, ident, p.ID, p.Attempt, out.Status, note, tally)
+		res.Counts, err = a.store.Complete(ctx, ident, p.ID, p.Attempt, out.Status, note, out.NotBefore, tally)
 		return err
 	})
 	if errors.Is(err, ErrPageNotClaimed) {

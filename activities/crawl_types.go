@@ -19,6 +19,10 @@ const (
 	// (5xx, network error); the page is claimed again later while it has
 	// attempts left.
 	PageTransient = "transient"
+	// PagePostponed: the page's host was busy or rate-limited
+	// (internal/hostbudget); the page is READY again after
+	// PageOutcome.NotBefore, its attempt kept.
+	PagePostponed = "postponed"
 )
 
 // Crawl is the job-level context of a crawl's pages: everything a page
@@ -267,8 +271,11 @@ type Discovered struct {
 
 // PageOutcome is what the page runner did.
 type PageOutcome struct {
-	Status string // PageSucceeded, PageFailed or PageTransient
+	Status string // PageSucceeded, PageFailed, PageTransient or PagePostponed
 	Note   string
+	// NotBefore is when a postponed page may be claimed again (Redis'
+	// clock, the host budget's).
+	NotBefore time.Time
 	// Responses are the attempt's fetches (URL kept: each is logged as a
 	// download packet), capped.
 	Responses []model.Response

@@ -352,6 +352,11 @@ type Crawl struct {
 	Robots string `mapstructure:"robots"`
 	// Sitemaps bounds what `submit --sitemaps` reads (internal/sitemap).
 	Sitemaps Sitemaps `mapstructure:"sitemaps"`
+	// PerHost is each target host's politeness budget, shared by every
+	// worker process and job through Redis (internal/hostbudget).
+	PerHost PerHost `mapstructure:"per_host"`
+	// RateLimit says which answers back a host off, and how.
+	RateLimit RateLimit `mapstructure:"rate_limit"`
 }
 
 // Sitemaps bounds a crawl's sitemaps.
@@ -362,6 +367,56 @@ type Sitemaps struct {
 	MaxURLs int `mapstructure:"max_urls"`
 	// MaxFiles is the most sitemap files (indexes included) read.
 	MaxFiles int `mapstructure:"max_files"`
+}
+
+// PerHost is the per-target-host budget of the in-process fetchers
+// (pagefetch: pages and requisites) and of the crawl's claims.
+type PerHost struct {
+	// Enabled applies the budget and the rate-limit backoff; false
+	// turns both off (no Redis call per fetch).
+	Enabled bool `mapstructure:"enabled"`
+	// Concurrency is the most fetches in flight per host, fleet-wide.
+	Concurrency int `mapstructure:"concurrency"`
+	// Delay is the least time between two fetch starts on a host.
+	Delay time.Duration `mapstructure:"delay"`
+	// Hosts are per-host overrides; `starter set IDENT
+	// host:HOST=concurrency:N,delay:D` sets live ones, which win.
+	Hosts []HostLimits `mapstructure:"hosts"`
+	// Lease is how long a fetch's slot outlives a killed worker.
+	Lease time.Duration `mapstructure:"lease"`
+	// MaxWait is how long a fetch waits for its host's turn before its
+	// page is postponed (READY again later, its attempt kept).
+	MaxWait time.Duration `mapstructure:"max_wait"`
+}
+
+// HostLimits are one host's politeness limits.
+type HostLimits struct {
+	Host        string        `mapstructure:"host"`
+	Concurrency int           `mapstructure:"concurrency"`
+	Delay       time.Duration `mapstructure:"delay"`
+}
+
+// RateLimit configures the rate-limit backoff of a host.
+type RateLimit struct {
+	// Statuses back a host off whatever the body (429, 503).
+	Statuses []int `mapstructure:"statuses"`
+	// Markers are further rate-limit answers: a status and, optionally,
+	// an RE2 regular expression the body must match.
+	Markers []RateLimitMarker `mapstructure:"markers"`
+	// MaxRetryAfter caps an answer's Retry-After.
+	MaxRetryAfter time.Duration `mapstructure:"max_retry_after"`
+	// Backoff is the first wait without Retry-After, doubled by each
+	// further rate limit in a row up to MaxBackoff.
+	Backoff    time.Duration `mapstructure:"backoff"`
+	MaxBackoff time.Duration `mapstructure:"max_backoff"`
+	// GiveUpAfter: a host rate-limited this long in a row fails its pages.
+	GiveUpAfter time.Duration `mapstructure:"give_up_after"`
+}
+
+// RateLimitMarker is one configured rate-limit answer.
+type RateLimitMarker struct {
+	Status int    `mapstructure:"status"`
+	Body   string `mapstructure:"body"`
 }
 
 // URLList bounds a list of URLs (internal/urllist) and its download.
@@ -536,6 +591,9 @@ func Default() Config {
 			// sitemaps.org's limits for one file (50 MiB, 50,000 URLs),
 			// and room for a modest sitemap index.
 			Sitemaps: Sitemaps{MaxBytes: 50 << 20, MaxURLs: 100_000, MaxFiles: 50},
+			PerHost:  PerHost{Enabled: true, Concurrency: 2, Lease: 15 * time.Second, MaxWait: 10 * time.Second},
+			RateLimit: RateLimit{Statuses: []int{429, 503}, MaxRetryAfter: 10 * time.Minute,
+				Backoff: 5 * time.Second, MaxBackoff: 10 * time.Minute, GiveUpAfter: time.Hour},
 		},
 		Worker: Worker{
 			DrainTimeout:  30 * time.Second,

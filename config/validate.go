@@ -139,6 +139,7 @@ func (c *Config) Validate() error {
 	v.check(c.Crawl.Sitemaps.MaxBytes >= 1, "crawl.sitemaps.max_bytes", c.Crawl.Sitemaps.MaxBytes, "must be >= 1")
 	v.check(c.Crawl.Sitemaps.MaxURLs >= 1, "crawl.sitemaps.max_urls", c.Crawl.Sitemaps.MaxURLs, "must be >= 1")
 	v.check(c.Crawl.Sitemaps.MaxFiles >= 1, "crawl.sitemaps.max_files", c.Crawl.Sitemaps.MaxFiles, "must be >= 1")
+	v.perHost(c.Crawl.PerHost, c.Crawl.RateLimit)
 
 	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)
@@ -287,4 +288,38 @@ func RedactURL(s string) string {
 		return "(unparseable URL)"
 	}
 	return u.Redacted()
+}
+
+// perHost checks the host budget and the rate-limit backoff
+// (internal/hostbudget).
+func (v *validator) perHost(p PerHost, r RateLimit) {
+	const maxConc = 1_000_000 // hostbudget.MaxConcurrency
+	v.check(p.Concurrency >= 1 && p.Concurrency <= maxConc, "crawl.per_host.concurrency", p.Concurrency, "must be 1..1000000")
+	v.check(p.Delay >= 0 && p.Delay <= time.Hour, "crawl.per_host.delay", p.Delay, "must be 0..1h")
+	v.check(p.Lease >= time.Second, "crawl.per_host.lease", p.Lease, "must be >= 1s")
+	v.check(p.MaxWait >= 0, "crawl.per_host.max_wait", p.MaxWait, "must be >= 0")
+	seen := map[string]bool{}
+	for i, h := range p.Hosts {
+		key := fmt.Sprintf("crawl.per_host.hosts[%d]", i)
+		v.check(h.Host != "" && h.Host == strings.ToLower(h.Host) && !strings.ContainsAny(h.Host, "/: \t"), key+".host", h.Host, "must be a host name in lower case, without port")
+		v.check(!seen[h.Host], key+".host", h.Host, "must be listed once")
+		seen[h.Host] = true
+		v.check(h.Concurrency >= 1 && h.Concurrency <= maxConc, key+".concurrency", h.Concurrency, "must be 1..1000000")
+		v.check(h.Delay >= 0 && h.Delay <= time.Hour, key+".delay", h.Delay, "must be 0..1h")
+	}
+	for i, s := range r.Statuses {
+		v.check(s >= 100 && s <= 599, fmt.Sprintf("crawl.rate_limit.statuses[%d]", i), s, "must be an HTTP status 100..599")
+	}
+	for i, m := range r.Markers {
+		key := fmt.Sprintf("crawl.rate_limit.markers[%d]", i)
+		v.check(m.Status >= 100 && m.Status <= 599, key+".status", m.Status, "must be an HTTP status 100..599")
+		if m.Body != "" {
+			_, err := regexp.Compile(m.Body)
+			v.check(err == nil, key+".body", m.Body, fmt.Sprintf("must be an RE2 regular expression: %v", err))
+		}
+	}
+	v.check(r.MaxRetryAfter >= 0, "crawl.rate_limit.max_retry_after", r.MaxRetryAfter, "must be >= 0")
+	v.positiveDur("crawl.rate_limit.backoff", r.Backoff)
+	v.check(r.MaxBackoff >= r.Backoff, "crawl.rate_limit.max_backoff", r.MaxBackoff, "must be >= crawl.rate_limit.backoff")
+	v.check(r.GiveUpAfter > 0, "crawl.rate_limit.give_up_after", r.GiveUpAfter, "must be > 0")
 }

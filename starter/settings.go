@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/scope"
 )
@@ -29,6 +30,10 @@ Keys:
   max_pages=N      a crawl's page limit (0 = none; counts every page fetched so far)
   max_bytes=SIZE   a crawl's byte limit (512MiB, 2GB; 0 = none; bytes_downloaded)
   max_duration=D   a crawl's duration limit (90m, 2h; 0 = none; from the crawl's start)
+  host:HOST=concurrency:N,delay:D
+                   a target host's politeness limits for every worker and
+                   job from now on (fleet-wide, not only IDENT's; they win
+                   over crawl.per_host); host:HOST=default removes them
 The workflow applies the change to every hook launched from now on and
 writes it to Redis (settings_age, archivebot:job:IDENT) before this returns.`,
 		examples: []string{
@@ -37,6 +42,7 @@ writes it to Redis (settings_age, archivebot:job:IDENT) before this returns.`,
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw concurrency=0   # pause",
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw rules=@rules.json",
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw max_pages=5000",
+			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw host:example.com=concurrency:1,delay:2s",
 		},
 		run: runSet,
 	}
@@ -49,6 +55,51 @@ type settingsChange struct {
 	rulesFile                       *string
 	// limits are a crawl's limits to set (setLimit keys → values).
 	limits map[string]string
+	hosts  []hostChange
+}
+
+// hostChange is one host:HOST= pair: new limits, or none (default).
+type hostChange struct {
+	host   string
+	limits *hostbudget.Limits
+}
+
+// parseHostChange reads host:HOST=concurrency:N,delay:D or =default.
+func parseHostChange(host, val string) (hostChange, error) {
+	host = strings.ToLower(host)
+	if host == "" || strings.ContainsAny(host, "/: ") {
+		return hostChange{}, errors.New("must name a host without port: host:example.com=concurrency:1,delay:2s")
+	}
+	if val == "default" {
+		return hostChange{host: host}, nil
+	}
+	l := hostbudget.Limits{Concurrency: -1}
+	for _, part := range strings.Split(val, ",") {
+		k, v, _ := strings.Cut(part, ":")
+		switch k {
+		case "concurrency":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return hostChange{}, fmt.Errorf("concurrency:%s: must be an integer 1..%d", v, hostbudget.MaxConcurrency)
+			}
+			l.Concurrency = n
+		case "delay":
+			ms, err := parseMillis(v)
+			if err != nil {
+				return hostChange{}, fmt.Errorf("delay:%s: %w", v, err)
+			}
+			l.Delay = time.Duration(ms) * time.Millisecond
+		default:
+			return hostChange{}, fmt.Errorf("%q: must be concurrency:N and delay:D, comma-separated, or default", part)
+		}
+	}
+	if l.Concurrency == -1 {
+		return hostChange{}, errors.New("must set concurrency:N (delay:D optional)")
+	}
+	if err := l.Validate("host " + host); err != nil {
+		return hostChange{}, err
+	}
+	return hostChange{host: host, limits: &l}, nil
 }
 
 // settings reports whether the change touches the settings (not only rules).
@@ -61,12 +112,21 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 	var c settingsChange
 	var errs []error
 	if len(pairs) == 0 {
-		return c, usageErr("nothing to set: give key=value pairs (concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration)")
+		return c, usageErr("nothing to set: give key=value pairs (concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration, host:HOST)")
 	}
 	for _, p := range pairs {
 		key, val, ok := strings.Cut(p, "=")
 		if !ok {
 			errs = append(errs, fmt.Errorf("%q: must be key=value", p))
+			continue
+		}
+		if host, ok := strings.CutPrefix(key, "host:"); ok {
+			h, err := parseHostChange(host, val)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%s: %w", key, val, err))
+				continue
+			}
+			c.hosts = append(c.hosts, h)
 			continue
 		}
 		switch key {
@@ -114,7 +174,7 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 			}
 			c.limits[key] = val
 		default:
-			errs = append(errs, fmt.Errorf("%q: unknown key %q: must be one of concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration", p, key))
+			errs = append(errs, fmt.Errorf("%q: unknown key %q: must be one of concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration, host:HOST", p, key))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -185,6 +245,14 @@ func runSet(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	defer b.Close()
+	if len(change.hosts) > 0 {
+		if err := setHosts(ctx, a, inv, b, change.hosts); err != nil {
+			return err
+		}
+		if change.rulesFile == nil && !change.settings() {
+			return nil
+		}
+	}
 	if change.rulesFile != nil {
 		if _, err := liveJob(ctx, b, id, "change its rules"); err != nil {
 			return err
@@ -312,4 +380,34 @@ func runIgnore(ctx context.Context, a *app, inv *invocation) error {
 		}
 		return s, nil
 	})
+}
+
+// setHosts writes live per-host limits (internal/hostbudget): every
+// worker's next fetch on the host obeys them.
+func setHosts(ctx context.Context, a *app, inv *invocation, b *backend.Backend, hosts []hostChange) error {
+	keys := b.Store.Keys()
+	var out []map[string]any
+	for _, h := range hosts {
+		if h.limits == nil {
+			if err := hostbudget.ClearOverride(ctx, b.Redis, keys, h.host); err != nil {
+				return err
+			}
+			out = append(out, map[string]any{"host": h.host, "limits": "default"})
+			if !inv.json {
+				fmt.Fprintf(a.stdout, "host %s: back to the configured limits (crawl.per_host)\n", h.host)
+			}
+			continue
+		}
+		if err := hostbudget.SetOverride(ctx, b.Redis, keys, h.host, *h.limits); err != nil {
+			return err
+		}
+		out = append(out, map[string]any{"host": h.host, "concurrency": h.limits.Concurrency, "delay_ms": h.limits.Delay.Milliseconds()})
+		if !inv.json {
+			fmt.Fprintf(a.stdout, "host %s: concurrency %d, delay %s for every worker and job\n", h.host, h.limits.Concurrency, h.limits.Delay)
+		}
+	}
+	if inv.json {
+		return writeJSON(a.stdout, map[string]any{"hosts": out})
+	}
+	return nil
 }

@@ -339,7 +339,7 @@ func (c *crawl) runSeed() {
 		err = errors.New("the start page's snapshot ran on no host")
 	}
 	if err != nil {
-		res = c.completeFailed(page, fmt.Sprintf("%s; complete the start page: %v", note, err))
+		res = c.completeFailed(c.dctx, page, fmt.Sprintf("%s; complete the start page: %v", note, err))
 	}
 	c.pageDone(res)
 	if res.Status != activities.PageSucceeded {
@@ -407,10 +407,13 @@ func firstNonEmpty(s ...string) string {
 
 // completeFailed records a page attempt failed when its activity could
 // not (CompletePage is idempotent: a page already completed stays as is).
-func (c *crawl) completeFailed(p activities.PageSpec, note string) activities.PageResult {
+// ctx is the calling coroutine's: blocking on another coroutine's context
+// panics the workflow task (a page whose activity failed did, from its
+// launch coroutine); the command issued is the same whichever it is.
+func (c *crawl) completeFailed(ctx workflow.Context, p activities.PageSpec, note string) activities.PageResult {
 	in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note}
 	var counts activities.PageCounts
-	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.CompletePage, in).Get(c.dctx, &counts); err != nil {
+	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.CompletePage, in).Get(ctx, &counts); err != nil {
 		c.log().Error("record a page failed", "page", p.ID, "error", err)
 	}
 	return activities.PageResult{PageID: p.ID, Attempt: p.Attempt, Status: activities.PageFailed, Error: note, Counts: counts}
@@ -560,7 +563,7 @@ func (c *crawl) launch(p activities.PageSpec) {
 			c.released = append(c.released, p.ID)
 			res = activities.PageResult{PageID: p.ID, Attempt: p.Attempt}
 		default:
-			res = c.completeFailed(p, fmt.Sprintf("page activity failed: %v", err))
+			res = c.completeFailed(gc, p, fmt.Sprintf("page activity failed: %v", err))
 		}
 		delete(c.inflight, p.ID)
 		c.completed++

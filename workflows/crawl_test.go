@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -377,4 +378,29 @@ func TestPausedCrawlStartsItsStartPageWhenResumed(t *testing.T) {
 	assert.GreaterOrEqual(t, seedStarted.Sub(start), 10*time.Minute, "the start page waited for the crawl to be resumed")
 	assert.Equal(t, model.Settings{Concurrency: 4, UserAgent: "ua/resumed"}, seedSettings, "the start page runs with the crawl's settings")
 	assert.Equal(t, []model.Settings{{Concurrency: 2, DelayMinMS: 5, DelayMaxMS: 5}}, seedSignals, "a later change reaches the running start page")
+}
+
+// TestCrawlPageActivityFailureIsRecorded: a page whose activity fails for
+// good (its attempts used up: a worker killed on the last one) is
+// recorded failed by the workflow, and the crawl finishes. It used to
+// panic every workflow task (a blocking call on the wrong coroutine's
+// context) and never finish.
+func TestCrawlPageActivityFailureIsRecorded(t *testing.T) {
+	fake := crawltest.New(20, 3)
+	acts := fake.Activities()
+	env := newCrawlEnv(t, fake)
+	env.OnActivity("RunPage", mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.RunPageInput) (activities.PageResult, error) {
+			if in.Page.ID == 3 {
+				return activities.PageResult{}, temporal.NewNonRetryableApplicationError("worker lost", "test", nil)
+			}
+			return acts.RunPage(ctx, in)
+		})
+	env.ExecuteWorkflow(workflows.CrawlWorkflow, crawlInput(4))
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.CrawlStatus
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, int64(1), fake.Report().Failed, "page 3 recorded failed")
 }

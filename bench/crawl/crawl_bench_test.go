@@ -39,7 +39,22 @@ var (
 	pages  = flag.Int("pages", 5000, "pages of the generated site")
 	slots  = flag.Int("slots", 16, "slots of each worker process (the job's concurrency is all of them)")
 	budget = flag.Int("historyevents", 0, "crawl.history_events (0: the default)")
+	polite = flag.String("politeness", "off", "BenchmarkCrawl's host budget: off (crawl.per_host.enabled false) or high (on, a per-host concurrency of 1,000,000)")
+	rounds = flag.Int("rounds", 3, "BenchmarkCrawlPoliteness: crawls with politeness off and high, alternating")
 )
+
+// politenessEnv configures the worker processes' host budget: off, or on
+// with a per-host limit no crawl reaches (its cost alone).
+func politenessEnv(b *testing.B, mode string) string {
+	switch mode {
+	case "off":
+		return "ARCHIVEFLOW_CRAWL_PER_HOST_ENABLED=false"
+	case "high":
+		return "ARCHIVEFLOW_CRAWL_PER_HOST_CONCURRENCY=1000000"
+	}
+	b.Fatalf("-politeness %q: must be off or high", mode)
+	return ""
+}
 
 const (
 	// envSite makes this test binary serve the generated site of that many
@@ -127,8 +142,58 @@ func BenchmarkCrawl(b *testing.B) {
 	root, err := filepath.Abs(filepath.Join("..", "..", "plugins"))
 	require.NoError(b, err)
 	for _, n := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) { benchCrawl(b, bin, root, n) })
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) { benchCrawl(b, bin, root, n, *polite) })
 	}
+}
+
+// BenchmarkCrawlPoliteness is issue 28's overhead of the host budget: the
+// same crawl by 2 worker processes with politeness off and on with a
+// per-host limit no crawl reaches (the budget's Redis calls per fetch and
+// the claim's host checks, without ever waiting), alternating -rounds
+// times in one run on a fresh stack each. It logs the ratio of the
+// medians (pages/s and CPU per page, on/off).
+func BenchmarkCrawlPoliteness(b *testing.B) {
+	bin := e2e.BuildWorkers(b)
+	root, err := filepath.Abs(filepath.Join("..", "..", "plugins"))
+	require.NoError(b, err)
+	got := map[string][]measure{}
+	for r := range *rounds {
+		for _, mode := range []string{"off", "high"} {
+			b.Run(fmt.Sprintf("round=%d/politeness=%s", r+1, mode), func(b *testing.B) {
+				ms := benchCrawl(b, bin, root, 2, mode)
+				got[mode] = append(got[mode], ms...)
+			})
+		}
+	}
+	rate := func(m measure) float64 { return float64(m.pages-1) / m.wall.Seconds() }
+	cpu := func(m measure) float64 { return benchkit.Millis(m.cpu.total()) / float64(m.pages) }
+	median := func(ms []measure, f func(measure) float64) float64 {
+		var v []float64
+		for _, m := range ms {
+			v = append(v, f(m))
+		}
+		slices.Sort(v)
+		if len(v) == 0 {
+			return 0
+		}
+		return v[len(v)/2]
+	}
+	off, on := got["off"], got["high"]
+	// A parent of sub-benchmarks prints no log of its own: stdout.
+	fmt.Printf("politeness off: pages/s %v, CPU ms/page %v\n", each(off, rate), each(off, cpu))
+	fmt.Printf("politeness on (high limit): pages/s %v, CPU ms/page %v\n", each(on, rate), each(on, cpu))
+	fmt.Printf("medians: %.1f vs %.1f pages/s (on/off %.3f), %.2f vs %.2f CPU ms/page (on/off %.3f)",
+		median(on, rate), median(off, rate), median(on, rate)/median(off, rate),
+		median(on, cpu), median(off, cpu), median(on, cpu)/median(off, cpu))
+	fmt.Println()
+}
+
+func each(ms []measure, f func(measure) float64) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, fmt.Sprintf("%.1f", f(m)))
+	}
+	return out
 }
 
 // cpuSplit is the CPU spent so far by each part of the stack.
@@ -160,7 +225,7 @@ type measure struct {
 	byKey    map[string]int64
 }
 
-func benchCrawl(b *testing.B, bin, pluginRoot string, workers int) {
+func benchCrawl(b *testing.B, bin, pluginRoot string, workers int, politeness string) []measure {
 	// The default page plugin set, and for the start page every plugin of
 	// the same three (the shipped wrappers; the worker binary runs them).
 	plugins := b.TempDir()
@@ -176,7 +241,8 @@ func benchCrawl(b *testing.B, bin, pluginRoot string, workers int) {
 	})
 	procs := make([]*exec.Cmd, workers)
 	for i := range procs {
-		procs[i] = e2e.StartWorker(b, bin, st.Config, fmt.Sprintf("w%d", i+1), "ARCHIVEFLOW_LOG_LEVEL=warn", "PAGEFETCH_ENABLED=true")
+		procs[i] = e2e.StartWorker(b, bin, st.Config, fmt.Sprintf("w%d", i+1), "ARCHIVEFLOW_LOG_LEVEL=warn", "PAGEFETCH_ENABLED=true",
+			politenessEnv(b, politeness))
 	}
 	var ms []measure
 	b.ResetTimer()
@@ -185,6 +251,7 @@ func benchCrawl(b *testing.B, bin, pluginRoot string, workers int) {
 	}
 	b.StopTimer()
 	report(b, workers, ms)
+	return ms
 }
 
 // crawlOnce crawls the site to the end (unlimited depth, the calendar

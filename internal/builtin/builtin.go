@@ -24,6 +24,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/builtin/hookio"
 	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
@@ -188,6 +189,14 @@ func runHook(ctx context.Context, h *Hook, fn hookFunc) int {
 		// The same chain on every attempt: a final failure.
 		h.Log.Warn("redirect loop", zap.Error(err))
 		return emit(h.Out, h.Log, hookio.Result{Status: model.StatusFailed, OutputStr: "redirect loop", Error: err.Error()}, ExitOK)
+	case errors.Is(err, hostbudget.ErrPostponed):
+		// Not a failure: the host budget postpones the page (its verdict
+		// is the engine's); the attempt ends without a record.
+		h.Log.Info("postponed by the host budget", zap.Error(err))
+		if h.Stderr != nil {
+			fmt.Fprintln(h.Stderr, err.Error())
+		}
+		return ExitTransient
 	case err != nil:
 		h.Log.Error("failed (transient, no record)", zap.Error(err))
 		// The last stderr line is the runner's reason's detail: the error

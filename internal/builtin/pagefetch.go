@@ -24,6 +24,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/bytesize"
 	"github.com/archiveflow/archiveflow/internal/cssurl"
 	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
@@ -296,11 +297,18 @@ func (pf *pageFetcher) requisites(ctx context.Context, found []requisite) {
 		} else {
 			pf.sum.Requisites++
 			resp, body, _, err := pf.get(ctx, r.url, maxRequisiteBytes, true)
+			if errors.Is(err, hostbudget.ErrPostponed) {
+				return // the page is postponed: it fetches them on its next attempt
+			}
+			if errors.Is(err, hostbudget.ErrGivenUp) {
+				pf.h.cut("%s: requisite %s not fetched: %v", pf.h.Inv.URL, r.url, err)
+				continue
+			}
 			if err != nil {
 				pf.h.Log.Info("requisite not fetched", zap.String("requisite", r.url), zap.Error(err))
 				continue
 			}
-			if resp.StatusCode >= 500 {
+			if resp.StatusCode >= 500 || hostbudget.PageFrom(ctx).RateLimited(resp.StatusCode, body) {
 				continue // not remembered: a later page asks again
 			}
 			next = leadsTo(r, resp, body)
@@ -376,8 +384,18 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 	respond := func(status int, bytes int64, code string) {
 		pf.h.emitResponse(model.Response{URL: u, Status: status, Bytes: bytes, WgetCode: code, Requisite: requisite})
 	}
+	// The host's turn in the fleet-wide host budget (none outside a crawl
+	// page run in the worker).
+	turn, err := hostbudget.PageFrom(ctx).Start(ctx, u, requisite)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pagefetch: %s: %w", u, err)
+	}
+	defer turn.End()
 	rf := RecordedFetcher{Client: pf.client, WARC: pf.w, Log: pf.h.Log, UserAgent: pf.h.Inv.UserAgent}
 	f, err := rf.Get(ctx, u, limit)
+	if f.Resp != nil {
+		turn.Answer(ctx, f.Resp, f.Body)
+	}
 	if f.Resp == nil {
 		if denied := pf.h.denied(u, err); denied != nil {
 			// No Response record and no WARC record: nothing was fetched.

@@ -149,7 +149,10 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 		log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
 	store := &jobstore.RedisStore{Redis: s.Store, PipelineID: pipe.ID()}
-	crawl, err := pools.NewCrawlStore(&backend.Backend{Redis: s.Redis, Store: s.Store}, store, nil)
+	be := &backend.Backend{Redis: s.Redis, Store: s.Store}
+	crawl, err := pools.NewCrawlStore(be, store, s.Config, nil)
+	require.NoError(t, err)
+	hosts, err := pools.NewHostBudget(s.Config, be, log)
 	require.NoError(t, err)
 	deps := pools.Deps{
 		Config:    s.Config,
@@ -162,6 +165,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 		Purger:    purger,
 		Lookup:    s.Lookup,
 		DiskFree:  s.DiskFree,
+		Hosts:     hosts,
 	}
 	go func() { done <- pools.Run(ctx, deps, nil) }()
 	t.Cleanup(func() {

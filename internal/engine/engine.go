@@ -24,6 +24,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/hookenv"
 	"github.com/archiveflow/archiveflow/internal/hooks"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
@@ -61,6 +62,9 @@ type Config struct {
 	// hook's environment, and redacted from what a hook reports and from
 	// configuration errors, which go into workflow history.
 	Secrets config.Secrets
+	// Hosts is the host budget of the crawl pages' in-process fetches
+	// (internal/hostbudget); nil: none.
+	Hosts *hostbudget.Gate
 	// Fetch is the fetch network policy (config fetch.deny); when it
 	// denies anything, each attempt fetches through its own egress proxy.
 	Fetch *netpolicy.Policy

@@ -19,6 +19,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/hooks"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/logging"
@@ -184,6 +185,9 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	var links []activities.Discovered
 	out := activities.PageOutcome{Status: activities.PageFailed}
 	succeeded := false
+	// The page's fetches take their hosts' turns (in-process built-ins:
+	// hostbudget.PageFrom), and the budget may postpone or fail the page.
+	ctx, budget := hostbudget.WithPage(ctx, e.cfg.Hosts)
 	bgCtx, stopBG := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	var bgLinks []*hookLinks
@@ -249,6 +253,12 @@ steps:
 	}
 	if out.Status != activities.PageTransient && succeeded {
 		out.Status, out.Note = activities.PageSucceeded, ""
+	}
+	switch v := budget.Verdict(); {
+	case v.Fail:
+		out.Status, out.Note = activities.PageFailed, v.Note
+	case v.Postpone:
+		out.Status, out.Note, out.NotBefore = activities.PagePostponed, v.Note, v.NotBefore
 	}
 	out.Responses = recs.responses
 	if recs.dropped > 0 {

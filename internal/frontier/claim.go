@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 )
 
 // Claim moves up to n READY pages to CLAIMED for token, lowest depth
@@ -20,7 +22,14 @@ import (
 // per request. Release(token) returns a token's pages to READY.
 //
 // Before claiming, Claim applies a bounded part of any propagation backlog
-// (left by a Discover that was interrupted), which may promote pages.
+// (left by a Discover that was interrupted), which may promote pages, and
+// puts postponed pages whose time has come back at the head of their
+// depth's queue. With Options.HostBudget, a page whose host has no turn
+// now stays READY, so a busy host's pages hold no claim while other
+// hosts' pages wait: a host backed off or within its delay postpones
+// the page until its turn; a host at its concurrency (counting the pages
+// this claim took) leaves it where it was in its queue. A call passes
+// over at most n+maxPassed pages.
 func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string, rulesVersion int64) ([]Page, Counts, error) {
 	return f.ClaimWithin(ctx, ident, n, token, rulesVersion, 0)
 }
@@ -51,7 +60,7 @@ func (f *Frontier) ClaimWithin(ctx context.Context, ident string, n int, token s
 	case budget < 0:
 		return nil, Counts{}, fmt.Errorf("claim on job %s: page budget %d: %w: must be >= 0 (0 = none)", ident, budget, ErrInvalidArgument)
 	}
-	v, err := f.run(ctx, claimScript, ident, n, token, rulesVersion, f.opts.SettleBudget, budget).Result()
+	v, err := f.run(ctx, claimScript, ident, n, token, rulesVersion, f.opts.SettleBudget, budget, f.opts.HostBudget, f.opts.HostConcurrency).Result()
 	if err != nil {
 		return nil, Counts{}, fmt.Errorf("claim on job %s: %w", ident, err)
 	}
@@ -89,10 +98,14 @@ func (f *Frontier) ClaimWithin(ctx context.Context, ident string, n int, token s
 	return pages, counts, nil
 }
 
+// maxPassed bounds the pages one Claim of n passes over (n+maxPassed):
+// the cost of a claim while the first pages in line are of busy hosts.
+const maxPassed = 100
+
 // claimScript claims pages for a token.
-// ARGV: n token rules_version settle_budget page_budget
+// ARGV: n token rules_version settle_budget page_budget host_prefix host_concurrency
 // Reply: {code, counts, {page...}}.
-var claimScript = newScript(`
+var claimScript = newScript(hostbudget.LuaHostWait + fmt.Sprintf("local MAX_PASSED = %d\n", maxPassed) + `
 if not load_meta() then return {NO_FRONTIER} end
 local n, token, rules, budget = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
 local out = {}
@@ -105,10 +118,29 @@ if held then
   return {REPEAT, counts_reply(), out}
 end
 if redis.call('LLEN', prop) > 0 then settle(tonumber(ARGV[4])) end
+local now = now_ms()
+promote_due(now, 1000)
+local hprefix, hconc = ARGV[6], tonumber(ARGV[7])
+local planned, postponed, busy = {}, 0, {}
 local spent = tonumber(redis.call('HGET', meta, 'charged') or '0')
 local function full() return budget > 0 and spent >= budget end
 local ids = {}
-local function take(p)
+-- passed reports whether p's host cannot take it now (the host budget,
+-- internal/hostbudget): a busy host's page goes back to the head of its
+-- queue after the claim, a host waiting out its delay or a backoff
+-- postpones it.
+local function passed(p)
+  if hprefix == '' then return false, nil end
+  local h = host_of(url_of(p.id))
+  if not h then return false, nil end
+  local wait = host_wait(hprefix, h, now, planned[h] or 0, hconc)
+  if wait == 0 then return false, h end
+  if wait < 0 then busy[#busy + 1] = p else postpone(p, now + wait) end
+  postponed = postponed + 1
+  return true, h
+end
+local function take(p, h)
+  if h then planned[h] = (planned[h] or 0) + 1 end
   tally(p, -1)
   if p.attempts >= 65535 then
     -- the attempt counter is exhausted (65535 claims): give up on the page
@@ -130,14 +162,15 @@ local function take(p)
   out[#out + 1] = page_reply(p)
 end
 local pops, max_pops = 0, 4 * n + 1000
-while #ids < n and pops < max_pops do
+while #ids < n and pops < max_pops and postponed < n + MAX_PASSED do
+  local p
   if full() then
     -- the budget is spent: only charged pages READY again are claimed
     local id = redis.call('LPOP', again)
     pops = pops + 1
     if not id then break end
-    local p = get(tonumber(id))
-    if p and p.state == READY and charged(p) then take(p) end
+    p = get(tonumber(id))
+    if not (p and p.state == READY and charged(p)) then p = nil end
   else
     local top = redis.call('ZRANGE', readyz, 0, 0)
     if #top == 0 then break end
@@ -146,11 +179,16 @@ while #ids < n and pops < max_pops do
     pops = pops + 1
     if redis.call('EXISTS', q) == 0 then redis.call('ZREM', readyz, top[1]) end
     if id then
-      local p = get(tonumber(id))
-      if p and p.state == READY and p.depth == tonumber(top[1]) then take(p) end
+      p = get(tonumber(id))
+      if not (p and p.state == READY and p.depth == tonumber(top[1])) then p = nil end
     end
   end
+  if p then
+    local skip, h = passed(p)
+    if not skip then take(p, h) end
+  end
 end
+for i = #busy, 1, -1 do enqueue(busy[i], true) end
 if #ids > 0 then
   redis.call('HSET', claims, 't:' .. token, table.concat(ids))
   touch(claims)

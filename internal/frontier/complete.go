@@ -3,14 +3,20 @@ package frontier
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Outcome is how a claimed attempt ended.
 type Outcome struct {
 	// Status: StatusSucceeded or StatusFailed end the page (DONE);
 	// StatusTransient spends one attempt and makes the page READY again
-	// while attempts remain, else DONE failed.
+	// while attempts remain, else DONE failed. StatusPostponed makes it
+	// READY again after NotBefore without spending an attempt (its host
+	// was busy or rate-limited: internal/hostbudget).
 	Status Status
+	// NotBefore is when a postponed page may be claimed again (Redis'
+	// clock); zero: at once.
+	NotBefore time.Time
 	// Note (error message, …) is kept with the page, cut to MaxNoteBytes.
 	Note string
 	// JobCounters are increments of fields of the job hash
@@ -45,7 +51,8 @@ type JobCounter struct {
 // maxJobCounters bounds Outcome.JobCounters.
 const maxJobCounters = 32
 
-var completeCodes = map[Status]int{StatusSucceeded: statusSucceeded, StatusFailed: statusFailed, StatusTransient: statusTransient}
+var completeCodes = map[Status]int{StatusSucceeded: statusSucceeded, StatusFailed: statusFailed, StatusTransient: statusTransient,
+	StatusPostponed: statusPostponed}
 
 // Complete records the outcome of attempt on page pageID and returns the
 // counts after it. Repeating it for the same (page, attempt) is a no-op
@@ -84,7 +91,7 @@ func (f *Frontier) CompleteCounted(ctx context.Context, ident string, pageID int
 	}
 	code, ok := completeCodes[o.Status]
 	if !ok {
-		return Completed{}, fmt.Errorf("complete job %s page %d: status %q: %w: must be succeeded, failed or transient", ident, pageID, o.Status, ErrInvalidArgument)
+		return Completed{}, fmt.Errorf("complete job %s page %d: status %q: %w: must be succeeded, failed, transient or postponed", ident, pageID, o.Status, ErrInvalidArgument)
 	}
 	if len(o.JobCounters) > maxJobCounters {
 		return Completed{}, fmt.Errorf("complete job %s page %d: %d job counters: %w: at most %d", ident, pageID, len(o.JobCounters), ErrInvalidArgument, maxJobCounters)
@@ -92,7 +99,11 @@ func (f *Frontier) CompleteCounted(ctx context.Context, ident string, pageID int
 	if len(o.Once) > maxOnce {
 		return Completed{}, fmt.Errorf("complete job %s page %d: %d once-counted keys: %w: at most %d", ident, pageID, len(o.Once), ErrInvalidArgument, maxOnce)
 	}
-	args := []any{pageID, attempt, code, truncateNote(o.Note), len(o.JobCounters)}
+	var notBefore int64
+	if !o.NotBefore.IsZero() {
+		notBefore = o.NotBefore.UnixMilli()
+	}
+	args := []any{pageID, attempt, code, truncateNote(o.Note), notBefore, len(o.JobCounters)}
 	var err error
 	if args, err = appendCounters(args, o.JobCounters); err != nil {
 		return Completed{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
@@ -156,7 +167,7 @@ func appendCounters(args []any, cs []JobCounter) ([]any, error) {
 }
 
 // completeScript ends one attempt.
-// ARGV: page attempt status_code note n, then n job counter field delta
+// ARGV: page attempt status_code note not_before_ms n, then n job counter field delta
 // pairs, then per once-counted key: its fingerprint, m, m field delta pairs
 // Reply: {APPLIED, counts, counted, firsts} (counted 1 when the job hash
 // got the counters, firsts the 1-based indexes of the once-counted keys
@@ -172,7 +183,11 @@ tally(p, -1)
 detach(id)
 p.done_attempt = attempt
 p.status = status
-if status == ST_TRANSIENT then
+if status == ST_POSTPONED then
+  p.state = READY
+  local at = tonumber(ARGV[5])
+  if at > now_ms() then postpone(p, at) else enqueue(p, true) end
+elseif status == ST_TRANSIENT then
   if p.remaining > 0 then p.remaining = p.remaining - 1 end
   if p.remaining > 0 then
     p.state = READY
@@ -194,7 +209,7 @@ local function add_counters(from, n, apply)
   end
   return from + 2 * n
 end
-local i = add_counters(6, tonumber(ARGV[5]), true)
+local i = add_counters(7, tonumber(ARGV[6]), true)
 local firsts, k = {}, 0
 while i <= #ARGV do
   local key, m = ARGV[i], tonumber(ARGV[i + 1])

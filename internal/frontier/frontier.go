@@ -105,10 +105,13 @@ const (
 	StatusFailed    Status = "failed"
 	StatusTransient Status = "transient" // failed, will be retried
 	StatusSkipped   Status = "skipped"
+	// StatusPostponed: the page's host was busy or rate-limited; the page
+	// is READY again after Outcome.NotBefore, its attempt kept.
+	StatusPostponed Status = "postponed"
 )
 
 // statuses is indexed by the record's status code.
-var statuses = []Status{StatusNone, StatusSucceeded, StatusFailed, StatusTransient, StatusSkipped}
+var statuses = []Status{StatusNone, StatusSucceeded, StatusFailed, StatusTransient, StatusSkipped, StatusPostponed}
 
 // Config is a frontier's configuration, fixed at Seed.
 type Config struct {
@@ -175,6 +178,14 @@ type Options struct {
 	SettleRounds int
 	// Logger (default: none).
 	Logger *zap.Logger
+	// HostBudget, when set, is the host budget's key prefix
+	// (rkeys.Keys.HostBudgetPrefix): Claim leaves a page whose host is
+	// backed off, waits for its delay or is at its concurrency READY with
+	// a not-before time instead of claiming it (internal/hostbudget).
+	HostBudget string
+	// HostConcurrency is the default per-host concurrency Claim assumes
+	// for a host no fetch recorded its own for yet.
+	HostConcurrency int
 }
 
 // Frontier reads and writes the frontiers of crawl jobs in Redis.

@@ -30,6 +30,7 @@ var scriptKeys = []struct{ name, suffix string }{
 	{"once", "_frontier_once"},     // set: keys of fetches counted once per crawl (Outcome.Once)
 	{"robots", "_frontier_robots"}, // hash: origin -> its robots.txt record (KeepRobots)
 	{"again", "_frontier_again"},   // list: ids of charged pages made READY again (ClaimWithin's budget)
+	{"later", "_frontier_later"},   // zset: READY pages not before a time (page id -> ms, Redis' clock)
 	{"urls_p", "_frontier_urls:"},  // list per page bucket: URLs by slot
 	{"pages_p", "_frontier_pages:"},
 	{"links_p", "_frontier_links:"},

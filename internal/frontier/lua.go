@@ -41,6 +41,7 @@ const (
 	statusFailed    = 2
 	statusTransient = 3
 	statusSkipped   = 4
+	statusPostponed = 5
 
 	flagNoRecurse = 1
 	flagRequisite = 2
@@ -72,7 +73,7 @@ var luaPrelude = fmt.Sprintf(`
 local PB, RS, LH_LOAD = %d, %d, %d
 local REC = '%s'
 local READY, CLAIMED, SKIPPED, DONE, DEFERRED = %d, %d, %d, %d, %d
-local ST_NONE, ST_SUCCEEDED, ST_FAILED, ST_TRANSIENT, ST_SKIPPED = %d, %d, %d, %d, %d
+local ST_NONE, ST_SUCCEEDED, ST_FAILED, ST_TRANSIENT, ST_SKIPPED, ST_POSTPONED = %d, %d, %d, %d, %d, %d
 local F_NORECURSE, F_REQUISITE, F_NOTE, F_CHARGED = %d, %d, %d, %d
 local APPLIED, REPEAT, NO_FRONTIER, UNKNOWN_PAGE, NOT_CLAIMED = %d, %d, %d, %d, %d
 local OUT_OF_ORDER, CONFLICT, INVALID_STATE, NO_JOB, LEFTOVER = %d, %d, %d, %d, %d
@@ -80,7 +81,7 @@ local STATE_NAMES = {%s}
 `,
 	pagesPerBucket, recordSize, lhLoad, recordFormat,
 	codeReady, codeClaimed, codeSkipped, codeDone, codeDeferred,
-	statusNone, statusSucceeded, statusFailed, statusTransient, statusSkipped,
+	statusNone, statusSucceeded, statusFailed, statusTransient, statusSkipped, statusPostponed,
 	flagNoRecurse, flagRequisite, flagNote, flagCharged,
 	retApplied, retRepeat, retNoFrontier, retUnknownPage, retNotClaimed,
 	retOutOfOrder, retConflict, retInvalidState, retNoJob, retLeftover, luaStateNames()) + `
@@ -343,6 +344,28 @@ local function detach(id)
     if struct.unpack('>I4', held, off) ~= id then rest[#rest + 1] = string.sub(held, off, off + 3) end
   end
   if #rest == 0 then redis.call('HDEL', claims, tf) else redis.call('HSET', claims, tf, table.concat(rest)) end
+end
+
+-- Postponed pages: READY but out of the ready queues until their time
+-- (later: id -> not-before ms, Redis' clock); promote_due puts those due
+-- back at the head of their depth's queue.
+local function postpone(p, at)
+  redis.call('ZADD', later, at, p.id)
+  touch(later)
+end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function promote_due(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, limit)
+  for i = #due, 1, -1 do
+    redis.call('ZREM', later, due[i])
+    local p = get(tonumber(due[i]))
+    if p and p.state == READY then enqueue(p, true) end
+  end
 end
 
 local function set_note(p, note)

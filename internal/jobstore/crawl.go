@@ -152,12 +152,12 @@ func (s *CrawlStore) Discover(ctx context.Context, ident string, pageID int64, a
 // when archiveflow owns the response counters (redis.response_counters),
 // r1xx..r5xx, runk and error_count; archiveflow's own cut_count counts the
 // attempt's losses to a limit.
-func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, t activities.PageTally) (activities.PageCounts, error) {
+func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, notBefore time.Time, t activities.PageTally) (activities.PageCounts, error) {
 	counters := s.fetchCounters(t.FetchTally)
 	if t.Cuts > 0 {
 		counters = append(counters, frontier.JobCounter{Field: rkeys.FieldCutCount, Delta: t.Cuts})
 	}
-	o := frontier.Outcome{Status: frontier.Status(status), Note: note, JobCounters: counters}
+	o := frontier.Outcome{Status: frontier.Status(status), Note: note, NotBefore: notBefore, JobCounters: counters}
 	urls := make([]string, 0, len(t.Requisites))
 	for u := range t.Requisites {
 		urls = append(urls, u)

@@ -141,7 +141,7 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 	store := &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID()}
 	var crawl activities.CrawlStore // nil without Redis (Run refuses it)
 	if be.Redis != nil && be.Store != nil {
-		cs, err := NewCrawlStore(be, store, log)
+		cs, err := NewCrawlStore(be, store, cfg, log)
 		if err != nil {
 			return Deps{}, err
 		}
@@ -153,7 +153,12 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 			return Deps{}, err
 		}
 	}
+	hosts, err := NewHostBudget(cfg, be, log)
+	if err != nil {
+		return Deps{}, err
+	}
 	return Deps{
+		Hosts:     hosts,
 		Config:    cfg,
 		Client:    be.Temporal,
 		Store:     store,
@@ -166,9 +171,10 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 }
 
 // NewCrawlStore is the crawl store of a process: store's job layout and a
-// frontier on the same Redis.
-func NewCrawlStore(be *backend.Backend, store *jobstore.RedisStore, log *zap.Logger) (*jobstore.CrawlStore, error) {
-	f, err := frontier.New(be.Redis, be.Store.Keys(), frontier.Options{Logger: log})
+// frontier on the same Redis (whose claims see the host budget when cfg
+// turns it on; cfg may be nil).
+func NewCrawlStore(be *backend.Backend, store *jobstore.RedisStore, cfg *config.Config, log *zap.Logger) (*jobstore.CrawlStore, error) {
+	f, err := frontier.New(be.Redis, be.Store.Keys(), frontierOptions(cfg, be, log))
 	if err != nil {
 		return nil, fmt.Errorf("crawl frontier: %w", err)
 	}

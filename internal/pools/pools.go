@@ -31,6 +31,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/diskguard"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/hooks"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/metrics"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/outbox"
@@ -77,6 +78,9 @@ type Deps struct {
 	// PluginDirs are the plugin roots in discovery order, from PluginRoots;
 	// nil means Run calls PluginRoots itself.
 	PluginDirs []string
+	// Hosts is the host budget of crawl pages' fetches (NewHostBudget);
+	// nil: none.
+	Hosts *hostbudget.Gate
 	// Purger, when set, runs the purge workflow's activities on the pools'
 	// shared queues, and Run creates the purge Schedule (config
 	// purge.schedule) once the workers are polling.
@@ -311,6 +315,7 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	ecfg.Instance = instance
+	ecfg.Hosts = d.Hosts
 	if d.Lookup != nil {
 		ecfg.Fetch = ecfg.Fetch.WithLookup(d.Lookup)
 	}

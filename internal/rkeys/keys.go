@@ -76,6 +76,22 @@ func (k Keys) JobKeys(ident string) []string {
 	return []string{k.Job(ident), k.Log(ident), k.Ignores(ident), k.Ops(ident), k.LogBatches(ident), k.Rules(ident)}
 }
 
+// HostBudget is archiveflow's hostbudget:HOST hash: a target host's
+// politeness state shared by every worker and job (internal/hostbudget).
+func (k Keys) HostBudget(host string) string { return k.ns + "hostbudget:" + host }
+
+// HostBudgetPrefix is HostBudget's prefix, for scripts that derive a
+// host's keys themselves (the frontier's claim).
+func (k Keys) HostBudgetPrefix() string { return k.ns + "hostbudget:" }
+
+// HostInflight is archiveflow's hostbudget:HOST:inflight zset: the fetch
+// leases a host holds (member a lease token, score its expiry in ms).
+func (k Keys) HostInflight(host string) string { return k.HostBudget(host) + ":inflight" }
+
+// HostOverrides is archiveflow's hostbudget_overrides hash: HOST → the
+// live per-host limits (`starter set IDENT host:HOST=...`).
+func (k Keys) HostOverrides() string { return k.ns + "hostbudget_overrides" }
+
 // Pending is ArchiveBot's pending list of idents.
 func (k Keys) Pending() string { return k.ns + keyPending }
 

@@ -1,0 +1,60 @@
+package pools
+
+import (
+	"fmt"
+	"regexp"
+
+	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
+)
+
+// NewHostBudget is a process's host budget from the configuration
+// (crawl.per_host, crawl.rate_limit); nil when crawl.per_host.enabled is
+// off or there is no Redis.
+func NewHostBudget(cfg *config.Config, be *backend.Backend, log *zap.Logger) (*hostbudget.Gate, error) {
+	if cfg == nil || !cfg.Crawl.PerHost.Enabled || be.Redis == nil || be.Store == nil {
+		return nil, nil
+	}
+	p, r := cfg.Crawl.PerHost, cfg.Crawl.RateLimit
+	hc := hostbudget.Config{
+		Default: hostbudget.Limits{Concurrency: p.Concurrency, Delay: p.Delay},
+		Hosts:   map[string]hostbudget.Limits{},
+		Lease:   p.Lease,
+		MaxWait: p.MaxWait,
+		RateLimit: hostbudget.RateLimit{Statuses: r.Statuses, MaxRetryAfter: r.MaxRetryAfter,
+			Backoff: r.Backoff, MaxBackoff: r.MaxBackoff, GiveUpAfter: r.GiveUpAfter},
+	}
+	for _, h := range p.Hosts {
+		hc.Hosts[h.Host] = hostbudget.Limits{Concurrency: h.Concurrency, Delay: h.Delay}
+	}
+	for i, m := range r.Markers {
+		mk := hostbudget.Marker{Status: m.Status}
+		if m.Body != "" {
+			re, err := regexp.Compile(m.Body)
+			if err != nil {
+				return nil, fmt.Errorf("crawl.rate_limit.markers[%d].body: %w", i, err)
+			}
+			mk.Body = re
+		}
+		hc.RateLimit.Markers = append(hc.RateLimit.Markers, mk)
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return hostbudget.New(be.Redis, be.Store.Keys(), hc, log)
+}
+
+// frontierOptions are a process's frontier options: with the host budget
+// on, claims leave a busy host's pages READY.
+func frontierOptions(cfg *config.Config, be *backend.Backend, log *zap.Logger) frontier.Options {
+	o := frontier.Options{Logger: log}
+	if cfg != nil && cfg.Crawl.PerHost.Enabled {
+		o.HostBudget = be.Store.Keys().HostBudgetPrefix()
+		o.HostConcurrency = cfg.Crawl.PerHost.Concurrency
+	}
+	return o
+}
