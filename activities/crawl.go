@@ -702,9 +702,9 @@ func (h *CrawlHostActivities) TeardownCrawl(ctx context.Context, in TeardownInpu
 }
 
 // SealCrawl writes the crawl's WACZ on this host (its job WARCs that this
-// host sees, its pages that succeeded) and records where in the job's
-// hash. A WACZ that cannot be written is recorded as such, not retried:
-// `starter export` writes one later.
+// host sees, its pages that succeeded) and reports where (or why none was
+// written: `starter export` writes one later); the workflow records it
+// (CrawlActivities.SetArchive).
 func (h *CrawlHostActivities) SealCrawl(ctx context.Context, in SealCrawlInput) (SealCrawlReport, error) {
 	a := h.c
 	pages, err := a.store.SucceededPages(ctx, in.Ident)
@@ -716,12 +716,20 @@ func (h *CrawlHostActivities) SealCrawl(ctx context.Context, in SealCrawlInput) 
 		rep = SealCrawlReport{Error: err.Error()}
 		a.log.Warn("the crawl's WACZ was not written at the seal", logging.Ident(in.Ident), zap.Error(err))
 	}
-	host, _ := os.Hostname()
-	ar := ArchiveInput{Ident: in.Ident, WACZ: rep.WACZ, Bytes: rep.Bytes, Error: rep.Error, Host: host, Missing: len(rep.Missing)}
-	if err := a.store.SetArchive(ctx, ar); err != nil {
-		return rep, fmt.Errorf("seal crawl %s: %w", in.Ident, err)
-	}
+	rep.Host, _ = os.Hostname()
 	a.log.Info("sealed crawl", logging.Ident(in.Ident), zap.String("wacz", rep.WACZ), zap.Int("pages", len(pages)),
 		zap.Strings("missing_warcs", rep.Missing))
 	return rep, nil
+}
+
+// SetArchive records where the crawl's seal wrote its WACZ (or why it
+// wrote none).
+func (a *CrawlActivities) SetArchive(ctx context.Context, in ArchiveInput) error {
+	if (in.WACZ == "") == (in.Error == "") {
+		return invalidInput("set wacz of crawl %s: exactly one of file and error must be set", in.Ident)
+	}
+	if err := a.store.SetArchive(ctx, in); err != nil {
+		return crawlStoreError(err, "set wacz of crawl %s", in.Ident)
+	}
+	return nil
 }

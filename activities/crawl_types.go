@@ -254,6 +254,12 @@ type SealCrawlReport struct {
 	Bytes   int64    `json:"bytes,omitempty"`
 	Error   string   `json:"error,omitempty"`
 	Missing []string `json:"missing,omitempty"`
+	Host    string   `json:"host,omitempty"`
+}
+
+// Archive is where the report says the crawl's WACZ is, for SetArchive.
+func (r SealCrawlReport) Archive(ident string) ArchiveInput {
+	return ArchiveInput{Ident: ident, WACZ: r.WACZ, Bytes: r.Bytes, Error: r.Error, Host: r.Host, Missing: len(r.Missing)}
 }
 
 // PageRun is one page attempt as the host-side page runner needs it.

@@ -153,12 +153,10 @@ func (a *HostActivities) SealSnapshot(ctx context.Context, in SealInput) (SealRe
 		return SealReport{}, fmt.Errorf("seal snapshot %s: %w", in.Job.Ident, err)
 	}
 	if rep.WACZ != "" || rep.WACZError != "" {
-		host, _ := os.Hostname()
-		ar := ArchiveInput{Ident: in.Job.Ident, WACZ: rep.WACZ, Bytes: rep.WACZBytes, Error: rep.WACZError, Host: host}
-		if err := a.store.SetArchive(ctx, ar); err != nil {
-			// The seal is retried: every step of it is safe to repeat.
-			return SealReport{}, fmt.Errorf("seal snapshot %s: %w", in.Job.Ident, err)
-		}
+		// The workflow records where the WACZ is (PoolActivities.SetArchive,
+		// through its ordered writer: a Redis outage delays it, never the
+		// seal).
+		rep.WACZHost, _ = os.Hostname()
 	}
 	a.log.Info("sealed snapshot", logging.Ident(in.Job.Ident), zap.Strings("files", rep.Files), zap.String("wacz", rep.WACZ))
 	return rep, nil

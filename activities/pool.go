@@ -147,6 +147,18 @@ func (a *PoolActivities) FinishJob(ctx context.Context, in FinishInput) error {
 	return nil
 }
 
+// SetArchive records where the seal wrote the job's WACZ (or why it wrote
+// none).
+func (a *PoolActivities) SetArchive(ctx context.Context, in ArchiveInput) error {
+	if (in.WACZ == "") == (in.Error == "") {
+		return invalidInput("set wacz of job %s: exactly one of file and error must be set", in.Ident)
+	}
+	if err := a.store.SetArchive(ctx, in); err != nil {
+		return storeError(err, "set wacz of job %s", in.Ident)
+	}
+	return nil
+}
+
 // ReopenJob takes a finished job back for a retry run (starter retry):
 // its final state, retention and jobs_* count, and the counts of the
 // failed results the retry runs again, once per Key.

@@ -354,4 +354,10 @@ type SealReport struct {
 	WACZ      string `json:"wacz,omitempty"`
 	WACZBytes int64  `json:"wacz_bytes,omitempty"`
 	WACZError string `json:"wacz_error,omitempty"`
+	WACZHost  string `json:"wacz_host,omitempty"`
+}
+
+// Archive is where the report says the job's WACZ is, for SetArchive.
+func (r SealReport) Archive(ident string) ArchiveInput {
+	return ArchiveInput{Ident: ident, WACZ: r.WACZ, Bytes: r.WACZBytes, Error: r.WACZError, Host: r.WACZHost}
 }

@@ -806,6 +806,10 @@ func (c *crawl) sealWACZ() {
 		return
 	}
 	c.log().Info("crawl sealed into its WACZ", "host_queue", host, "wacz", rep.WACZ, "error", rep.Error, "missing_warcs", len(rep.Missing))
+	ar := rep.Archive(c.ident())
+	c.writes.enqueue("set wacz", func(wc workflow.Context) error {
+		return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.SetArchive, ar).Get(wc, nil)
+	})
 }
 
 // finalState decides the crawl's final state and error.

@@ -324,6 +324,10 @@ func TestCrawlSealWritesItsWACZOnAHostTheTeardownReached(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"job-host-1-00001.warc.gz", "job-host-seed-00001.warc.gz"}, names)
 	assert.Equal(t, crawlInput(4).Crawl.Job.URL, seals[0].Input.URL)
+	ar := fake.Report().Archives
+	require.Len(t, ar, 1, "the workflow records where the WACZ is")
+	assert.Equal(t, activities.ArchiveInput{Ident: seals[0].Input.Ident, WACZ: "/archive/crawls/" + seals[0].Input.Ident + "/" + seals[0].Input.Ident + ".wacz",
+		Host: "h", Missing: 1}, ar[0])
 
 	fake = crawltest.New(30, 3)
 	fake.Dead = map[string]bool{"host-1": true}

@@ -190,7 +190,11 @@ func (f *fakeSealer) Seal(_ context.Context, in activities.SealInput) (activitie
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seals = append(f.seals, in)
-	return activities.SealReport{Files: []string{"/archive/snapshots/" + in.Job.SnapshotID + "/index.jsonl"}}, nil
+	rep := activities.SealReport{Files: []string{"/archive/snapshots/" + in.Job.SnapshotID + "/index.jsonl"}}
+	if !in.Job.CrawlPage {
+		rep.WACZ, rep.WACZBytes = "/archive/snapshots/"+in.Job.SnapshotID+"/"+in.Job.Ident+".wacz", 10
+	}
+	return rep, nil
 }
 
 func (f *fakeSealer) all() []activities.SealInput {
@@ -210,6 +214,9 @@ type fakeStore struct {
 	reopens  []activities.ReopenInput
 	calls    int
 	reads    int // Settings calls
+	// archives are SetArchive's inputs, each with the finishes written
+	// before it.
+	archives []archiveWrite
 	// failResults fails that many RecordResult calls first (Redis down).
 	failResults int
 }
@@ -251,7 +258,18 @@ func (s *fakeStore) RecordResult(_ context.Context, in activities.ResultInput) e
 
 func (s *fakeStore) Heartbeat(context.Context, string) error { return nil }
 
-func (s *fakeStore) SetArchive(context.Context, activities.ArchiveInput) error { return nil }
+// archiveWrite is one SetArchive call and how many finishes came before.
+type archiveWrite struct {
+	in             activities.ArchiveInput
+	finishedBefore int
+}
+
+func (s *fakeStore) SetArchive(_ context.Context, in activities.ArchiveInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.archives = append(s.archives, archiveWrite{in: in, finishedBefore: len(s.finishes)})
+	return nil
+}
 
 func (s *fakeStore) FinishJob(_ context.Context, in activities.FinishInput) error {
 	s.mu.Lock()

@@ -577,18 +577,39 @@ func (s *snapshot) sealOnHost() {
 	}
 	id := s.in.Job.Ident + "/seal" + claimSuffix(s.claim.n)
 	// The seal runs even when the job was stopped: on dctx, never runCtx.
-	err := s.hostCheck().untilStarted(s.dctx, s.dctx, id, nil, nil, func(r round) workflow.Future {
+	var rep activities.SealReport
+	err := s.hostCheck().untilStarted(s.dctx, s.dctx, id, &rep, nil, func(r round) workflow.Future {
 		actx := workflow.WithActivityOptions(s.dctx, sealOptions(s.claim.hostQueue, id+requeueSuffix(r.n), r.wait))
 		return workflow.ExecuteActivity(actx, hostActs.SealSnapshot, in)
 	})
 	switch {
 	case err == nil:
+		s.recordArchive(rep)
 	case isHostLost(err) && s.job.stopReason == "":
 		s.claim.hostLost = true
 		s.log().Warn("host lost at the seal", "host_queue", s.claim.hostQueue)
 	default:
 		s.log().Error("seal on the host failed; the snapshot has no final index", "host_queue", s.claim.hostQueue, "error", err)
 	}
+}
+
+// sealArchiveChange versions recording where the seal wrote the job's
+// WACZ: histories from before it write nothing after the seal.
+const sealArchiveChange = "seal-records-wacz"
+
+// recordArchive writes where the seal wrote the job's WACZ (or why none)
+// through the ordered writer, before the final state.
+func (s *snapshot) recordArchive(rep activities.SealReport) {
+	if rep.WACZ == "" && rep.WACZError == "" {
+		return // a crawl's start page, or wacz.seal off
+	}
+	if workflow.GetVersion(s.dctx, sealArchiveChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	in := rep.Archive(s.in.Job.Ident)
+	s.writes.enqueue("set wacz", func(c workflow.Context) error {
+		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetArchive, in).Get(c, nil)
+	})
 }
 
 // finalState decides the job's final state and error.

@@ -157,6 +157,14 @@ func TestSealWritesTheIndexWithEveryFinalResultOnTheHost(t *testing.T) {
 	for i, r := range s.Results {
 		assert.Equal(t, result(t, st, r.Hook), r, "result %d is the job's final one", i)
 	}
+	// Where the seal wrote the job's WACZ reaches Redis through the
+	// ordered writer, before the final state.
+	require.Len(t, h.store.archives, 1)
+	w := h.store.archives[0]
+	assert.Equal(t, "/archive/snapshots/"+testIdent+"/"+testIdent+".wacz", w.in.WACZ)
+	assert.Equal(t, int64(10), w.in.Bytes)
+	assert.NotEmpty(t, w.in.Host, "the host that has it")
+	assert.Equal(t, 0, w.finishedBefore, "written before the finish")
 }
 
 func TestAbortedJobIsSealedWithTheResultsItHas(t *testing.T) {

@@ -63,9 +63,10 @@ type Fake struct {
 	pageRuns  map[int64]int    // page → RunPage calls
 	teardowns []string         // TeardownCrawl's task queues
 	seals     []Seal           // SealCrawl's calls
-	checked   map[string]int   // host queue → HostLiveness calls
-	charged   map[int64]bool   // pages charged to a page limit
-	limit     string           // FinishInput.Limit
+	archives  []activities.ArchiveInput
+	checked   map[string]int // host queue → HostLiveness calls
+	charged   map[int64]bool // pages charged to a page limit
+	limit     string         // FinishInput.Limit
 }
 
 // New returns a Fake crawl of pages pages with fanout links per page.
@@ -345,13 +346,22 @@ func (a *Activities) TeardownCrawl(ctx context.Context, _ activities.TeardownInp
 	return activities.TeardownReport{WARCs: []activities.WARCFile{{Name: "job-" + q + "-00001.warc.gz", Bytes: 1}}}, nil
 }
 
+// SetArchive is activities.CrawlActivities.SetArchive; it records where
+// the seal said the WACZ is.
+func (a *Activities) SetArchive(_ context.Context, in activities.ArchiveInput) error {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	a.f.archives = append(a.f.archives, in)
+	return nil
+}
+
 // SealCrawl is activities.CrawlHostActivities.SealCrawl; it records the
 // host queue it ran on and what it was given.
 func (a *Activities) SealCrawl(ctx context.Context, in activities.SealCrawlInput) (activities.SealCrawlReport, error) {
 	a.f.mu.Lock()
 	defer a.f.mu.Unlock()
 	a.f.seals = append(a.f.seals, Seal{Queue: activity.GetInfo(ctx).TaskQueue, Input: in})
-	return activities.SealCrawlReport{WACZ: "/archive/crawls/" + in.Ident + "/" + in.Ident + ".wacz"}, nil
+	return activities.SealCrawlReport{WACZ: "/archive/crawls/" + in.Ident + "/" + in.Ident + ".wacz", Host: "h", Missing: []string{"x.warc.gz"}}, nil
 }
 
 // HostAlive is activities.PoolActivities.HostAlive: every host queue is
@@ -412,8 +422,9 @@ type Report struct {
 	PageRuns map[int64]int
 	// Teardowns are the host queues TeardownCrawl ran on.
 	Teardowns []string
-	// Seals are SealCrawl's calls.
-	Seals []Seal
+	// Seals are SealCrawl's calls, Archives SetArchive's.
+	Seals    []Seal
+	Archives []activities.ArchiveInput
 }
 
 // Seal is one SealCrawl call: the host queue it ran on, its input.
@@ -429,7 +440,7 @@ func (f *Fake) Report() Report {
 	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Final: f.final, Limit: f.limit,
 		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
 		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...),
-		Seals: append([]Seal(nil), f.seals...)}
+		Seals: append([]Seal(nil), f.seals...), Archives: append([]activities.ArchiveInput(nil), f.archives...)}
 	for id, n := range f.done {
 		if n > 1 {
 			r.Twice = append(r.Twice, id)
