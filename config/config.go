@@ -387,6 +387,10 @@ type PerHost struct {
 	// MaxWait is how long a fetch waits for its host's turn before its
 	// page is postponed (READY again later, its attempt kept).
 	MaxWait time.Duration `mapstructure:"max_wait"`
+	// MaxCrawlDelay caps the Crawl-delay a robots.txt asks for (read by a
+	// crawl with --robots obey), which then is the host's least delay for
+	// every worker and job; 0 ignores Crawl-delay.
+	MaxCrawlDelay time.Duration `mapstructure:"max_crawl_delay"`
 }
 
 // HostLimits are one host's politeness limits.
@@ -591,7 +595,7 @@ func Default() Config {
 			// sitemaps.org's limits for one file (50 MiB, 50,000 URLs),
 			// and room for a modest sitemap index.
 			Sitemaps: Sitemaps{MaxBytes: 50 << 20, MaxURLs: 100_000, MaxFiles: 50},
-			PerHost:  PerHost{Enabled: true, Concurrency: 2, Lease: 15 * time.Second, MaxWait: 10 * time.Second},
+			PerHost:  PerHost{Enabled: true, Concurrency: 2, Lease: 15 * time.Second, MaxWait: 10 * time.Second, MaxCrawlDelay: 30 * time.Second},
 			RateLimit: RateLimit{Statuses: []int{429, 503}, MaxRetryAfter: 10 * time.Minute,
 				Backoff: 5 * time.Second, MaxBackoff: 10 * time.Minute, GiveUpAfter: time.Hour},
 		},

@@ -9,9 +9,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
+	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/robots"
 	"github.com/archiveflow/archiveflow/internal/sitemap"
 	"github.com/archiveflow/archiveflow/internal/warc"
@@ -37,6 +41,18 @@ func (e *Engine) FetchRobots(ctx context.Context, in activities.RobotsFetch) (ro
 		return nil
 	})
 	rec.Fetched = time.Now().UTC()
+	if err == nil {
+		// The Crawl-delay the file asks of this agent becomes the host's
+		// least delay in the fleet-wide budget (capped:
+		// crawl.per_host.max_crawl_delay).
+		if d := robots.Parse(rec, in.UserAgent).CrawlDelay(); d > 0 {
+			if host, herr := hostbudget.Host(rec.URL); herr == nil {
+				if serr := e.cfg.Hosts.SetCrawlDelay(ctx, host, d); serr != nil {
+					e.log.Warn("robots.txt Crawl-delay not applied to the host budget", logging.Ident(in.Ident), zap.String("host", host), zap.Error(serr))
+				}
+			}
+		}
+	}
 	return rec, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/metrics"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
@@ -84,6 +86,9 @@ type Config struct {
 	// concurrency (default 50ms).
 	Poll      time.Duration
 	RateLimit RateLimit
+	// MaxCrawlDelay caps a robots.txt's Crawl-delay (SetCrawlDelay); 0
+	// ignores Crawl-delay.
+	MaxCrawlDelay time.Duration
 }
 
 // Gate applies the host budget and the rate-limit backoff.
@@ -186,6 +191,9 @@ func (g *Gate) Acquire(ctx context.Context, host string) (*Slot, error) {
 			return nil, err
 		}
 		if t.granted {
+			if waited > 0 {
+				metrics.HostBudgetWait(waited)
+			}
 			s := &Slot{g: g, host: host, token: token, streak: t.since > 0, stop: make(chan struct{}), done: make(chan struct{})}
 			go s.renew()
 			return s, nil
@@ -344,6 +352,11 @@ func (g *Gate) Observe(ctx context.Context, s *Slot, host string, status int, re
 		b.RetryAfter = ra
 	}
 	b.GiveUp = time.Duration(v[0]-v[2])*time.Millisecond >= g.cfg.RateLimit.GiveUpAfter
+	reason := metrics.BackoffMarker
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		reason = strconv.Itoa(status)
+	}
+	metrics.RateLimitBackoff(reason, b.Until.Sub(b.At))
 	g.log.Info("host rate-limited: backing off", zap.String("host", host), zap.Int("status", status),
 		zap.Duration("retry_after", b.RetryAfter), zap.Time("until", b.Until), zap.Time("since", b.Since), zap.Bool("give_up", b.GiveUp))
 	return b, nil
@@ -411,6 +424,26 @@ func SetOverride(ctx context.Context, rdb redis.UniversalClient, keys rkeys.Keys
 func ClearOverride(ctx context.Context, rdb redis.UniversalClient, keys rkeys.Keys, host string) error {
 	if err := rdb.HDel(ctx, keys.HostOverrides(), strings.ToLower(host)).Err(); err != nil {
 		return fmt.Errorf("clear limits of host %s: %w", host, err)
+	}
+	return nil
+}
+
+// SetCrawlDelay makes a robots.txt's Crawl-delay (capped at
+// Config.MaxCrawlDelay) the least delay between fetch starts on host, for
+// every worker and job, as long as the host's state lives (a day after
+// its last fetch); a larger configured or live delay still wins. A crawl
+// that obeys robots.txt sets it when it reads the file.
+func (g *Gate) SetCrawlDelay(ctx context.Context, host string, d time.Duration) error {
+	if g == nil || g.cfg.MaxCrawlDelay <= 0 || d <= 0 {
+		return nil
+	}
+	d = min(d, g.cfg.MaxCrawlDelay)
+	k := g.keys.HostBudget(strings.ToLower(host))
+	if err := g.rdb.HSet(ctx, k, "crawl_delay", d.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("crawl-delay of host %s: %w", host, err)
+	}
+	if err := g.rdb.PExpire(ctx, k, d+24*time.Hour).Err(); err != nil {
+		return fmt.Errorf("crawl-delay of host %s: %w", host, err)
 	}
 	return nil
 }

@@ -397,3 +397,30 @@ func TestPageVerdicts(t *testing.T) {
 	require.False(t, f.Answer(ctx, &http.Response{StatusCode: 429}, nil))
 	require.False(t, errors.Is(err, ErrPostponed))
 }
+
+// TestCrawlDelayIsTheHostsLeastDelay: a robots.txt's Crawl-delay, capped
+// at MaxCrawlDelay, spaces the host's fetch starts for every gate when it
+// is larger than the configured delay; another host is not touched.
+func TestCrawlDelayIsTheHostsLeastDelay(t *testing.T) {
+	cfg := testConfig()
+	cfg.Default = Limits{Concurrency: 10}
+	cfg.MaxCrawlDelay = 300 * time.Millisecond
+	gates, _ := newGates(t, 2, cfg)
+	ctx := ctxT(t)
+	require.NoError(t, gates[0].SetCrawlDelay(ctx, "Polite.example", time.Hour), "capped at 300ms")
+	var starts []time.Time
+	for i := range 3 {
+		s, err := gates[i%2].Acquire(ctx, "polite.example")
+		require.NoError(t, err)
+		starts = append(starts, time.Now())
+		s.Release()
+	}
+	for i := 1; i < len(starts); i++ {
+		gap := starts[i].Sub(starts[i-1])
+		require.GreaterOrEqual(t, gap, 280*time.Millisecond, "start %d", i)
+		require.Less(t, gap, 3*time.Second, "start %d: the hour was capped", i)
+	}
+	st, err := gates[0].HostState(ctx, "other.example")
+	require.NoError(t, err)
+	require.True(t, st.NextStart.IsZero(), "another host is not touched")
+}

@@ -60,8 +60,9 @@ if o then
   if c then conc, delay = tonumber(c), tonumber(d) end
 end
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', '(' .. now)
-local v = redis.call('HMGET', state, 'next', 'until', 'since')
+local v = redis.call('HMGET', state, 'next', 'until', 'since', 'crawl_delay')
 local since = tonumber(v[3] or 0)
+delay = math.max(delay, tonumber(v[4] or 0))
 local u = tonumber(v[2] or 0)
 if u > now then return {0, now, u, 'backoff', since} end
 local nx = tonumber(v[1] or 0)

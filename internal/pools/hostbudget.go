@@ -21,10 +21,11 @@ func NewHostBudget(cfg *config.Config, be *backend.Backend, log *zap.Logger) (*h
 	}
 	p, r := cfg.Crawl.PerHost, cfg.Crawl.RateLimit
 	hc := hostbudget.Config{
-		Default: hostbudget.Limits{Concurrency: p.Concurrency, Delay: p.Delay},
-		Hosts:   map[string]hostbudget.Limits{},
-		Lease:   p.Lease,
-		MaxWait: p.MaxWait,
+		Default:       hostbudget.Limits{Concurrency: p.Concurrency, Delay: p.Delay},
+		Hosts:         map[string]hostbudget.Limits{},
+		Lease:         p.Lease,
+		MaxWait:       p.MaxWait,
+		MaxCrawlDelay: p.MaxCrawlDelay,
 		RateLimit: hostbudget.RateLimit{Statuses: r.Statuses, MaxRetryAfter: r.MaxRetryAfter,
 			Backoff: r.Backoff, MaxBackoff: r.MaxBackoff, GiveUpAfter: r.GiveUpAfter},
 	}
