@@ -18,11 +18,12 @@ import (
 // notFetchers are the only non-test files that may make a connection
 // without Transport/Dialer, each for a reason that is not a fetch.
 var notFetchers = map[string]string{
-	"internal/egress/egress.go":     "the owner: Dialer, Transport and the proxy are defined here",
-	"internal/egress/tunnel.go":     "the owner: TunnelDialer, and Refusals asks the proxy itself on loopback",
-	"internal/freeport/freeport.go": "probes whether a loopback port is taken",
-	"internal/webui/webui.go":       "probes the Temporal Web UI this process started, on loopback",
-	"internal/cdptest/cdptest.go":   "a test helper (tests import it): asks the Chromium a test started for its DevTools targets, on loopback",
+	"internal/egress/egress.go":                   "the owner: Dialer, Transport and the proxy are defined here",
+	"internal/egress/tunnel.go":                   "the owner: TunnelDialer, and Refusals asks the proxy itself on loopback",
+	"internal/freeport/freeport.go":               "probes whether a loopback port is taken",
+	"internal/webui/webui.go":                     "probes the Temporal Web UI this process started, on loopback",
+	"internal/cdptest/cdptest.go":                 "a test helper (tests import it): asks the Chromium a test started for its DevTools targets, on loopback",
+	"internal/metrics/metricstest/metricstest.go": "a test helper (tests import it): scrapes a worker's own /metrics endpoint, on loopback",
 }
 
 // TestNoFetcherDialsWithoutThePolicy: no Go file of the project (tests

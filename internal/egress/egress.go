@@ -92,7 +92,13 @@ type Options struct {
 	// OnDeny is called once per refused target, possibly from several
 	// goroutines at once, never after Close returns.
 	OnDeny func(Denial)
-	Log    *zap.Logger
+	// Turn, when set, is asked before each origin connection (a CONNECT's
+	// target, scheme://host:port/; a forwarded request's URL) and holds
+	// it until end is called when the exchange ends: the crawl's per-host
+	// budget (internal/hostbudget) for a hook process's fetches. An error
+	// refuses the exchange as a denial does, never as a site's answer.
+	Turn func(ctx context.Context, target string) (end func(), err error)
+	Log  *zap.Logger
 }
 
 // headerTimeout bounds the wait for a client's request head.
@@ -414,6 +420,12 @@ func (p *Proxy) refusals(c net.Conn) {
 // refusal (a 403 naming the rule, a tunnel that was never opened).
 func (p *Proxy) tunnel(client net.Conn, br *bufio.Reader, r *http.Request) {
 	target := r.Host
+	end, err := p.turn("https://" + target + "/")
+	if err != nil {
+		p.answer(client, http.StatusServiceUnavailable, nil, "archiveflow fetch proxy: "+err.Error())
+		return
+	}
+	defer end()
 	upstream, err := p.dial(p.ctx, "tcp", target)
 	if err != nil {
 		if denied, ok := DeniedBy(err); ok {
@@ -466,6 +478,23 @@ func (p *Proxy) tunnel(client net.Conn, br *bufio.Reader, r *http.Request) {
 	}()
 	_, _ = io.Copy(client, upstream)
 	done()
+}
+
+// turn takes the exchange's turn (Options.Turn) for target; end is never
+// nil.
+func (p *Proxy) turn(target string) (end func(), err error) {
+	if p.opts.Turn == nil {
+		return func() {}, nil
+	}
+	end, err = p.opts.Turn(p.ctx, target)
+	if err != nil {
+		p.log.Info("fetch waits for its host's turn no longer", zap.String("target", target), zap.Error(err))
+		return nil, err
+	}
+	if end == nil {
+		end = func() {}
+	}
+	return end, nil
 }
 
 // track registers connections so Close can end them; false (and all

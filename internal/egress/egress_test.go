@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -245,4 +246,56 @@ func TestDialerHoldsThePolicyWithoutAProxy(t *testing.T) {
 	_ = resp.Body.Close()
 	require.NoError(t, err)
 	assert.Equal(t, "ok", string(body))
+}
+
+// TestTurnHoldsEachOriginExchange: with Options.Turn, every origin
+// exchange (a forwarded request, a CONNECT tunnel) takes its turn first
+// and ends it when the exchange is over; a refused turn reaches no origin:
+// a forwarded request gets no answer, a CONNECT a 503 from the proxy.
+func TestTurnHoldsEachOriginExchange(t *testing.T) {
+	var mu sync.Mutex
+	var turns, ends []string
+	refuse := false
+	pol, err := netpolicy.Parse([]string{"169.254.0.0/16"})
+	require.NoError(t, err)
+	p, err := Start(Options{Policy: pol, Turn: func(_ context.Context, target string) (func(), error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			return nil, errors.New("host budget: no turn within crawl.per_host.max_wait")
+		}
+		turns = append(turns, target)
+		return func() { mu.Lock(); ends = append(ends, target); mu.Unlock() }, nil
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	hits := 0
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mu.Lock(); hits++; mu.Unlock() }))
+	defer site.Close()
+	tlsSite := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mu.Lock(); hits++; mu.Unlock() }))
+	defer tlsSite.Close()
+	h := &harness{proxy: p}
+	c := h.client(t)
+	for _, u := range []string{site.URL + "/a", tlsSite.URL + "/b"} {
+		resp, err := c.Get(u)
+		require.NoError(t, err, u)
+		_, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+	}
+	c.CloseIdleConnections() // the tunnel ends with its connection
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(ends) == 2 }, 10*time.Second, 10*time.Millisecond,
+		"each exchange ends its turn")
+	mu.Lock()
+	assert.Equal(t, []string{site.URL + "/a", "https://" + strings.TrimPrefix(tlsSite.URL, "https://") + "/"}, turns)
+	assert.Equal(t, 2, hits)
+	refuse = true
+	mu.Unlock()
+
+	_, err = h.client(t).Get(site.URL + "/c")
+	assert.Error(t, err, "a forwarded request without a turn gets no answer")
+	_, err = h.client(t).Get(tlsSite.URL + "/d")
+	assert.ErrorContains(t, err, "Service Unavailable")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 2, hits, "no origin reached without a turn")
 }

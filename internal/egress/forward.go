@@ -429,6 +429,11 @@ func (p *Proxy) forward(client net.Conn, br *bufio.Reader, head []byte, req *htt
 		p.answer(client, http.StatusBadRequest, nil, "archiveflow fetch proxy: "+err.Error())
 		return false
 	}
+	end, err := p.turn(req.URL.String())
+	if err != nil {
+		return false // the caller closes the client's connection: no answer
+	}
+	defer end()
 	origin, err := p.dial(p.ctx, "tcp", net.JoinHostPort(req.URL.Hostname(), port))
 	if err != nil {
 		var unreachable *UnreachableError

@@ -56,7 +56,7 @@ func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (res
 		inProc = !spec.Limits.Set()
 	}
 	if !inProc {
-		fp, err := e.startFetchProxy(inv, io.onStderr)
+		fp, err := e.startFetchProxy(ctx, inv, io.onStderr)
 		if err != nil {
 			return procs.Result{}, fmt.Errorf("run hook %s: %w", key, err)
 		}

@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/logging"
 )
 
@@ -21,12 +23,26 @@ type fetchProxy struct {
 // onStderr (may be nil) gets one line per refusal (egress.Denial.LogLine,
 // the words a built-in fetcher prints for its own refusals), for the
 // job's log.
-func (e *Engine) startFetchProxy(inv invocation, onStderr func(string)) (*fetchProxy, error) {
+func (e *Engine) startFetchProxy(ctx context.Context, inv invocation, onStderr func(string)) (*fetchProxy, error) {
 	if e.cfg.Fetch.Empty() {
 		return nil, nil
 	}
 	log := e.log.With(logging.Ident(inv.job.Ident), logging.Hook(inv.hook.Key()), logging.Attempt(inv.attempt))
+	var turn func(context.Context, string) (func(), error)
+	if page := hostbudget.PageFrom(ctx); page != nil {
+		// A crawl page's hook process takes its host's turns as the
+		// in-process fetchers do; a wait past crawl.per_host.max_wait
+		// postpones the page (the page budget's verdict).
+		turn = func(pctx context.Context, target string) (func(), error) {
+			f, err := page.Start(pctx, target, false)
+			if err != nil {
+				return nil, err
+			}
+			return f.End, nil
+		}
+	}
 	p, err := egress.Start(egress.Options{
+		Turn:   turn,
 		Policy: e.cfg.Fetch,
 		Log:    log,
 		OnDeny: func(d egress.Denial) {
