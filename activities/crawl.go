@@ -82,8 +82,6 @@ type CrawlStore interface {
 	// SucceededPages lists the crawl's pages that succeeded, in discovery
 	// order.
 	SucceededPages(ctx context.Context, ident string) ([]PageRef, error)
-	// SetArchive records where the crawl's WACZ is (Store.SetArchive).
-	SetArchive(ctx context.Context, in ArchiveInput) error
 	// Robots reads the record the crawl keeps for origin's robots.txt
 	// (ok false: none yet).
 	Robots(ctx context.Context, ident, origin string) (rec robots.Record, ok bool, err error)
@@ -704,7 +702,7 @@ func (h *CrawlHostActivities) TeardownCrawl(ctx context.Context, in TeardownInpu
 // SealCrawl writes the crawl's WACZ on this host (its job WARCs that this
 // host sees, its pages that succeeded) and reports where (or why none was
 // written: `starter export` writes one later); the workflow records it
-// (CrawlActivities.SetArchive).
+// (PoolActivities.SetArchive).
 func (h *CrawlHostActivities) SealCrawl(ctx context.Context, in SealCrawlInput) (SealCrawlReport, error) {
 	a := h.c
 	pages, err := a.store.SucceededPages(ctx, in.Ident)
@@ -720,16 +718,4 @@ func (h *CrawlHostActivities) SealCrawl(ctx context.Context, in SealCrawlInput) 
 	a.log.Info("sealed crawl", logging.Ident(in.Ident), zap.String("wacz", rep.WACZ), zap.Int("pages", len(pages)),
 		zap.Strings("missing_warcs", rep.Missing))
 	return rep, nil
-}
-
-// SetArchive records where the crawl's seal wrote its WACZ (or why it
-// wrote none).
-func (a *CrawlActivities) SetArchive(ctx context.Context, in ArchiveInput) error {
-	if (in.WACZ == "") == (in.Error == "") {
-		return invalidInput("set wacz of crawl %s: exactly one of file and error must be set", in.Ident)
-	}
-	if err := a.store.SetArchive(ctx, in); err != nil {
-		return crawlStoreError(err, "set wacz of crawl %s", in.Ident)
-	}
-	return nil
 }

@@ -808,7 +808,7 @@ func (c *crawl) sealWACZ() {
 	c.log().Info("crawl sealed into its WACZ", "host_queue", host, "wacz", rep.WACZ, "error", rep.Error, "missing_warcs", len(rep.Missing))
 	ar := rep.Archive(c.ident())
 	c.writes.enqueue("set wacz", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.SetArchive, ar).Get(wc, nil)
+		return workflow.ExecuteLocalActivity(c.localCtx(wc), poolActs.SetArchive, ar).Get(wc, nil)
 	})
 }
 

@@ -346,7 +346,7 @@ func (a *Activities) TeardownCrawl(ctx context.Context, _ activities.TeardownInp
 	return activities.TeardownReport{WARCs: []activities.WARCFile{{Name: "job-" + q + "-00001.warc.gz", Bytes: 1}}}, nil
 }
 
-// SetArchive is activities.CrawlActivities.SetArchive; it records where
+// SetArchive is activities.PoolActivities.SetArchive; it records where
 // the seal said the WACZ is.
 func (a *Activities) SetArchive(_ context.Context, in activities.ArchiveInput) error {
 	a.f.mu.Lock()
