@@ -402,8 +402,12 @@ type HostLimits struct {
 
 // RateLimit configures the rate-limit backoff of a host.
 type RateLimit struct {
-	// Statuses back a host off whatever the body (429, 503).
+	// Statuses back a host off whatever the body (429).
 	Statuses []int `mapstructure:"statuses"`
+	// RetryAfterStatuses back a host off when the answer carries a
+	// Retry-After (503); without one such an answer is the page's error,
+	// retried as any other (a broken page must not hold its host).
+	RetryAfterStatuses []int `mapstructure:"retry_after_statuses"`
 	// Markers are further rate-limit answers: a status and, optionally,
 	// an RE2 regular expression the body must match.
 	Markers []RateLimitMarker `mapstructure:"markers"`
@@ -596,7 +600,7 @@ func Default() Config {
 			// and room for a modest sitemap index.
 			Sitemaps: Sitemaps{MaxBytes: 50 << 20, MaxURLs: 100_000, MaxFiles: 50},
 			PerHost:  PerHost{Enabled: true, Concurrency: 2, Lease: 15 * time.Second, MaxWait: 10 * time.Second, MaxCrawlDelay: 30 * time.Second},
-			RateLimit: RateLimit{Statuses: []int{429, 503}, MaxRetryAfter: 10 * time.Minute,
+			RateLimit: RateLimit{Statuses: []int{429}, RetryAfterStatuses: []int{503}, MaxRetryAfter: 10 * time.Minute,
 				Backoff: 5 * time.Second, MaxBackoff: 10 * time.Minute, GiveUpAfter: time.Hour},
 		},
 		Worker: Worker{

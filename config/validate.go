@@ -311,6 +311,9 @@ func (v *validator) perHost(p PerHost, r RateLimit) {
 	for i, s := range r.Statuses {
 		v.check(s >= 100 && s <= 599, fmt.Sprintf("crawl.rate_limit.statuses[%d]", i), s, "must be an HTTP status 100..599")
 	}
+	for i, s := range r.RetryAfterStatuses {
+		v.check(s >= 100 && s <= 599, fmt.Sprintf("crawl.rate_limit.retry_after_statuses[%d]", i), s, "must be an HTTP status 100..599")
+	}
 	for i, m := range r.Markers {
 		key := fmt.Sprintf("crawl.rate_limit.markers[%d]", i)
 		v.check(m.Status >= 100 && m.Status <= 599, key+".status", m.Status, "must be an HTTP status 100..599")

@@ -308,7 +308,7 @@ func (pf *pageFetcher) requisites(ctx context.Context, found []requisite) {
 				pf.h.Log.Info("requisite not fetched", zap.String("requisite", r.url), zap.Error(err))
 				continue
 			}
-			if resp.StatusCode >= 500 || hostbudget.PageFrom(ctx).RateLimited(resp.StatusCode, body) {
+			if resp.StatusCode >= 500 || hostbudget.PageFrom(ctx).RateLimited(resp.StatusCode, resp.Header.Get("Retry-After"), body) {
 				continue // not remembered: a later page asks again
 			}
 			next = leadsTo(r, resp, body)

@@ -53,8 +53,12 @@ type Marker struct {
 
 // RateLimit says which answers are rate limits and how a host backs off.
 type RateLimit struct {
-	// Statuses are rate limits whatever their body (default 429, 503).
+	// Statuses are rate limits whatever their body (default 429).
 	Statuses []int
+	// RetryAfterStatuses are rate limits when the answer carries a
+	// Retry-After (default 503: a server saying when to come back; a
+	// plain 503 is an error of the page, retried as any other).
+	RetryAfterStatuses []int
 	// Markers are further rate-limit answers.
 	Markers []Marker
 	// MaxRetryAfter caps an answer's Retry-After.
@@ -306,11 +310,19 @@ func (b *Backoff) Note(g *Gate) string {
 		b.Host, why, b.Until.UTC().Format(time.RFC3339Nano))
 }
 
-// RateLimited says whether an answer is a rate limit by the rules.
-func (g *Gate) RateLimited(status int, body []byte) bool {
+// RateLimited says whether an answer (its status, Retry-After header and
+// body) is a rate limit by the rules.
+func (g *Gate) RateLimited(status int, retryAfter string, body []byte) bool {
 	for _, s := range g.cfg.RateLimit.Statuses {
 		if s == status {
 			return true
+		}
+	}
+	if strings.TrimSpace(retryAfter) != "" {
+		for _, s := range g.cfg.RateLimit.RetryAfterStatuses {
+			if s == status {
+				return true
+			}
 		}
 	}
 	for _, m := range g.cfg.RateLimit.Markers {
@@ -325,7 +337,7 @@ func (g *Gate) RateLimited(status int, body []byte) bool {
 // host off (returned); any other answer ends a rate-limit streak the host
 // was in when the fetch's slot was taken (s, may be nil).
 func (g *Gate) Observe(ctx context.Context, s *Slot, host string, status int, retryAfter string, body []byte) (*Backoff, error) {
-	if !g.RateLimited(status, body) {
+	if !g.RateLimited(status, retryAfter, body) {
 		if s != nil && s.streak {
 			if err := g.rdb.HDel(ctx, g.keys.HostBudget(host), "level", "since").Err(); err != nil {
 				return nil, fmt.Errorf("host budget of %s: end its rate-limit streak: %w", host, err)

@@ -288,13 +288,15 @@ func TestExponentialBackoffAndGiveUp(t *testing.T) {
 }
 
 func TestRateLimitedRules(t *testing.T) {
-	g := &Gate{cfg: Config{RateLimit: RateLimit{Statuses: []int{429}, Markers: []Marker{
+	g := &Gate{cfg: Config{RateLimit: RateLimit{Statuses: []int{429}, RetryAfterStatuses: []int{503}, Markers: []Marker{
 		{Status: 200, Body: regexp.MustCompile(`(?i)slow down`)}, {Status: 403}}}}}
-	require.True(t, g.RateLimited(429, nil))
-	require.False(t, g.RateLimited(503, nil))
-	require.True(t, g.RateLimited(200, []byte("please SLOW DOWN")))
-	require.False(t, g.RateLimited(200, []byte("hello")))
-	require.True(t, g.RateLimited(403, nil))
+	require.True(t, g.RateLimited(429, "", nil))
+	require.False(t, g.RateLimited(503, "", nil), "a plain 503 is the page's error")
+	require.True(t, g.RateLimited(503, "120", nil), "a 503 saying when to come back is a rate limit")
+	require.False(t, g.RateLimited(500, "120", nil))
+	require.True(t, g.RateLimited(200, "", []byte("please SLOW DOWN")))
+	require.False(t, g.RateLimited(200, "", []byte("hello")))
+	require.True(t, g.RateLimited(403, "", nil))
 }
 
 func TestParseRetryAfter(t *testing.T) {

@@ -74,8 +74,8 @@ func (p *Page) decide(v Verdict) {
 
 // RateLimited says whether an answer is a rate limit (false for a nil
 // Page).
-func (p *Page) RateLimited(status int, body []byte) bool {
-	return p != nil && p.g.RateLimited(status, body)
+func (p *Page) RateLimited(status int, retryAfter string, body []byte) bool {
+	return p != nil && p.g.RateLimited(status, retryAfter, body)
 }
 
 // ErrPostponed: the page's fetching stops; its verdict says why.
