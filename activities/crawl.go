@@ -88,6 +88,9 @@ type CrawlStore interface {
 	// KeepRobots keeps rec for origin unless the crawl keeps one already,
 	// and returns the record kept.
 	KeepRobots(ctx context.Context, ident, origin string, rec robots.Record) (robots.Record, error)
+	// RecordPageEvents records the final results of a page attempt's
+	// hooks as events (events_archive, event_counters), once per attempt.
+	RecordPageEvents(ctx context.Context, ident string, p PageSpec, results []model.ArchiveResult) error
 }
 
 // PageRunner runs crawl pages on a worker host (internal/engine).
@@ -438,6 +441,11 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 		refused += len(d.Refused)
 		if err := a.logRefused(ctx, ident, fmt.Sprintf("%s/refused-%d", logKey, b), d.Refused, now); err != nil {
 			return res, fmt.Errorf("log refused links of page %d of %s: %w", p.ID, ident, err)
+		}
+	}
+	if len(out.Results) > 0 {
+		if err := retryWrite(ctx, func() error { return a.store.RecordPageEvents(ctx, ident, p, out.Results) }); err != nil {
+			return res, fmt.Errorf("record the hook events of page %d of %s: %w", p.ID, ident, err)
 		}
 	}
 	tally := Tally(out.Responses)

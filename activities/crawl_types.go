@@ -297,6 +297,10 @@ type PageOutcome struct {
 	// Links are the attempt's discoveries, capped at Crawl.MaxLinks.
 	Links        []Discovered
 	LinksDropped int
+	// Results are the final results of the attempt's hooks (a hook that
+	// ended transiently has none: the page is tried again), in the order
+	// they ended: each is an event, as a snapshot hook's result is.
+	Results []model.ArchiveResult
 }
 
 // PageTally is what a page attempt adds to the job's counters.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/steprun"
 )
 
 // finalFlushTimeout bounds the last job-log write of an attempt, which runs
@@ -65,11 +66,7 @@ func (a *HostActivities) runAttempt(ctx context.Context, in RunHookInput, attemp
 	outcome, runErr := a.runner.Run(ctx, RunRequest{Job: in.Job, Hook: in.Hook, Settings: in.Settings, Attempt: attempt}, sink)
 	stop()
 
-	if runErr != nil {
-		if errors.Is(runErr, ErrConfig) {
-			log.Warn("hook configuration error", zap.Error(runErr))
-			return RunHookResult{}, configError(runErr)
-		}
+	if runErr != nil && !errors.Is(runErr, ErrConfig) {
 		outcome = Outcome{Transient: true, Error: runErr.Error()}
 	}
 	res := a.attemptResult(in, attempt, started, outcome)
@@ -77,35 +74,40 @@ func (a *HostActivities) runAttempt(ctx context.Context, in RunHookInput, attemp
 		c := model.CountResponses(rs)
 		res.Responses = &c
 	}
+	_, statusErr := model.ParseStatus(string(res.Status))
+	invalid := !outcome.Transient && runErr == nil && statusErr != nil
 	cancelled := ctx.Err() != nil
-	if cancelled && workerStopping(ctx) {
+	stopping := cancelled && workerStopping(ctx)
+	class := steprun.Classify(steprun.Ending{Err: runErr, ConfigErr: errors.Is(runErr, ErrConfig),
+		Transient: outcome.Transient || invalid, Cancelled: cancelled, WorkerStopping: stopping, Background: in.Hook.Background})
+	switch {
+	case class == steprun.Config:
+		log.Warn("hook configuration error", zap.Error(runErr))
+		return RunHookResult{}, configError(runErr)
+	case class == steprun.Retry && stopping:
 		// The worker is shutting down, not the job: the retry policy runs
 		// the hook again (on this host's queue, so a host that does not
 		// come back is re-claimed by the workflow).
 		res.Error = "worker shut down during the hook: " + res.Error
 		log.Warn("hook interrupted by worker shutdown")
 		return RunHookResult{}, transientError(in, res)
-	}
-
-	switch {
-	case !outcome.Transient:
-		if _, err := model.ParseStatus(string(res.Status)); err != nil {
-			res.Status, res.Error = model.StatusFailed, fmt.Sprintf("hook reported an invalid result: %v", err)
-			return RunHookResult{}, transientError(in, res)
-		}
-		log.Info("hook finished", zap.String("status", string(res.Status)), zap.Int("exit_code", res.ExitCode))
-		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log, beat)}, nil
-	case cancelled && in.Hook.Background:
-		res = sealedResult(res, runErr != nil)
-		log.Info("background hook stopped", zap.String("status", string(res.Status)), zap.String("error", res.Error), zap.NamedError("run_error", runErr))
-		return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log, beat)}, nil
-	case cancelled:
-		log.Info("hook cancelled", zap.String("error", res.Error))
-		return RunHookResult{}, temporal.NewCanceledError(res)
-	default:
+	case class == steprun.Retry && invalid:
+		res.Status, res.Error = model.StatusFailed, fmt.Sprintf("hook reported an invalid result: %v", statusErr)
+		return RunHookResult{}, transientError(in, res)
+	case class == steprun.Retry:
 		log.Warn("hook attempt failed", zap.String("error", res.Error), zap.Int("exit_code", res.ExitCode))
 		return RunHookResult{}, transientError(in, res)
+	case class == steprun.Cancelled:
+		log.Info("hook cancelled", zap.String("error", res.Error))
+		return RunHookResult{}, temporal.NewCanceledError(res)
+	case outcome.Transient:
+		// A background hook stopped by cancellation (the seal).
+		res = sealedResult(res, runErr != nil)
+		log.Info("background hook stopped", zap.String("status", string(res.Status)), zap.String("error", res.Error), zap.NamedError("run_error", runErr))
+	default:
+		log.Info("hook finished", zap.String("status", string(res.Status)), zap.Int("exit_code", res.ExitCode))
 	}
+	return RunHookResult{ArchiveResult: res, Recorded: a.recordFinal(ctx, in, res, sink, log, beat)}, nil
 }
 
 // NotStartedBeforeSeal is the reason of a background hook recorded skipped

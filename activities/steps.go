@@ -14,6 +14,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/steprun"
 )
 
 // StepsInput is one segment: consecutive steps whose hooks all run in the
@@ -146,17 +147,16 @@ func (a *HostActivities) RunSteps(ctx context.Context, in StepsInput) (StepsResu
 	seg.settings = settingsWatch{reader: a.settingsReader(), interval: a.opts.SettingsPollInterval, current: in.Settings, read: time.Now()}
 
 	recorded := true
-	for _, step := range in.Steps {
-		if ctx.Err() != nil || seg.failed() {
-			break
-		}
-		if !in.Job.CrawlPage {
+	if !seg.failed() {
+		seg.run(func(step int) {
+			if in.Job.CrawlPage {
+				return
+			}
 			err := a.store.SetStep(ctx, StepInput{Ident: in.Job.Ident, Step: step, HooksTotal: in.HooksTotal})
 			if recorded = err == nil; !recorded {
 				seg.log.Warn("set step; the workflow writes it", zap.Int("step", step), zap.Error(err))
 			}
-		}
-		seg.runStep(step)
+		})
 	}
 	res := StepsResult{Outcomes: seg.outcomes(), StepRecorded: recorded}
 	if ctx.Err() != nil && !workerStopping(ctx) {
@@ -275,49 +275,53 @@ func (s *segment) beat() {
 	activity.RecordHeartbeat(s.ctx, p)
 }
 
-// runStep runs the hooks of step that have not ended, as many at once as
-// the step's limit allows, and returns when every started one has ended.
-func (s *segment) runStep(step int) {
-	var queue []StepHook
+// run runs the hooks that have not ended through the step runner: a step
+// at a time, as many of a step's hooks at once as StepLimit allows with the
+// job's current concurrency (0 pauses: the segment heartbeats while it
+// waits), each step announced to onStep; a step with a hook to retry is
+// the last (its other hooks still run).
+func (s *segment) run(onStep func(step int)) {
+	var left []StepHook
+	var hooks []steprun.Hook
 	for _, h := range s.in.Hooks {
-		if h.Hook.Step == step && !s.hasEnded(h.Hook.Key()) {
-			queue = append(queue, h)
+		if !s.hasEnded(h.Hook.Key()) {
+			left = append(left, h)
+			hooks = append(hooks, steprun.Hook{Step: h.Hook.Step})
 		}
 	}
-	ended := make(chan struct{}, len(queue))
-	active := 0
-	tick := time.NewTicker(min(s.a.opts.HeartbeatInterval, s.a.opts.SettingsPollInterval))
-	defer tick.Stop()
-	// A failed hook does not stop its step: the step's other hooks run
-	// (the workflow would run them anyway); no later step starts.
-	for len(queue) > 0 && s.ctx.Err() == nil {
-		if active < StepLimit(s.settings.get(s.ctx, s.log).Concurrency, step, s.in.SequentialSteps) {
-			h := queue[0]
-			queue = queue[1:]
-			active++
-			s.mu.Lock()
-			s.running = append(s.running, h.Hook.Key())
-			s.mu.Unlock()
-			go func() {
-				defer func() { ended <- struct{}{} }()
-				s.record(s.runHook(h))
-				s.beat()
-			}()
-			continue
-		}
-		select {
-		case <-ended:
-			active--
-		case <-tick.C:
-			if active == 0 {
-				s.beat() // paused: no hook heartbeats for the segment
-			}
-		case <-s.ctx.Done():
-		}
+	policy := steprun.Policy{
+		Steps: s.in.Steps,
+		Limit: func(step int) int {
+			return StepLimit(s.settings.get(s.ctx, s.log).Concurrency, step, s.in.SequentialSteps)
+		},
+		Poll:   min(s.a.opts.HeartbeatInterval, s.a.opts.SettingsPollInterval),
+		OnStep: onStep,
+		Idle:   s.beat, // paused: no hook heartbeats for the segment
 	}
-	for ; active > 0; active-- {
-		<-ended
+	steprun.Run(s.ctx, hooks, policy, func(ctx context.Context, i int) steprun.Class {
+		h := left[i]
+		s.mu.Lock()
+		s.running = append(s.running, h.Hook.Key())
+		s.mu.Unlock()
+		o := s.runHook(h)
+		s.record(o)
+		s.beat()
+		return o.class()
+	})
+}
+
+// class is how the plan's order sees an outcome: a configuration error is
+// the hook's final failure (the snapshot goes on without it).
+func (o StepOutcome) class() steprun.Class {
+	switch f := o.Failure; {
+	case f == nil:
+		return steprun.Final
+	case f.Cancelled:
+		return steprun.Cancelled
+	case f.Retryable:
+		return steprun.Retry
 	}
+	return steprun.Final
 }
 
 // runHook is the first attempt of one hook, bounded by its limit.

@@ -240,4 +240,22 @@ func TestMessagesSayWhatHappened(t *testing.T) {
 	res = runStarter(t, bin, s, "pages", id, "--url", srv.URL+"/nowhere")
 	assert.Equal(t, 3, res.code)
 	assert.Contains(t, res.stderr, "has no page "+srv.URL+"/nowhere")
+
+	// A page hook's final result is an event, as a snapshot hook's is; an
+	// attempt that ended transiently has none.
+	ctx := context.Background()
+	keys, err := s.Redis.Keys(ctx, "events_archive:*").Result()
+	require.NoError(t, err)
+	pageChecks := map[string][]string{}
+	for _, k := range keys {
+		for _, raw := range s.Redis.LRange(ctx, k, 0, -1).Val() {
+			var ev struct{ Entity, Check, State, Page string }
+			require.NoError(t, json.Unmarshal([]byte(raw), &ev))
+			if ev.Entity == id && ev.Page != "" {
+				pageChecks[ev.Page] = append(pageChecks[ev.Page], ev.Check+" "+ev.State)
+			}
+		}
+	}
+	assert.Contains(t, pageChecks[srv.URL+"/loop"], "on_Snapshot__21_pagefetch.sh critical", pageChecks)
+	assert.Empty(t, pageChecks[broken], "transient attempts are no events")
 }

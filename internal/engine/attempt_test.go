@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -158,6 +159,22 @@ func TestEveryPathStartsAHookTheSameWay(t *testing.T) {
 // that start a hook (procs.Run, procs.RunFunc) outside tests, so every path
 // gets its proxy, environment, limits, outcome mapping and redaction.
 func TestOneFunctionStartsAHook(t *testing.T) {
+	assert.Equal(t, []string{"internal/engine/attempt.go", "internal/engine/attempt.go"}, callersOf(t, "procs", "Run", "RunFunc"),
+		"only Engine.attempt starts a hook")
+}
+
+// TestOneRunnerOrdersHooks: every path that runs a plan's hooks on a host
+// (a host-steps segment, a crawl page, a crawl's setup) walks it with the
+// step runner, and every path classifies an attempt's end with its one
+// rule (RunHook's attempt too).
+func TestOneRunnerOrdersHooks(t *testing.T) {
+	assert.Equal(t, []string{"activities/steps.go", "internal/engine/page.go", "internal/engine/setup.go"}, callersOf(t, "steprun", "Run"))
+	assert.Equal(t, []string{"activities/runhook.go", "internal/engine/page.go", "internal/engine/setup.go"}, callersOf(t, "steprun", "Classify"))
+}
+
+// callersOf lists the non-test Go files of the module that use pkg.name
+// for any of names, once per use, in walk order.
+func callersOf(t *testing.T, pkg string, names ...string) []string {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	var callers []string
@@ -184,7 +201,7 @@ func TestOneFunctionStartsAHook(t *testing.T) {
 			if !ok {
 				return true
 			}
-			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "procs" && (sel.Sel.Name == "Run" || sel.Sel.Name == "RunFunc") {
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == pkg && slices.Contains(names, sel.Sel.Name) {
 				rel, _ := filepath.Rel(root, path)
 				callers = append(callers, rel)
 			}
@@ -193,8 +210,7 @@ func TestOneFunctionStartsAHook(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"internal/engine/attempt.go", "internal/engine/attempt.go"}, callers,
-		"only Engine.attempt starts a hook")
+	return callers
 }
 
 // TestAttemptStatusForTheMetrics: the status label of a finished attempt

@@ -25,6 +25,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/procs"
+	"github.com/archiveflow/archiveflow/internal/steprun"
 )
 
 // pageDir is ARCHIVE_DIR/crawls/IDENT/pages/ID: a crawl page's SNAP_DIR.
@@ -182,59 +183,56 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 		settings.UserAgent = p.UA
 	}
 	recs := &pageRecords{max: e.cfg.MaxResponses}
-	var links []activities.Discovered
-	out := activities.PageOutcome{Status: activities.PageFailed}
-	succeeded := false
 	// The page's fetches take their hosts' turns (in-process built-ins:
 	// hostbudget.PageFrom), and the budget may postpone or fail the page.
 	ctx, budget := hostbudget.WithPage(ctx, e.cfg.Hosts)
-	bgCtx, stopBG := context.WithCancel(ctx)
-	var bg sync.WaitGroup
-	var bgLinks []*hookLinks
-	defer func() {
-		stopBG()
-		bg.Wait()
-	}()
 	inv := func(h activities.HookSpec) invocation {
 		return invocation{job: job, hook: h, settings: settings, attempt: p.Attempt, snapDir: dir,
 			crawlDir: e.crawlDir(cr.Job.Ident), snapshotID: job.SnapshotID, depth: p.Depth}
 	}
-steps:
-	for _, step := range plan.Steps() {
-		for _, h := range plan.Step(step) {
-			switch h.Launch() {
-			case activities.LaunchSkip:
-				continue
-			case activities.LaunchConfigFailed:
-				return activities.PageOutcome{}, fmt.Errorf("page plugin %s: %s: %w", h.Plugin, h.ConfigError, activities.ErrConfig)
-			case activities.LaunchBackground:
-				hl := &hookLinks{}
-				bgLinks = append(bgLinks, hl)
-				bg.Go(func() {
-					res, err := e.runPageHook(bgCtx, inv(h), recs, hl)
-					if err != nil {
-						log.Warn("page background hook did not run", logging.Hook(h.Key()), zap.Error(err))
-					}
-					results.add(h, res, err)
-				})
-				continue
-			}
-			hl := &hookLinks{}
-			res, err := e.runPageHook(ctx, inv(h), recs, hl)
-			results.add(h, res, err)
+	specs, hooks, bad := runnable(plan)
+	if len(bad) > 0 {
+		return activities.PageOutcome{}, fmt.Errorf("page plugin %s: %s: %w", bad[0].Plugin, bad[0].ConfigError, activities.ErrConfig)
+	}
+	out := activities.PageOutcome{Status: activities.PageFailed}
+	var (
+		mu        sync.Mutex // guards out, succeeded, notRun, configErr, kept
+		succeeded bool
+		configErr error
+		hl        = make([]hookLinks, len(specs))
+		kept      = make([]bool, len(specs))
+	)
+	// The page's hooks run one at a time in plan order (pages run in
+	// parallel, their hooks do not); background hooks live until the page
+	// ends; a step with a hook to retry is the page's last.
+	steprun.Run(ctx, hooks, steprun.Policy{}, func(ctx context.Context, i int) steprun.Class {
+		h := specs[i]
+		res, err := e.runPageHook(ctx, inv(h), recs, &hl[i])
+		results.add(h, res, err)
+		class := steprun.Classify(steprun.Ending{Err: err, ConfigErr: errors.Is(err, activities.ErrConfig),
+			Transient: res.Transient, Cancelled: ctx.Err() != nil, Background: h.Background})
+		mu.Lock()
+		defer mu.Unlock()
+		if h.Background {
 			if err != nil {
-				if errors.Is(err, activities.ErrConfig) {
-					return activities.PageOutcome{}, err
-				}
-				out.Status, out.Note = activities.PageTransient, err.Error()
-				notRun = "not run: " + h.Name + " failed transiently, the page is tried again"
-				break steps
+				log.Warn("page background hook did not run", logging.Hook(h.Key()), zap.Error(err))
 			}
-			if res.Transient {
+			kept[i] = true // its links, when it ended with a final status (runPageHook)
+			return class
+		}
+		switch class {
+		case steprun.Config:
+			configErr = err
+		case steprun.Retry, steprun.Cancelled:
+			if out.Status != activities.PageTransient {
 				out.Status, out.Note = activities.PageTransient, h.Name+": "+transientReason(res)
+				if err != nil {
+					out.Note = err.Error()
+				}
 				notRun = "not run: " + h.Name + " failed transiently, the page is tried again"
-				break steps
 			}
+		default:
+			kept[i] = true
 			switch res.Status {
 			case model.StatusSucceeded:
 				succeeded = true
@@ -243,13 +241,19 @@ steps:
 					out.Note = h.Name + ": " + res.ArchiveResult().Error
 				}
 			}
-			links = append(links, hl.links...)
 		}
+		return class
+	})
+	if configErr != nil {
+		return activities.PageOutcome{}, configErr
 	}
-	stopBG()
-	bg.Wait()
-	for _, hl := range bgLinks {
-		links = append(links, hl.links...)
+	var links []activities.Discovered
+	for _, bg := range []bool{false, true} {
+		for i, h := range specs {
+			if kept[i] && h.Background == bg {
+				links = append(links, hl[i].links...)
+			}
+		}
 	}
 	if out.Status != activities.PageTransient && succeeded {
 		out.Status, out.Note = activities.PageSucceeded, ""
@@ -278,6 +282,7 @@ steps:
 		out.Note = "cut: " + strings.Join(recs.cuts, "; ")
 	}
 	out.Links = links
+	out.Results = results.finals()
 	list := results.list(plan, notRun)
 	if err := writePageIndex(dir, job, p, out, list); err != nil {
 		log.Warn("write the page's index", zap.Error(err))

@@ -34,6 +34,7 @@ type pageResults struct {
 	attempt int
 	mu      sync.Mutex
 	byKey   map[string]model.ArchiveResult
+	final   []string // keys of the hooks that ended with a final status, in the order they ended
 }
 
 func newPageResults(attempt int) *pageResults {
@@ -55,7 +56,22 @@ func (r *pageResults) add(h activities.HookSpec, res procs.Result, runErr error)
 	ar.Plugin, ar.Hook, ar.Step, ar.Background, ar.Attempts = h.Plugin, h.Name, h.Step, h.Background, r.attempt
 	r.mu.Lock()
 	r.byKey[h.Key()] = ar
+	if runErr == nil && !res.Transient {
+		r.final = append(r.final, h.Key())
+	}
 	r.mu.Unlock()
+}
+
+// finals are the results of the hooks that ended with a final status in
+// this attempt, in the order they ended.
+func (r *pageResults) finals() []model.ArchiveResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]model.ArchiveResult, 0, len(r.final))
+	for _, k := range r.final {
+		out = append(out, r.byKey[k])
+	}
+	return out
 }
 
 // list returns a result per hook of plan, in plan order: a hook that did

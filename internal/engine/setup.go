@@ -17,6 +17,8 @@ import (
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/logging"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/steprun"
 )
 
 // setupTimeout bounds the foreground crawl setup hooks of one host.
@@ -114,41 +116,40 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
 	defer scancel()
 	plan := e.plan(found, job.Overrides, ch.dir)
-	for _, h := range plan.Hooks {
+	specs, hooks, bad := runnable(plan)
+	for _, h := range bad {
+		ch.failed = append(ch.failed, h.Key())
+		log.Warn("crawl setup hook not run: configuration error", logging.Hook(h.Key()), zap.String("error", h.ConfigError))
+	}
+	var mu sync.Mutex // guards ch.failed
+	// In NN order, one at a time; a failed hook does not stop the others;
+	// background hooks live until TeardownCrawl (ch.cancelBG).
+	policy := steprun.Policy{KeepGoing: true, Background: bgCtx, BackgroundDone: &ch.bg}
+	steprun.Run(sctx, hooks, policy, func(ctx context.Context, i int) steprun.Class {
+		h := specs[i]
 		inv := invocation{job: job, hook: h, attempt: 1, snapDir: ch.dir, crawlDir: ch.dir, snapshotID: job.SnapshotID, noSnapshotArg: true}
-		switch h.Launch() {
-		case activities.LaunchSkip:
-			continue
-		case activities.LaunchConfigFailed:
-			ch.failed = append(ch.failed, h.Key())
-			log.Warn("crawl setup hook not run: configuration error", logging.Hook(h.Key()), zap.String("error", h.ConfigError))
-			continue
-		}
-		if h.Background {
-			ch.bg.Add(1)
-			go func() {
-				defer ch.bg.Done()
-				res, err := e.attempt(bgCtx, inv, attemptIO{})
-				if err != nil {
-					log.Warn("crawl setup background hook did not start", logging.Hook(h.Key()), zap.Error(err))
-					return
-				}
-				log.Info("crawl setup background hook ended", logging.Hook(h.Key()), zap.String("status", string(res.Status)), zap.String("reason", res.Reason))
-			}()
-			continue
-		}
-		res, err := e.attempt(sctx, inv, attemptIO{})
+		res, err := e.attempt(ctx, inv, attemptIO{})
+		class := steprun.Classify(steprun.Ending{Err: err, ConfigErr: errors.Is(err, activities.ErrConfig),
+			Transient: res.Transient, Cancelled: ctx.Err() != nil, Background: h.Background})
+		failed := class != steprun.Final || res.Status == model.StatusFailed
 		switch {
 		case err != nil:
-			ch.failed = append(ch.failed, h.Key())
 			log.Warn("crawl setup hook did not run", logging.Hook(h.Key()), zap.Error(err))
-		case res.Transient || res.Status == "failed":
-			ch.failed = append(ch.failed, h.Key())
+		case h.Background:
+			log.Info("crawl setup background hook ended", logging.Hook(h.Key()), zap.String("status", string(res.Status)), zap.String("reason", res.Reason))
+			failed = false // it ran until it was told to stop, or on its own
+		case failed:
 			log.Warn("crawl setup hook failed; the crawl goes on", logging.Hook(h.Key()), zap.String("reason", res.Reason))
 		default:
 			log.Info("crawl setup hook done", logging.Hook(h.Key()), zap.String("status", string(res.Status)))
 		}
-	}
+		if failed {
+			mu.Lock()
+			ch.failed = append(ch.failed, h.Key())
+			mu.Unlock()
+		}
+		return class
+	})
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/metrics"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/robots"
 	"github.com/archiveflow/archiveflow/internal/scope"
@@ -359,4 +360,11 @@ func (s *CrawlStore) FrontierSizes(ctx context.Context) (metrics.FrontierSizes, 
 		out.Pages[string(frontier.StatusFailed)] += c.Failed
 	}
 	return out, nil
+}
+
+// RecordPageEvents records the final results of a page attempt's hooks as
+// events (rkeys.Store.RecordPageEvents), once per page attempt.
+func (s *CrawlStore) RecordPageEvents(ctx context.Context, ident string, p activities.PageSpec, results []model.ArchiveResult) error {
+	_, err := s.Redis.RecordPageEvents(ctx, ident, fmt.Sprintf("page:%d:attempt:%d", p.ID, p.Attempt), p.URL, results)
+	return crawlErr(err)
 }
