@@ -99,46 +99,6 @@ func (s *snapshot) status() Status {
 	return st
 }
 
-// registerHandlers installs the query, the signals and the update.
-func (s *snapshot) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return s.status(), nil }); err != nil {
-		return fmt.Errorf("query %s: %w", QueryStatus, err)
-	}
-	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetSettings, s.updateSettings,
-		workflow.UpdateHandlerOptions{Validator: s.validateSettings})
-	if err != nil {
-		return fmt.Errorf("update %s: %w", UpdateSetSettings, err)
-	}
-	abortCh := workflow.GetSignalChannel(ctx, SignalAbort)
-	settingsCh := workflow.GetSignalChannel(ctx, SignalSetSettings)
-	workflow.Go(s.dctx, func(c workflow.Context) {
-		for {
-			sel := workflow.NewSelector(c)
-			sel.AddReceive(abortCh, func(ch workflow.ReceiveChannel, _ bool) {
-				var req AbortRequest
-				ch.Receive(c, &req)
-				s.abort(req)
-			})
-			sel.AddReceive(settingsCh, func(ch workflow.ReceiveChannel, _ bool) {
-				var set model.Settings
-				ch.Receive(c, &set)
-				if err := s.validateSettings(set); err != nil {
-					s.log().Warn("ignored set_settings signal", "error", err)
-					return
-				}
-				s.applySettings(set)
-			})
-			sel.Select(c)
-		}
-	})
-	return nil
-}
-
-// abort handles SignalAbort. An abort cannot be undone.
-func (s *snapshot) abort(req AbortRequest) {
-	s.stop(req.reason(), true)
-}
-
 // reason is the job's error after the abort.
 func (req AbortRequest) reason() string {
 	reason := "aborted"
@@ -151,63 +111,19 @@ func (req AbortRequest) reason() string {
 	return reason
 }
 
-// validateSettings rejects settings model.Settings.Validate refuses (ranges,
-// ignore patterns), so the Redis store is never asked to write what it
-// cannot, and any change once the job is stopping or final.
-func (s *snapshot) validateSettings(set model.Settings) error {
-	if s.job.state.Final() || s.job.stopReason != "" {
-		return fmt.Errorf("set_settings on %s: job is %s; settings can no longer change", s.in.Job.Ident, s.stateWord())
-	}
-	if err := set.Validate(); err != nil {
-		return fmt.Errorf("set_settings on %s: %w", s.in.Job.Ident, err)
-	}
-	return nil
-}
-
-func (s *snapshot) stateWord() string {
-	if s.job.stopReason != "" && !s.job.state.Final() {
-		return "stopping"
-	}
-	return string(s.job.state)
-}
-
-// updateSettings handles UpdateSetSettings: new settings take effect for
-// every hook launched from now on (a raised concurrency launches more hooks
-// at once, 0 pauses); it returns the settings version once Redis has it.
-func (s *snapshot) updateSettings(ctx workflow.Context, set model.Settings) (int, error) {
-	seq, version := s.applySettings(set)
-	if err := s.writes.await(ctx, seq); err != nil {
-		return 0, fmt.Errorf("set_settings on %s: await redis write: %w", s.in.Job.Ident, err)
-	}
-	return version, nil
-}
-
-// crawlPageSettingsChange versions a crawl page's settings change: from
-// it on, a snapshot in the crawl-page role (the crawl's start page, which
-// the crawl signals its settings) writes nothing to the job hash.
-const crawlPageSettingsChange = "crawl-page-settings-unwritten"
-
 // applySettings installs set and queues its Redis write (settings fields,
 // settings_age bump, publish). It returns the write's sequence number and
 // the new settings version.
 func (s *snapshot) applySettings(set model.Settings) (seq, version int) {
 	s.settings = settingsState{current: set, version: s.settings.version + 1}
 	workflow.SetCurrentDetails(s.dctx, s.details())
-	if s.in.Job.CrawlPage && workflow.GetVersion(s.dctx, crawlPageSettingsChange, workflow.DefaultVersion, 1) == 1 {
-		// A crawl's start page follows the crawl's settings (crawl.go
-		// applySettings); the crawl owns the job hash and wrote them.
-		return s.writes.queued, s.settings.version
-	}
 	in := activities.SettingsInput{
 		Ident:    s.in.Job.Ident,
 		Settings: set,
 		Version:  s.settings.version,
 		Key:      fmt.Sprintf("%s/settings/%d", s.runID, s.settings.version),
 	}
-	seq = s.writes.enqueue("apply settings", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.ApplySettings, in).Get(c, nil)
-	})
-	return seq, s.settings.version
+	return s.hash.settings(in), s.settings.version
 }
 
 // ErrTypeJobFailed is the ApplicationError type of a SnapshotWorkflow whose

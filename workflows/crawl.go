@@ -43,14 +43,10 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 		return CrawlStatus{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("crawl input: %v", err), "InvalidCrawlInput", err)
 	}
 	c := newCrawl(ctx, in)
-	if err := c.registerHandlers(ctx); err != nil {
+	if err := c.serve(ctx, func() (CrawlStatus, error) { return c.status(), nil }, c.serveRules(ctx)); err != nil {
 		return CrawlStatus{}, fmt.Errorf("register handlers of %s: %w", c.ident(), err)
 	}
-	workflow.Go(ctx, func(gc workflow.Context) {
-		gc.Done().Receive(gc, nil)
-		c.stop(reasonCancelled, true)
-	})
-	stopDeadline := c.startDeadline()
+	stopDeadline := c.startDeadline(c.carry.Deadline.Sub(workflow.Now(c.dctx)), !c.carry.Deadline.IsZero())
 	workflow.Go(c.dctx, c.writes.run)
 	c.armDurationLimit()
 
@@ -63,7 +59,7 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 		// The hosts judge links with the latest rules in Redis.
 		rin := activities.SetRulesInput{Ident: c.ident(), Rules: c.rules}
 		c.writes.enqueue("set rules", func(wc workflow.Context) error {
-			return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.SetRules, rin).Get(wc, nil)
+			return workflow.ExecuteLocalActivity(c.redisCtx(wc), crawlActs.SetRules, rin).Get(wc, nil)
 		})
 	}
 	if retry {
@@ -90,8 +86,8 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 	c.teardown()
 	c.sealWACZ()
 	c.finish()
-	if err := workflow.Await(c.dctx, func() bool { return workflow.AllHandlersFinished(c.dctx) && c.writes.idle() }); err != nil {
-		return c.status(), fmt.Errorf("await handlers of %s: %w", c.ident(), err)
+	if err := c.awaitEnd(); err != nil {
+		return c.status(), err
 	}
 	return c.status(), nil
 }
@@ -99,16 +95,12 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 // crawl is the state of one CrawlWorkflow run.
 type crawl struct {
 	in    CrawlInput
-	runID string
 	carry CrawlCarry
+	// control: the job's state, settings, writer, handlers and stop (its
+	// runCtx is cancelled on stop: pages in flight stop).
+	control
 
-	dctx      workflow.Context // never cancelled: the run always ends cleanly
-	runCtx    workflow.Context // cancelled on stop: pages in flight stop
-	cancelRun workflow.CancelFunc
-
-	job      jobStatus
-	settings settingsState
-	rules    scope.Versioned
+	rules scope.Versioned
 
 	inflight  map[int64]activities.PageSpec
 	released  []int64 // pages stopped by an abort, to release
@@ -121,8 +113,7 @@ type crawl struct {
 	// limits: the crawl's page, byte and duration limits (limits.go).
 	limits crawlLimits
 
-	attr   crawlAttr
-	writes writer
+	attr crawlAttr
 	// seed is the start page's running snapshot (seedSettingsChange on),
 	// which settings changes are passed on to.
 	seed workflow.ChildWorkflowFuture
@@ -144,17 +135,15 @@ type crawlAttr struct {
 }
 
 func newCrawl(ctx workflow.Context, in CrawlInput) *crawl {
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	runCtx, cancel := workflow.WithCancel(dctx)
 	c := &crawl{
-		in: in, runID: workflow.GetInfo(ctx).WorkflowExecution.RunID,
-		dctx: dctx, runCtx: runCtx, cancelRun: cancel,
-		job:      jobStatus{state: model.StatePending},
-		settings: settingsState{current: in.Settings},
+		in:       in,
+		control:  newControl(ctx, in.Crawl.Job.Ident, "crawl", in.Settings),
 		rules:    scope.Versioned{Rules: in.Rules},
 		inflight: map[int64]activities.PageSpec{},
-		writes:   writer{ctx: dctx},
 	}
+	c.runCtx, c.cancelRun = workflow.WithCancel(c.dctx)
+	c.apply = c.applySettings
+	c.hash = crawlHash{ownHash{&c.control}}
 	if in.Carry != nil {
 		c.carry = *in.Carry
 		c.settings.version = c.carry.SettingsVersion
@@ -185,48 +174,7 @@ func (c *crawl) ident() string { return c.in.Crawl.Job.Ident }
 // whose workflow ID is crawlID.
 func CrawlSeedID(crawlID string) string { return crawlID + "/seed" }
 
-func (c *crawl) log() interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-	Error(string, ...any)
-} {
-	return workflow.GetLogger(c.dctx)
-}
-
 func (c *crawl) stopping() bool { return c.job.stopReason != "" }
-
-// stop cancels every page in flight and the start page's snapshot; the
-// loop then winds down. The first reason wins.
-func (c *crawl) stop(reason string, operator bool) {
-	if c.stopping() || c.job.state.Final() {
-		return
-	}
-	c.job.stopReason, c.job.aborted = reason, operator
-	c.log().Info("stopping crawl", "reason", reason)
-	c.cancelRun()
-}
-
-// startDeadline bounds the crawl (across runs) with a timer.
-func (c *crawl) startDeadline() func() {
-	if c.carry.Deadline.IsZero() {
-		return func() {}
-	}
-	tctx, cancel := workflow.WithCancel(c.dctx)
-	left := c.carry.Deadline.Sub(workflow.Now(c.dctx))
-	workflow.Go(tctx, func(gc workflow.Context) {
-		if left > 0 {
-			if err := workflow.NewTimerWithOptions(gc, left, workflow.TimerOptions{Summary: "job max duration"}).Get(gc, nil); err != nil {
-				return
-			}
-		}
-		c.stop(reasonDeadline, false)
-	})
-	return cancel
-}
-
-func (c *crawl) localCtx(ctx workflow.Context) workflow.Context {
-	return workflow.WithLocalActivityOptions(ctx, redisOptions())
-}
 
 // reopen takes the finished crawl back in Redis (ReopenJob, the snapshot
 // retry's write) and waits for it, so the requeue follows a job that is
@@ -242,7 +190,7 @@ func (c *crawl) reopen() {
 func (c *crawl) requeue() {
 	var res activities.RequeueResult
 	in := activities.RequeueInput{Ident: c.ident(), Token: c.runID + "/requeue", Continue: c.in.Rerun.Continue}
-	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.RequeueFailed, in).Get(c.dctx, &res); err != nil {
+	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.RequeueFailed, in).Get(c.dctx, &res); err != nil {
 		c.job.failure = fmt.Sprintf("requeue failed pages: %v", err)
 		c.stop(c.job.failure, false)
 		return
@@ -266,7 +214,7 @@ func (c *crawl) runSeed() {
 	var seeded activities.SeedCrawlResult
 	in := activities.SeedCrawlInput{Ident: c.ident(), URL: c.in.Crawl.Job.URL, MaxDepth: c.in.Crawl.MaxDepth,
 		PageAttempts: c.in.Crawl.PageAttempts, Token: fmt.Sprintf("%s/r%d/seed", c.runID, c.carry.Run)}
-	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.SeedCrawl, in).Get(c.dctx, &seeded); err != nil {
+	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.SeedCrawl, in).Get(c.dctx, &seeded); err != nil {
 		c.job.failure = fmt.Sprintf("seed the frontier: %v", err)
 		c.stop(c.job.failure, false)
 		return
@@ -413,7 +361,7 @@ func firstNonEmpty(s ...string) string {
 func (c *crawl) completeFailed(ctx workflow.Context, p activities.PageSpec, note string) activities.PageResult {
 	in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note}
 	var counts activities.PageCounts
-	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.CompletePage, in).Get(ctx, &counts); err != nil {
+	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.CompletePage, in).Get(ctx, &counts); err != nil {
 		c.log().Error("record a page failed", "page", p.ID, "error", err)
 	}
 	return activities.PageResult{PageID: p.ID, Attempt: p.Attempt, Status: activities.PageFailed, Error: note, Counts: counts}
@@ -485,7 +433,7 @@ func (c *crawl) loop() {
 		slices.Sort(c.released)
 		var counts activities.PageCounts
 		in := activities.ReleasePagesInput{Ident: c.ident(), PageIDs: c.released}
-		if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.ReleasePages, in).Get(c.dctx, &counts); err != nil {
+		if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.ReleasePages, in).Get(c.dctx, &counts); err != nil {
 			c.log().Error("release pages of a stopped crawl", "pages", len(c.released), "error", err)
 		} else {
 			c.setCounts(counts)
@@ -507,7 +455,7 @@ func (c *crawl) claim(n int) activities.ClaimResult {
 	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: token, Rules: c.rules,
 		MaxPages: c.settings.current.MaxPages, MaxBytes: c.settings.current.MaxBytes}
 	var res activities.ClaimResult
-	if err := workflow.ExecuteLocalActivity(c.localCtx(c.dctx), crawlActs.ClaimPages, in).Get(c.dctx, &res); err != nil {
+	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.ClaimPages, in).Get(c.dctx, &res); err != nil {
 		// Only non-retryable errors get here (the frontier is gone).
 		c.job.failure = fmt.Sprintf("claim pages: %v", err)
 		c.stop(c.job.failure, false)
@@ -808,7 +756,7 @@ func (c *crawl) sealWACZ() {
 	c.log().Info("crawl sealed into its WACZ", "host_queue", host, "wacz", rep.WACZ, "error", rep.Error, "missing_warcs", len(rep.Missing))
 	ar := rep.Archive(c.ident())
 	c.writes.enqueue("set wacz", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(c.localCtx(wc), poolActs.SetArchive, ar).Get(wc, nil)
+		return workflow.ExecuteLocalActivity(c.redisCtx(wc), poolActs.SetArchive, ar).Get(wc, nil)
 	})
 }
 
@@ -840,9 +788,7 @@ func (c *crawl) finish() {
 	c.upsertSearchAttributes()
 	workflow.SetCurrentDetails(c.dctx, c.details())
 	in := activities.FinishInput{Ident: c.ident(), State: state, Error: reason, Key: c.runID + "/finish", Limit: c.finishedAt()}
-	c.writes.enqueue("finish crawl", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.FinishCrawl, in).Get(wc, nil)
-	})
+	c.hash.finish(in)
 	c.log().Info("crawl done", "state", string(state), "reason", reason, "limit", in.Limit, "pages", c.counts.Total,
 		"done", c.counts.Done, "failed", c.counts.Failed, "skipped", c.counts.Skipped)
 }
@@ -855,13 +801,10 @@ func (c *crawl) setState(state model.JobState, force bool) {
 	c.job.state = state
 	c.upsertSearchAttributes()
 	workflow.SetCurrentDetails(c.dctx, c.details())
-	in := activities.JobStateInput{
+	c.hash.state(activities.JobStateInput{
 		Ident: c.ident(), State: state,
 		WorkflowID: workflow.GetInfo(c.dctx).WorkflowExecution.ID, RunID: c.runID,
 		Key: fmt.Sprintf("%s/state/%s", c.runID, state),
-	}
-	c.writes.enqueue("set job state", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(c.localCtx(wc), poolActs.SetJobState, in).Get(wc, nil)
 	})
 }
 

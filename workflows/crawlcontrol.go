@@ -66,76 +66,16 @@ func (c *crawl) status() CrawlStatus {
 	return st
 }
 
-// registerHandlers installs the query, the signals and the updates.
-func (c *crawl) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CrawlStatus, error) { return c.status(), nil }); err != nil {
-		return fmt.Errorf("query %s: %w", QueryStatus, err)
-	}
-	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetSettings, c.updateSettings,
-		workflow.UpdateHandlerOptions{Validator: c.validateSettings})
-	if err != nil {
-		return fmt.Errorf("update %s: %w", UpdateSetSettings, err)
-	}
-	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetRules, c.updateRules,
-		workflow.UpdateHandlerOptions{Validator: c.validateRules})
-	if err != nil {
-		return fmt.Errorf("update %s: %w", UpdateSetRules, err)
-	}
-	abortCh := workflow.GetSignalChannel(ctx, SignalAbort)
-	settingsCh := workflow.GetSignalChannel(ctx, SignalSetSettings)
-	workflow.Go(c.dctx, func(gc workflow.Context) {
-		for {
-			sel := workflow.NewSelector(gc)
-			sel.AddReceive(abortCh, func(ch workflow.ReceiveChannel, _ bool) {
-				var req AbortRequest
-				ch.Receive(gc, &req)
-				c.stop(req.reason(), true)
-			})
-			sel.AddReceive(settingsCh, func(ch workflow.ReceiveChannel, _ bool) {
-				var set model.Settings
-				ch.Receive(gc, &set)
-				if err := c.validateSettings(set); err != nil {
-					c.log().Warn("ignored set_settings signal", "error", err)
-					return
-				}
-				c.applySettings(set)
-			})
-			sel.Select(gc)
+// serveRules installs the set_rules update (control.serve's more).
+func (c *crawl) serveRules(ctx workflow.Context) func() error {
+	return func() error {
+		err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetRules, c.updateRules,
+			workflow.UpdateHandlerOptions{Validator: c.validateRules})
+		if err != nil {
+			return fmt.Errorf("update %s: %w", UpdateSetRules, err)
 		}
-	})
-	return nil
-}
-
-// refuseChange refuses any change once the crawl is stopping or final.
-func (c *crawl) refuseChange(what string) error {
-	if c.job.state.Final() || c.stopping() {
-		word := string(c.job.state)
-		if !c.job.state.Final() {
-			word = "stopping"
-		}
-		return fmt.Errorf("%s on %s: job is %s; it can no longer change", what, c.ident(), word)
+		return nil
 	}
-	return nil
-}
-
-func (c *crawl) validateSettings(set model.Settings) error {
-	if err := c.refuseChange(UpdateSetSettings); err != nil {
-		return err
-	}
-	if err := set.Validate(); err != nil {
-		return fmt.Errorf("set_settings on %s: %w", c.ident(), err)
-	}
-	return nil
-}
-
-// updateSettings applies new settings to every page launched from now on
-// (concurrency 0 pauses) and returns their version once Redis has them.
-func (c *crawl) updateSettings(ctx workflow.Context, set model.Settings) (int, error) {
-	seq, version := c.applySettings(set)
-	if err := c.writes.await(ctx, seq); err != nil {
-		return 0, fmt.Errorf("set_settings on %s: await redis write: %w", c.ident(), err)
-	}
-	return version, nil
 }
 
 func (c *crawl) applySettings(set model.Settings) (seq, version int) {
@@ -152,10 +92,7 @@ func (c *crawl) applySettings(set model.Settings) (seq, version int) {
 	}
 	in := activities.SettingsInput{Ident: c.ident(), Settings: set, Version: c.settings.version,
 		Key: fmt.Sprintf("%s/settings/%d", c.runID, c.settings.version)}
-	seq = c.writes.enqueue("apply settings", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(c.localCtx(wc), poolActs.ApplySettings, in).Get(wc, nil)
-	})
-	return seq, c.settings.version
+	return c.hash.settings(in), c.settings.version
 }
 
 func (c *crawl) validateRules(rules scope.Rules) error {
@@ -176,7 +113,7 @@ func (c *crawl) updateRules(ctx workflow.Context, rules scope.Rules) (int64, err
 	c.rules = scope.Versioned{Version: c.rules.Version + 1, Rules: rules}
 	in := activities.SetRulesInput{Ident: c.ident(), Rules: c.rules}
 	seq := c.writes.enqueue("set rules", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(c.localCtx(wc), crawlActs.SetRules, in).Get(wc, nil)
+		return workflow.ExecuteLocalActivity(c.redisCtx(wc), crawlActs.SetRules, in).Get(wc, nil)
 	})
 	if err := c.writes.await(ctx, seq); err != nil {
 		return 0, fmt.Errorf("set_rules on %s: await redis write: %w", c.ident(), err)

@@ -135,11 +135,8 @@ func (s *snapshot) runSegment(first int) (last, left int, ran bool) {
 		s.claim.step = left // enterStep writes it
 	} else {
 		s.claim.step = last
-		if !stepRecorded && !s.in.Job.CrawlPage && !s.claim.hostLost {
-			st := activities.StepInput{Ident: s.in.Job.Ident, Step: last, HooksTotal: len(s.plan.Hooks)}
-			s.writes.enqueue("set step", func(c workflow.Context) error {
-				return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetStep, st).Get(c, nil)
-			})
+		if !stepRecorded && !s.claim.hostLost {
+			s.hash.step(activities.StepInput{Ident: s.in.Job.Ident, Step: last, HooksTotal: len(s.plan.Hooks)})
 		}
 	}
 	return last, left, true

@@ -49,22 +49,15 @@ const (
 // snapshot is the state of one SnapshotWorkflow run, in parts that change
 // together.
 type snapshot struct {
-	in    SnapshotInput
-	runID string
+	in SnapshotInput
+	// control: the job's state, settings, writer, handlers and stop (its
+	// runCtx is a claim's, cancelled on stop).
+	control
 
-	// dctx is disconnected from workflow cancellation: the workflow always
-	// seals and writes its final state. runCtx is cancelled on stop.
-	dctx      workflow.Context
-	runCtx    workflow.Context
-	cancelRun workflow.CancelFunc
-
-	job      jobStatus
-	settings settingsState
-	rerun    rerunState
-	plan     hookPlan
-	claim    claim
-	attr     stepAttribute
-	writes   writer
+	rerun rerunState
+	plan  hookPlan
+	claim claim
+	attr  stepAttribute
 }
 
 // jobStatus is where the job stands as a whole.
@@ -147,11 +140,10 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 		return Status{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("snapshot input: %v", err), "InvalidSnapshotInput", err)
 	}
 	s := newSnapshot(ctx, in)
-	if err := s.registerHandlers(ctx); err != nil {
+	if err := s.serve(ctx, func() (Status, error) { return s.status(), nil }, nil); err != nil {
 		return Status{}, fmt.Errorf("register handlers of %s: %w", in.Job.Ident, err)
 	}
-	s.watchCancellation(ctx)
-	stopDeadline := s.startDeadline()
+	stopDeadline := s.startDeadline(in.Timing.MaxDuration, in.Timing.MaxDuration > 0)
 	workflow.Go(s.dctx, s.writes.run)
 
 	if in.Rerun != nil {
@@ -162,8 +154,8 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 	stopDeadline()
 	s.finish()
 
-	if err := workflow.Await(s.dctx, func() bool { return workflow.AllHandlersFinished(s.dctx) && s.writes.idle() }); err != nil {
-		return s.status(), fmt.Errorf("await handlers of %s: %w", in.Job.Ident, err)
+	if err := s.awaitEnd(); err != nil {
+		return s.status(), err
 	}
 	st := s.status()
 	if !in.since(InputV2) {
@@ -173,63 +165,15 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 }
 
 func newSnapshot(ctx workflow.Context, in SnapshotInput) *snapshot {
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	return &snapshot{
-		in:       in,
-		runID:    workflow.GetInfo(ctx).WorkflowExecution.RunID,
-		dctx:     dctx,
-		job:      jobStatus{state: model.StatePending},
-		settings: settingsState{current: in.Settings},
-		rerun:    newRerunState(in.Rerun),
-		claim:    newClaim(0, 0),
-		writes:   writer{ctx: dctx},
+	s := &snapshot{
+		in:      in,
+		control: newControl(ctx, in.Job.Ident, "snapshot", in.Settings),
+		rerun:   newRerunState(in.Rerun),
+		claim:   newClaim(0, 0),
 	}
-}
-
-// log is the workflow's replay-safe logger.
-func (s *snapshot) log() interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-	Error(string, ...any)
-} {
-	return workflow.GetLogger(s.dctx)
-}
-
-// watchCancellation turns a Temporal cancel request into an abort.
-func (s *snapshot) watchCancellation(ctx workflow.Context) {
-	workflow.Go(ctx, func(c workflow.Context) {
-		c.Done().Receive(c, nil)
-		s.stop(reasonCancelled, true)
-	})
-}
-
-// startDeadline bounds the job with a timer (never a run timeout, which
-// would terminate without cleanup). It returns the timer's cancel.
-func (s *snapshot) startDeadline() func() {
-	if s.in.Timing.MaxDuration <= 0 {
-		return func() {}
-	}
-	tctx, cancel := workflow.WithCancel(s.dctx)
-	workflow.Go(tctx, func(c workflow.Context) {
-		t := workflow.NewTimerWithOptions(c, s.in.Timing.MaxDuration, workflow.TimerOptions{Summary: "job max duration"})
-		if err := t.Get(c, nil); err == nil {
-			s.stop(reasonDeadline, false)
-		}
-	})
-	return cancel
-}
-
-// stop cancels every running hook and background child; the step loop and
-// the seal then wind down. The first reason wins.
-func (s *snapshot) stop(reason string, operator bool) {
-	if s.job.stopReason != "" || s.job.state.Final() {
-		return
-	}
-	s.job.stopReason, s.job.aborted = reason, operator
-	s.log().Info("stopping snapshot", "reason", reason)
-	if s.cancelRun != nil {
-		s.cancelRun()
-	}
+	s.apply = s.applySettings
+	s.hash = snapshotHash(&s.control, in.Job)
+	return s
 }
 
 func (s *snapshot) stopping() bool { return s.job.stopReason != "" || s.claim.hostLost }
@@ -378,13 +322,7 @@ func (s *snapshot) enterStep(step int) {
 		s.publishStep()
 	}
 	workflow.SetCurrentDetails(s.dctx, s.details())
-	if s.in.Job.CrawlPage {
-		return // the crawl owns the job hash (crawl.go)
-	}
-	in := activities.StepInput{Ident: s.in.Job.Ident, Step: step, HooksTotal: len(s.plan.Hooks)}
-	s.writes.enqueue("set step", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetStep, in).Get(c, nil)
-	})
+	s.hash.step(activities.StepInput{Ident: s.in.Job.Ident, Step: step, HooksTotal: len(s.plan.Hooks)})
 }
 
 // limit is how many foreground hooks of step may run at once.
@@ -541,10 +479,7 @@ func (s *snapshot) complete(h activities.HookSpec, res activities.RunHookResult)
 	if res.Recorded {
 		return
 	}
-	in := activities.ResultInput{Ident: s.in.Job.Ident, Result: res.ArchiveResult, Counters: s.claim.counters, Key: s.runKey(h), CrawlPage: s.in.Job.CrawlPage}
-	s.writes.enqueue("record result", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.RecordResult, in).Get(c, nil)
-	})
+	s.hash.result(activities.ResultInput{Ident: s.in.Job.Ident, Result: res.ArchiveResult, Counters: s.claim.counters, Key: s.runKey(h)})
 }
 
 // seal cancels the background children still running and waits for their
@@ -637,12 +572,7 @@ func (s *snapshot) finish() {
 	s.showNow()
 	workflow.SetCurrentDetails(s.dctx, s.details())
 	c := s.claim.counters
-	in := activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: c, Key: s.runID + "/finish"}
-	if !s.in.Job.CrawlPage {
-		s.writes.enqueue("finish job", func(c workflow.Context) error {
-			return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.FinishJob, in).Get(c, nil)
-		})
-	}
+	s.hash.finish(activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: c, Key: s.runID + "/finish"})
 	s.log().Info("snapshot done", "state", string(state), "reason", reason,
 		"succeeded", c.Succeeded, "failed", c.Failed, "total", c.Total)
 }
@@ -660,19 +590,13 @@ func (s *snapshot) setState(state model.JobState) {
 }
 
 func (s *snapshot) enqueueState(state model.JobState) {
-	if s.in.Job.CrawlPage {
-		return // the crawl owns the job's state (crawl.go)
-	}
-	in := activities.JobStateInput{
+	s.hash.state(activities.JobStateInput{
 		Ident:      s.in.Job.Ident,
 		State:      state,
 		WorkflowID: workflow.GetInfo(s.dctx).WorkflowExecution.ID,
 		RunID:      s.runID,
 		TaskQueue:  s.claim.hostQueue,
 		Key:        fmt.Sprintf("%s/claim-%d/state/%s", s.runID, s.claim.n, state),
-	}
-	s.writes.enqueue("set job state", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetJobState, in).Get(c, nil)
 	})
 }
 
@@ -768,9 +692,6 @@ func (s *snapshot) details() string {
 // redisCtx runs Redis writes as local activities: they take milliseconds,
 // and a local activity costs no task-queue round trip and no extra workflow
 // task, which keeps the orchestration overhead per hook low.
-func (s *snapshot) redisCtx(c workflow.Context) workflow.Context {
-	return workflow.WithLocalActivityOptions(c, redisOptions())
-}
 
 func (s *snapshot) runInput(h activities.HookSpec) activities.RunHookInput {
 	return activities.RunHookInput{Job: s.in.Job, Hook: h, Settings: s.settings.current, Key: s.runKey(h)}
