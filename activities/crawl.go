@@ -88,9 +88,6 @@ type CrawlStore interface {
 	// KeepRobots keeps rec for origin unless the crawl keeps one already,
 	// and returns the record kept.
 	KeepRobots(ctx context.Context, ident, origin string, rec robots.Record) (robots.Record, error)
-	// RecordPageEvents records the final results of a page attempt's
-	// hooks as events (events_archive, event_counters), once per attempt.
-	RecordPageEvents(ctx context.Context, ident string, p PageSpec, results []model.ArchiveResult) error
 }
 
 // PageRunner runs crawl pages on a worker host (internal/engine).
@@ -443,13 +440,9 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 			return res, fmt.Errorf("log refused links of page %d of %s: %w", p.ID, ident, err)
 		}
 	}
-	if len(out.Results) > 0 {
-		if err := retryWrite(ctx, func() error { return a.store.RecordPageEvents(ctx, ident, p, out.Results) }); err != nil {
-			return res, fmt.Errorf("record the hook events of page %d of %s: %w", p.ID, ident, err)
-		}
-	}
 	tally := Tally(out.Responses)
 	tally.Cuts = int64(out.Cuts + refused)
+	tally.Results, tally.PageURL = out.Results, p.URL
 	note := out.Note
 	if refused > 0 {
 		note = joinNote(note, fmt.Sprintf("cut: %d of its links refused by the frontier (see the job log's ignore packets)", refused))

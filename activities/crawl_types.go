@@ -315,6 +315,10 @@ type PageTally struct {
 	// Cuts counts losses to a limit: bodies cut, links dropped over a cap
 	// or refused by the frontier (the job's cut_count).
 	Cuts int64
+	// Results are the final results of the attempt's hooks: events
+	// (event_counters, events_archive) of the page at PageURL.
+	Results []model.ArchiveResult
+	PageURL string
 }
 
 // FetchTally counts fetches: their responses and bytes.

@@ -155,6 +155,12 @@ type Redis struct {
 	RetainFailed    time.Duration `mapstructure:"retain_failed"`
 	// EventsTTL is how long an hourly events_archive list lives after its last event.
 	EventsTTL time.Duration `mapstructure:"events_ttl"`
+	// PageEvents is which crawl page hook results go into events_archive:
+	// "problems" (warning and critical: noresults, failed) or "all"; every
+	// one is counted in event_counters either way. A page's events cost
+	// about 400 bytes each for EventsTTL: a fast crawl's ok results would
+	// be most of its Redis memory.
+	PageEvents string `mapstructure:"page_events"`
 	// LogBatchWindow is how many recent job log batch ids are remembered per
 	// job, so a repeated log write is not appended twice.
 	LogBatchWindow int `mapstructure:"log_batch_window"`
@@ -531,6 +537,7 @@ func Default() Config {
 			RetainAborted:    5 * time.Second,
 			RetainFailed:     48 * time.Hour,
 			EventsTTL:        3 * time.Hour,
+			PageEvents:       "problems",
 			LogBatchWindow:   4096,
 			ResponseCounters: true,
 		},

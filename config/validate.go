@@ -63,6 +63,7 @@ func (c *Config) Validate() error {
 	v.check(c.Redis.RetainAborted >= 0, "redis.retain_aborted", c.Redis.RetainAborted, "must be >= 0")
 	v.check(c.Redis.RetainFailed >= 0, "redis.retain_failed", c.Redis.RetainFailed, "must be >= 0")
 	v.positiveDur("redis.events_ttl", c.Redis.EventsTTL)
+	v.oneOf("redis.page_events", c.Redis.PageEvents, "problems", "all")
 	v.check(c.Redis.LogBatchWindow >= 1, "redis.log_batch_window", c.Redis.LogBatchWindow, "must be >= 1")
 	v.check(!strings.ContainsAny(c.Redis.Namespace, " \t\r\n"), "redis.namespace", c.Redis.Namespace, "must not contain whitespace")
 

@@ -102,6 +102,7 @@ func StoreOptions(cfg *config.Config) rkeys.Options {
 			Failed:    c.RetainFailed,
 		},
 		EventsTTL:           c.EventsTTL,
+		AllPageEvents:       c.PageEvents == "all",
 		PipelineTTL:         cfg.Worker.PipelineTTL,
 		LogBatchWindow:      c.LogBatchWindow,
 		OwnResponseCounters: rkeys.Bool(c.ResponseCounters),

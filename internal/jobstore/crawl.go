@@ -8,11 +8,12 @@ import (
 	"sort"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/metrics"
-	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/robots"
 	"github.com/archiveflow/archiveflow/internal/scope"
@@ -23,6 +24,9 @@ import (
 type CrawlStore struct {
 	*RedisStore
 	Frontier *frontier.Frontier
+	// Log gets what a write could not do that loses nothing of the crawl
+	// (a page's hook events); nil: nothing is logged.
+	Log *zap.Logger
 }
 
 var _ activities.CrawlStore = (*CrawlStore)(nil)
@@ -170,6 +174,15 @@ func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, a
 	done, err := s.Frontier.CompleteCounted(ctx, ident, pageID, attempt, o)
 	if err != nil {
 		return activities.PageCounts{}, crawlErr(err)
+	}
+	if done.Counted && len(t.Results) > 0 {
+		// The page's hooks are events once, with the outcome the frontier
+		// applied (a crash right after it loses them, never counts them
+		// twice).
+		opID := fmt.Sprintf("%s/page-%d/attempt-%d", ident, pageID, attempt)
+		if err := s.Redis.RecordPageEvents(ctx, ident, opID, t.PageURL, t.Results); err != nil && s.Log != nil {
+			s.Log.Warn("the page's hook events are not recorded", zap.String("ident", ident), zap.Int64("page", pageID), zap.Error(err))
+		}
 	}
 	if done.Counted {
 		// The metrics count exactly what the job's counters got.
@@ -360,11 +373,4 @@ func (s *CrawlStore) FrontierSizes(ctx context.Context) (metrics.FrontierSizes, 
 		out.Pages[string(frontier.StatusFailed)] += c.Failed
 	}
 	return out, nil
-}
-
-// RecordPageEvents records the final results of a page attempt's hooks as
-// events (rkeys.Store.RecordPageEvents), once per page attempt.
-func (s *CrawlStore) RecordPageEvents(ctx context.Context, ident string, p activities.PageSpec, results []model.ArchiveResult) error {
-	_, err := s.Redis.RecordPageEvents(ctx, ident, fmt.Sprintf("page:%d:attempt:%d", p.ID, p.Attempt), p.URL, results)
-	return crawlErr(err)
 }

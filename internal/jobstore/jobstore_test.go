@@ -17,6 +17,7 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -217,4 +218,36 @@ func TestFinishJobAtALimit(t *testing.T) {
 		lines = append(lines, e.Packet.Message)
 	}
 	assert.Contains(t, strings.Join(lines, "\n"), "archiveflow: job finished: page limit 100 reached")
+}
+
+// A page attempt's hook results are events once, with the outcome the
+// frontier applies: a repeated Complete (a retried activity) adds none.
+func TestCompleteRecordsThePageHooksEventsOnce(t *testing.T) {
+	ctx := context.Background()
+	s, rs, c := newRedisStore(t)
+	f, err := frontier.New(c, rs.Keys(), frontier.Options{})
+	require.NoError(t, err)
+	cs := &CrawlStore{RedisStore: s, Frontier: f, Log: zap.NewNop()}
+	const ident = "crawl1"
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: ident, URL: "https://example.com/", FetchDepth: model.FetchInf,
+		Settings: model.Settings{Concurrency: 2}, WorkflowID: ident}))
+	seed, err := cs.SeedCrawl(ctx, activities.SeedCrawlInput{Ident: ident, URL: "https://example.com/", MaxDepth: 1, PageAttempts: 3, Token: "t"})
+	require.NoError(t, err)
+	require.NotNil(t, seed.Page)
+	now := time.Now()
+	tally := activities.PageTally{PageURL: seed.Page.URL, Results: []model.ArchiveResult{
+		{Plugin: "pagefetch", Hook: "on_Snapshot__21_pagefetch.sh", Status: model.StatusSucceeded, StartedAt: now, EndedAt: now},
+		{Plugin: "title", Hook: "on_Snapshot__54_title.sh", Status: model.StatusNoResults, StartedAt: now, EndedAt: now},
+	}}
+	for range 2 {
+		_, err := cs.Complete(ctx, ident, seed.Page.ID, seed.Page.Attempt, activities.PageSucceeded, "", time.Time{}, tally)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, map[string]string{"all": "2", "succeeded": "1", "noresults": "1"}, c.HGetAll(ctx, "event_counters").Val())
+	keys := c.Keys(ctx, "events_archive:*").Val()
+	require.Len(t, keys, 1)
+	evs := c.LRange(ctx, keys[0], 0, -1).Val()
+	require.Len(t, evs, 1, "the noresults hook's warning; the ok one is only counted (redis.page_events problems)")
+	assert.Contains(t, evs[0], `"page":"https://example.com/"`)
+	assert.Contains(t, evs[0], `"state":"warning"`)
 }

@@ -178,5 +178,5 @@ func NewCrawlStore(be *backend.Backend, store *jobstore.RedisStore, cfg *config.
 	if err != nil {
 		return nil, fmt.Errorf("crawl frontier: %w", err)
 	}
-	return &jobstore.CrawlStore{RedisStore: store, Frontier: f}, nil
+	return &jobstore.CrawlStore{RedisStore: store, Frontier: f, Log: log}, nil
 }

@@ -34,6 +34,9 @@ type Options struct {
 	// EventsTTL is the expiry of an events_archive hour list after its last
 	// event, and of executive_instance records.
 	EventsTTL time.Duration
+	// AllPageEvents: every crawl page hook result goes into events_archive
+	// (RecordPageEvents); false: only those that are not ok.
+	AllPageEvents bool
 	// PipelineTTL is the expiry of pipeline:ID records, refreshed on every
 	// report, so a crashed worker disappears by itself.
 	PipelineTTL time.Duration

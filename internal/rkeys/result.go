@@ -157,59 +157,59 @@ return CODE_APPLIED
 // errMalformed marks a Redis value that does not have the documented encoding.
 var errMalformed = errors.New("malformed redis value")
 
-// RecordPageEvents appends a Flapjack event to events_archive:HOUR and
-// counts it in event_counters / event_counters:HOST:PID for each final
-// result of one crawl page attempt's hooks (as RecordResult does for a
-// snapshot's hook), in one round trip, once per opID (the job's ops set).
-// The job's counters are not touched: a page's fetches count with its
-// outcome in the frontier (Complete). It reports whether this call applied
-// the events.
-func (s *Store) RecordPageEvents(ctx context.Context, ident, opID, pageURL string, results []model.ArchiveResult) (bool, error) {
-	if opID == "" {
-		return false, fmt.Errorf("record page events of job %s: %w: op id must not be empty (repeat-safety key)", ident, ErrInvalid)
-	}
+// RecordPageEvents counts each final result of one crawl page attempt's
+// hooks in event_counters / event_counters:HOST:PID, as RecordResult does
+// a snapshot hook's, and appends its Flapjack event to events_archive:HOUR
+// when it is not ok (warning or critical; every one with
+// Options.AllPageEvents), in one round trip. It is not repeat-safe by
+// itself: its caller calls it once per page attempt whose outcome the
+// frontier applied (jobstore CrawlStore.Complete). opID names the attempt
+// in each event's op_id (opID/HOOK).
+func (s *Store) RecordPageEvents(ctx context.Context, ident, opID, pageURL string, results []model.ArchiveResult) error {
 	if len(results) == 0 {
-		return false, nil
+		return nil
 	}
 	now := s.now()
-	args := []any{"events:" + opID, seconds(s.opts.EventsTTL)}
+	args := []any{seconds(s.opts.EventsTTL)}
 	for _, r := range results {
 		if _, err := model.ParseStatus(string(r.Status)); err != nil {
-			return false, fmt.Errorf("record page events of job %s hook %s: %w: %w", ident, r.Hook, ErrInvalid, err)
+			return fmt.Errorf("record page events of job %s hook %s: %w: %w", ident, r.Hook, ErrInvalid, err)
 		}
 		ev := s.event(ident, opID+"/"+r.Hook, r, 0)
 		ev.Page = pageURL
-		evJSON, err := json.Marshal(ev)
-		if err != nil {
-			return false, fmt.Errorf("record page events of job %s hook %s: encode event: %w", ident, r.Hook, err)
+		evJSON := ""
+		if ev.State != "ok" || s.opts.AllPageEvents {
+			b, err := json.Marshal(ev)
+			if err != nil {
+				return fmt.Errorf("record page events of job %s hook %s: encode event: %w", ident, r.Hook, err)
+			}
+			evJSON = string(b)
 		}
-		args = append(args, string(r.Status), string(evJSON))
+		args = append(args, string(r.Status), evJSON)
 	}
-	keys := map[string]string{"job": s.keys.Job(ident), "ops": s.keys.Ops(ident), "events": s.keys.EventsArchive(now),
+	keys := map[string]string{"events": s.keys.EventsArchive(now),
 		"counters": s.keys.EventCounters(), "instance_counters": s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID)}
-	code, err := s.run(ctx, recordPageEventsScript, keys, args...).Int()
-	if err != nil {
-		return false, fmt.Errorf("record page events of job %s: %w", ident, err)
+	if err := s.run(ctx, recordPageEventsScript, keys, args...).Err(); err != nil {
+		return fmt.Errorf("record page events of job %s: %w", ident, err)
 	}
-	if err := codeErr(code, "record page events of job %s", ident); err != nil {
-		return false, err
-	}
-	return code == codeApplied, nil
+	return nil
 }
 
-// recordPageEventsScript appends a page attempt's hook events exactly once.
-// ARGV: op_key events_ttl, then status event_json per hook.
-var recordPageEventsScript = newScript([]string{"job", "ops", "events", "counters", "instance_counters"}, false, `
-if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
-if redis.call('SADD', ops, ARGV[1]) == 0 then return CODE_NOOP end
-inherit_ttl(job, ops)
-for i = 3, #ARGV, 2 do
-  redis.call('RPUSH', events, ARGV[i + 1])
+// recordPageEventsScript counts a page attempt's hook results and appends
+// their events ("" = counted only).
+// ARGV: events_ttl, then status event_json per hook.
+var recordPageEventsScript = newScript([]string{"events", "counters", "instance_counters"}, false, `
+local appended = false
+for i = 2, #ARGV, 2 do
+  if ARGV[i + 1] ~= '' then
+    redis.call('RPUSH', events, ARGV[i + 1])
+    appended = true
+  end
   for _, k in ipairs({counters, instance_counters}) do
     redis.call('HINCRBY', k, 'all', 1)
     redis.call('HINCRBY', k, ARGV[i], 1)
   end
 end
-redis.call('EXPIRE', events, ARGV[2])
-return CODE_APPLIED
+if appended then redis.call('EXPIRE', events, ARGV[1]) end
+return 0
 `)

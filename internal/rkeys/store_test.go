@@ -555,46 +555,51 @@ func TestRecordResultFromSummary(t *testing.T) {
 	assert.Equal(t, "1", dumps["summary"]["r4xx"])
 }
 
-func TestRecordPageEventsOncePerAttempt(t *testing.T) {
-	e := newEnv(t, Options{EventsTTL: time.Hour})
-	ctx := ctxT(t)
-	j := testJob(t, "http://example.com/")
-	require.NoError(t, e.store.CreateJob(ctx, j))
-	before := e.rdb.HGetAll(ctx, j.Ident).Val()
-	results := []model.ArchiveResult{
-		{Plugin: "pagefetch", Hook: "on_Snapshot__10_pagefetch.py", Step: 1, Status: model.StatusSucceeded, OutputStr: "200 OK", Attempts: 2, StartedAt: t0, EndedAt: t0.Add(time.Second)},
-		{Plugin: "title", Hook: "on_Snapshot__60_title.py", Step: 6, Status: model.StatusFailed, Error: "no <title>", Attempts: 2, StartedAt: t0, EndedAt: t0.Add(time.Second)},
-	}
-	applied := 0
-	twice(t, e, func() error {
-		ok, err := e.store.RecordPageEvents(ctx, j.Ident, "page:7:attempt:2", "http://example.com/a", results)
-		if ok {
-			applied++
-		}
-		return err
-	})
-	assert.Equal(t, 1, applied, "exactly one of the two calls applies")
-	var evs []map[string]any
-	for _, raw := range e.rdb.LRange(ctx, e.store.keys.EventsArchive(e.store.now()), 0, -1).Val() {
-		var ev map[string]any
-		require.NoError(t, json.Unmarshal([]byte(raw), &ev))
-		evs = append(evs, ev)
-	}
-	require.Len(t, evs, 2)
-	assert.Equal(t, j.Ident, evs[0]["entity"])
-	assert.Equal(t, "on_Snapshot__10_pagefetch.py", evs[0]["check"])
-	assert.Equal(t, "http://example.com/a", evs[0]["page"])
-	assert.Equal(t, "ok", evs[0]["state"])
-	assert.Equal(t, "critical", evs[1]["state"])
-	assert.Equal(t, "failed: no <title>", evs[1]["summary"])
-	for _, k := range []string{"event_counters", "event_counters:worker1:4242"} {
-		assert.Equal(t, map[string]string{"all": "2", "succeeded": "1", "failed": "1"}, e.rdb.HGetAll(ctx, k).Val(), k)
-	}
-	// The job's counters are the frontier's to write.
-	assert.Equal(t, before, e.rdb.HGetAll(ctx, j.Ident).Val())
+func TestRecordPageEventsCountsEveryResultAndKeepsTheProblems(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		t.Run("all="+strconv.FormatBool(all), func(t *testing.T) {
+			e := newEnv(t, Options{EventsTTL: time.Hour, AllPageEvents: all})
+			ctx := ctxT(t)
+			j := testJob(t, "http://example.com/")
+			require.NoError(t, e.store.CreateJob(ctx, j))
+			before := e.rdb.HGetAll(ctx, j.Ident).Val()
+			results := []model.ArchiveResult{
+				{Plugin: "pagefetch", Hook: "on_Snapshot__10_pagefetch.py", Step: 1, Status: model.StatusSucceeded, OutputStr: "200 OK", Attempts: 2, StartedAt: t0, EndedAt: t0.Add(time.Second)},
+				{Plugin: "title", Hook: "on_Snapshot__60_title.py", Step: 6, Status: model.StatusFailed, Error: "no <title>", Attempts: 2, StartedAt: t0, EndedAt: t0.Add(time.Second)},
+			}
+			require.NoError(t, e.store.RecordPageEvents(ctx, j.Ident, "job/page-7/attempt-2", "http://example.com/a", results))
+			evKey := e.store.keys.EventsArchive(e.store.now())
+			var evs []map[string]any
+			for _, raw := range e.rdb.LRange(ctx, evKey, 0, -1).Val() {
+				var ev map[string]any
+				require.NoError(t, json.Unmarshal([]byte(raw), &ev))
+				evs = append(evs, ev)
+			}
+			if all {
+				require.Len(t, evs, 2)
+				assert.Equal(t, "ok", evs[0]["state"])
+				evs = evs[1:]
+			} else {
+				require.Len(t, evs, 1, "an ok page hook is counted, not archived")
+			}
+			assert.Equal(t, j.Ident, evs[0]["entity"])
+			assert.Equal(t, "on_Snapshot__60_title.py", evs[0]["check"])
+			assert.Equal(t, "http://example.com/a", evs[0]["page"])
+			assert.Equal(t, "job/page-7/attempt-2/on_Snapshot__60_title.py", evs[0]["op_id"])
+			assert.Equal(t, "critical", evs[0]["state"])
+			assert.Equal(t, "failed: no <title>", evs[0]["summary"])
+			ttl := e.rdb.TTL(ctx, evKey).Val()
+			assert.True(t, ttl > 59*time.Minute && ttl <= time.Hour, "events expire EventsTTL after the last event, got %s", ttl)
+			for _, k := range []string{"event_counters", "event_counters:worker1:4242"} {
+				assert.Equal(t, map[string]string{"all": "2", "succeeded": "1", "failed": "1"}, e.rdb.HGetAll(ctx, k).Val(), k)
+			}
+			// The job's counters are the frontier's to write.
+			assert.Equal(t, before, e.rdb.HGetAll(ctx, j.Ident).Val())
 
-	_, err := e.store.RecordPageEvents(ctx, j.Ident, "page:8:attempt:1", "http://example.com/b",
-		[]model.ArchiveResult{{Hook: "x.sh", Status: "bogus"}})
-	require.ErrorIs(t, err, ErrInvalid)
-	assert.Contains(t, err.Error(), "x.sh")
+			err := e.store.RecordPageEvents(ctx, j.Ident, "job/page-8/attempt-1", "http://example.com/b",
+				[]model.ArchiveResult{{Hook: "x.sh", Status: "bogus"}})
+			require.ErrorIs(t, err, ErrInvalid)
+			assert.Contains(t, err.Error(), "x.sh")
+		})
+	}
 }
