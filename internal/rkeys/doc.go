@@ -1,5 +1,8 @@
 // Package rkeys owns archiveflow's Redis layout (DESIGN.md §5): every key
-// name, every value encoding and every Lua script. The rest of the code
+// name, every value encoding and the Lua scripts of the job layout (a
+// crawl's frontier keys are named here, their scripts are
+// internal/frontier's; the host budget's are internal/hostbudget's). The
+// rest of the code
 // never builds a key by hand; it calls a Store method, and the Store writes
 // the ArchiveBot job layout (the IDENT hash, IDENT_log, IDENT_ignores, the
 // pending/working lists, the jobs_* counters, finish_notifications,
