@@ -298,7 +298,7 @@ func (s *segment) run(onStep func(step int)) {
 		OnStep: onStep,
 		Idle:   s.beat, // paused: no hook heartbeats for the segment
 	}
-	steprun.Run(s.ctx, hooks, policy, func(ctx context.Context, i int) steprun.Class {
+	steprun.Run(s.ctx, hooks, policy, func(ctx context.Context, i int, _ func()) steprun.Class {
 		h := left[i]
 		s.mu.Lock()
 		s.running = append(s.running, h.Hook.Key())

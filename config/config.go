@@ -210,6 +210,10 @@ type Hooks struct {
 	// StartMargin is added to a foreground hook's timeout and grace to give
 	// its activity attempt a StartToClose timeout.
 	StartMargin time.Duration `mapstructure:"start_margin"`
+	// ReadyMargin is added to a background hook's timeout to bound how long
+	// the hooks after it wait for it to be ready (its first line of stdout)
+	// before they are launched anyway (abx-dl waits the timeout + 30 s).
+	ReadyMargin time.Duration `mapstructure:"ready_margin"`
 	// BackgroundMaxRun bounds how long a background hook may run before the
 	// seal stops it.
 	BackgroundMaxRun time.Duration `mapstructure:"background_max_run"`
@@ -552,6 +556,7 @@ func Default() Config {
 			JobHeartbeatInterval: 5 * time.Second,
 			SettingsPollInterval: 2 * time.Second,
 			StartMargin:          30 * time.Second,
+			ReadyMargin:          30 * time.Second,
 			BackgroundMaxRun:     24 * time.Hour,
 			LogFlushInterval:     time.Second,
 			LogBatch:             200,

@@ -84,6 +84,7 @@ func (c *Config) Validate() error {
 	v.positiveDur("hooks.job_heartbeat_interval", c.Hooks.JobHeartbeatInterval)
 	v.positiveDur("hooks.settings_poll_interval", c.Hooks.SettingsPollInterval)
 	v.positiveDur("hooks.start_margin", c.Hooks.StartMargin)
+	v.positiveDur("hooks.ready_margin", c.Hooks.ReadyMargin)
 	v.positiveDur("hooks.background_max_run", c.Hooks.BackgroundMaxRun)
 	v.positiveDur("hooks.log_flush_interval", c.Hooks.LogFlushInterval)
 	v.check(c.Hooks.LogBatch >= 1, "hooks.log_batch", c.Hooks.LogBatch, "must be >= 1")

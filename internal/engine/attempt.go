@@ -21,6 +21,9 @@ type attemptIO struct {
 	// onStderr gets each stderr line, and each fetch the policy refused
 	// (egress.Denial.LogLine).
 	onStderr func(string)
+	// onReady is called at the hook's first line of stdout (a background
+	// hook is ready: steprun).
+	onReady func()
 }
 
 // attempt runs one attempt of a hook, wherever it is from (a snapshot's
@@ -65,6 +68,7 @@ func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (res
 			return procs.Result{}, err
 		}
 	}
+	spec.OnReady = io.onReady
 	if inProc {
 		// The built-in decides its fetches with this worker's policy
 		// object (its resolver included), as the proxy does for a process.

@@ -52,6 +52,10 @@ type Config struct {
 	// Grace is the SIGTERM → SIGKILL delay of foreground hooks (config
 	// hooks.grace).
 	Grace time.Duration
+	// ReadyMargin is added to a background hook's timeout to bound how
+	// long the hooks after it wait for it to be ready (config
+	// hooks.ready_margin).
+	ReadyMargin time.Duration
 	// LineCap is the longest stdout line a hook may print (config
 	// hooks.line_cap).
 	LineCap int

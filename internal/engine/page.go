@@ -205,9 +205,9 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	// The page's hooks run one at a time in plan order (pages run in
 	// parallel, their hooks do not); background hooks live until the page
 	// ends; a step with a hook to retry is the page's last.
-	steprun.Run(ctx, hooks, steprun.Policy{}, func(ctx context.Context, i int) steprun.Class {
+	steprun.Run(ctx, hooks, e.readiness(steprun.Policy{}, specs, log), func(ctx context.Context, i int, ready func()) steprun.Class {
 		h := specs[i]
-		res, err := e.runPageHook(ctx, inv(h), recs, &hl[i])
+		res, err := e.runPageHook(ctx, inv(h), recs, &hl[i], ready)
 		results.add(h, res, err)
 		class := steprun.Classify(steprun.Ending{Err: err, ConfigErr: errors.Is(err, activities.ErrConfig),
 			Transient: res.Transient, Cancelled: ctx.Err() != nil, Background: h.Background})
@@ -313,9 +313,9 @@ func transientReason(res procs.Result) string {
 
 // runPageHook runs one attempt of a page hook (attempt; a built-in that
 // starts no process may run in this process: Config.InProcessBuiltins).
-func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageRecords, hl *hookLinks) (procs.Result, error) {
+func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageRecords, hl *hookLinks, ready func()) (procs.Result, error) {
 	inv.inProcessOK = true
-	res, err := e.attempt(ctx, inv, attemptIO{onRecord: func(r jsonl.Record) {
+	res, err := e.attempt(ctx, inv, attemptIO{onReady: ready, onRecord: func(r jsonl.Record) {
 		switch {
 		case r.Response != nil:
 			recs.response(*r.Response)

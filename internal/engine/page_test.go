@@ -75,6 +75,7 @@ func TestRunPageSetupStepsLinksAndWARC(t *testing.T) {
 	writeHook(t, filepath.Join(plugins, "daemon", "on_CrawlSetup__90_daemon.daemon.bg.sh"), `
 echo "$CRAWL_DIR $1" > started
 trap 'echo stopped > stopped; exit 0' TERM
+echo "daemon up" # ready: the next hooks start
 while :; do sleep 0.05; done
 `)
 	writeHook(t, filepath.Join(plugins, "daemon", "on_CrawlSetup__91_wait.sh"), `
@@ -401,4 +402,46 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"three ok"}'
 		{"three", model.StatusSucceeded, "three ok", 2},
 	}, second)
 	assert.FileExists(t, filepath.Join(dir, "index.json"))
+}
+
+// A background hook is ready before the next hook is launched (abx-dl's
+// rule, issue 27): a browser launched at crawl setup and a tab opened by
+// a page's step-0 daemon both write their session files before they
+// print, after a delay; navigate, launched after them, finds both.
+func TestHooksAfterABackgroundHookWaitForItToBeReady(t *testing.T) {
+	plugins := t.TempDir()
+	writeHook(t, filepath.Join(plugins, "browser", "on_CrawlSetup__90_browser.daemon.bg.sh"), `
+trap 'exit 0' TERM
+sleep 0.4
+echo ws://127.0.0.1:9222 > session
+echo "browser up"
+while :; do sleep 0.05; done
+`)
+	writeHook(t, filepath.Join(plugins, "tab", "on_Snapshot__01_tab.daemon.bg.sh"), `
+trap 'exit 0' TERM
+sleep 0.4
+echo tab-1 > session
+echo "tab open"
+while :; do sleep 0.05; done
+`)
+	writeHook(t, filepath.Join(plugins, "navigate", "on_Snapshot__30_navigate.sh"), `
+if [ ! -s "$CRAWL_DIR/browser/session" ] || [ ! -s ../tab/session ]; then
+  echo '{"type":"ArchiveResult","status":"failed","error":"No Chrome session found"}'
+  exit 1
+fi
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"navigated"}'
+`)
+	e := pageEngine(t, plugins, nil)
+	out, err := e.RunPage(context.Background(), activities.PageRun{Crawl: testCrawl("tab", "navigate"),
+		Page: activities.PageSpec{ID: 2, URL: "http://site.test/p", Attempt: 1}, Settings: model.Settings{Concurrency: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, activities.PageSucceeded, out.Status, out.Note)
+	var navigate *model.ArchiveResult
+	for i, r := range out.Results {
+		if r.Plugin == "navigate" {
+			navigate = &out.Results[i]
+		}
+	}
+	require.NotNil(t, navigate, "%+v", out.Results)
+	assert.Equal(t, model.StatusSucceeded, navigate.Status, navigate.Error)
 }

@@ -52,6 +52,7 @@ func TestSealEndsASingleURLJobsCrawlSetup(t *testing.T) {
 	writeHook(t, filepath.Join(plugins, "daemon", "on_CrawlSetup__90_daemon.bg.sh"), `
 trap 'echo stopped > stopped; exit 0' TERM
 echo started > started
+echo "daemon up" # ready: the next hooks start
 while :; do sleep 0.05; done
 `)
 	writeHook(t, filepath.Join(plugins, "page", "on_Snapshot__10_page.sh"), "exit 0\n")

@@ -1,7 +1,12 @@
 package engine
 
 import (
+	"time"
+
+	"go.uber.org/zap"
+
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/steprun"
 )
 
@@ -21,4 +26,23 @@ func runnable(plan activities.Plan) (specs []activities.HookSpec, hooks []stepru
 		hooks = append(hooks, steprun.Hook{Step: h.Step, Background: h.Background})
 	}
 	return specs, hooks, bad
+}
+
+// readiness gives p abx-dl's readiness rule for specs' background hooks:
+// the hooks after one wait for its first line of stdout for at most its
+// timeout (the worker's when it has none) plus Config.ReadyMargin; a wait
+// that runs out is logged.
+func (e *Engine) readiness(p steprun.Policy, specs []activities.HookSpec, log *zap.Logger) steprun.Policy {
+	p.ReadyWait = func(i int) time.Duration {
+		t := specs[i].Timeout
+		if t <= 0 {
+			t = e.cfg.Timeout
+		}
+		return t + e.cfg.ReadyMargin
+	}
+	p.NotReady = func(i int) {
+		log.Warn("background hook not ready (no line on stdout) within its wait; launching the next hooks anyway",
+			logging.Hook(specs[i].Key()))
+	}
+	return p
 }

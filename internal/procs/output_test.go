@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -83,6 +84,27 @@ echo '{"type":"ArchiveResult","status":"succeeded"}'`))
 	assert.Equal(t, model.StatusSucceeded, res.Status)
 	assert.Equal(t, []jsonl.Type{jsonl.TypeTag, jsonl.TypeArchiveResult}, types)
 	assert.Empty(t, stderrLines)
+}
+
+// A hook is ready at its first line of stdout, whatever it is, once: the
+// hook only goes on once OnReady, not a record, released it.
+func TestReadyAtTheFirstLineOfStdout(t *testing.T) {
+	t.Parallel()
+	s := specFor(t, writeHook(t, "daemon.sh", `echo "listening on 9222"
+while [ ! -e release ]; do sleep 0.01; done
+echo '{"type":"ArchiveResult","status":"succeeded"}'`))
+	var ready atomic.Int32
+	s.OnReady = func() {
+		ready.Add(1)
+		assert.NoError(t, os.WriteFile(filepath.Join(s.Dir, "release"), nil, 0o644))
+	}
+	res := runSpec(t, s)
+	assert.Equal(t, model.StatusSucceeded, res.Status)
+	assert.EqualValues(t, 1, ready.Load())
+
+	quiet := specFor(t, writeHook(t, "quiet.sh", `echo nothing >&2`))
+	quiet.OnReady = func() { t.Error("a hook that prints nothing on stdout is never ready") }
+	runSpec(t, quiet)
 }
 
 func TestStderrLinesCappedAndValidUTF8(t *testing.T) {

@@ -144,7 +144,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	log = log.With(zap.Int("pid", pid))
 	log.Info("hook started", zap.String("path", s.Path), zap.Strings("args", s.Args), zap.String("dir", s.Dir))
 
-	out := &stdoutSink{onRecord: s.OnRecord, log: log, lineCap: s.LineCap}
+	out := &stdoutSink{onRecord: s.OnRecord, onReady: s.OnReady, log: log, lineCap: s.LineCap}
 	errs := &stderrSink{onLine: s.OnStderr}
 	stdout := newTailer(files.Stdout, &jsonl.Splitter{Cap: s.LineCap, Emit: out.line})
 	stderr := newTailer(files.Stderr, &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line})
@@ -357,6 +357,7 @@ func logResult(log *zap.Logger, r Result) {
 // by one goroutine only.
 type stdoutSink struct {
 	onRecord  func(jsonl.Record)
+	onReady   func() // called at the first line, then nil
 	log       *zap.Logger
 	lineCap   int
 	counts    Counts
@@ -366,6 +367,11 @@ type stdoutSink struct {
 }
 
 func (k *stdoutSink) line(b []byte, truncated bool) {
+	if k.onReady != nil {
+		ready := k.onReady
+		k.onReady = nil
+		ready()
+	}
 	if truncated {
 		k.counts.Oversize++
 		k.warn("stdout line longer than the cap dropped", zap.Int("cap", k.lineCap))

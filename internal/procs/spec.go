@@ -46,6 +46,10 @@ type Spec struct {
 	// OnStderr is called live for each stderr line (valid UTF-8, capped).
 	// It may run concurrently with OnRecord, never with itself.
 	OnStderr func(line string)
+	// OnReady is called once, at the hook's first line of stdout, before
+	// that line reaches OnRecord: a background hook is ready then (abx-dl
+	// starts the next hook once a background hook has printed).
+	OnReady func()
 	// Limits are the attempt's resource limits (none by default).
 	Limits Limits
 	Log    *zap.Logger

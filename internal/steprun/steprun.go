@@ -6,7 +6,10 @@
 // policy's Limit, read again while it waits, 0 pauses) and the step ends
 // when its foreground hooks have ended; a background hook takes no slot and
 // lives as the policy says (until Run returns, or on a context of its own
-// such as a crawl's, until the crawl's teardown). When a step had a hook
+// such as a crawl's, until the crawl's teardown). As abx-dl does, no hook
+// is launched after a background hook before that one is ready (it
+// printed its first line of stdout), ended, or its ReadyWait ran out: a
+// browser's session files exist before the hooks that use them start. When a step had a hook
 // whose attempt must be retried, or a configuration error, it is the last
 // step: later steps do not start.
 //
@@ -122,6 +125,11 @@ type Policy struct {
 	// (a crawl's setup hooks: the crawl goes on and the hooks that need
 	// one fail on their own).
 	KeepGoing bool
+	// ReadyWait is how long the launch of the hooks after background hook
+	// i waits for it to be ready (nil or 0: not at all); NotReady, if set,
+	// hears of a wait that ran out.
+	ReadyWait func(i int) time.Duration
+	NotReady  func(i int)
 	// Background is the context background hooks run on when they must
 	// outlive Run (a crawl's setup daemons, until its teardown), with
 	// BackgroundDone tracking them; nil: background hooks are stopped
@@ -130,8 +138,10 @@ type Policy struct {
 	BackgroundDone *sync.WaitGroup
 }
 
-// AttemptFunc runs hook i of the plan once and classifies its end.
-type AttemptFunc func(ctx context.Context, i int) Class
+// AttemptFunc runs hook i of the plan once and classifies its end; a
+// background hook's attempt calls ready once the hook is ready (its first
+// line of stdout: procs.Spec.OnReady). ready may be called more than once.
+type AttemptFunc func(ctx context.Context, i int, ready func()) Class
 
 // Run runs hooks (in plan order) by attempt under policy p and returns the
 // class that ended the run early (Retry, Config or Cancelled), or Final
@@ -222,11 +232,7 @@ func (r *run) step(step int) Class {
 			continue
 		}
 		if h.Background {
-			r.bg.Add(1)
-			go func() {
-				defer r.bg.Done()
-				r.attempt(r.bgCtx, i)
-			}()
+			r.background(i)
 			continue
 		}
 		for active >= r.limit(step) && r.ctx.Err() == nil {
@@ -246,7 +252,7 @@ func (r *run) step(step int) Class {
 		active++
 		go func() {
 			defer func() { ended <- struct{}{} }()
-			r.note(r.attempt(r.ctx, i))
+			r.note(r.attempt(r.ctx, i, func() {}))
 		}()
 	}
 	for ; active > 0; active-- {
@@ -256,4 +262,35 @@ func (r *run) step(step int) Class {
 		return Cancelled
 	}
 	return r.end
+}
+
+// background launches background hook i and waits until it is ready, has
+// ended, or its ReadyWait ran out.
+func (r *run) background(i int) {
+	readyCh, ended := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		defer close(ended)
+		r.attempt(r.bgCtx, i, func() { once.Do(func() { close(readyCh) }) })
+	}()
+	var wait time.Duration
+	if r.p.ReadyWait != nil {
+		wait = r.p.ReadyWait(i)
+	}
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-readyCh:
+	case <-ended:
+	case <-r.ctx.Done():
+	case <-t.C:
+		if r.p.NotReady != nil {
+			r.p.NotReady(i)
+		}
+	}
 }

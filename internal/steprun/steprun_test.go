@@ -39,7 +39,7 @@ func TestStepsRunInOrderAndAStepWaitsForItsHooks(t *testing.T) {
 	release := make(chan struct{})
 	var steps []int
 	end := Run(context.Background(), hooks, Policy{Limit: func(int) int { return 2 }, OnStep: func(s int) { steps = append(steps, s) }},
-		func(ctx context.Context, i int) Class {
+		func(ctx context.Context, i int, _ func()) Class {
 			n := running.Add(1)
 			defer running.Add(-1)
 			for {
@@ -72,7 +72,7 @@ func TestAStepWithARetryIsTheLast(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			hooks := []Hook{{Step: 1}, {Step: 1}, {Step: 2}}
 			var j journal
-			end := Run(context.Background(), hooks, Policy{}, func(ctx context.Context, i int) Class {
+			end := Run(context.Background(), hooks, Policy{}, func(ctx context.Context, i int, _ func()) Class {
 				j.add(names[i])
 				if i == 0 {
 					return c
@@ -89,7 +89,7 @@ func TestAStepWithARetryIsTheLast(t *testing.T) {
 func TestKeepGoingRunsEveryStep(t *testing.T) {
 	hooks := []Hook{{Step: 1}, {Step: 2}}
 	var j journal
-	end := Run(context.Background(), hooks, Policy{KeepGoing: true}, func(ctx context.Context, i int) Class {
+	end := Run(context.Background(), hooks, Policy{KeepGoing: true}, func(ctx context.Context, i int, _ func()) Class {
 		j.add(names[i])
 		return Retry
 	})
@@ -101,7 +101,7 @@ func TestBackgroundHooksTakeNoSlotAndEndWithTheRun(t *testing.T) {
 	hooks := []Hook{{Step: 0, Background: true}, {Step: 0}, {Step: 4}}
 	var j journal
 	bgStopped := make(chan struct{})
-	end := Run(context.Background(), hooks, Policy{}, func(ctx context.Context, i int) Class {
+	end := Run(context.Background(), hooks, Policy{}, func(ctx context.Context, i int, _ func()) Class {
 		if i == 0 {
 			<-ctx.Done() // a daemon: runs until told to stop
 			close(bgStopped)
@@ -124,7 +124,7 @@ func TestBackgroundHooksOnTheirOwnContextOutliveTheRun(t *testing.T) {
 	var wg sync.WaitGroup
 	started := make(chan struct{})
 	Run(context.Background(), []Hook{{Step: 9, Background: true}}, Policy{Background: bgCtx, BackgroundDone: &wg},
-		func(ctx context.Context, i int) Class {
+		func(ctx context.Context, i int, _ func()) Class {
 			close(started)
 			<-ctx.Done()
 			return Final
@@ -154,7 +154,7 @@ func TestLimitZeroPausesUntilItRises(t *testing.T) {
 		limit.Store(1)
 	}()
 	end := Run(context.Background(), []Hook{{Step: 0}}, Policy{Limit: func(int) int { return int(limit.Load()) }, Poll: 10 * time.Millisecond, Idle: func() { idles.Add(1) }},
-		func(ctx context.Context, i int) Class {
+		func(ctx context.Context, i int, _ func()) Class {
 			close(ran)
 			return Final
 		})
@@ -166,7 +166,7 @@ func TestLimitZeroPausesUntilItRises(t *testing.T) {
 func TestCancellationStopsTheRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var j journal
-	end := Run(ctx, []Hook{{Step: 0}, {Step: 1}}, Policy{}, func(ctx context.Context, i int) Class {
+	end := Run(ctx, []Hook{{Step: 0}, {Step: 1}}, Policy{}, func(ctx context.Context, i int, _ func()) Class {
 		j.add(names[i])
 		cancel()
 		<-ctx.Done()
@@ -197,4 +197,56 @@ func TestClassify(t *testing.T) {
 	for _, c := range cases {
 		assert.Equal(t, c.want, Classify(c.e), "%+v", c.e)
 	}
+}
+
+// A hook after a background hook is launched only once that one is ready
+// (abx-dl's rule): the tab's session exists before navigate starts.
+func TestTheNextHookWaitsForABackgroundHookToBeReady(t *testing.T) {
+	hooks := []Hook{{Step: 0, Background: true}, {Step: 1, Background: true}, {Step: 3}}
+	var j journal
+	stop := make(chan struct{})
+	end := Run(context.Background(), hooks, Policy{ReadyWait: func(int) time.Duration { return time.Minute }},
+		func(ctx context.Context, i int, ready func()) Class {
+			switch i {
+			case 0, 1:
+				j.add(names[i] + " starting")
+				j.add(names[i] + " ready")
+				ready()
+				ready() // more than once is fine
+				select {
+				case <-ctx.Done():
+				case <-stop:
+				}
+			default:
+				j.add(names[i])
+				close(stop)
+			}
+			return Final
+		})
+	assert.Equal(t, Final, end)
+	assert.Equal(t, []string{"a starting", "a ready", "b starting", "b ready", "c"}, j.all())
+}
+
+// A background hook that ends without printing, or never gets ready, lets
+// the next hook start: at its end, or when its wait runs out.
+func TestABackgroundHookThatIsNeverReadyHoldsUpToItsWait(t *testing.T) {
+	var notReady []int
+	var j journal
+	hold := make(chan struct{})
+	Run(context.Background(), []Hook{{Step: 0, Background: true}, {Step: 0, Background: true}, {Step: 1}},
+		Policy{ReadyWait: func(i int) time.Duration { return 20 * time.Millisecond }, NotReady: func(i int) { notReady = append(notReady, i) }},
+		func(ctx context.Context, i int, ready func()) Class {
+			switch i {
+			case 0:
+				j.add("a ended") // exits at once, never ready
+			case 1:
+				<-hold // silent until the run ends
+			default:
+				j.add("c")
+				close(hold)
+			}
+			return Final
+		})
+	assert.Equal(t, []string{"a ended", "c"}, j.all())
+	assert.Equal(t, []int{1}, notReady)
 }
