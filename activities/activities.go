@@ -68,6 +68,8 @@ type RunRequest struct {
 	Settings model.Settings
 	// Attempt is the 1-based activity attempt.
 	Attempt int
+	// OnReady, if set, is called at the hook's first line of stdout.
+	OnReady func() `json:"-"`
 }
 
 // Sink receives what a running hook produces while it runs. Its methods are

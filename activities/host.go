@@ -49,6 +49,9 @@ type Options struct {
 	// production value) queries the activity's own workflow through the
 	// worker's client.
 	Settings SettingsReader
+	// Ready tells a workflow that a background hook is ready; nil (the
+	// production value) signals it through the worker's client.
+	Ready ReadySignaler
 }
 
 // Validate checks that every required value is set.

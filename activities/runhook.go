@@ -63,8 +63,11 @@ func (a *HostActivities) runAttempt(ctx context.Context, in RunHookInput, attemp
 	sink := newRunSink(a.opts, in.Hook.Key())
 	stop := a.superviseAttempt(ctx, in, attempt, logKey, sink, log, beat)
 	started := time.Now()
-	outcome, runErr := a.runner.Run(ctx, RunRequest{Job: in.Job, Hook: in.Hook, Settings: in.Settings, Attempt: attempt}, sink)
+	req := RunRequest{Job: in.Job, Hook: in.Hook, Settings: in.Settings, Attempt: attempt}
+	told := a.tellReady(ctx, in, &req, log)
+	outcome, runErr := a.runner.Run(ctx, req, sink)
 	stop()
+	told()
 
 	if runErr != nil && !errors.Is(runErr, ErrConfig) {
 		outcome = Outcome{Transient: true, Error: runErr.Error()}
@@ -456,4 +459,64 @@ func (s *runSink) progress() Progress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.prog
+}
+
+// SignalHookReady names the signal RunHook sends the workflow a background
+// hook's RunHookInput.ReadyTo names once the hook is ready (its first line
+// of stdout); its payload is RunHookInput.ReadyKey. workflows'
+// SignalHookReady is this name.
+const SignalHookReady = "hook_ready"
+
+// ReadySignaler tells a workflow that a background hook is ready.
+type ReadySignaler interface {
+	HookReady(ctx context.Context, workflowID, key string) error
+}
+
+// clientReady signals through the worker's client.
+type clientReady struct{}
+
+func (clientReady) HookReady(ctx context.Context, workflowID, key string) error {
+	return activity.GetClient(ctx).SignalWorkflow(ctx, workflowID, "", SignalHookReady, key)
+}
+
+// readyTimeout bounds the signal that tells a workflow a hook is ready.
+const readyTimeout = 10 * time.Second
+
+// tellReady arranges for req.OnReady to tell in.ReadyTo that the hook is
+// ready, once, without holding up the hook's output; it returns the
+// function that waits for that signal to be sent (or to fail, which is
+// logged: the workflow then launches the next hooks when its wait for the
+// hook runs out).
+func (a *HostActivities) tellReady(ctx context.Context, in RunHookInput, req *RunRequest, log *zap.Logger) (wait func()) {
+	if in.ReadyTo == "" || !in.Hook.Background {
+		return func() {}
+	}
+	signaler := a.opts.Ready
+	if signaler == nil {
+		signaler = clientReady{}
+	}
+	var once sync.Once
+	done := make(chan struct{})
+	sent := false
+	req.OnReady = func() {
+		once.Do(func() {
+			sent = true
+			go func() {
+				defer close(done)
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout)
+				defer cancel()
+				if err := signaler.HookReady(sctx, in.ReadyTo, in.ReadyKey); err != nil {
+					log.Warn("tell the workflow the background hook is ready", zap.String("workflow", in.ReadyTo), zap.Error(err))
+					return
+				}
+				log.Info("background hook ready")
+			}()
+		})
+	}
+	return func() {
+		once.Do(func() {}) // no signal after the attempt
+		if sent {
+			<-done
+		}
+	}
 }

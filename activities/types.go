@@ -157,6 +157,11 @@ type RunHookInput struct {
 	// when it waited on a busy (alive) host past its ScheduleToStart
 	// timeout. The reported attempt is AttemptsBefore + the activity's own.
 	AttemptsBefore int `json:"attempts_before,omitempty"`
+	// ReadyTo, for a background hook (InputV3), is the workflow RunHook
+	// tells, with a SignalHookReady carrying ReadyKey, that the hook is
+	// ready (its first line of stdout); "": none is told.
+	ReadyTo  string `json:"ready_to,omitempty"`
+	ReadyKey string `json:"ready_key,omitempty"`
 }
 
 // RunHookResult is what RunHook returns for a hook that reached a final

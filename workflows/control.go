@@ -25,6 +25,9 @@ const (
 	// SignalSetSettings is the fire-and-forget form of UpdateSetSettings;
 	// invalid settings are logged and ignored.
 	SignalSetSettings = "set_settings"
+	// SignalHookReady says a background hook is ready (InputV3); payload:
+	// the key the snapshot gave it (RunHookInput.ReadyKey).
+	SignalHookReady = activities.SignalHookReady
 )
 
 // AbortRequest is the payload of SignalAbort.

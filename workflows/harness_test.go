@@ -51,10 +51,12 @@ type fakeRunner struct {
 	running    int
 	maxRunning int
 	settings   map[string]model.Settings
+	// silent are background hooks that never print (never ready).
+	silent map[string]bool
 }
 
 func newFakeRunner() *fakeRunner {
-	return &fakeRunner{behaviours: map[string]behaviour{}, settings: map[string]model.Settings{}}
+	return &fakeRunner{behaviours: map[string]behaviour{}, settings: map[string]model.Settings{}, silent: map[string]bool{}}
 }
 
 func (f *fakeRunner) on(hook string, b behaviour) { f.behaviours[hook] = b }
@@ -68,7 +70,12 @@ func (f *fakeRunner) Run(ctx context.Context, req activities.RunRequest, sink ac
 		f.running++
 		f.maxRunning = max(f.maxRunning, f.running)
 	}
+	ready := req.OnReady != nil && !f.silent[req.Hook.Name]
 	f.mu.Unlock()
+	if ready {
+		// A background hook that prints at once is ready at once.
+		req.OnReady()
+	}
 	if !ok {
 		b = succeed
 	}
@@ -369,7 +376,7 @@ func newHarness(t *testing.T, p activities.Plan) *harness {
 	h.host, err = activities.NewHost(fakeDiscoverer{plan: p}, h.runner, h.sealer, h.store, zap.NewNop(), activities.Options{
 		HeartbeatInterval: 20 * time.Millisecond, JobHeartbeatInterval: time.Second, SettingsPollInterval: 2 * time.Second,
 		LogFlushInterval: 50 * time.Millisecond, LogBatch: 200, LogLinesPerRun: 20000, LogLineBytes: 4096,
-		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20, Settings: h.store,
+		ResultFieldBytes: 8 << 10, ResponsesPerRun: 1 << 20, Settings: h.store, Ready: envReady{h},
 	})
 	require.NoError(t, err)
 	h.env.RegisterWorkflow(SnapshotWorkflow)
@@ -392,8 +399,8 @@ func input(concurrency int) SnapshotInput {
 		Retry: RetryPolicies{Default: Retry{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 3,
 		}},
-		Timing: Timing{HeartbeatTimeout: 10 * time.Second, StartMargin: 30 * time.Second, HostScheduleToStart: 2 * time.Minute,
-			BackgroundMaxRun: 24 * time.Hour, MaxClaims: 3},
+		Timing: Timing{HeartbeatTimeout: 10 * time.Second, StartMargin: 30 * time.Second, ReadyMargin: 30 * time.Second,
+			HostScheduleToStart: 2 * time.Minute, BackgroundMaxRun: 24 * time.Hour, MaxClaims: 3},
 	}
 }
 
@@ -444,3 +451,10 @@ func (testLogger) Debug(string, ...any) {}
 func (testLogger) Info(string, ...any)  {}
 func (testLogger) Warn(string, ...any)  {}
 func (testLogger) Error(string, ...any) {}
+
+// envReady delivers RunHook's SignalHookReady in the test environment.
+type envReady struct{ h *harness }
+
+func (r envReady) HookReady(_ context.Context, workflowID, key string) error {
+	return r.h.env.SignalWorkflowByID(workflowID, SignalHookReady, key)
+}

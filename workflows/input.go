@@ -57,6 +57,9 @@ type Timing struct {
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
 	// StartMargin is added to a hook's timeout + grace for StartToClose.
 	StartMargin time.Duration `json:"start_margin"`
+	// ReadyMargin is added to a background hook's timeout to bound how
+	// long the hooks after it wait for it to be ready (InputV3).
+	ReadyMargin time.Duration `json:"ready_margin,omitempty"`
 	// HostScheduleToStart bounds how long an activity may wait on the
 	// claimed host's queue; past it the host is taken as gone and the
 	// snapshot is re-claimed. It also bounds the re-claim time.
@@ -113,8 +116,13 @@ const (
 	// heartbeat times out asks at once whether its host is alive
 	// (HostLiveness) instead of being retried on the host's queue.
 	InputV2 = 2
+	// InputV3 (3) launches hooks as abx-dl does: no hook is launched after
+	// a background hook before that one is ready (its RunHook says so with
+	// SignalHookReady at the hook's first line of stdout), has ended, or
+	// its timeout + Timing.ReadyMargin ran out.
+	InputV3 = 3
 	// InputVersion is the version of every input built now.
-	InputVersion = InputV2
+	InputVersion = InputV3
 )
 
 // SnapshotInput starts one snapshot workflow.
@@ -168,6 +176,9 @@ func (in SnapshotInput) Validate() error {
 	}
 	if err := in.Timing.Validate(); err != nil {
 		return fmt.Errorf("job %s: %w", in.Job.Ident, err)
+	}
+	if in.since(InputV3) && in.Timing.ReadyMargin <= 0 {
+		return fmt.Errorf("job %s: timing ready_margin %s: must be > 0", in.Job.Ident, in.Timing.ReadyMargin)
 	}
 	if in.Rerun != nil {
 		if err := in.Rerun.Validate(); err != nil {

@@ -58,6 +58,9 @@ type snapshot struct {
 	plan  hookPlan
 	claim claim
 	attr  stepAttribute
+	// ready are the background hooks that said they are ready, by the key
+	// the snapshot gave them (InputV3).
+	ready map[string]bool
 }
 
 // jobStatus is where the job stands as a whole.
@@ -142,6 +145,9 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 	s := newSnapshot(ctx, in)
 	if err := s.serve(ctx, func() (Status, error) { return s.status(), nil }, nil); err != nil {
 		return Status{}, fmt.Errorf("register handlers of %s: %w", in.Job.Ident, err)
+	}
+	if in.since(InputV3) {
+		s.hearReady(ctx)
 	}
 	stopDeadline := s.startDeadline(in.Timing.MaxDuration, in.Timing.MaxDuration > 0)
 	workflow.Go(s.dctx, s.writes.run)
@@ -422,8 +428,12 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 	s.claim.bgLive++
 	s.claim.running[h.Key()] = true
 	cctx = workflow.WithChildOptions(cctx, backgroundChildOptions(s.childID(h), s.in.TaskQueue, h.Name))
+	run := s.runInput(h)
+	if s.in.since(InputV3) {
+		run.ReadyTo, run.ReadyKey = workflow.GetInfo(s.dctx).WorkflowExecution.ID, s.activityID(h)
+	}
 	fut := workflow.ExecuteChildWorkflow(cctx, BackgroundHookWorkflow, BackgroundInput{
-		Run:        s.runInput(h),
+		Run:        run,
 		HostQueue:  s.claim.hostQueue,
 		ActivityID: s.activityID(h),
 		Retry:      s.in.Retry.For(h.Plugin),
@@ -444,6 +454,36 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 		}
 		s.complete(h, res)
 	})
+	if s.in.since(InputV3) {
+		s.awaitReady(h, run.ReadyKey)
+	}
+}
+
+// hearReady keeps what SignalHookReady says (InputV3).
+func (s *snapshot) hearReady(ctx workflow.Context) {
+	s.ready = map[string]bool{}
+	ch := workflow.GetSignalChannel(ctx, SignalHookReady)
+	workflow.Go(s.dctx, func(c workflow.Context) {
+		for {
+			var key string
+			ch.Receive(c, &key)
+			s.ready[key] = true
+		}
+	})
+}
+
+// awaitReady holds the next launch until background hook h, started under
+// key, is ready, has ended or its timeout + Timing.ReadyMargin ran out,
+// or the snapshot stops (InputV3: abx-dl's launch order).
+func (s *snapshot) awaitReady(h activities.HookSpec, key string) {
+	wait := h.Timeout + s.in.Timing.ReadyMargin
+	ok, _ := workflow.AwaitWithTimeout(s.dctx, wait, func() bool {
+		_, ended := s.claim.results[h.Key()]
+		return s.ready[key] || ended || s.stopping()
+	})
+	if !ok {
+		s.log().Warn("background hook not ready (no line on stdout) within its wait; launching the next hooks anyway", "hook", h.Key(), "wait", wait)
+	}
 }
 
 // failedResult maps a hook's final error, noting a lost host or a stop.

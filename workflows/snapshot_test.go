@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -589,5 +590,53 @@ func TestEmptyIgnorePatternIsRefusedAndLaterWritesGoThrough(t *testing.T) {
 	require.Len(t, h.store.finishes, 1, "the final write went through")
 	for _, n := range names {
 		assert.Equal(t, model.StatusSucceeded, result(t, st, n).Status)
+	}
+}
+
+// InputV3: no hook is launched after a background hook before that one is
+// ready (abx-dl's launch order): navigate starts after the browser and
+// the tab said so, never in between; a background hook that ends without
+// printing lets the next hook start at its end.
+func TestHooksAreLaunchedAfterTheBackgroundHooksBeforeThemAreReady(t *testing.T) {
+	const launch, tab, quiet, navigate = "on_Snapshot__00_launch.bg.sh", "on_Snapshot__01_tab.bg.sh", "on_Snapshot__02_quiet.bg.sh", "on_Snapshot__30_navigate.sh"
+	h := newHarness(t, plan(launch, tab, quiet, navigate))
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) {
+		mu.Lock()
+		order = append(order, s)
+		mu.Unlock()
+	}
+	daemon := func(name string) behaviour {
+		return func(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
+			note("start " + name)
+			time.Sleep(100 * time.Millisecond) // the hook's own start-up before it prints
+			note("ready " + name)
+			req.OnReady()
+			return untilCancelled(ctx, req, sink)
+		}
+	}
+	h.runner.silent[launch], h.runner.silent[tab], h.runner.silent[quiet] = true, true, true
+	h.runner.on(launch, daemon("launch"))
+	h.runner.on(tab, daemon("tab"))
+	h.runner.on(quiet, func(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
+		note("start quiet")
+		time.Sleep(100 * time.Millisecond)
+		note("end quiet")
+		return succeed(ctx, req, sink)
+	})
+	h.runner.on(navigate, func(ctx context.Context, req activities.RunRequest, sink activities.Sink) (activities.Outcome, error) {
+		note("start navigate")
+		return succeed(ctx, req, sink)
+	})
+
+	st := h.run(input(4))
+
+	assert.Equal(t, model.StateFinished, st.State)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"start launch", "ready launch", "start tab", "ready tab", "start quiet", "end quiet", "start navigate"}, order)
+	for _, name := range []string{quiet, navigate} {
+		assert.Equal(t, model.StatusSucceeded, result(t, st, name).Status, name)
 	}
 }

@@ -49,7 +49,7 @@ func BenchmarkMemory(b *testing.B) {
 			require.NoError(b, os.MkdirAll(marks, 0o755))
 			for i := range background {
 				write(b, root, fmt.Sprintf("bg%02d", i), fmt.Sprintf("on_Snapshot__10_bg%02d.bg.sh", i),
-					fmt.Sprintf(`touch "%s/%02d.$$"; exec sleep 600`, marks, i))
+					fmt.Sprintf(`touch "%s/%02d.$$"; echo started; exec sleep 600`, marks, i))
 			}
 			// Step 2 holds the snapshot open until every background hook
 			// runs, then 3 s more while the sampler watches.

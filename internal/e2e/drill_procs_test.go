@@ -72,6 +72,7 @@ wait_for daemon.pid
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"daemon started"}'
 `)
 	writeHook(t, root, "bgstubborn", "on_Snapshot__20_bgstubborn.bg.sh", `touch "$E2E_EVENTS.bg"
+echo started # ready: the next hooks are launched
 `+stubborn)
 	// "later" waits for the background hook to run, so the seal finds it
 	// running.

@@ -52,6 +52,7 @@ echo "flaky: attempt $n" >&2
 	writeHook(t, root, "bg", "on_Snapshot__20_bg.bg.sh", `exec 3>&2
 trap 'echo "bg: sealed" >&3; exit 0' TERM
 echo "bg: started" >&2
+echo started # ready: the next hooks are launched
 while :; do sleep 0.1; done 2>/dev/null
 `)
 	writeHook(t, root, "missing", "on_Snapshot__50_missing.sh", `echo "missing: 404" >&2

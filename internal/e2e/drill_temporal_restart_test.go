@@ -91,6 +91,7 @@ wait_for "$E2E_EVENTS.restarted"
 `+ok)
 	writeHook(t, root, "bg", "on_Snapshot__20_bg.bg.sh", `trap 'exit 0' TERM
 touch "$E2E_EVENTS.bg"
+echo started # ready: the next hooks are launched
 while :; do sleep 0.1; done
 `)
 	// "after" waits for bg to run, so the seal finds it running.

@@ -71,6 +71,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	writeHook(t, root, "bg", "on_Snapshot__20_bg.bg.sh", "HOOK=bg\n"+recordFn+`echo $$ > "$E2E_EVENTS.bgpid"
 trap 'rec term; exit 0' TERM
 rec start
+echo started # ready: the next hooks are launched
 while :; do sleep 0.1; done
 `)
 	writeHook(t, root, "c", "on_Snapshot__30_c.sh", "HOOK=c NAP=0.5\n"+fg)

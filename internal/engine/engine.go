@@ -251,7 +251,7 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 	}
 	inv := invocation{job: req.Job, hook: req.Hook, settings: req.Settings, attempt: req.Attempt,
 		snapDir: snapDir, crawlDir: e.crawlDir(req.Job.Ident), snapshotID: req.Job.SnapshotID}
-	res, err := e.attempt(ctx, inv, attemptIO{onRecord: func(r jsonl.Record) {
+	res, err := e.attempt(ctx, inv, attemptIO{onReady: req.OnReady, onRecord: func(r jsonl.Record) {
 		sink.Record()
 		if r.Response != nil {
 			sink.Response(*r.Response)

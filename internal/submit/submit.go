@@ -146,6 +146,7 @@ func Input(cfg *config.Config, r Request) workflows.SnapshotInput {
 		Timing: workflows.Timing{
 			HeartbeatTimeout:    cfg.Hooks.HeartbeatTimeout,
 			StartMargin:         cfg.Hooks.StartMargin,
+			ReadyMargin:         cfg.Hooks.ReadyMargin,
 			HostScheduleToStart: cfg.Job.HostTimeout,
 			BackgroundMaxRun:    cfg.Hooks.BackgroundMaxRun,
 			MaxDuration:         cfg.Job.MaxDuration,

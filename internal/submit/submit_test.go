@@ -32,7 +32,7 @@ func TestInputFromConfig(t *testing.T) {
 	assert.Equal(t, 5*time.Second, in.Timing.StepAttributeDelay, "the configured default")
 	assert.Equal(t, []int{5}, in.SequentialSteps)
 	assert.Equal(t, workflows.Timing{
-		HeartbeatTimeout: cfg.Hooks.HeartbeatTimeout, StartMargin: cfg.Hooks.StartMargin, HostScheduleToStart: 90 * time.Second,
+		HeartbeatTimeout: cfg.Hooks.HeartbeatTimeout, StartMargin: cfg.Hooks.StartMargin, ReadyMargin: cfg.Hooks.ReadyMargin, HostScheduleToStart: 90 * time.Second,
 		BackgroundMaxRun: cfg.Hooks.BackgroundMaxRun, MaxDuration: cfg.Job.MaxDuration, MaxClaims: cfg.Job.MaxClaims,
 		StepAttributeDelay: cfg.Job.StepAttributeDelay,
 	}, in.Timing, "every timing comes from the configuration")

@@ -185,7 +185,7 @@ func (e *env) input(ident string, concurrency int) workflows.SnapshotInput {
 		Retry: workflows.RetryPolicies{Default: workflows.Retry{
 			InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumInterval: 100 * time.Millisecond, MaximumAttempts: 3,
 		}},
-		Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartMargin: 30 * time.Second, HostScheduleToStart: 30 * time.Second,
+		Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartMargin: 30 * time.Second, ReadyMargin: 30 * time.Second, HostScheduleToStart: 30 * time.Second,
 			BackgroundMaxRun: 24 * time.Hour, MaxClaims: 3},
 		HostSteps: e.hostSteps,
 	}
@@ -251,7 +251,7 @@ func testSnapshot(t *testing.T, hostSteps bool) {
 	e.hook("a", "on_Snapshot__00_a.sh", `true`)
 	e.hook("b", "on_Snapshot__10_b.sh", `sleep 0.3`)
 	e.hook("c", "on_Snapshot__11_c.sh", `sleep 0.3`)
-	e.hook("watch", "on_Snapshot__20_watch.bg.sh", `echo $$ > pid; trap 'echo TERM >> "$EVENTS"; exit 0' TERM; while :; do sleep 0.05; done`)
+	e.hook("watch", "on_Snapshot__20_watch.bg.sh", `echo $$ > pid; trap 'echo TERM >> "$EVENTS"; exit 0' TERM; echo watching; while :; do sleep 0.05; done`)
 	e.hook("flaky", "on_Snapshot__30_flaky.sh", `n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; [ $n -ge 3 ] || exit 1; echo '{"type":"ArchiveResult","status":"succeeded"}'`)
 	e.hook("always", "on_Snapshot__31_always.sh", `exit 1`)
 	e.hook("soft", "on_Snapshot__32_soft.sh", `echo '{"type":"ArchiveResult","status":"failed","error":"no title"}'`)
