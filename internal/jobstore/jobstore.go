@@ -113,7 +113,7 @@ func (s *RedisStore) FinishJob(ctx context.Context, in activities.FinishInput) e
 // ReopenJob takes a finished job back for a retry run, once per Key. A job
 // not finished (running again, or aborted) cannot be reopened.
 func (s *RedisStore) ReopenJob(ctx context.Context, in activities.ReopenInput) error {
-	err := s.Redis.ReopenJob(ctx, in.Ident, rkeys.Reopen{Op: in.Key, Hooks: in.Hooks, Bytes: in.Bytes})
+	err := s.Redis.ReopenJob(ctx, in.Ident, rkeys.Reopen{Op: in.Key, Hooks: in.Hooks})
 	if errors.Is(err, rkeys.ErrJobExists) {
 		return fmt.Errorf("reopen %s: %w: %w", in.Ident, activities.ErrNotWritable, err)
 	}

@@ -107,9 +107,10 @@ func (s *Store) RequestAbort(ctx context.Context, ident string) error {
 	return s.setFields(ctx, "request abort", ident, "abort_requested", "true")
 }
 
-// Heartbeat bumps ArchiveBot's heartbeat counter and heartbeat_at. It is a
-// liveness pulse, deliberately an increment: a repeated heartbeat is a
-// harmless extra pulse, not a miscount.
+// Heartbeat bumps ArchiveBot's heartbeat counter, heartbeat_at and ts (the
+// last update from a pipeline: ArchiveBot's reaper and dashboard see the
+// job alive). It is a liveness pulse, deliberately an increment: a
+// repeated heartbeat is a harmless extra pulse, not a miscount.
 func (s *Store) Heartbeat(ctx context.Context, ident string) error {
 	code, err := s.run(ctx, heartbeatScript, map[string]string{"job": s.keys.Job(ident)}, unixInt(s.now())).Int()
 	if err != nil {
@@ -122,6 +123,6 @@ func (s *Store) Heartbeat(ctx context.Context, ident string) error {
 // ARGV: ts.
 var heartbeatScript = newScript([]string{"job"}, false, `
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
-redis.call('HSET', job, 'heartbeat_at', ARGV[1])
+redis.call('HSET', job, 'heartbeat_at', ARGV[1], 'ts', ARGV[1])
 return redis.call('HINCRBY', job, 'heartbeat', 1)
 `)

@@ -71,8 +71,11 @@ func (s *Store) event(ident, opID string, r model.ArchiveResult, responses int) 
 }
 
 // RecordResult counts one final ArchiveResult in one round trip (one Lua
-// script): hooks_STATUS, bytes_downloaded (the result's output bytes),
-// items_queued/items_downloaded (one per Response), r1xx..r5xx/runk/
+// script): hooks_STATUS, bytes_downloaded (the bytes its Responses
+// fetched, not its output files' sizes), items_queued and items_downloaded
+// (both by its 2xx/3xx Responses, model.ResponseCounts.Downloaded: what a
+// single-page job fetched is downloaded as soon as it is counted, so
+// ArchiveBot's queued figure, their difference, stays 0), r1xx..r5xx/runk/
 // error_count when the Store owns response counters, a Flapjack event in
 // events_archive:HOUR (expiry refreshed) and event_counters /
 // event_counters:HOST:PID. opID is the idempotency key (e.g. the activity's
@@ -94,6 +97,9 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 	if len(responses) == 0 && r.Responses != nil {
 		c = *r.Responses
 	}
+	if c.Bytes < 0 {
+		return false, fmt.Errorf("record result of job %s hook %s: %w: response bytes %d: must be >= 0", ident, r.Hook, ErrInvalid, c.Bytes)
+	}
 	ev := s.event(ident, opID, r, int(c.Count))
 	evJSON, err := json.Marshal(ev)
 	if err != nil {
@@ -110,7 +116,7 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 	keys := map[string]string{"job": s.keys.Job(ident), "ops": s.keys.Ops(ident), "events": s.keys.EventsArchive(end),
 		"counters": s.keys.EventCounters(), "instance_counters": s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID)}
 	code, err := s.run(ctx, recordResultScript, keys,
-		"result:"+opID, string(r.Status), r.OutputBytes, c.Count, own,
+		"result:"+opID, string(r.Status), c.Bytes, c.Downloaded(), own,
 		c.R1xx, c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.Runk, c.Errors,
 		string(evJSON), seconds(s.opts.EventsTTL), unixInt(s.now())).Int()
 	if err != nil {
@@ -123,7 +129,7 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 }
 
 // recordResultScript counts one final ArchiveResult exactly once.
-// ARGV: op_key status output_bytes items own(0|1) r1xx r2xx r3xx r4xx r5xx
+// ARGV: op_key status bytes_fetched downloaded own(0|1) r1xx r2xx r3xx r4xx r5xx
 // runk errors event_json events_ttl ts
 var recordResultScript = newScript([]string{"job", "ops", "events", "counters", "instance_counters"}, false, `
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end

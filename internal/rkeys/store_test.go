@@ -229,10 +229,10 @@ func TestRecordResultCountsOnce(t *testing.T) {
 
 			h := e.rdb.HGetAll(ctx, j.Ident).Val()
 			assert.Equal(t, "1", h["hooks_succeeded"])
-			assert.Equal(t, "12345", h["bytes_downloaded"])
-			assert.Equal(t, "6", h["items_queued"])
-			assert.Equal(t, "6", h["items_downloaded"])
-			wantR := map[string]string{"r1xx": "1", "r2xx": "1", "r3xx": "1", "r4xx": "1", "r5xx": "1", "runk": "1", "error_count": "2"}
+			assert.Equal(t, "100", h["bytes_downloaded"], "bytes fetched, not the output files' 12345")
+			assert.Equal(t, "2", h["items_queued"], "the 2xx and 3xx: downloaded as soon as counted")
+			assert.Equal(t, "2", h["items_downloaded"], "the 2xx and 3xx")
+			wantR := map[string]string{"r1xx": "1", "r2xx": "1", "r3xx": "1", "r4xx": "1", "r5xx": "1", "runk": "1", "error_count": "3"}
 			for k, v := range wantR {
 				if own {
 					assert.Equal(t, v, h[k], k)
@@ -548,9 +548,10 @@ func TestRecordResultFromSummary(t *testing.T) {
 		require.NoError(t, err)
 		dumps[mode] = e.rdb.HGetAll(ctx, j.Ident).Val()
 	}
-	for _, k := range []string{"items_downloaded", "items_queued", "r2xx", "r3xx", "r4xx", "runk", "error_count"} {
+	for _, k := range []string{"items_downloaded", "items_queued", "bytes_downloaded", "r2xx", "r3xx", "r4xx", "runk", "error_count"} {
 		assert.Equal(t, dumps["responses"][k], dumps["summary"][k], k)
 	}
-	assert.Equal(t, "4", dumps["summary"]["items_downloaded"])
+	assert.Equal(t, "2", dumps["summary"]["items_downloaded"])
+	assert.Equal(t, "100", dumps["summary"]["bytes_downloaded"])
 	assert.Equal(t, "1", dumps["summary"]["r4xx"])
 }
