@@ -23,10 +23,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
-var (
-	rubyToI = abbot.RubyToI
-	rubyToF = abbot.RubyToF
-)
+var rubyToI = abbot.RubyToI
 
 // botStatus is ArchiveBot's `!status IDENT` (internal/abbot).
 func botStatus(ctx context.Context, t *testing.T, rdb *redis.Client, ident string) string {
