@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // setFields writes absolute fields on an existing job.
@@ -99,6 +101,22 @@ func (s *Store) SetRun(ctx context.Context, ident string, r RunInfo) error {
 		return fmt.Errorf("set run of job %s: %w: nothing to set", ident, ErrInvalid)
 	}
 	return s.setFields(ctx, "set run", ident, pairs...)
+}
+
+// FieldNice is a job's niceness (-20..19, lower runs first: mnbot's
+// priority), archiveflow's own field: written by CreateJob and SetNice,
+// read by `starter status`/`list` and by an ArchiveBot pipeline when it
+// starts a bot job's workflow (absent = 0).
+const FieldNice = "nice"
+
+// SetNice records a job's new niceness. The job's workflow priority is
+// changed by its caller (internal/jobctl SetPriority); a job not started
+// yet (queued by ArchiveBot's bot) starts with it.
+func (s *Store) SetNice(ctx context.Context, ident string, nice int) error {
+	if err := model.ValidateNice(nice); err != nil {
+		return fmt.Errorf("set nice of job %s: %w: %w", ident, ErrInvalid, err)
+	}
+	return s.setFields(ctx, "set nice", ident, FieldNice, strconv.Itoa(nice))
 }
 
 // RequestAbort sets ArchiveBot's abort_requested flag (what the bot's

@@ -555,3 +555,31 @@ func TestRecordResultFromSummary(t *testing.T) {
 	assert.Equal(t, "100", dumps["summary"]["bytes_downloaded"])
 	assert.Equal(t, "1", dumps["summary"]["r4xx"])
 }
+
+// A job's nice is written at creation, changed by SetNice (range checked)
+// and read back by GetJob; a hash without it (a job ArchiveBot's bot
+// queued) reads as 0.
+func TestNiceIsStoredAndRead(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := ctxT(t)
+	j := testJob(t, "http://example.com/nice")
+	j.Nice = 5
+	require.NoError(t, e.store.CreateJob(ctx, j))
+	v, err := e.store.GetJob(ctx, j.Ident)
+	require.NoError(t, err)
+	assert.Equal(t, 5, v.Nice)
+	require.NoError(t, e.store.SetNice(ctx, j.Ident, -20))
+	assert.Equal(t, "-20", e.rdb.HGet(ctx, j.Ident, FieldNice).Val())
+	err = e.store.SetNice(ctx, j.Ident, 20)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "nice 20: must be between -20 and 19")
+	require.ErrorIs(t, e.store.SetNice(ctx, "nojob", 1), ErrJobNotFound)
+	bad := testJob(t, "http://example.com/bad")
+	bad.Nice = -21
+	require.Error(t, e.store.CreateJob(ctx, bad))
+
+	require.NoError(t, e.rdb.HDel(ctx, j.Ident, FieldNice).Err())
+	v, err = e.store.GetJob(ctx, j.Ident)
+	require.NoError(t, err)
+	assert.Zero(t, v.Nice)
+}
