@@ -106,3 +106,26 @@ func TestCrawlCountersReadByArchiveBot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, st, "In progress. Downloaded 0.01 MB, 3 errors, 0 queued.")
 }
+
+// TestPipelineIDNamesTheProcessThatRunsTheHooks: with several worker
+// processes, the job's state is written by whichever process ran the
+// workflow task (a local activity), but pipeline_id names the process that
+// serves the claimed host queue, where the hooks run; with no live record
+// for that queue, the writing process.
+func TestPipelineIDNamesTheProcessThatRunsTheHooks(t *testing.T) {
+	ctx := context.Background()
+	s, rs, rdb := newRedisStore(t) // this process: pipeline "abcdef"
+	const ident = "job-pid"
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: ident, URL: "https://example.com/", FetchDepth: model.FetchShallow,
+		Settings: model.Settings{Concurrency: 1}, WorkflowID: ident}))
+	stats, err := rkeys.CollectHostStats(t.TempDir())
+	require.NoError(t, err)
+	other := rkeys.Pipeline{ID: rkeys.PipelineID("w2", "w2.example", 7), Hostname: "w2", FQDN: "w2.example", PID: 7,
+		TaskQueues: []string{"q", "q@w2-7"}, Status: "running", StartedAt: time.Now(), Stats: stats}
+	require.NoError(t, rs.RegisterPipeline(ctx, other))
+
+	require.NoError(t, s.SetJobState(ctx, activities.JobStateInput{Ident: ident, State: model.StateActive, WorkflowID: ident, RunID: "r1", TaskQueue: "q@w2-7", Key: "k1"}))
+	assert.Equal(t, rkeys.PipelineMember(other.ID), rdb.HGet(ctx, ident, "pipeline_id").Val(), "the host queue's process")
+	require.NoError(t, s.SetJobState(ctx, activities.JobStateInput{Ident: ident, State: model.StateActive, WorkflowID: ident, RunID: "r1", TaskQueue: "q@gone-1", Key: "k2"}))
+	assert.Equal(t, "pipeline:abcdef", rdb.HGet(ctx, ident, "pipeline_id").Val(), "no live record: the writing process")
+}

@@ -46,8 +46,15 @@ func notWritable(err error) error {
 func (s *RedisStore) SetJobState(ctx context.Context, in activities.JobStateInput) error {
 	run := rkeys.RunInfo{WorkflowID: in.WorkflowID, RunID: in.RunID, TaskQueue: in.TaskQueue}
 	if in.TaskQueue != "" {
-		// Only the host that claimed the snapshot names its pipeline.
-		run.PipelineID = s.PipelineID
+		// The pipeline is the process that serves the claimed host queue,
+		// where the job's hooks run: with several workers that is not
+		// necessarily this one (a local activity of whichever process ran
+		// the workflow task). Unknown (its record expired): this process.
+		id, err := s.Redis.QueuePipeline(ctx, in.TaskQueue)
+		if err != nil || id == "" {
+			id = s.PipelineID
+		}
+		run.PipelineID = id
 	}
 	if run != (rkeys.RunInfo{}) {
 		if err := s.Redis.SetRun(ctx, in.Ident, run); err != nil {
