@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/abbot"
 )
 
 // orderHook appends "PATH STEP" to $E2E_EVENTS when it starts; the job of
@@ -99,4 +100,48 @@ func TestNiceReordersWaitingJobsOnAOneSlotPool(t *testing.T) {
 			assert.Regexp(t, `^`+b.Ident+`\s+finished\s+-10\s`, line)
 		}
 	}
+}
+
+// TestNiceOfABotJob: a job ArchiveBot's bot queued has no workflow while
+// it waits; `starter set IDENT nice=N` writes its hash, and the pipeline
+// that claims it starts the workflow with that priority (a claimed job is
+// a workflow like any other: TestNiceReordersWaitingJobsOnAOneSlotPool).
+// A finished job's nice is not changed.
+func TestNiceOfABotJob(t *testing.T) {
+	root := t.TempDir()
+	writeHook(t, root, "runs", "on_Snapshot__10_runs.sh", runsHook)
+	s := NewStack(t, server, root, archiveBotPool("nicebot", 2))
+	events := filepath.Join(t.TempDir(), "events")
+	s.StartPools(t, append(builtinEnv(t), "E2E_EVENTS="+events))
+	bin := BuildCommand(t, "github.com/archiveflow/archiveflow/starter")
+	ctx := t.Context()
+	bot := abbot.Bot{Redis: s.Redis}
+	job, err := bot.Queue(ctx, "http://127.0.0.1:1/nice", abbot.Options{Shallow: true})
+	require.NoError(t, err)
+
+	res := runStarter(t, bin, s, "set", job.Ident, "nice=-5")
+	require.Zero(t, res.code, res.stderr)
+	assert.Equal(t, "-5", s.Redis.HGet(ctx, job.Ident, "nice").Val())
+	_, err = s.Client.DescribeWorkflowExecution(ctx, job.Ident, "")
+	require.Error(t, err, "no workflow before the claim")
+
+	startPipeline(t, s, "nicebot1", nil)
+	var key int32
+	require.Eventually(t, func() bool {
+		d, err := s.Client.DescribeWorkflowExecution(ctx, job.Ident, "")
+		if err != nil {
+			return false
+		}
+		key = d.GetWorkflowExecutionInfo().GetPriority().GetPriorityKey()
+		return true
+	}, 60*time.Second, 50*time.Millisecond, "the pipeline claims the job")
+	assert.EqualValues(t, 2, key, "nice -5 → priority 2 from the start")
+	require.Eventually(t, func() bool { return s.Redis.HGet(ctx, job.Ident, "state").Val() == "finished" },
+		60*time.Second, 50*time.Millisecond, "the job finishes")
+	res = runStarter(t, bin, s, "status", job.Ident)
+	require.Zero(t, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "nice:     -5 (priority 2")
+	res = runStarter(t, bin, s, "set", job.Ident, "nice=1")
+	assert.NotZero(t, res.code)
+	assert.Contains(t, res.stderr, "is already finished: cannot change its nice")
 }
