@@ -175,10 +175,10 @@ func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, a
 		// The outcome is recorded; a lost pulse is the next page's to give.
 		_ = s.Redis.Heartbeat(ctx, ident)
 		// The metrics count exactly what the job's counters got.
-		metrics.Fetched(metrics.FetchPage, t.Responses, t.Responses.Bytes)
+		metrics.Fetched(metrics.FetchPage, t.Responses)
 		for i, u := range urls {
 			if done.Once[i] {
-				metrics.Fetched(metrics.FetchRequisite, t.Requisites[u].Responses, t.Requisites[u].Responses.Bytes)
+				metrics.Fetched(metrics.FetchRequisite, t.Requisites[u].Responses)
 			}
 		}
 	}
