@@ -321,10 +321,10 @@ type PageTally struct {
 	PageURL string
 }
 
-// FetchTally counts fetches: their responses and bytes.
+// FetchTally counts fetches: their responses and the bytes fetched
+// (Responses.Bytes).
 type FetchTally struct {
 	Responses model.ResponseCounts
-	Bytes     int64 // bytes fetched
 }
 
 // Tally splits an attempt's Response records into the page's own fetches
@@ -334,7 +334,6 @@ func Tally(responses []model.Response) PageTally {
 	for _, r := range responses {
 		if !r.Requisite {
 			t.Responses.Add(r)
-			t.Bytes += r.Bytes
 			continue
 		}
 		if t.Requisites == nil {
@@ -342,7 +341,6 @@ func Tally(responses []model.Response) PageTally {
 		}
 		ft := t.Requisites[r.URL]
 		ft.Responses.Add(r)
-		ft.Bytes += r.Bytes
 		t.Requisites[r.URL] = ft
 	}
 	return t

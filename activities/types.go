@@ -280,9 +280,10 @@ type FinishInput struct {
 // exactly once per Key.
 type ReopenInput struct {
 	Ident string `json:"ident"`
-	// Hooks is how many failed results the retry runs again; Bytes their
-	// output bytes. Both leave the job's counters until the retry counts
-	// its own results.
+	// Hooks is how many failed results the retry runs again: they leave
+	// hooks_failed until the retry counts its own results. Bytes are their
+	// output bytes, sent by the workflow and no longer used:
+	// bytes_downloaded counts bytes fetched, and those fetches happened.
 	Hooks int    `json:"hooks"`
 	Bytes int64  `json:"bytes"`
 	Key   string `json:"key"`

@@ -370,3 +370,20 @@ func TestListShowsAJobCaughtMidMoveOnce(t *testing.T) {
 	require.Equal(t, exitOK, res.code, res.stderr)
 	assert.Equal(t, "no jobs\n", res.stdout)
 }
+
+func TestSetNiceIsParsedAndChecked(t *testing.T) {
+	c, err := parseSettingsChange([]string{"nice=-10"})
+	require.NoError(t, err)
+	require.NotNil(t, c.nice)
+	assert.Equal(t, -10, *c.nice)
+	assert.False(t, c.settings(), "nice alone changes no settings")
+	for bad, want := range map[string]string{
+		"nice=20":  "nice=20: nice 20: must be between -20 and 19",
+		"nice=-21": "nice=-21: nice -21: must be between -20 and 19",
+		"nice=low": "nice=low: must be an integer -20..19",
+	} {
+		_, err := parseSettingsChange([]string{bad})
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), want)
+	}
+}

@@ -77,8 +77,9 @@ func crawlStatus(ctx context.Context, b *backend.Backend, id string) (*crawlJSON
 // printCrawl prints a crawl's pages by state and by depth.
 func printCrawl(w io.Writer, c *crawlJSON) {
 	p := c.Pages
-	fmt.Fprintf(w, "  items:    %d queued, %d downloaded; responses %d (1xx %d, 2xx %d, 3xx %d, 4xx %d, 5xx %d, unknown %d, errors %d)\n",
-		c.ItemsQueued, c.ItemsDownloaded, c.Responses.Count, c.Responses.R1xx, c.Responses.R2xx, c.Responses.R3xx,
+	// Queued as ArchiveBot's !status computes it: the pages still waiting.
+	fmt.Fprintf(w, "  items:    %d downloaded, %d queued; responses %d (1xx %d, 2xx %d, 3xx %d, 4xx %d, 5xx %d, unknown %d, errors %d)\n",
+		c.ItemsDownloaded, c.ItemsQueued-c.ItemsDownloaded, c.Responses.Count, c.Responses.R1xx, c.Responses.R2xx, c.Responses.R3xx,
 		c.Responses.R4xx, c.Responses.R5xx, c.Responses.Runk, c.Responses.Errors)
 	if c.Cuts > 0 {
 		fmt.Fprintf(w, "  cuts:     %d lost to a limit (bodies cut short, links dropped or refused): see the pages' notes and the job log\n", c.Cuts)

@@ -124,6 +124,7 @@ type jobJSON struct {
 	HooksNoResults int64          `json:"hooks_noresults"`
 	Bytes          int64          `json:"bytes_downloaded"`
 	Settings       model.Settings `json:"settings"`
+	Nice           int            `json:"nice"`
 	FetchDepth     string         `json:"fetch_depth"`
 	TaskQueue      string         `json:"task_queue"`
 	WorkflowID     string         `json:"workflow_id"`
@@ -150,7 +151,7 @@ func toJSON(v rkeys.JobView, ui string) jobJSON {
 		Ident: v.Ident, URL: v.URL, State: v.State, CurrentStep: v.CurrentStep,
 		HooksTotal: v.HooksTotal, HooksSucceeded: v.HooksSucceeded, HooksFailed: v.HooksFailed,
 		HooksSkipped: v.HooksSkipped, HooksNoResults: v.HooksNoResults, Bytes: v.BytesDownloaded,
-		Settings: v.Settings, FetchDepth: v.FetchDepth, TaskQueue: v.TaskQueue, WorkflowID: v.WorkflowID,
+		Settings: v.Settings, Nice: v.Nice, FetchDepth: v.FetchDepth, TaskQueue: v.TaskQueue, WorkflowID: v.WorkflowID,
 		RunID: v.RunID, PipelineID: v.PipelineID, QueuedAt: v.QueuedAt, StartedAt: v.StartedAt,
 		FinishedAt: v.FinishedAt, UI: ui, hooksDone: v.HooksDone(), Limit: v.Limit,
 	}
@@ -254,6 +255,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		fmt.Fprintf(w, "  ignore:   %s\n", p)
 	}
 	fmt.Fprintf(w, "  queue:    %s\n", j.TaskQueue)
+	fmt.Fprintf(w, "  nice:     %d (priority %d; starter set %s nice=N)\n", j.Nice, model.PriorityKey(j.Nice), j.Ident)
 	for _, t := range []struct {
 		name string
 		at   time.Time
@@ -347,9 +349,9 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 		fmt.Fprintln(a.stdout, "no jobs")
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "%-25s  %-8s  %4s  %7s  %10s  %s\n", "IDENT", "STATE", "STEP", "HOOKS", "BYTES", "URL")
+	fmt.Fprintf(a.stdout, "%-25s  %-8s  %4s  %4s  %7s  %10s  %s\n", "IDENT", "STATE", "NICE", "STEP", "HOOKS", "BYTES", "URL")
 	for _, j := range jobs {
-		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %7s  %10s  %s\n", j.Ident, j.State, j.CurrentStep,
+		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %4d  %7s  %10s  %s\n", j.Ident, j.State, j.Nice, j.CurrentStep,
 			fmt.Sprintf("%d/%d", j.hooksDone, j.HooksTotal), humanBytes(j.Bytes), j.URL)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/hostbudget"
+	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/scope"
 )
@@ -19,7 +20,7 @@ func setCommand() *command {
 	return &command{
 		name:    "set",
 		args:    "IDENT key=value...",
-		summary: "change a running job's settings (concurrency, delay_min, delay_max, user_agent, rules, a crawl's limits)",
+		summary: "change a running job's settings (concurrency, delay_min, delay_max, user_agent, rules, a crawl's limits) or its nice",
 		details: `
 Keys:
   concurrency=N    hooks (a crawl: pages) run at once, 0..1000 (0 pauses the job)
@@ -30,6 +31,10 @@ Keys:
   max_pages=N      a crawl's page limit (0 = none; counts every page fetched so far)
   max_bytes=SIZE   a crawl's byte limit (512MiB, 2GB; 0 = none; bytes_downloaded)
   max_duration=D   a crawl's duration limit (90m, 2h; 0 = none; from the crawl's start)
+  nice=N           the job's priority, -20..19, lower runs first (as
+                   submit --nice): work the job starts from now on (hooks,
+                   crawl pages, a bot job's workflow when it is claimed)
+                   waits behind higher-priority work on its pool's queues
   host:HOST=concurrency:N,delay:D
                    a target host's politeness limits for every worker and
                    job from now on (fleet-wide, not only IDENT's; they win
@@ -42,6 +47,7 @@ writes it to Redis (settings_age, archivebot:job:IDENT) before this returns.`,
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw concurrency=0   # pause",
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw rules=@rules.json",
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw max_pages=5000",
+			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw nice=-10",
 			"starter set 3mlbkdu1fpo7wt4lr2qf1mpsw host:example.com=concurrency:1,delay:2s",
 		},
 		run: runSet,
@@ -56,6 +62,8 @@ type settingsChange struct {
 	// limits are a crawl's limits to set (setLimit keys → values).
 	limits map[string]string
 	hosts  []hostChange
+	// nice is the job's new niceness (nice=N).
+	nice *int
 }
 
 // hostChange is one host:HOST= pair: new limits, or none (default).
@@ -112,7 +120,7 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 	var c settingsChange
 	var errs []error
 	if len(pairs) == 0 {
-		return c, usageErr("nothing to set: give key=value pairs (concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration, host:HOST)")
+		return c, usageErr("nothing to set: give key=value pairs (concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration, nice, host:HOST)")
 	}
 	for _, p := range pairs {
 		key, val, ok := strings.Cut(p, "=")
@@ -164,6 +172,18 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 				continue
 			}
 			c.rulesFile = &file
+		case "nice":
+			n, err := strconv.Atoi(val)
+			if err == nil {
+				err = model.ValidateNice(n)
+			} else {
+				err = fmt.Errorf("must be an integer %d..%d (lower runs first)", model.MinNice, model.MaxNice)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("nice=%s: %w", val, err))
+				continue
+			}
+			c.nice = &n
 		case "max_pages", "max_bytes", "max_duration":
 			if err := setLimit(&model.Settings{}, key, val); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%s: %w", key, val, err))
@@ -174,7 +194,7 @@ func parseSettingsChange(pairs []string) (settingsChange, error) {
 			}
 			c.limits[key] = val
 		default:
-			errs = append(errs, fmt.Errorf("%q: unknown key %q: must be one of concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration, host:HOST", p, key))
+			errs = append(errs, fmt.Errorf("%q: unknown key %q: must be one of concurrency, delay_min, delay_max, user_agent, rules, max_pages, max_bytes, max_duration, nice, host:HOST", p, key))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -247,6 +267,14 @@ func runSet(ctx context.Context, a *app, inv *invocation) error {
 	defer b.Close()
 	if len(change.hosts) > 0 {
 		if err := setHosts(ctx, a, inv, b, change.hosts); err != nil {
+			return err
+		}
+		if change.rulesFile == nil && !change.settings() {
+			return nil
+		}
+	}
+	if change.nice != nil {
+		if err := setNice(ctx, a, inv, b, id, *change.nice); err != nil {
 			return err
 		}
 		if change.rulesFile == nil && !change.settings() {
@@ -409,5 +437,31 @@ func setHosts(ctx context.Context, a *app, inv *invocation, b *backend.Backend, 
 	if inv.json {
 		return writeJSON(a.stdout, map[string]any{"hosts": out})
 	}
+	return nil
+}
+
+// setNice changes a job's niceness: the priority of its workflow (when it
+// has one; a job waiting in ArchiveBot's queue starts with it when
+// claimed), then its hash's nice, which status and list show.
+func setNice(ctx context.Context, a *app, inv *invocation, b *backend.Backend, id string, nice int) error {
+	v, err := liveJob(ctx, b, id, "change its nice")
+	if err != nil {
+		return err
+	}
+	key := model.PriorityKey(nice)
+	if v.WorkflowID != "" {
+		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+		defer cancel()
+		if err := jobctl.SetPriority(cctx, b.Temporal, inv.cfg.Temporal.Namespace, v.WorkflowID, key); err != nil {
+			return temporalErr(id, "set nice of", err)
+		}
+	}
+	if err := b.Store.SetNice(ctx, id, nice); err != nil {
+		return withCode(exitUnavailable, err)
+	}
+	if inv.json {
+		return writeJSON(a.stdout, map[string]any{"ident": id, "nice": nice, "priority_key": key})
+	}
+	fmt.Fprintf(a.stdout, "%s nice %d (priority %d): work it starts from now on\n", id, nice, key)
 	return nil
 }

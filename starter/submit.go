@@ -420,29 +420,12 @@ func poolFor(cfg *config.Config, queue string) (config.Pool, error) {
 	return config.Pool{}, fmt.Errorf("%s %q: must be the task queue or name of a configured pool (configured: %s)", what, want, strings.Join(known, ", "))
 }
 
-// Nice range and the Temporal priority keys it maps to.
-const (
-	minNice = -20
-	maxNice = 19
-)
-
-// priorityKey maps nice (-20..19, lower runs first) to Temporal's
-// PriorityKey 1..5 (1 = highest; 3 = Temporal's default).
+// priorityKey maps --nice to Temporal's priority key (model.PriorityKey).
 func priorityKey(nice int) (int, error) {
-	switch {
-	case nice < minNice || nice > maxNice:
-		return 0, fmt.Errorf("--nice %d: must be between %d and %d (lower runs first)", nice, minNice, maxNice)
-	case nice <= -10:
-		return 1, nil
-	case nice < 0:
-		return 2, nil
-	case nice == 0:
-		return 3, nil
-	case nice < 10:
-		return 4, nil
-	default:
-		return 5, nil
+	if err := model.ValidateNice(nice); err != nil {
+		return 0, fmt.Errorf("--%w", err)
 	}
+	return model.PriorityKey(nice), nil
 }
 
 func validateUserAgent(ua string) error {

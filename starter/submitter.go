@@ -91,7 +91,7 @@ func (sb *submitter) submitOne(ctx context.Context, t target, op string) (submit
 	cfg, s := sb.inv.cfg, sb.s
 	req := submit.Request{
 		Ident: t.Ident, URL: t.URL, FetchDepth: s.depth, Pool: s.pool, Settings: s.settings,
-		PriorityKey: s.priorityKey, StartDelay: s.startDelay, NotBefore: s.notBefore,
+		PriorityKey: s.priorityKey, Nice: s.nice, StartDelay: s.startDelay, NotBefore: s.notBefore,
 		StartedBy: startedBy(), StartedIn: "cli", CreateOp: t.Ident + "/" + op, Replace: s.force,
 		CrawlDepth: s.crawlDepth, Rules: s.rules, Robots: s.robots, Sitemaps: s.sitemaps,
 	}

@@ -1,7 +1,8 @@
 // Package abbot writes Redis the way ArchiveBot's bot does (lib/job.rb:
 // register, queue, abort, set_delay, set_concurrency, ignore patterns,
 // toggle_ignores), so tests and drills can drive archiveflow's ArchiveBot
-// pipelines exactly as a real deployment's bot would. It owns no part of
+// pipelines exactly as a real deployment's bot would, and reads a job's
+// figures as the bot's `!status` does (status.go). It owns no part of
 // archiveflow's layout: it writes only what the bot writes, un-namespaced,
 // as the bot assumes full control of its database.
 package abbot

@@ -34,6 +34,10 @@ type Job struct {
 	Settings  model.Settings
 	// SettingsAge is the bot's settings_age the settings were read at.
 	SettingsAge int64
+	// Nice is the job's niceness (`starter set IDENT nice=N` while it
+	// waited in the bot's queue; 0 when never set): its workflow's
+	// priority (model.PriorityKey).
+	Nice int
 }
 
 // ErrBadJob marks a job hash archiveflow cannot run (a missing URL, an
@@ -48,12 +52,15 @@ func JobFromView(v rkeys.JobView) (j Job, notes []string, err error) {
 	j = Job{
 		Ident: v.Ident, URL: v.URL, FetchDepth: v.FetchDepth, URLFile: v.Raw["url_file"],
 		StartedBy: v.StartedBy, StartedIn: v.StartedIn, Queue: v.Raw["claim_queue"],
-		Settings: v.Settings, SettingsAge: v.SettingsAge,
+		Settings: v.Settings, SettingsAge: v.SettingsAge, Nice: v.Nice,
 	}
 	if j.URL == "" {
 		return j, nil, fmt.Errorf("%w: job %s: url: must be set", ErrBadJob, v.Ident)
 	}
 	if err := model.ValidateFetchDepth(j.FetchDepth); err != nil {
+		return j, nil, fmt.Errorf("%w: job %s: %w", ErrBadJob, v.Ident, err)
+	}
+	if err := model.ValidateNice(j.Nice); err != nil {
 		return j, nil, fmt.Errorf("%w: job %s: %w", ErrBadJob, v.Ident, err)
 	}
 	j.Settings = BotSettings(v)

@@ -84,3 +84,29 @@ func TestBotJobsIgnoreRobots(t *testing.T) {
 	assert.Equal(t, model.RobotsIgnore, r.Robots)
 	assert.False(t, submit.CrawlInput(&cfg, r).Crawl.ObeysRobots())
 }
+
+// A bot job's nice (set with `starter set IDENT nice=N` while it waited in
+// the bot's queue; absent in the bot's own hash) is its workflow's
+// priority when a pipeline starts it; a nice out of range is a bad job.
+func TestBotJobStartsWithItsNice(t *testing.T) {
+	cfg := config.Default()
+	v := botView(map[string]string{"url": "https://example.com/", "fetch_depth": "shallow", "concurrency": "1"})
+	j, _, err := JobFromView(v)
+	require.NoError(t, err)
+	r := Request(j, cfg.Pools[0])
+	assert.Equal(t, 0, r.Nice)
+	assert.Equal(t, 3, r.PriorityKey, "nice 0: Temporal's default priority")
+	assert.Equal(t, 3, submit.StartOptions(r).Priority.PriorityKey)
+
+	v.Nice = -10
+	j, _, err = JobFromView(v)
+	require.NoError(t, err)
+	r = Request(j, cfg.Pools[0])
+	assert.Equal(t, -10, submit.Job(r).Nice, "the hash keeps it")
+	assert.Equal(t, 1, submit.StartOptions(r).Priority.PriorityKey)
+
+	v.Nice = 40
+	_, _, err = JobFromView(v)
+	require.ErrorIs(t, err, ErrBadJob)
+	assert.Contains(t, err.Error(), "nice 40: must be between -20 and 19")
+}

@@ -61,12 +61,13 @@ var _ Runner = (*TemporalRunner)(nil)
 // ArchiveBot's recursive jobs are; its ignores are the bot's. A URL-list
 // job (`!a <` / `!ao <`, url_file set) is a crawl from every listed URL,
 // recursive or (shallow) of depth 0. robots.txt is ignored, as ArchiveBot
-// does, whatever config crawl.robots says.
+// does, whatever config crawl.robots says. The job's nice (0 unless set
+// while it waited) is its workflow's priority.
 func Request(j Job, pool config.Pool) submit.Request {
 	return submit.Request{
 		Ident: j.Ident, URL: j.URL, FetchDepth: j.FetchDepth, Pool: pool, Settings: j.Settings,
 		StartedBy: j.StartedBy, StartedIn: j.StartedIn, CrawlDepth: -1, URLList: j.URLFile,
-		Robots: model.RobotsIgnore,
+		Robots: model.RobotsIgnore, Nice: j.Nice, PriorityKey: model.PriorityKey(j.Nice),
 	}
 }
 

@@ -390,9 +390,15 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 		return runsOf(t, events, []string{slow.Ident})[slow.Ident] == 1
 	}, 60*time.Second, 50*time.Millisecond, "the slow crawl's start page runs")
 
-	// Counters and packets as ArchiveBot's pipeline writes them.
-	nh := assertJobFields(t, s, named.Ident, map[string]string{"items_downloaded": "2", "items_queued": "2", "r2xx": "1",
-		"r4xx": "1", "r5xx": "0", "runk": "0", "error_count": "0", "state": "finished"})
+	// Counters and packets as ArchiveBot's layout defines them
+	// (docs/redis-layout.md, "Counters"): items_downloaded the 2xx/3xx,
+	// error_count the 4xx and 5xx; read by !status, queued is 0.
+	nh := assertJobFields(t, s, named.Ident, map[string]string{"items_downloaded": "1", "items_queued": "1", "r2xx": "1",
+		"r4xx": "1", "r5xx": "0", "runk": "0", "error_count": "1", "state": "finished"})
+	nf, err := bot.JobFigures(ctx, named.Ident)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), nf.Errors, "!status: the 404 is an error")
+	assert.Zero(t, nf.Queued, "!status: nothing queued")
 	assert.NotEmpty(t, nh["finished_at"])
 	assert.NotContains(t, nh, "aborted")
 	nlog, err := s.Store.ReadLog(ctx, named.Ident, 0, 100)
@@ -403,7 +409,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 			downloads = append(downloads, fmt.Sprintf("%s %d %v %v", e.Packet.URL, e.Packet.ResponseCode, e.Packet.IsError, e.Packet.IsWarning))
 		}
 	}
-	assert.ElementsMatch(t, []string{"http://127.0.0.1:1/page 200 false false", "http://127.0.0.1:1/gone 404 false true"}, downloads)
+	assert.ElementsMatch(t, []string{"http://127.0.0.1:1/page 200 false false", "http://127.0.0.1:1/gone 404 true true"}, downloads)
 	status := func() workflows.CrawlStatus {
 		val, err := s.Client.QueryWorkflow(ctx, slow.Ident, "", workflows.QueryStatus)
 		require.NoError(t, err)
@@ -425,8 +431,8 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 
 	// fetch_depth inf (!a): the site is crawled with the bot's user agent,
 	// its ignore pattern keeps /b out, and the counters are ArchiveBot's:
-	// items_queued = pages accepted (/, /a, /c), items_downloaded = their
-	// 2xx responses.
+	// items_downloaded = the 2xx responses of / /a /c, items_queued the
+	// same once every page is done (queued 0 in !status).
 	require.Eventually(t, func() bool { return state(rec.Ident) == "finished" },
 		90*time.Second, 50*time.Millisecond, "the site's crawl finishes")
 	assert.ElementsMatch(t, []string{"/ " + siteUA, "/a " + siteUA, "/c " + siteUA}, site.requests(),
@@ -434,6 +440,10 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	rh := assertJobFields(t, s, rec.Ident, map[string]string{"items_downloaded": "3", "items_queued": "3", "r2xx": "3",
 		"r4xx": "0", "r5xx": "0", "runk": "0", "error_count": "0", "fetch_depth": "inf"})
 	assert.NotEmpty(t, rh["finished_at"])
+	rf, err := bot.JobFigures(ctx, rec.Ident)
+	require.NoError(t, err)
+	assert.Zero(t, rf.Queued, "!status: nothing queued at the end")
+	assert.Zero(t, rf.Errors)
 	rlog, err := s.Store.ReadLog(ctx, rec.Ident, 0, 1000)
 	require.NoError(t, err)
 	var fetched, ignored []string

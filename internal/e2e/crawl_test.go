@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/abbot"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -183,19 +185,20 @@ func TestCrawlDepthLimit(t *testing.T) {
 	assert.Equal(t, frontier.StatusSucceeded, fp.Status, "the 500-once page succeeds on its second attempt")
 	assert.Equal(t, 2, fp.Attempts)
 
-	// Counters with ArchiveBot's meaning.
+	// Counters with ArchiveBot's meaning (docs/redis-layout.md, "Counters").
 	j := got.job
-	queued := 0
-	for _, p := range got.pages {
-		if p.State != frontier.StateDeferred {
-			queued++
-		}
-	}
-	assert.Equal(t, int64(queued), j.ItemsQueued, "items_queued = URLs accepted into the frontier")
+	assert.Equal(t, j.ItemsDownloaded, j.ItemsQueued, "items_queued - items_downloaded (!status: queued) is 0 at the end")
 	assert.Equal(t, j.Responses.R2xx+j.Responses.R3xx, j.ItemsDownloaded, "items_downloaded = 2xx and 3xx responses")
 	assert.Positive(t, j.Responses.R5xx, "the 500 answers are counted")
 	assert.Positive(t, j.Responses.R4xx, "the 404 answers are counted")
 	assert.Positive(t, j.BytesDownloaded)
+	// Read as ArchiveBot's !status reads it (Job#to_status): nothing
+	// queued, the errors are the 4xx and 5xx (and fetches without an
+	// answer), the megabytes are the bytes fetched.
+	fg, err := abbot.Bot{Redis: s.Redis}.JobFigures(t.Context(), j.Ident)
+	require.NoError(t, err)
+	assert.Equal(t, abbot.Figures{MB: math.Round(float64(j.BytesDownloaded)/1e4) / 100, Errors: j.Responses.R4xx + j.Responses.R5xx + j.Responses.Runk},
+		fg, "!status figures")
 	assert.Equal(t, int64(done), got.status.Counts.Done)
 
 	// The job's WARC holds every page.

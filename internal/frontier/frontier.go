@@ -120,11 +120,14 @@ type Config struct {
 	// MaxAttempts is every page's initial attempts_remaining (1..MaxAttempts).
 	MaxAttempts int
 	// QueuedField, when set, names the field of the job hash
-	// (rkeys.Keys.Job(ident)) that every script increments, atomically with
-	// the change, by the pages it makes READY for the first time (new pages
-	// within the limit, and DEFERRED pages promoted into it) — ArchiveBot's
-	// items_queued. The seed counts. The job hash must exist at Seed; later
-	// scripts never create it.
+	// (rkeys.Keys.Job(ident)) that every script moves, atomically with the
+	// change, by the change in the pages waiting (READY or CLAIMED): +1 for
+	// a page made READY (new within the limit, DEFERRED promoted into it,
+	// requeued for a retry), -1 for a page whose outcome is final (DONE,
+	// SKIPPED). ArchiveBot's items_queued is this plus what the caller adds
+	// with each download (jobstore: items_queued - items_downloaded is the
+	// pages waiting, never negative, 0 when the crawl is finished). The seed
+	// counts. The job hash must exist at Seed; later scripts never create it.
 	QueuedField string
 }
 

@@ -523,7 +523,12 @@ func TestPagesListing(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidURL)
 }
 
-func TestQueuedFieldCountsQueuedPagesOnce(t *testing.T) {
+// TestQueuedFieldIsThePagesWaiting: QueuedField moves with the pages
+// READY or CLAIMED (what ArchiveBot's !status shows as queued, once the
+// job's downloads are added by the caller's counters): a page counts from
+// the time it is queued until its outcome is final; deferred pages do not
+// wait, a retried one still does.
+func TestQueuedFieldIsThePagesWaiting(t *testing.T) {
 	e := newEnv(t, Options{})
 	ctx := ctxT(t)
 	jobKey := e.keys.Job(job)
@@ -542,7 +547,7 @@ func TestQueuedFieldCountsQueuedPagesOnce(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.f.Complete(ctx, job, s.ID, 1, Outcome{Status: StatusSucceeded})
 	require.NoError(t, err)
-	require.Equal(t, int64(3), queued())
+	require.Equal(t, int64(2), queued(), "/a and /slow wait; / is done")
 	a := claimOne(t, e, "ta")
 	res, err := e.f.Discover(ctx, job, a.ID, 1, 0, links(u("/deep1"), u("/deep2")))
 	require.NoError(t, err)
@@ -551,17 +556,20 @@ func TestQueuedFieldCountsQueuedPagesOnce(t *testing.T) {
 		_, err := e.f.Discover(ctx, job, a.ID, 1, 0, links(u("/deep1"), u("/deep2")))
 		return err
 	})
-	require.Equal(t, int64(3), queued(), "deferred pages are not queued")
+	require.Equal(t, int64(2), queued(), "deferred pages are not queued")
 	// /slow links /deep1 from depth 1: promoted, queued once.
 	slow := claimOne(t, e, "tslow")
 	require.Equal(t, u("/slow"), slow.URL)
 	res, err = e.f.Discover(ctx, job, slow.ID, 1, 0, links(u("/deep1")))
 	require.NoError(t, err)
 	require.Equal(t, DiscoverResult{Known: 1}, res, "depth 2 either way: nothing lowered")
-	require.Equal(t, int64(3), queued())
+	require.Equal(t, int64(2), queued())
 	_, err = e.f.Complete(ctx, job, a.ID, 1, Outcome{Status: StatusTransient})
 	require.NoError(t, err)
-	require.Equal(t, int64(3), queued(), "a retry is not a new queued item")
+	require.Equal(t, int64(2), queued(), "a page to retry still waits, counted once")
+	_, err = e.f.Complete(ctx, job, slow.ID, 1, Outcome{Status: StatusSucceeded})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), queued(), "a final outcome leaves the queue")
 	// Without the job hash the counter is never recreated.
 	require.NoError(t, e.rdb.Del(ctx, jobKey).Err())
 	a2 := claimOne(t, e, "ta2")
@@ -689,7 +697,7 @@ func TestOnceCountersCountAKeyOncePerCrawl(t *testing.T) {
 	require.NoError(t, err)
 	got, err := e.rdb.HGetAll(ctx, jobKey).Result()
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"items_queued": "1", "items_downloaded": "4", "bytes_downloaded": "1120"}, got,
+	assert.Equal(t, map[string]string{"items_queued": "0", "items_downloaded": "4", "bytes_downloaded": "1120"}, got,
 		"the page's own fetches each attempt, the stylesheet once, the image once")
 
 	keys, err := e.f.JobKeys(ctx, job)

@@ -86,7 +86,7 @@ local STATE_NAMES = {%s}
 	retApplied, retRepeat, retNoFrontier, retUnknownPage, retNotClaimed,
 	retOutOfOrder, retConflict, retInvalidState, retNoJob, retLeftover, luaStateNames()) + `
 local cfg = {}
-local queued = 0    -- pages made READY for the first time (QueuedField)
+local queued = 0    -- change in the pages waiting (READY or CLAIMED): QueuedField
 local promoted = 0  -- DEFERRED pages moved into the depth limit
 local delta = {}    -- count field -> increment, flushed by finish()
 local touched = {}  -- keys this call may have created (TTL inheritance)
@@ -142,6 +142,7 @@ local function counts_reply() return {redis.call('HGETALL', meta), redis.call('L
 -- Counts: n:STATE and dDEPTH:STATE (plus succeeded/failed for DONE).
 local function add(f, n) delta[f] = (delta[f] or 0) + n end
 local function tally(p, sign)
+  if p.state == READY or p.state == CLAIMED then queued = queued + sign end
   local names = {STATE_NAMES[p.state]}
   if p.state == DONE then
     if p.status == ST_SUCCEEDED then names[2] = 'succeeded' else names[2] = 'failed' end
@@ -259,10 +260,7 @@ local function create(url, fp, fp_free, depth, parent, flags)
   put(p)
   tally(p, 1)
   add('n:total', 1)
-  if p.state == READY then
-    enqueue(p, false)
-    queued = queued + 1
-  end
+  if p.state == READY then enqueue(p, false) end
   return p
 end
 
@@ -275,7 +273,6 @@ local function lower(c, d, parent)
   if c.state == DEFERRED and within(d) then
     c.state = READY
     promoted = promoted + 1
-    queued = queued + 1
   end
   if c.state == READY then enqueue(c, false) end
   tally(c, 1)
@@ -388,7 +385,7 @@ local function finish()
   if cfg.lh_dirty then
     redis.call('HSET', meta, 'lh_level', cfg.lh_level, 'lh_split', cfg.lh_split, 'lh_n', cfg.lh_n)
   end
-  if queued > 0 and cfg.queued_field ~= '' and redis.call('EXISTS', job) == 1 then
+  if queued ~= 0 and cfg.queued_field ~= '' and redis.call('EXISTS', job) == 1 then
     redis.call('HINCRBY', job, cfg.queued_field, queued)
   end
   local t = redis.call('PTTL', meta)

@@ -26,7 +26,7 @@ type Requeued struct {
 // attempts exhausted or a fatal failure) READY again at its recorded depth
 // with fresh attempts (Config.MaxAttempts), for a retry of the crawl
 // (`starter retry`). Relations, depths and every other page stay as they
-// are; items_queued (Config.QueuedField) does not count a requeued page
+// are; items_queued (Config.QueuedField) counts a requeued page as waiting
 // again. It reads the page records in id order, batch records per script
 // call (1..MaxRequeueBatch), and keeps its cursor in the frontier under
 // token: repeating or resuming a Requeue with the same token (a retried

@@ -75,7 +75,8 @@ func TestRequeueMakesOnlyFailedPagesReady(t *testing.T) {
 	assert.EqualValues(t, 3, r.Pages)
 	assert.False(t, r.Seed)
 	assert.Equal(t, StateCounts{Ready: 3, Done: 2, Succeeded: 2, Skipped: 1}, r.Counts.StateCounts)
-	assert.Equal(t, queued, e.rdb.HGet(ctx, e.keys.Job(job), "items_queued").Val(), "a requeued page is not queued again")
+	assert.Equal(t, "0", queued, "every page was final")
+	assert.Equal(t, "3", e.rdb.HGet(ctx, e.keys.Job(job), "items_queued").Val(), "the requeued pages wait again")
 
 	p, err := e.f.PageByID(ctx, job, pages[u("/a/x")].ID)
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 // Package jobctl owns how a client talks to a job's running workflow: the
 // status query, the set_settings and set_rules updates (waiting until the
-// workflow applied them) and the abort signal. The starter and the
+// workflow applied them), the abort signal and the workflow's priority
+// (a job's nice). The starter and the
 // ArchiveBot pipeline (internal/abpipeline) both control jobs through it,
 // so the names, the wait stage and the meaning of a refusal are decided
 // here once.
@@ -11,7 +12,11 @@ import (
 	"errors"
 	"fmt"
 
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/scope"
@@ -48,6 +53,27 @@ func SetSettings(ctx context.Context, c client.Client, workflowID, updateID stri
 		return 0, fmt.Errorf("update settings of workflow %s: %w", workflowID, err)
 	}
 	return version, nil
+}
+
+// SetPriority changes the priority key of a job's workflow (Temporal's
+// workflow execution options, model.PriorityKey of the job's nice). Every
+// task the workflow schedules from then on (a claim, a hook, a crawl
+// page, a child workflow) inherits it and is dispatched before waiting
+// tasks of lower priority on its task queue; tasks already waiting keep
+// the priority they were scheduled with. The workflow itself is not
+// touched: no history event of its own, nothing to replay.
+func SetPriority(ctx context.Context, c client.Client, namespace, workflowID string, key int) error {
+	_, err := c.WorkflowService().UpdateWorkflowExecutionOptions(ctx, &workflowservice.UpdateWorkflowExecutionOptionsRequest{
+		Namespace:                namespace,
+		WorkflowExecution:        &commonpb.WorkflowExecution{WorkflowId: workflowID},
+		WorkflowExecutionOptions: &workflowpb.WorkflowExecutionOptions{Priority: &commonpb.Priority{PriorityKey: int32(key)}},
+		UpdateMask:               &fieldmaskpb.FieldMask{Paths: []string{"priority.priority_key"}},
+		Identity:                 "archiveflow",
+	})
+	if err != nil {
+		return fmt.Errorf("set priority %d of workflow %s: %w", key, workflowID, err)
+	}
+	return nil
 }
 
 // SetRules sends a crawl's set_rules update and waits until the workflow

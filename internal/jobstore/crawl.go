@@ -31,8 +31,9 @@ type CrawlStore struct {
 
 var _ activities.CrawlStore = (*CrawlStore)(nil)
 
-// queuedField is ArchiveBot's items_queued: the frontier counts the pages
-// it makes READY for the first time, in the same scripts.
+// queuedField is ArchiveBot's items_queued: the frontier moves it with
+// the pages it has waiting (READY or CLAIMED), in the same scripts, and
+// fetchCounters adds what each page's attempt downloaded.
 const queuedField = "items_queued"
 
 // crawlErr maps frontier errors no retry can fix.
@@ -152,11 +153,11 @@ func (s *CrawlStore) Discover(ctx context.Context, ident string, pageID int64, a
 	return d, nil
 }
 
-// Complete ends a page attempt with ArchiveBot's counters: items_downloaded
-// counts 2xx and 3xx responses, bytes_downloaded the bytes fetched, and,
-// when archiveflow owns the response counters (redis.response_counters),
-// r1xx..r5xx, runk and error_count; archiveflow's own cut_count counts the
-// attempt's losses to a limit.
+// Complete ends a page attempt with ArchiveBot's counters (fetchCounters);
+// archiveflow's own cut_count counts the attempt's losses to a limit. An
+// applied outcome is also the job's heartbeat (heartbeat, ts): a crawl's
+// pages are its liveness, as a hook's pulses are a snapshot's, so
+// ArchiveBot's reaper never sees a crawl that completes pages as dead.
 func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, notBefore time.Time, t activities.PageTally) (activities.PageCounts, error) {
 	counters := s.fetchCounters(t.FetchTally)
 	if t.Cuts > 0 {
@@ -175,21 +176,20 @@ func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, a
 	if err != nil {
 		return activities.PageCounts{}, crawlErr(err)
 	}
-	if done.Counted && len(t.Results) > 0 {
-		// The page's hooks are events once, with the outcome the frontier
-		// applied (a crash right after it loses them, never counts them
-		// twice).
+	if done.Counted {
+		// A recorded page pulses the job's heartbeat, and its hooks are
+		// events, once, with the outcome the frontier applied (a crash
+		// right after it loses them, never counts them twice; a lost pulse
+		// is the next page's to give).
 		opID := fmt.Sprintf("%s/page-%d/attempt-%d", ident, pageID, attempt)
 		if err := s.Redis.RecordPageEvents(ctx, ident, opID, t.PageURL, t.Results); err != nil && s.Log != nil {
-			s.Log.Warn("the page's hook events are not recorded", zap.String("ident", ident), zap.Int64("page", pageID), zap.Error(err))
+			s.Log.Warn("the page's heartbeat and hook events are not recorded", zap.String("ident", ident), zap.Int64("page", pageID), zap.Error(err))
 		}
-	}
-	if done.Counted {
 		// The metrics count exactly what the job's counters got.
-		metrics.Fetched(metrics.FetchPage, t.Responses, t.Bytes)
+		metrics.Fetched(metrics.FetchPage, t.Responses)
 		for i, u := range urls {
 			if done.Once[i] {
-				metrics.Fetched(metrics.FetchRequisite, t.Requisites[u].Responses, t.Requisites[u].Bytes)
+				metrics.Fetched(metrics.FetchRequisite, t.Requisites[u].Responses)
 			}
 		}
 	}
@@ -197,12 +197,17 @@ func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, a
 }
 
 // fetchCounters are ArchiveBot's job counters of fetches: items_downloaded
-// counts 2xx and 3xx responses, bytes_downloaded their bytes, and, when
-// archiveflow owns the response counters (redis.response_counters),
-// r1xx..r5xx, runk and error_count.
+// counts 2xx and 3xx responses (model.ResponseCounts.Downloaded), and
+// items_queued the same, so that items_queued - items_downloaded (what
+// ArchiveBot's !status shows as queued) stays the pages the frontier has
+// waiting (its QueuedField rule): a requisite or a redirect is downloaded
+// without ever waiting in the frontier. bytes_downloaded counts the bytes
+// fetched (of every response), and, when archiveflow owns the response
+// counters (redis.response_counters), r1xx..r5xx, runk and error_count.
 func (s *CrawlStore) fetchCounters(ft activities.FetchTally) []frontier.JobCounter {
 	rc := ft.Responses
-	counters := []frontier.JobCounter{{Field: "items_downloaded", Delta: rc.R2xx + rc.R3xx}, {Field: "bytes_downloaded", Delta: ft.Bytes}}
+	counters := []frontier.JobCounter{{Field: queuedField, Delta: rc.Downloaded()}, {Field: "items_downloaded", Delta: rc.Downloaded()},
+		{Field: "bytes_downloaded", Delta: rc.Bytes}}
 	if *s.Redis.Options().OwnResponseCounters {
 		counters = append(counters, frontier.JobCounter{Field: "r1xx", Delta: rc.R1xx}, frontier.JobCounter{Field: "r2xx", Delta: rc.R2xx},
 			frontier.JobCounter{Field: "r3xx", Delta: rc.R3xx}, frontier.JobCounter{Field: "r4xx", Delta: rc.R4xx},

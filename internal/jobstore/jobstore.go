@@ -46,8 +46,15 @@ func notWritable(err error) error {
 func (s *RedisStore) SetJobState(ctx context.Context, in activities.JobStateInput) error {
 	run := rkeys.RunInfo{WorkflowID: in.WorkflowID, RunID: in.RunID, TaskQueue: in.TaskQueue}
 	if in.TaskQueue != "" {
-		// Only the host that claimed the snapshot names its pipeline.
-		run.PipelineID = s.PipelineID
+		// The pipeline is the process that serves the claimed host queue,
+		// where the job's hooks run: with several workers that is not
+		// necessarily this one (a local activity of whichever process ran
+		// the workflow task). Unknown (its record expired): this process.
+		id, err := s.Redis.QueuePipeline(ctx, in.TaskQueue)
+		if err != nil || id == "" {
+			id = s.PipelineID
+		}
+		run.PipelineID = id
 	}
 	if run != (rkeys.RunInfo{}) {
 		if err := s.Redis.SetRun(ctx, in.Ident, run); err != nil {
@@ -113,7 +120,7 @@ func (s *RedisStore) FinishJob(ctx context.Context, in activities.FinishInput) e
 // ReopenJob takes a finished job back for a retry run, once per Key. A job
 // not finished (running again, or aborted) cannot be reopened.
 func (s *RedisStore) ReopenJob(ctx context.Context, in activities.ReopenInput) error {
-	err := s.Redis.ReopenJob(ctx, in.Ident, rkeys.Reopen{Op: in.Key, Hooks: in.Hooks, Bytes: in.Bytes})
+	err := s.Redis.ReopenJob(ctx, in.Ident, rkeys.Reopen{Op: in.Key, Hooks: in.Hooks})
 	if errors.Is(err, rkeys.ErrJobExists) {
 		return fmt.Errorf("reopen %s: %w: %w", in.Ident, activities.ErrNotWritable, err)
 	}

@@ -68,15 +68,15 @@ func init() {
 }
 
 // Fetched counts crawl fetches of kind (FetchPage, FetchRequisite) by
-// class and their bytes, as they were added to a job's counters.
-func Fetched(kind string, rc model.ResponseCounts, bytes int64) {
+// class and their bytes (rc.Bytes), as they were added to a job's counters.
+func Fetched(kind string, rc model.ResponseCounts) {
 	for i, n := range []int64{rc.R1xx, rc.R2xx, rc.R3xx, rc.R4xx, rc.R5xx, rc.Runk, rc.Errors} {
 		if n > 0 {
 			fetches.WithLabelValues(kind, fetchClasses[i]).Add(float64(n))
 		}
 	}
-	if bytes > 0 {
-		fetchedBytes.WithLabelValues(kind).Add(float64(bytes))
+	if rc.Bytes > 0 {
+		fetchedBytes.WithLabelValues(kind).Add(float64(rc.Bytes))
 	}
 }
 

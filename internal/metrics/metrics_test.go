@@ -39,9 +39,9 @@ func TestHooksAreCountedByPluginAndStatus(t *testing.T) {
 
 func TestFetchesAreCountedByKindClassAndBytes(t *testing.T) {
 	before := gather(t)
-	Fetched(FetchPage, model.ResponseCounts{Count: 9, R1xx: 1, R2xx: 3, R3xx: 1, R4xx: 2, R5xx: 1, Runk: 1, Errors: 4}, 1234)
-	Fetched(FetchRequisite, model.ResponseCounts{Count: 1, R2xx: 1}, 100)
-	Fetched(FetchPage, model.ResponseCounts{}, 0)
+	Fetched(FetchPage, model.ResponseCounts{Count: 9, R1xx: 1, R2xx: 3, R3xx: 1, R4xx: 2, R5xx: 1, Runk: 1, Errors: 4, Bytes: 1234})
+	Fetched(FetchRequisite, model.ResponseCounts{Count: 1, R2xx: 1, Bytes: 100})
+	Fetched(FetchPage, model.ResponseCounts{})
 	after := gather(t)
 	want := map[string]float64{"1xx": 1, "2xx": 3, "3xx": 1, "4xx": 2, "5xx": 1, "unknown": 1, "error": 4}
 	for class, n := range want {

@@ -28,12 +28,16 @@ func (r Response) FetcherCode() string {
 	}
 }
 
-// IsError follows ArchiveBot's pipeline (is_error): 5xx, no response, or a
-// fetcher code other than success ("OK"; wget's "RETRFINISHED" is success
-// too).
+// IsError is ArchiveBot's error rule as its Redis layout states it for
+// error_count ("4xx, 5xx"): a 4xx or 5xx answer, no response, or a fetcher
+// code other than success ("OK"; wget's "RETRFINISHED" is success too).
+// ArchiveBot's pipeline leaves 4xx out of a download packet's is_error
+// (only is_warning), so its log analyzer's error_count would miss them;
+// archiveflow's packets carry this rule, so the analyzer, the dashboard and
+// the job's counters agree (docs/redis-layout.md, "Counters").
 func (r Response) IsError() bool {
 	code := r.FetcherCode()
-	return r.Status >= 500 || r.Status == 0 || (code != "OK" && code != "RETRFINISHED")
+	return r.Status >= 400 || r.Status == 0 || (code != "OK" && code != "RETRFINISHED")
 }
 
 // IsWarning follows ArchiveBot's pipeline (is_warning): a 4xx response.
@@ -64,11 +68,20 @@ type ResponseCounts struct {
 	Runk  int64 `json:"runk,omitempty"`
 	// Errors counts responses that ArchiveBot marks is_error.
 	Errors int64 `json:"errors,omitempty"`
+	// Bytes are the bytes fetched (Response.Bytes summed): the job's
+	// bytes_downloaded. Absent from results recorded before it existed.
+	Bytes int64 `json:"bytes,omitempty"`
 }
+
+// Downloaded is ArchiveBot's items_downloaded of these responses: the 2xx
+// and 3xx answers. One rule for every job: a snapshot's results
+// (rkeys.Store.RecordResult) and a crawl's pages (jobstore's counters).
+func (c ResponseCounts) Downloaded() int64 { return c.R2xx + c.R3xx }
 
 // Add counts one response in its class, and as an error when it is one.
 func (c *ResponseCounts) Add(r Response) {
 	c.Count++
+	c.Bytes += r.Bytes
 	switch ResponseClass(r.Status) {
 	case 1:
 		c.R1xx++

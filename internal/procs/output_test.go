@@ -131,7 +131,7 @@ echo '{"type":"Response","url":"https://e.com/b","status":0}'
 echo '{"type":"Response","url":"https://e.com/c","status":301,"bytes":1}'
 echo '{"type":"ArchiveResult","status":"succeeded"}'`))
 	res := runSpec(t, s)
-	assert.Equal(t, ResponseSummary{Bytes: 111, ResponseCounts: model.ResponseCounts{Count: 4, R2xx: 1, R3xx: 1, R4xx: 1, Runk: 1, Errors: 1}}, res.Responses)
+	assert.Equal(t, ResponseSummary{ResponseCounts: model.ResponseCounts{Count: 4, R2xx: 1, R3xx: 1, R4xx: 1, Runk: 1, Errors: 2, Bytes: 111}}, res.Responses)
 }
 
 func TestRunnerFilesNamesAndContents(t *testing.T) {

@@ -55,17 +55,13 @@ type Counts struct {
 }
 
 // ResponseSummary aggregates the Response records of one attempt: the
-// counters by class (model.ResponseCounts, which owns ArchiveBot's
-// bucketing) and the bytes fetched.
+// counters by class and the bytes fetched (model.ResponseCounts, which
+// owns ArchiveBot's bucketing).
 type ResponseSummary struct {
 	model.ResponseCounts
-	Bytes int64
 }
 
-func (s *ResponseSummary) add(r model.Response) {
-	s.ResponseCounts.Add(r)
-	s.Bytes += r.Bytes
-}
+func (s *ResponseSummary) add(r model.Response) { s.ResponseCounts.Add(r) }
 
 // Result is the outcome of one hook attempt. Exactly one of Status (final)
 // and Transient is set.

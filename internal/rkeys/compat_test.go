@@ -13,80 +13,23 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/internal/abbot"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
-// rubyToI mimics Ruby's String#to_i (leading integer, else 0).
-func rubyToI(s string) int64 {
-	s = strings.TrimSpace(s)
-	end := 0
-	for end < len(s) && (s[end] >= '0' && s[end] <= '9' || end == 0 && s[end] == '-') {
-		end++
-	}
-	n, _ := strconv.ParseInt(s[:end], 10, 64)
-	return n
-}
+var rubyToI = abbot.RubyToI
 
-// rubyToF mimics Ruby's String#to_f for the plain decimals we write.
-func rubyToF(s string) float64 {
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil {
-		return float64(rubyToI(s))
-	}
-	return f
-}
-
-// rubyFloat renders a Float as Ruby's to_s does for ordinary values.
-func rubyFloat(f float64) string {
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
-	}
-	return s
-}
-
-// botStatus re-implements Job#amplify + JobStatusGeneration#to_status.
+// botStatus is ArchiveBot's `!status IDENT` (internal/abbot).
 func botStatus(ctx context.Context, t *testing.T, rdb *redis.Client, ident string) string {
-	h := rdb.HGetAll(ctx, ident).Val()
-	require.NotEmpty(t, h["url"], "Job.from_ident needs url")
-	_, aborted := h["aborted"]
-	_, finished := h["finished_at"]
-	_, started := h["started_at"]
-	rep := []string{fmt.Sprintf("Job %s <%s>.", ident, h["url"])}
-	if by, ok := h["started_by"]; ok {
-		if note, ok := h["note"]; ok {
-			rep = append(rep, fmt.Sprintf("Started by %s; reason: %s.", by, note))
-		} else {
-			rep = append(rep, fmt.Sprintf("Started by %s.", by))
-		}
-	}
-	switch {
-	case aborted:
-		rep = append(rep, "Job aborted.")
-	case finished:
-		rep = append(rep, "Job completed.")
-	case !started:
-		rep = append(rep, "In queue.")
-	default:
-		mb := float64(rubyToI(h["bytes_downloaded"])) / (1000 * 1000)
-		rep = append(rep, fmt.Sprintf("In progress. Downloaded %s MB, %d errors, %d queued.",
-			rubyFloat(math.Round(mb*100)/100), rubyToI(h["error_count"]), rubyToI(h["items_queued"])-rubyToI(h["items_downloaded"])))
-		rep = append(rep, fmt.Sprintf("%d workers, delay: %s, %s ms.", rubyToI(h["concurrency"]),
-			rubyFloat(rubyToF(h["delay_min"])), rubyFloat(rubyToF(h["delay_max"]))))
-	}
-	if ttl := rdb.TTL(ctx, ident).Val(); ttl != -1 && ttl > 0 {
-		s := int64(ttl / time.Second)
-		rep = append(rep, fmt.Sprintf("Eligible for rearchival in %dh %dm %ds.", s/3600, s%3600/60, s%3600%60))
-	}
-	return strings.Join(rep, " ")
+	st, err := abbot.Bot{Redis: rdb}.Status(ctx, ident)
+	require.NoError(t, err)
+	return st
 }
 
 // botSummary re-implements bot/summary.rb.
@@ -111,8 +54,8 @@ func TestCompatBotStatusAndSummary(t *testing.T) {
 	assert.Equal(t, "Job "+j.Ident+" <http://example.com/>. Started by alice; reason: testing. In queue.", botStatus(ctx, t, e.rdb, j.Ident))
 
 	require.NoError(t, e.store.SetState(ctx, j.Ident, model.StateActive))
-	_, err := e.store.RecordResult(ctx, j.Ident, "op", model.ArchiveResult{Hook: "h", Status: model.StatusSucceeded, OutputBytes: 1234567},
-		[]model.Response{{URL: "http://example.com/", Status: 200}, {URL: "http://example.com/x", Status: 502}})
+	_, err := e.store.RecordResult(ctx, j.Ident, "op", model.ArchiveResult{Hook: "h", Status: model.StatusSucceeded, OutputBytes: 99},
+		[]model.Response{{URL: "http://example.com/", Status: 200, Bytes: 1234000}, {URL: "http://example.com/x", Status: 502, Bytes: 567}})
 	require.NoError(t, err)
 	assert.Equal(t, "Job "+j.Ident+" <http://example.com/>. Started by alice; reason: testing. In progress. Downloaded 1.23 MB, 1 errors, 0 queued. 2 workers, delay: 250.0, 375.0 ms.",
 		botStatus(ctx, t, e.rdb, j.Ident))
@@ -207,7 +150,7 @@ func TestCompatLogAnalyzerNeverDoubleCounts(t *testing.T) {
 			if own {
 				assert.Empty(t, inc, "the analyzer finds nothing new to count")
 			} else {
-				assert.EqualValues(t, 2, inc["error_count"], "the analyzer's own is_error rule agrees with archiveflow's")
+				assert.EqualValues(t, 3, inc["error_count"], "the analyzer counts the packets' is_error: 404, 500 and no response, as archiveflow does")
 			}
 		})
 	}
@@ -288,4 +231,55 @@ func TestCompatPipelineSettingsRead(t *testing.T) {
 	}
 	assert.Nil(t, vals[4], "abort_requested absent: Python treats any value as truthy")
 	assert.Equal(t, []string{"p"}, e.rdb.SMembers(ctx, vals[6].(string)).Val())
+}
+
+// TestCompatSingleURLJobFigures: an `!ao` (single-page) job whose hooks
+// fetched the page through a redirect, a requisite that is missing and one
+// that fails, read as ArchiveBot's `!status` and log analyzer read it:
+// items_downloaded counts the 2xx/3xx answers, items_queued the same (a
+// single-page job's fetches never wait), so queued is 0 from start to end;
+// error_count is the 4xx and 5xx; bytes_downloaded the bytes fetched, not
+// the size of the hooks' output files; the analyzer finds nothing to add.
+func TestCompatSingleURLJobFigures(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := ctxT(t)
+	bot := abbot.Bot{Redis: e.rdb}
+	j := testJob(t, "http://example.com/")
+	require.NoError(t, e.store.CreateJob(ctx, j))
+	require.NoError(t, e.store.SetState(ctx, j.Ident, model.StateActive))
+	check := func(mb float64, errs int64) {
+		t.Helper()
+		f, err := bot.JobFigures(ctx, j.Ident)
+		require.NoError(t, err)
+		assert.Equal(t, abbot.Figures{MB: mb, Errors: errs}, f)
+	}
+	check(0, 0)
+	wget := []model.Response{
+		{URL: "http://example.com/", Status: 301, Bytes: 200},
+		{URL: "http://example.com/index.html", Status: 200, Bytes: 1_500_000},
+		{URL: "http://example.com/gone.png", Status: 404, Bytes: 300},
+		{URL: "http://example.com/api", Status: 500, Bytes: 100},
+	}
+	_, err := e.store.AppendLog(ctx, j.Ident, "b1", []Packet{Download(t0, wget[0]), Download(t0, wget[1]), Download(t0, wget[2]), Download(t0, wget[3])})
+	require.NoError(t, err)
+	_, err = e.store.RecordResult(ctx, j.Ident, "wget", model.ArchiveResult{Hook: "on_Snapshot__50_wget.sh", Status: model.StatusSucceeded, OutputBytes: 9_000_000}, wget)
+	require.NoError(t, err)
+	check(1.5, 2)
+	// A hook that fetched nothing (a screenshot of the saved page) adds no
+	// bytes, whatever its output's size.
+	_, err = e.store.RecordResult(ctx, j.Ident, "shot", model.ArchiveResult{Hook: "on_Snapshot__60_screenshot.js", Status: model.StatusSucceeded, OutputBytes: 4_000_000}, nil)
+	require.NoError(t, err)
+	check(1.5, 2)
+	h := e.rdb.HGetAll(ctx, j.Ident).Val()
+	assert.Equal(t, "2", h["items_downloaded"], "the 301 and the 200")
+	assert.Equal(t, "2", h["items_queued"])
+	assert.Equal(t, "1500600", h["bytes_downloaded"])
+	assert.Equal(t, rubyToI(h["r4xx"])+rubyToI(h["r5xx"]), rubyToI(h["error_count"]))
+	inc, _ := analyzeLogs(ctx, t, e.rdb, j.Ident)
+	assert.Empty(t, inc, "the analyzer adds nothing: archiveflow counted every download")
+	assert.Contains(t, botStatus(ctx, t, e.rdb, j.Ident), "In progress. Downloaded 1.5 MB, 2 errors, 0 queued.")
+
+	require.NoError(t, e.store.Finish(ctx, j.Ident, model.StateFinished))
+	check(1.5, 2)
+	assert.Contains(t, botStatus(ctx, t, e.rdb, j.Ident), "Job completed.")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // setFields writes absolute fields on an existing job.
@@ -101,15 +103,32 @@ func (s *Store) SetRun(ctx context.Context, ident string, r RunInfo) error {
 	return s.setFields(ctx, "set run", ident, pairs...)
 }
 
+// FieldNice is a job's niceness (-20..19, lower runs first: mnbot's
+// priority), archiveflow's own field: written by CreateJob and SetNice,
+// read by `starter status`/`list` and by an ArchiveBot pipeline when it
+// starts a bot job's workflow (absent = 0).
+const FieldNice = "nice"
+
+// SetNice records a job's new niceness. The job's workflow priority is
+// changed by its caller (internal/jobctl SetPriority); a job not started
+// yet (queued by ArchiveBot's bot) starts with it.
+func (s *Store) SetNice(ctx context.Context, ident string, nice int) error {
+	if err := model.ValidateNice(nice); err != nil {
+		return fmt.Errorf("set nice of job %s: %w: %w", ident, ErrInvalid, err)
+	}
+	return s.setFields(ctx, "set nice", ident, FieldNice, strconv.Itoa(nice))
+}
+
 // RequestAbort sets ArchiveBot's abort_requested flag (what the bot's
 // !abort writes); the workflow layer turns it into its abort signal.
 func (s *Store) RequestAbort(ctx context.Context, ident string) error {
 	return s.setFields(ctx, "request abort", ident, "abort_requested", "true")
 }
 
-// Heartbeat bumps ArchiveBot's heartbeat counter and heartbeat_at. It is a
-// liveness pulse, deliberately an increment: a repeated heartbeat is a
-// harmless extra pulse, not a miscount.
+// Heartbeat bumps ArchiveBot's heartbeat counter, heartbeat_at and ts (the
+// last update from a pipeline: ArchiveBot's reaper and dashboard see the
+// job alive). It is a liveness pulse, deliberately an increment: a
+// repeated heartbeat is a harmless extra pulse, not a miscount.
 func (s *Store) Heartbeat(ctx context.Context, ident string) error {
 	code, err := s.run(ctx, heartbeatScript, map[string]string{"job": s.keys.Job(ident)}, unixInt(s.now())).Int()
 	if err != nil {
@@ -122,6 +141,6 @@ func (s *Store) Heartbeat(ctx context.Context, ident string) error {
 // ARGV: ts.
 var heartbeatScript = newScript([]string{"job"}, false, `
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
-redis.call('HSET', job, 'heartbeat_at', ARGV[1])
+redis.call('HSET', job, 'heartbeat_at', ARGV[1], 'ts', ARGV[1])
 return redis.call('HINCRBY', job, 'heartbeat', 1)
 `)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,15 +32,31 @@ func (s *Store) QueueAlive(ctx context.Context, queue string) (bool, error) {
 // when no other record lists queue, that is an error (errMalformed), never
 // a silent "dead".
 func (s *Store) QueueLease(ctx context.Context, queue string) (time.Duration, error) {
+	_, lease, err := s.queueRecord(ctx, queue)
+	return lease, err
+}
+
+// QueuePipeline is the id (hex, RunInfo.PipelineID) of the live pipeline
+// whose worker process serves queue, "" when none does: the process a
+// snapshot's host queue sends its work to. Read as QueueLease reads (the
+// longest-lived record if several list queue).
+func (s *Store) QueuePipeline(ctx context.Context, queue string) (string, error) {
+	member, _, err := s.queueRecord(ctx, queue)
+	return strings.TrimPrefix(member, pipelinePrefix), err
+}
+
+// queueRecord is the live pipeline:ID record listing queue with the most
+// time to live, and that time (QueueLease's rules).
+func (s *Store) queueRecord(ctx context.Context, queue string) (string, time.Duration, error) {
 	if queue == "" {
-		return 0, errors.New("queue alive: task queue must not be empty")
+		return "", 0, errors.New("queue alive: task queue must not be empty")
 	}
 	members, err := s.rdb.SMembers(ctx, s.keys.Pipelines()).Result()
 	if err != nil {
-		return 0, fmt.Errorf("queue alive %s: list pipelines: %w", queue, err)
+		return "", 0, fmt.Errorf("queue alive %s: list pipelines: %w", queue, err)
 	}
 	if len(members) == 0 {
-		return 0, nil
+		return "", 0, nil
 	}
 	sort.Strings(members)
 	pipe := s.rdb.Pipeline()
@@ -50,9 +67,10 @@ func (s *Store) QueueLease(ctx context.Context, queue string) (time.Duration, er
 		ttls[i] = pipe.PTTL(ctx, s.keys.Namespace()+m)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("queue alive %s: read pipelines: %w", queue, err)
+		return "", 0, fmt.Errorf("queue alive %s: read pipelines: %w", queue, err)
 	}
 	var lease time.Duration
+	var best string
 	var malformed error
 	for i, m := range members {
 		raw, err := queues[i].Result()
@@ -60,7 +78,7 @@ func (s *Store) QueueLease(ctx context.Context, queue string) (time.Duration, er
 			continue // expired or unregistered record
 		}
 		if err != nil {
-			return 0, fmt.Errorf("queue alive %s: read %s: %w", queue, m, err)
+			return "", 0, fmt.Errorf("queue alive %s: read %s: %w", queue, m, err)
 		}
 		var listed []string
 		if err := json.Unmarshal([]byte(raw), &listed); err != nil {
@@ -73,7 +91,7 @@ func (s *Store) QueueLease(ctx context.Context, queue string) (time.Duration, er
 		ttl, err := ttls[i].Result()
 		switch {
 		case err != nil:
-			return 0, fmt.Errorf("queue alive %s: ttl of %s: %w", queue, m, err)
+			return "", 0, fmt.Errorf("queue alive %s: ttl of %s: %w", queue, m, err)
 		case ttl == -1:
 			// No expiry (a record written without one): alive for as
 			// long as a refreshed record would be.
@@ -81,10 +99,12 @@ func (s *Store) QueueLease(ctx context.Context, queue string) (time.Duration, er
 		case ttl <= 0:
 			continue // expired between the two reads
 		}
-		lease = max(lease, ttl)
+		if ttl > lease {
+			lease, best = ttl, m
+		}
 	}
 	if lease > 0 {
-		return lease, nil
+		return best, lease, nil
 	}
-	return 0, malformed
+	return "", 0, malformed
 }

@@ -25,7 +25,7 @@ func TestPacketEncoding(t *testing.T) {
 		{"download ok", Download(ts, model.Response{URL: "http://e.x/?a=1&b=2", Status: 200}),
 			`{"type":"download","ts":1700000000.25,"url":"http://e.x/?a=1&b=2","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false}`},
 		{"download 404", Download(ts, model.Response{URL: "http://e.x/", Status: 404}),
-			`{"type":"download","ts":1700000000.25,"url":"http://e.x/","response_code":404,"wget_code":"OK","is_error":false,"is_warning":true}`},
+			`{"type":"download","ts":1700000000.25,"url":"http://e.x/","response_code":404,"wget_code":"OK","is_error":true,"is_warning":true}`},
 		{"download 500", Download(ts, model.Response{URL: "http://e.x/", Status: 500}),
 			`{"type":"download","ts":1700000000.25,"url":"http://e.x/","response_code":500,"wget_code":"OK","is_error":true,"is_warning":false}`},
 		{"download network error", Download(ts, model.Response{URL: "http://e.x/"}),

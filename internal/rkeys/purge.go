@@ -119,10 +119,9 @@ type Reopen struct {
 	Op string
 	// Hooks is how many failed results the retry runs again; they leave
 	// hooks_failed now and are counted anew when the retry records them.
+	// bytes_downloaded keeps the bytes the failed runs fetched, as
+	// ArchiveBot's counters keep every response (RecordResult).
 	Hooks int
-	// Bytes is the output bytes of those failed results, taken off
-	// bytes_downloaded (the retry counts its own).
-	Bytes int64
 }
 
 // ReopenJob takes a finished or failed job back for a retry run (`starter
@@ -130,16 +129,16 @@ type Reopen struct {
 // scheduled-purge and goes back to pending (the retry's workflow moves it
 // on), its keys lose their retention TTL, finished_at, the failed flag
 // and the limit a crawl finished at (FieldLimit) are removed, its jobs_completed/jobs_failed count is taken back (the
-// retry's Finish counts the job again) and hooks_failed and
-// bytes_downloaded lose the results the retry runs again. retry_op and
+// retry's Finish counts the job again) and hooks_failed loses the results
+// the retry runs again. retry_op and
 // retries record the retry. A job still running, or aborted, is refused
 // with ErrJobExists.
 func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 	switch {
 	case r.Op == "":
 		return fmt.Errorf("reopen job %s: %w: op must not be empty (repeat-safety key)", ident, ErrInvalid)
-	case r.Hooks < 0 || r.Bytes < 0:
-		return fmt.Errorf("reopen job %s: %w: hooks %d and bytes %d: must be >= 0", ident, ErrInvalid, r.Hooks, r.Bytes)
+	case r.Hooks < 0:
+		return fmt.Errorf("reopen job %s: %w: hooks %d: must be >= 0", ident, ErrInvalid, r.Hooks)
 	}
 	k := s.jobKeys(ident)
 	k["pending"], k["purge"] = s.keys.Pending(), s.keys.ScheduledPurge()
@@ -147,7 +146,7 @@ func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 	now := unixInt(s.now())
 	// Negative increments go as Go-rendered strings: Lua would render -0 as
 	// "-0", which HINCRBY refuses.
-	code, err := s.run(ctx, reopenScript, k, ident, r.Op, strconv.Itoa(-r.Hooks), strconv.FormatInt(-r.Bytes, 10), now).Int()
+	code, err := s.run(ctx, reopenScript, k, ident, r.Op, strconv.Itoa(-r.Hooks), now).Int()
 	if err != nil {
 		return fmt.Errorf("reopen job %s: %w", ident, err)
 	}
@@ -161,7 +160,7 @@ func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 }
 
 // reopenScript takes a finished/failed job back to pending once per op.
-// ARGV: ident op -hooks -bytes now
+// ARGV: ident op -hooks now
 var reopenScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches",
 	"pending", "purge", "completed", "failed"}, withStates, `
 local ident = ARGV[1]
@@ -173,9 +172,8 @@ if cur == 'finished' then redis.call('DECR', completed) else redis.call('DECR', 
 for _, k in ipairs({job, log, ignores, ops, logbatches}) do redis.call('PERSIST', k) end
 redis.call('HDEL', job, 'finished_at', 'failed', '`+FieldLimit+`')
 redis.call('HINCRBY', job, 'hooks_failed', ARGV[3])
-redis.call('HINCRBY', job, 'bytes_downloaded', ARGV[4])
 redis.call('HINCRBY', job, 'retries', 1)
-redis.call('HSET', job, 'retry_op', ARGV[2], 'state', 'pending', 'state_changed_at', ARGV[5], 'ts', ARGV[5])
+redis.call('HSET', job, 'retry_op', ARGV[2], 'state', 'pending', 'state_changed_at', ARGV[4], 'ts', ARGV[4])
 redis.call('ZREM', purge, ident)
 move_to(ident, 'pending')
 if not redis.call('LPOS', pending, ident) then redis.call('LPUSH', pending, ident) end

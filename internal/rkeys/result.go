@@ -74,8 +74,11 @@ func (s *Store) event(ident, opID string, r model.ArchiveResult, responses int) 
 }
 
 // RecordResult counts one final ArchiveResult in one round trip (one Lua
-// script): hooks_STATUS, bytes_downloaded (the result's output bytes),
-// items_queued/items_downloaded (one per Response), r1xx..r5xx/runk/
+// script): hooks_STATUS, bytes_downloaded (the bytes its Responses
+// fetched, not its output files' sizes), items_queued and items_downloaded
+// (both by its 2xx/3xx Responses, model.ResponseCounts.Downloaded: what a
+// single-page job fetched is downloaded as soon as it is counted, so
+// ArchiveBot's queued figure, their difference, stays 0), r1xx..r5xx/runk/
 // error_count when the Store owns response counters, a Flapjack event in
 // events_archive:HOUR (expiry refreshed) and event_counters /
 // event_counters:HOST:PID. opID is the idempotency key (e.g. the activity's
@@ -97,6 +100,9 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 	if len(responses) == 0 && r.Responses != nil {
 		c = *r.Responses
 	}
+	if c.Bytes < 0 {
+		return false, fmt.Errorf("record result of job %s hook %s: %w: response bytes %d: must be >= 0", ident, r.Hook, ErrInvalid, c.Bytes)
+	}
 	ev := s.event(ident, opID, r, int(c.Count))
 	evJSON, err := json.Marshal(ev)
 	if err != nil {
@@ -113,7 +119,7 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 	keys := map[string]string{"job": s.keys.Job(ident), "ops": s.keys.Ops(ident), "events": s.keys.EventsArchive(end),
 		"counters": s.keys.EventCounters(), "instance_counters": s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID)}
 	code, err := s.run(ctx, recordResultScript, keys,
-		"result:"+opID, string(r.Status), r.OutputBytes, c.Count, own,
+		"result:"+opID, string(r.Status), c.Bytes, c.Downloaded(), own,
 		c.R1xx, c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.Runk, c.Errors,
 		string(evJSON), seconds(s.opts.EventsTTL), unixInt(s.now())).Int()
 	if err != nil {
@@ -126,7 +132,7 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 }
 
 // recordResultScript counts one final ArchiveResult exactly once.
-// ARGV: op_key status output_bytes items own(0|1) r1xx r2xx r3xx r4xx r5xx
+// ARGV: op_key status bytes_fetched downloaded own(0|1) r1xx r2xx r3xx r4xx r5xx
 // runk errors event_json events_ttl ts
 var recordResultScript = newScript([]string{"job", "ops", "events", "counters", "instance_counters"}, false, `
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
@@ -157,20 +163,18 @@ return CODE_APPLIED
 // errMalformed marks a Redis value that does not have the documented encoding.
 var errMalformed = errors.New("malformed redis value")
 
-// RecordPageEvents counts each final result of one crawl page attempt's
-// hooks in event_counters / event_counters:HOST:PID, as RecordResult does
-// a snapshot hook's, and appends its Flapjack event to events_archive:HOUR
-// when it is not ok (warning or critical; every one with
-// Options.AllPageEvents), in one round trip. It is not repeat-safe by
+// RecordPageEvents pulses the job's heartbeat (as Heartbeat does: a
+// recorded page is a sign of life) and counts each final result of one
+// crawl page attempt's hooks in event_counters / event_counters:HOST:PID,
+// as RecordResult does a snapshot hook's, appending its Flapjack event to
+// events_archive:HOUR when it is not ok (warning or critical; every one
+// with Options.AllPageEvents), in one round trip. It is not repeat-safe by
 // itself: its caller calls it once per page attempt whose outcome the
 // frontier applied (jobstore CrawlStore.Complete). opID names the attempt
-// in each event's op_id (opID/HOOK).
+// in each event's op_id (opID/HOOK). A missing job hash is not recreated.
 func (s *Store) RecordPageEvents(ctx context.Context, ident, opID, pageURL string, results []model.ArchiveResult) error {
-	if len(results) == 0 {
-		return nil
-	}
 	now := s.now()
-	args := []any{seconds(s.opts.EventsTTL)}
+	args := []any{seconds(s.opts.EventsTTL), unixInt(now)}
 	for _, r := range results {
 		if _, err := model.ParseStatus(string(r.Status)); err != nil {
 			return fmt.Errorf("record page events of job %s hook %s: %w: %w", ident, r.Hook, ErrInvalid, err)
@@ -187,7 +191,7 @@ func (s *Store) RecordPageEvents(ctx context.Context, ident, opID, pageURL strin
 		}
 		args = append(args, string(r.Status), evJSON)
 	}
-	keys := map[string]string{"events": s.keys.EventsArchive(now),
+	keys := map[string]string{"job": s.keys.Job(ident), "events": s.keys.EventsArchive(now),
 		"counters": s.keys.EventCounters(), "instance_counters": s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID)}
 	if err := s.run(ctx, recordPageEventsScript, keys, args...).Err(); err != nil {
 		return fmt.Errorf("record page events of job %s: %w", ident, err)
@@ -195,12 +199,16 @@ func (s *Store) RecordPageEvents(ctx context.Context, ident, opID, pageURL strin
 	return nil
 }
 
-// recordPageEventsScript counts a page attempt's hook results and appends
-// their events ("" = counted only).
-// ARGV: events_ttl, then status event_json per hook.
-var recordPageEventsScript = newScript([]string{"events", "counters", "instance_counters"}, false, `
+// recordPageEventsScript pulses the job's heartbeat, counts a page
+// attempt's hook results and appends their events ("" = counted only).
+// ARGV: events_ttl ts, then status event_json per hook.
+var recordPageEventsScript = newScript([]string{"job", "events", "counters", "instance_counters"}, false, `
+if redis.call('EXISTS', job) == 1 then
+  redis.call('HSET', job, 'heartbeat_at', ARGV[2], 'ts', ARGV[2])
+  redis.call('HINCRBY', job, 'heartbeat', 1)
+end
 local appended = false
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   if ARGV[i + 1] ~= '' then
     redis.call('RPUSH', events, ARGV[i + 1])
     appended = true

@@ -72,6 +72,8 @@ type Job struct {
 	StartedBy  string // ArchiveBot's started_by (the submitting user)
 	StartedIn  string // ArchiveBot's started_in (channel / "cli")
 	Note       string // ArchiveBot's note (!explain)
+	// Nice is the job's niceness (FieldNice; model.ValidateNice).
+	Nice       int
 	Settings   model.Settings
 	HooksTotal int
 	WorkflowID string
@@ -100,6 +102,9 @@ func (j Job) validate() error {
 		return fmt.Errorf("job %s: create op or workflow id must be set (repeat-safety key)", j.Ident)
 	}
 	if err := model.ValidateFetchDepth(j.FetchDepth); err != nil {
+		return fmt.Errorf("job %s %w", j.Ident, err)
+	}
+	if err := model.ValidateNice(j.Nice); err != nil {
 		return fmt.Errorf("job %s %w", j.Ident, err)
 	}
 	if _, err := url.Parse(j.URL); err != nil {
@@ -149,6 +154,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 		"concurrency", strconv.Itoa(j.Settings.Concurrency),
 		"delay_min", strconv.Itoa(j.Settings.DelayMinMS),
 		"delay_max", strconv.Itoa(j.Settings.DelayMaxMS),
+		FieldNice, strconv.Itoa(j.Nice),
 		"settings_age", "0",
 		"log_score", "0",
 		"heartbeat", "0",

@@ -229,10 +229,10 @@ func TestRecordResultCountsOnce(t *testing.T) {
 
 			h := e.rdb.HGetAll(ctx, j.Ident).Val()
 			assert.Equal(t, "1", h["hooks_succeeded"])
-			assert.Equal(t, "12345", h["bytes_downloaded"])
-			assert.Equal(t, "6", h["items_queued"])
-			assert.Equal(t, "6", h["items_downloaded"])
-			wantR := map[string]string{"r1xx": "1", "r2xx": "1", "r3xx": "1", "r4xx": "1", "r5xx": "1", "runk": "1", "error_count": "2"}
+			assert.Equal(t, "100", h["bytes_downloaded"], "bytes fetched, not the output files' 12345")
+			assert.Equal(t, "2", h["items_queued"], "the 2xx and 3xx: downloaded as soon as counted")
+			assert.Equal(t, "2", h["items_downloaded"], "the 2xx and 3xx")
+			wantR := map[string]string{"r1xx": "1", "r2xx": "1", "r3xx": "1", "r4xx": "1", "r5xx": "1", "runk": "1", "error_count": "3"}
 			for k, v := range wantR {
 				if own {
 					assert.Equal(t, v, h[k], k)
@@ -548,10 +548,11 @@ func TestRecordResultFromSummary(t *testing.T) {
 		require.NoError(t, err)
 		dumps[mode] = e.rdb.HGetAll(ctx, j.Ident).Val()
 	}
-	for _, k := range []string{"items_downloaded", "items_queued", "r2xx", "r3xx", "r4xx", "runk", "error_count"} {
+	for _, k := range []string{"items_downloaded", "items_queued", "bytes_downloaded", "r2xx", "r3xx", "r4xx", "runk", "error_count"} {
 		assert.Equal(t, dumps["responses"][k], dumps["summary"][k], k)
 	}
-	assert.Equal(t, "4", dumps["summary"]["items_downloaded"])
+	assert.Equal(t, "2", dumps["summary"]["items_downloaded"])
+	assert.Equal(t, "100", dumps["summary"]["bytes_downloaded"])
 	assert.Equal(t, "1", dumps["summary"]["r4xx"])
 }
 
@@ -593,8 +594,16 @@ func TestRecordPageEventsCountsEveryResultAndKeepsTheProblems(t *testing.T) {
 			for _, k := range []string{"event_counters", "event_counters:worker1:4242"} {
 				assert.Equal(t, map[string]string{"all": "2", "succeeded": "1", "failed": "1"}, e.rdb.HGetAll(ctx, k).Val(), k)
 			}
-			// The job's counters are the frontier's to write.
-			assert.Equal(t, before, e.rdb.HGetAll(ctx, j.Ident).Val())
+			// The page pulses the job's heartbeat; its counters are the
+			// frontier's to write.
+			after := e.rdb.HGetAll(ctx, j.Ident).Val()
+			assert.Equal(t, "1", after["heartbeat"])
+			assert.NotEmpty(t, after["heartbeat_at"])
+			for _, k := range []string{"heartbeat", "heartbeat_at", "ts"} {
+				delete(before, k)
+				delete(after, k)
+			}
+			assert.Equal(t, before, after)
 
 			err := e.store.RecordPageEvents(ctx, j.Ident, "job/page-8/attempt-1", "http://example.com/b",
 				[]model.ArchiveResult{{Hook: "x.sh", Status: "bogus"}})
@@ -602,4 +611,32 @@ func TestRecordPageEventsCountsEveryResultAndKeepsTheProblems(t *testing.T) {
 			assert.Contains(t, err.Error(), "x.sh")
 		})
 	}
+}
+
+// A job's nice is written at creation, changed by SetNice (range checked)
+// and read back by GetJob; a hash without it (a job ArchiveBot's bot
+// queued) reads as 0.
+func TestNiceIsStoredAndRead(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := ctxT(t)
+	j := testJob(t, "http://example.com/nice")
+	j.Nice = 5
+	require.NoError(t, e.store.CreateJob(ctx, j))
+	v, err := e.store.GetJob(ctx, j.Ident)
+	require.NoError(t, err)
+	assert.Equal(t, 5, v.Nice)
+	require.NoError(t, e.store.SetNice(ctx, j.Ident, -20))
+	assert.Equal(t, "-20", e.rdb.HGet(ctx, j.Ident, FieldNice).Val())
+	err = e.store.SetNice(ctx, j.Ident, 20)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "nice 20: must be between -20 and 19")
+	require.ErrorIs(t, e.store.SetNice(ctx, "nojob", 1), ErrJobNotFound)
+	bad := testJob(t, "http://example.com/bad")
+	bad.Nice = -21
+	require.Error(t, e.store.CreateJob(ctx, bad))
+
+	require.NoError(t, e.rdb.HDel(ctx, j.Ident, FieldNice).Err())
+	v, err = e.store.GetJob(ctx, j.Ident)
+	require.NoError(t, err)
+	assert.Zero(t, v.Nice)
 }

@@ -35,6 +35,9 @@ type JobView struct {
 	Ident, URL, FetchDepth, Slug string
 	StartedBy, StartedIn, Note   string
 	PipelineID                   string
+	// Nice is the job's niceness (FieldNice; 0 when absent, as in a job
+	// ArchiveBot's bot queued).
+	Nice                         int
 	State                        model.JobState
 	CurrentStep                  int
 	HooksTotal                   int64
@@ -192,6 +195,7 @@ func parseJob(ident string, h map[string]string) (JobView, error) {
 	v.Settings.MaxBytes = p.int64(FieldMaxBytes)
 	v.Settings.MaxDuration = time.Duration(p.int64(FieldMaxDuration)) * time.Second
 	v.Limit = h[FieldLimit]
+	v.Nice = int(p.int64(FieldNice))
 	v.SettingsAge = p.int64("settings_age")
 	v.BytesDownloaded = p.int64("bytes_downloaded")
 	v.ItemsDownloaded = p.int64("items_downloaded")

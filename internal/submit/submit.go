@@ -34,6 +34,7 @@ type Request struct {
 	Pool        config.Pool
 	Settings    model.Settings
 	PriorityKey int           // Temporal priority key (1 = first); 0 = server default
+	Nice        int           // the job's niceness, recorded in its hash (model.PriorityKey gives PriorityKey)
 	StartDelay  time.Duration // 0 = now
 	NotBefore   time.Time     // start time when delayed (for the scheduled index)
 	StartedBy   string
@@ -200,7 +201,7 @@ func attrs(r Request) []temporal.SearchAttributeUpdate {
 func Job(r Request) rkeys.Job {
 	return rkeys.Job{
 		Ident: r.Ident, URL: r.URL, FetchDepth: r.FetchDepth,
-		StartedBy: r.StartedBy, StartedIn: r.StartedIn,
+		StartedBy: r.StartedBy, StartedIn: r.StartedIn, Nice: r.Nice,
 		Settings:   r.Settings,
 		WorkflowID: r.Ident, TaskQueue: r.Pool.TaskQueue,
 		NotBefore: r.NotBefore,
