@@ -13,8 +13,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/logging"
@@ -29,6 +34,9 @@ type Watcher struct {
 	store *rkeys.Store
 	id    string
 	log   *zap.Logger
+
+	mu    sync.Mutex
+	ident string // the job locked to ("" = unlocked)
 }
 
 // New watches the lock of pipeline id (open until the first Check).
@@ -68,10 +76,13 @@ func (w *Watcher) Check(ctx context.Context) {
 			ok = false
 		}
 	}
-	reason := ""
+	reason, ident := "", ""
 	if ok {
-		reason = Reason(l)
+		reason, ident = Reason(l), l.Ident
 	}
+	w.mu.Lock()
+	w.ident = ident
+	w.mu.Unlock()
 	if !w.Set(reason) {
 		return
 	}
@@ -106,4 +117,55 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// Locked is the job the pipeline is locked to ("" when it is not).
+func (w *Watcher) Locked() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ident
+}
+
+// claims are the activity types by which a pipeline takes a job's work
+// from a shared queue: a snapshot's host, a crawl's page or URL list.
+var claims = map[string]bool{"ClaimHost": true, "ClaimAndDiscover": true, "RunPage": true, "SeedURLList": true}
+
+// ErrTypeLocked is the error type of a claim a locked pipeline refuses.
+const ErrTypeLocked = "PipelineLocked"
+
+// Interceptor refuses, on a locked pipeline, the claims of other jobs a
+// poller had already taken when the lock closed the gate (a poller holds
+// its slot while it polls): the claim fails retryable at once and goes
+// back to the queue for another pipeline (it costs the claim one attempt;
+// at most one per poller of the pipeline and lock). A job is its
+// workflow's ID up to the first "/" (a crawl's start page is IDENT/seed).
+func (w *Watcher) Interceptor() interceptor.WorkerInterceptor {
+	return &refuser{w: w}
+}
+
+type refuser struct {
+	interceptor.WorkerInterceptorBase
+	w *Watcher
+}
+
+func (r *refuser) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	a := &refuseClaims{w: r.w}
+	a.Next = next
+	return a
+}
+
+type refuseClaims struct {
+	interceptor.ActivityInboundInterceptorBase
+	w *Watcher
+}
+
+func (a *refuseClaims) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	info := activity.GetInfo(ctx)
+	locked := a.w.Locked()
+	if job, _, _ := strings.Cut(info.WorkflowExecution.ID, "/"); locked != "" && claims[info.ActivityType.Name] && job != locked {
+		a.w.log.Info("claim refused: the pipeline is locked to another job", logging.Ident(job),
+			zap.String("locked_to", locked), zap.String("activity", info.ActivityType.Name))
+		return nil, temporal.NewApplicationError(fmt.Sprintf("pipeline locked to job %s: claim of job %s left to another pipeline", locked, job), ErrTypeLocked)
+	}
+	return a.Next.ExecuteActivity(ctx, in)
 }

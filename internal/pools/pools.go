@@ -406,6 +406,9 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		if err != nil {
 			return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 		}
+		if d.Lock != nil {
+			sharedOpts.Interceptors = append(slices.Clip(sharedOpts.Interceptors), d.Lock.Interceptor())
+		}
 		shared := worker.New(d.Client, q, sharedOpts)
 		workflows.Register(shared)
 		shared.RegisterActivity(poolActs)
