@@ -59,15 +59,11 @@ func runLock(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	until, _ := inv.fs.GetBool("until-finished")
-	b, err := a.connectRedis(ctx, inv)
+	b, pipeline, err := connectPipeline(ctx, a, inv)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	pipeline, err := findPipeline(ctx, b, inv.args[0])
-	if err != nil {
-		return err
-	}
 	by := os.Getenv("USER")
 	l := rkeys.PipelineLock{Ident: id, UntilFinished: until, By: by}
 	switch err := b.Store.LockPipeline(ctx, pipeline, l); {
@@ -89,15 +85,11 @@ func runUnlock(ctx context.Context, a *app, inv *invocation) error {
 	if len(inv.args) != 1 {
 		return usageErr("want PIPELINE, got %d argument(s) (see: starter help unlock)", len(inv.args))
 	}
-	b, err := a.connectRedis(ctx, inv)
+	b, pipeline, err := connectPipeline(ctx, a, inv)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	pipeline, err := findPipeline(ctx, b, inv.args[0])
-	if err != nil {
-		return err
-	}
 	cleared, err := b.Store.UnlockPipeline(ctx, pipeline, "")
 	if err != nil {
 		return withCode(exitUnavailable, err)
@@ -111,6 +103,22 @@ func runUnlock(ctx context.Context, a *app, inv *invocation) error {
 		fmt.Fprintf(a.stdout, "pipeline %s was not locked\n", pipeline)
 	}
 	return nil
+}
+
+// connectPipeline connects to Redis and resolves the command's first
+// argument to a registered pipeline's id (findPipeline); the caller
+// closes b.
+func connectPipeline(ctx context.Context, a *app, inv *invocation) (*backend.Backend, string, error) {
+	b, err := a.connectRedis(ctx, inv)
+	if err != nil {
+		return nil, "", err
+	}
+	pipeline, err := findPipeline(ctx, b, inv.args[0])
+	if err != nil {
+		b.Close()
+		return nil, "", err
+	}
+	return b, pipeline, nil
 }
 
 // findPipeline resolves a registered pipeline's id or nickname (the

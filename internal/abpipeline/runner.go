@@ -72,12 +72,20 @@ func Request(j Job, pool config.Pool) submit.Request {
 	}
 }
 
-// Start implements Runner.
-func (r *TemporalRunner) Start(ctx context.Context, j Job) (Run, error) {
+// request is the submit request of j on the runner's pool: a job claimed
+// from a named queue (pending:NAME) is tagged NamedTag, so only pipelines
+// of this nickname run its work.
+func (r *TemporalRunner) request(j Job) submit.Request {
 	req := Request(j, r.Pool)
 	if strings.HasPrefix(j.Queue, rkeys.NamedQueuePrefix) {
 		req.Tag = NamedTag(r.Config, r.Pool)
 	}
+	return req
+}
+
+// Start implements Runner.
+func (r *TemporalRunner) Start(ctx context.Context, j Job) (Run, error) {
+	req := r.request(j)
 	workflow, in, err := submit.Workflow(r.Config, req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadJob, err)

@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -18,7 +15,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
-	"github.com/archiveflow/archiveflow/internal/scope"
 	"github.com/archiveflow/archiveflow/internal/testsite"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -41,21 +37,7 @@ func TestUnabortResumesACrawl(t *testing.T) {
 	s.StartPools(t, env)
 	bin := BuildCommand(t, "github.com/archiveflow/archiveflow/starter")
 
-	calendar, err := srv.CalendarSkipPattern(6)
-	require.NoError(t, err)
-	// Redirects are skipped: a redirecting page's fetch requests its
-	// target too, and this test counts the site's page requests.
-	skips := []string{calendar, "/moved/"}
-	rules := scope.Rules{}
-	for _, p := range skips {
-		rules = append(rules, scope.Rule{Pattern: p, Skip: scope.Bool(true)})
-	}
-	rulesJSON, err := json.Marshal(rules)
-	require.NoError(t, err)
-	rulesFile := filepath.Join(t.TempDir(), "rules.json")
-	require.NoError(t, os.WriteFile(rulesFile, rulesJSON, 0o600))
-	want, err := srv.Expected(testsite.Scope{MaxDepth: depth, OffsiteOnce: true, Skip: skips})
-	require.NoError(t, err)
+	rulesFile, want := countedCrawlRules(t, srv, depth)
 
 	srv.Reset()
 	mark := srv.RequestCount()
@@ -113,15 +95,7 @@ func TestUnabortResumesACrawl(t *testing.T) {
 			again++ // its fetch was cut by the abort: not done, fetched now
 		}
 	}
-	all := map[string]int{}
-	for _, f := range []*testsite.Fetched{first, second} {
-		for u, status := range f.Pages {
-			all[u] = status
-		}
-	}
-	diff := testsite.Compare(want.Pages, all)
-	assert.Empty(t, diff.Missing, "pages never fetched")
-	assert.Empty(t, diff.Extra, "pages fetched out of scope")
+	assertFetchedAll(t, want, first, second)
 
 	st = workflows.CrawlStatus{}
 	require.NoError(t, s.Client.GetWorkflow(ctx, id, "").Get(ctx, &st))

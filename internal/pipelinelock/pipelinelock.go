@@ -1,8 +1,9 @@
 // Package pipelinelock owns a worker process's claim lock (mnbot's claim
 // locks, `starter lock PIPELINE IDENT`): while its pipeline is locked to a
 // job the process takes no other work — its shared queues' activity slots
-// wait on the lock (a slotgate.Gate) — and work it already holds (the
-// locked job's hooks on its host queue) runs on. A lock set
+// wait on the lock (a slotgate.Gate), and a claim of another job that a
+// poller had already taken is refused (Interceptor) — while work it
+// already holds (the locked job's hooks on its host queue) runs on. A lock set
 // --until-finished is cleared once the job has ended (or its record
 // expired); an indefinite one stays until `starter unlock`. The lock
 // lives in Redis (rkeys.PipelineLock), so any starter sets it and the
