@@ -482,6 +482,26 @@ type Pool struct {
 	// ArchiveBot, when set, makes the pool an ArchiveBot pipeline: its
 	// workers claim the jobs ArchiveBot's bot queues (internal/abpipeline).
 	ArchiveBot *ArchiveBotPool `mapstructure:"archivebot" json:"archivebot,omitempty"`
+	// Tags are mnbot's pipeline tags: a job submitted with a tag (submit
+	// --tag) runs only on workers of a pool with that tag (workers --tag
+	// adds to them). Each tag is a task queue of its own (QueueFor).
+	Tags []string `mapstructure:"tags" json:"tags,omitempty"`
+	// MatchOnly makes the pool's workers take only jobs tagged with one of
+	// its tags; without it they also take untagged jobs, sharing the
+	// pool's slots between both.
+	MatchOnly bool `mapstructure:"match_only" json:"match_only,omitempty"`
+}
+
+// TagSeparator joins a pool's task queue and a tag into the tag's queue.
+const TagSeparator = "#"
+
+// QueueFor is the task queue of the pool's jobs tagged tag: the pool's
+// task queue for an untagged job (tag ""), else TASK_QUEUE#TAG.
+func (p Pool) QueueFor(tag string) string {
+	if tag == "" {
+		return p.TaskQueue
+	}
+	return p.TaskQueue + TagSeparator + tag
 }
 
 // ArchiveBotPool is what ArchiveBot's pipeline.py takes from its

@@ -31,6 +31,19 @@ func (e *FieldError) Error() string {
 
 var poolName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
+// tagPattern is ValidateTag's rule.
+var tagPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidateTag checks a job or pipeline tag (Pool.Tags, submit --tag,
+// workers --tag): 1..64 characters of [A-Za-z0-9._-], as a tag is part of
+// a task queue's name (Pool.QueueFor).
+func ValidateTag(tag string) error {
+	if !tagPattern.MatchString(tag) {
+		return fmt.Errorf("tag %q: must be 1..64 characters of A-Z a-z 0-9 . _ -", tag)
+	}
+	return nil
+}
+
 // Validate checks every value and returns all problems found, joined.
 func (c *Config) Validate() error {
 	v := &validator{}
@@ -259,6 +272,12 @@ func (v *validator) pools(c *Config) {
 		v.check(!strings.Contains(p.TaskQueue, "@"), key+".task_queue", p.TaskQueue, "must not contain '@' (reserved for host-specific queues)")
 		queues[p.TaskQueue] = true
 		v.check(p.Slots >= 1, key+".slots", p.Slots, "must be >= 1")
+		for j, tag := range p.Tags {
+			if err := ValidateTag(tag); err != nil {
+				v.check(false, fmt.Sprintf("%s.tags[%d]", key, j), fmt.Sprintf("%q", tag), "must be 1..64 characters of A-Z a-z 0-9 . _ -")
+			}
+		}
+		v.check(!strings.Contains(p.TaskQueue, TagSeparator), key+".task_queue", p.TaskQueue, "must not contain '"+TagSeparator+"' (reserved for tag queues)")
 		if ab := p.ArchiveBot; ab != nil {
 			v.check(!strings.ContainsAny(ab.Nickname, " \t\r\n"), key+".archivebot.nickname", fmt.Sprintf("%q", ab.Nickname), "must not contain whitespace")
 		}

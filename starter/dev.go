@@ -345,7 +345,8 @@ func (a *app) printNext(inv *invocation, keep bool) {
 	fmt.Fprintf(a.stdout, "Archive another URL: %s dev URL   (--keep keeps the stack up for starter submit)\n", cliName(true))
 }
 
-// poolNames names each pool the stack serves, its task queue, and
+// poolNames names each pool the stack serves, its shared task queues
+// (with its tags: TASKQUEUE#TAG), and
 // whether it is an ArchiveBot pipeline (with the nickname its named
 // queues match).
 func poolNames(cfg *config.Config) string {
@@ -354,7 +355,7 @@ func poolNames(cfg *config.Config) string {
 		if i > 0 {
 			s += ", "
 		}
-		s += p.Name + "→" + p.TaskQueue
+		s += p.Name + "→" + strings.Join(pools.SharedQueues(p), "+")
 		if p.ArchiveBot != nil {
 			s += " (ArchiveBot pipeline " + abpipeline.Nickname(cfg, p) + ")"
 		}

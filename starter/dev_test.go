@@ -475,3 +475,12 @@ func (e *stackEnv) webUIList(t *testing.T, browser, query, id string) string {
 	require.NoError(t, err, "the Web UI lists %s for %s", id, query)
 	return dom
 }
+
+// The stack's first lines name a tagged pool's tag queues.
+func TestPoolNamesShowTagQueues(t *testing.T) {
+	c := config.Default()
+	c.Pools[0].Tags = []string{"big"}
+	assert.Equal(t, "default→archiveflow+archiveflow#big", poolNames(&c))
+	c.Pools[0].MatchOnly = true
+	assert.Equal(t, "default→archiveflow#big", poolNames(&c))
+}

@@ -48,8 +48,8 @@ limit counts every page the crawl fetched so far: --max-pages 200 after a
 stop at 100 fetches 100 more; a byte limit the job's bytes_downloaded so
 far; a duration counts from the continue).
 
-Refused (exit 4) while the job runs, for an aborted job (submit it again
-with --force), when nothing failed (--continue: when no page is left).`,
+Refused (exit 4) while the job runs, for an aborted job (starter unabort
+goes on with it, or submit it again with --force), when nothing failed (--continue: when no page is left).`,
 		examples: []string{
 			"starter retry 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter retry https://example.com/ --wait",
@@ -80,13 +80,53 @@ type retryJSON struct {
 // retryShownPages is how many retried page URLs the text output shows.
 const retryShownPages = 5
 
+func unabortCommand() *command {
+	return &command{
+		name:    "unabort",
+		args:    "IDENT",
+		summary: "go on with an aborted job, as a new run of the same job (within its retention)",
+		details: `
+IDENT may also be the job's URL. Starts a new run of the aborted job's
+workflow the way retry does (mnbot's un-abort): a crawl goes on from the
+pages its abort left (the pages it stopped are READY again), with its
+settings, rules and limits as they were; no page is fetched twice. A
+single page runs the hooks that failed or never ran, keeping the other
+results. In Redis the job goes back to pending/active, its jobs_aborted
+count is taken back and it is counted once when the new run ends.
+
+An aborted job is kept for redis.retain_aborted (5 s by default, as
+ArchiveBot's reaper expects); after that it is gone (exit 3). Refused
+(exit 4) for a job that was not aborted (retry runs its failures), or a
+crawl with no page left.`,
+		examples: []string{
+			"starter unabort 3mlbkdu1fpo7wt4lr2qf1mpsw --wait",
+		},
+		flags: func(fs *pflag.FlagSet) {
+			fs.Bool("wait", false, "wait for the new run and exit 1 if the job ends failed")
+		},
+		run: runUnabort,
+	}
+}
+
 func runRetry(ctx context.Context, a *app, inv *invocation) error {
+	return runRerun(ctx, a, inv, false)
+}
+
+func runUnabort(ctx context.Context, a *app, inv *invocation) error {
+	return runRerun(ctx, a, inv, true)
+}
+
+// runRerun is retry and unabort: a new run of an ended job.
+func runRerun(ctx context.Context, a *app, inv *invocation, unabort bool) error {
 	id, err := oneIdent(inv)
 	if err != nil {
 		return err
 	}
 	wait, _ := inv.fs.GetBool("wait")
-	cont, _ := inv.fs.GetBool("continue")
+	var cont bool
+	if !unabort {
+		cont, _ = inv.fs.GetBool("continue")
+	}
 	var limits model.Settings
 	if anyLimitFlag(inv.fs) && !cont {
 		return usageErr("--max-pages, --max-bytes, --max-duration: only with --continue (a retry keeps the crawl's limits)")
@@ -104,15 +144,23 @@ func runRetry(ctx context.Context, a *app, inv *invocation) error {
 		return err
 	}
 	switch v.State {
-	case model.StateFinished, model.StateFailed:
 	case model.StateAborted:
-		return withCode(exitConflict, fmt.Errorf("job %s (%s) was aborted: retry runs failed hooks of a job that ended; submit it again with --force", id, v.URL))
+		if !unabort {
+			return withCode(exitConflict, fmt.Errorf("job %s (%s) was aborted: retry runs failed hooks of a job that ended; starter unabort goes on with it (within redis.retain_aborted), or submit it again with --force", id, v.URL))
+		}
+	case model.StateFinished, model.StateFailed:
+		if unabort {
+			return withCode(exitConflict, fmt.Errorf("job %s (%s) ended %s, it was not aborted: starter retry runs what failed", id, v.URL, v.State))
+		}
 	default:
 		return withCode(exitConflict, fmt.Errorf("job %s (%s) is still %s: wait for it to end (or abort it) before retrying", id, v.URL, v.State))
 	}
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
 	rerunFn := submit.Rerun
+	if unabort {
+		rerunFn = submit.Unabort
+	}
 	if cont {
 		rerunFn = func(ctx context.Context, c client.Client, f *frontier.Frontier, id string) (client.WorkflowRun, submit.Retried, error) {
 			return submit.Continue(ctx, c, f, id, limits)
@@ -121,7 +169,7 @@ func runRetry(ctx context.Context, a *app, inv *invocation) error {
 	run, rerun, err := rerunFn(cctx, b.Temporal, newFrontier(b), workflowID(v))
 	switch {
 	case errors.Is(err, submit.ErrStillRunning), errors.Is(err, submit.ErrNothingFailed), errors.Is(err, submit.ErrAborted),
-		errors.Is(err, submit.ErrNothingLeft), errors.Is(err, submit.ErrNotACrawl):
+		errors.Is(err, submit.ErrNothingLeft), errors.Is(err, submit.ErrNotACrawl), errors.Is(err, submit.ErrNotAborted):
 		return withCode(exitConflict, err)
 	case errors.Is(err, frontier.ErrNoFrontier):
 		return withCode(exitNotFound, fmt.Errorf("%w (the crawl's pages expired with its retention)", err))

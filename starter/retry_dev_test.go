@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,4 +82,46 @@ func TestRetryIsRefusedWhileTheJobRuns(t *testing.T) {
 	e.waitState(t, id, "finished")
 	res = e.run(t, "retry", "never0submitted")
 	assert.Equal(t, exitNotFound, res.code)
+}
+
+// An aborted job is un-aborted through retry's path: the hook the abort
+// stopped runs again, the fetch hook's result is kept, and the job ends
+// finished. Retry refuses the
+// aborted job and names unabort; unabort refuses a job not aborted.
+func TestUnabortRunsWhatTheAbortStopped(t *testing.T) {
+	e := startSharedStack(t)
+	url := jobURL("unabort")
+	id := identOf(t, url)
+	res := e.run(t, "submit", url)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	e.waitState(t, id, "active")
+	require.Eventually(t, func() bool {
+		h := e.status(t, id).Hooks
+		return len(h) == 2 && h[0].Status == model.StatusSucceeded
+	}, eventually, 50*time.Millisecond, "the fetch hook ran")
+	res = e.run(t, "abort", id)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	e.waitState(t, id, "aborted")
+	before := e.status(t, id)
+
+	res = e.run(t, "retry", id)
+	assert.Equal(t, exitConflict, res.code)
+	assert.Contains(t, res.stderr, "starter unabort")
+
+	e.open(t, id)
+	res = e.run(t, "unabort", id, "--wait")
+	require.Equal(t, exitOK, res.code, "%s%s", res.stdout, res.stderr)
+	assert.Contains(t, res.stdout, "slow/on_Snapshot__20_slow.sh")
+	after := e.status(t, id)
+	assert.Equal(t, model.StateFinished, after.State)
+	assert.NotEqual(t, before.RunID, after.RunID, "a new run of the same job")
+	require.Len(t, after.Hooks, 2)
+	assert.Equal(t, before.Hooks[0], after.Hooks[0], "the fetch hook's result is kept")
+	assert.Equal(t, model.StatusSucceeded, after.Hooks[1].Status)
+	assert.EqualValues(t, 2, after.HooksSucceeded)
+	assert.Zero(t, after.HooksFailed)
+
+	res = e.run(t, "unabort", id)
+	assert.Equal(t, exitConflict, res.code)
+	assert.Contains(t, res.stderr, "it was not aborted")
 }

@@ -38,6 +38,10 @@ is refused with exit 4; --force replaces a retained finished job. If
 starting a workflow fails, the jobs of this submission are removed again:
 nothing is half-submitted.
 
+--tag T runs the job only on workers of the pool that have the tag T
+(pools[].tags, workers --tag); a pool's match_only workers take only
+tagged jobs. Nothing runs a tagged job until such a worker polls.
+
 --nice maps to Temporal task priority: -20..19, lower runs first
 (<= -10 → priority 1, -9..-1 → 2, 0 → 3, 1..9 → 4, >= 10 → 5).
 --delay/--at start the workflow later (Temporal start delay); the job is
@@ -64,6 +68,7 @@ for each setting the last matching rule wins (starter help rules).
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringP("input", "i", "", "file with one URL per line (blank lines and # comments skipped; - = stdin)")
 			fs.String("queue", "", "task queue (or pool name) to run on (default: job.task_queue)")
+			fs.String("tag", "", "run only on the pool's workers with this tag (pools[].tags, workers --tag)")
 			fs.Int("nice", 0, "priority: -20..19, lower runs first")
 			fs.Int("concurrency", 0, "hooks run at once (0 queues the job paused; default: job.concurrency)")
 			fs.Duration("delay", 0, "start after this long (e.g. 30m, 2h)")
@@ -101,6 +106,7 @@ type submission struct {
 	rules       scope.Rules
 	robots      string // "" = config crawl.robots
 	sitemaps    bool
+	tag         string // "" = any worker of the pool that takes untagged jobs
 	nice        int
 	priorityKey int
 	startDelay  time.Duration
@@ -152,6 +158,11 @@ func parseSubmission(a *app, inv *invocation) (*submission, error) {
 		fail(err)
 	}
 	s.pool = pool
+	if s.tag, _ = fs.GetString("tag"); fs.Changed("tag") {
+		if err := config.ValidateTag(s.tag); err != nil {
+			fail(fmt.Errorf("--tag: %w", err))
+		}
+	}
 
 	if fs.Changed("concurrency") {
 		n, _ := fs.GetInt("concurrency")

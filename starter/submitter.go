@@ -94,6 +94,7 @@ func (sb *submitter) submitOne(ctx context.Context, t target, op string) (submit
 		PriorityKey: s.priorityKey, Nice: s.nice, StartDelay: s.startDelay, NotBefore: s.notBefore,
 		StartedBy: startedBy(), StartedIn: "cli", CreateOp: t.Ident + "/" + op, Replace: s.force,
 		CrawlDepth: s.crawlDepth, Rules: s.rules, Robots: s.robots, Sitemaps: s.sitemaps,
+		Tag: s.tag,
 	}
 	workflow, in, err := submit.Workflow(cfg, req)
 	if err != nil {
@@ -120,7 +121,7 @@ func (sb *submitter) submitOne(ctx context.Context, t target, op string) (submit
 	sb.inv.log.Info("job submitted", logging.Ident(t.Ident), zap.String("url", t.URL), zap.String("run_id", run.GetRunID()))
 	j := submitted{
 		Ident: t.Ident, URL: t.URL, WorkflowID: run.GetID(), RunID: run.GetRunID(),
-		TaskQueue: s.pool.TaskQueue, Pool: s.pool.Name, PriorityKey: s.priorityKey,
+		TaskQueue: req.Queue(), Pool: s.pool.Name, PriorityKey: s.priorityKey,
 		UI: uiLink(cfg.Temporal, t.Ident),
 	}
 	if s.startDelay > 0 {

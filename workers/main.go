@@ -33,6 +33,7 @@ lets running hooks finish within worker.drain_timeout and cancels the rest.
 Examples:
   workers                                  # every pool in archiveflow.yaml
   workers --pool default --pool browser    # only these pools
+  workers --tag big                        # also run jobs submitted with --tag big
   ARCHIVEFLOW_REDIS_URL=redis://:secret@redis:6379/0 workers --temporal-address temporal:7233
 
 Flags:
@@ -57,6 +58,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	config.BindFlags(fs)
 	poolNames := fs.StringSlice("pool", nil, "pool to serve (repeatable; default: worker.pools, else every pool)")
+	tags := fs.StringArray("tag", nil, "a tag of every served pool, added to pools[].tags: jobs submitted with --tag T run only on pools with T (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -75,6 +77,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	names := *poolNames
 	if len(names) == 0 {
 		names = cfg.Worker.Pools
+	}
+	for _, t := range *tags {
+		if err := config.ValidateTag(t); err != nil {
+			fmt.Fprintf(stderr, "workers: --tag: %v\n", err)
+			return 2
+		}
+	}
+	for i := range cfg.Pools {
+		cfg.Pools[i].Tags = append(cfg.Pools[i].Tags, *tags...)
 	}
 	if _, err := pools.Select(cfg, names); err != nil {
 		fmt.Fprintf(stderr, "workers: %v\n", err)

@@ -110,3 +110,17 @@ func TestBotJobStartsWithItsNice(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadJob)
 	assert.Contains(t, err.Error(), "nice 40: must be between -20 and 19")
 }
+
+// A job claimed from pending:NAME runs on the queue of the claiming
+// pool's nickname tag (the pool's workers serve it), a job from another
+// queue on the pool's queue.
+func TestNamedQueueJobsAreTagged(t *testing.T) {
+	cfg := config.Default()
+	pool := config.Pool{Name: "ab", TaskQueue: "abq", Slots: 1, ArchiveBot: &config.ArchiveBotPool{Nickname: "mybox"}}
+	r := &TemporalRunner{Config: &cfg, Pool: pool}
+	j := Job{Ident: "x", URL: "https://example.com/", FetchDepth: "shallow", Queue: "pending:box"}
+	assert.Equal(t, "abq#mybox", r.request(j).Queue())
+	j.Queue = "pending"
+	assert.Equal(t, "abq", r.request(j).Queue())
+	assert.Empty(t, NamedTag(&cfg, config.Pool{Name: "plain", TaskQueue: "q"}), "not an ArchiveBot pool")
+}

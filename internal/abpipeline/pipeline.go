@@ -313,6 +313,20 @@ func Nickname(cfg *config.Config, pool config.Pool) string {
 	return host
 }
 
+// NamedTag is the tag of the jobs pool's pipeline claims from a named
+// queue (pending:NAME, served because NAME is part of its nickname): its
+// nickname, so only pipelines of that nickname run them, as only they
+// claim from that queue in ArchiveBot. The pool's workers have it as a
+// tag (pools.Tags). "" when the nickname cannot be a tag
+// (config.ValidateTag): such jobs then run on any worker of the pool.
+func NamedTag(cfg *config.Config, pool config.Pool) string {
+	nick := Nickname(cfg, pool)
+	if pool.ArchiveBot == nil || config.ValidateTag(nick) != nil {
+		return ""
+	}
+	return nick
+}
+
 // ForPool returns the pipeline of one pool configured as an ArchiveBot
 // pipeline (pool.ArchiveBot set), starting workflows through tc.
 func ForPool(cfg *config.Config, pool config.Pool, store *rkeys.Store, tc client.Client, pipelineID string, log *zap.Logger) (*Pipeline, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -11,6 +12,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/submit"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -71,9 +73,20 @@ func Request(j Job, pool config.Pool) submit.Request {
 	}
 }
 
+// request is the submit request of j on the runner's pool: a job claimed
+// from a named queue (pending:NAME) is tagged NamedTag, so only pipelines
+// of this nickname run its work.
+func (r *TemporalRunner) request(j Job) submit.Request {
+	req := Request(j, r.Pool)
+	if strings.HasPrefix(j.Queue, rkeys.NamedQueuePrefix) {
+		req.Tag = NamedTag(r.Config, r.Pool)
+	}
+	return req
+}
+
 // Start implements Runner.
 func (r *TemporalRunner) Start(ctx context.Context, j Job) (Run, error) {
-	req := Request(j, r.Pool)
+	req := r.request(j)
 	workflow, in, err := submit.Workflow(r.Config, req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadJob, err)

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/bytesize"
+	"github.com/archiveflow/archiveflow/internal/slotgate"
 )
 
 // FreeFunc returns the bytes available to the worker on the filesystem
@@ -142,32 +143,8 @@ func (g *Guard) Wait(ctx context.Context) error {
 }
 
 // SlotSupplier wraps a worker's activity slot supplier: a slot is
-// reserved (and so a task polled) only while the disk is not low. A
-// poller that reserved its slot before the disk went low may still take
-// one task.
+// reserved (and so a task polled) only while the disk is not low
+// (slotgate.Supplier with the guard as its gate).
 func (g *Guard) SlotSupplier(inner worker.SlotSupplier) worker.SlotSupplier {
-	return &slots{g: g, inner: inner}
+	return slotgate.Supplier(inner, g)
 }
-
-type slots struct {
-	g     *Guard
-	inner worker.SlotSupplier
-}
-
-func (s *slots) ReserveSlot(ctx context.Context, info worker.SlotReservationInfo) (*worker.SlotPermit, error) {
-	if err := s.g.Wait(ctx); err != nil {
-		return nil, err
-	}
-	return s.inner.ReserveSlot(ctx, info)
-}
-
-func (s *slots) TryReserveSlot(info worker.SlotReservationInfo) *worker.SlotPermit {
-	if s.g.Reason() != "" {
-		return nil
-	}
-	return s.inner.TryReserveSlot(info)
-}
-
-func (s *slots) MarkSlotUsed(info worker.SlotMarkUsedInfo) { s.inner.MarkSlotUsed(info) }
-func (s *slots) ReleaseSlot(info worker.SlotReleaseInfo)   { s.inner.ReleaseSlot(info) }
-func (s *slots) MaxSlots() int                             { return s.inner.MaxSlots() }

@@ -29,6 +29,43 @@ import (
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
+// countedCrawlRules writes a --rules file for a crawl whose page requests
+// a test counts — the site's endless calendar and its redirects are
+// skipped (a redirecting page's fetch requests its target too) — and
+// returns it with the pages such a crawl to depth fetches.
+func countedCrawlRules(t *testing.T, srv *testsite.Server, depth int) (string, *testsite.Expectation) {
+	t.Helper()
+	calendar, err := srv.CalendarSkipPattern(6)
+	require.NoError(t, err)
+	skips := []string{calendar, "/moved/"}
+	rules := scope.Rules{}
+	for _, p := range skips {
+		rules = append(rules, scope.Rule{Pattern: p, Skip: scope.Bool(true)})
+	}
+	rulesJSON, err := json.Marshal(rules)
+	require.NoError(t, err)
+	rulesFile := filepath.Join(t.TempDir(), "rules.json")
+	require.NoError(t, os.WriteFile(rulesFile, rulesJSON, 0o600))
+	want, err := srv.Expected(testsite.Scope{MaxDepth: depth, OffsiteOnce: true, Skip: skips})
+	require.NoError(t, err)
+	return rulesFile, want
+}
+
+// assertFetchedAll checks that the runs together fetched every expected
+// page and none out of scope.
+func assertFetchedAll(t *testing.T, want *testsite.Expectation, runs ...*testsite.Fetched) {
+	t.Helper()
+	all := map[string]int{}
+	for _, f := range runs {
+		for u, status := range f.Pages {
+			all[u] = status
+		}
+	}
+	diff := testsite.Compare(want.Pages, all)
+	assert.Empty(t, diff.Missing, "pages never fetched")
+	assert.Empty(t, diff.Extra, "pages fetched out of scope")
+}
+
 // TestCrawlPageLimitStopsExactlyAndContinues is issue 28's acceptance for
 // crawl limits, through the starter binary: `submit --max-pages 100` on
 // the 400-page site (depth 3: ~220 pages) fetches exactly 100 pages (the
@@ -45,21 +82,7 @@ func TestCrawlPageLimitStopsExactlyAndContinues(t *testing.T) {
 	s.StartPools(t, env)
 	bin := BuildCommand(t, "github.com/archiveflow/archiveflow/starter")
 
-	calendar, err := srv.CalendarSkipPattern(6)
-	require.NoError(t, err)
-	// Redirects are skipped: a redirecting page's fetch requests its
-	// target too, and this test counts the site's page requests.
-	skips := []string{calendar, "/moved/"}
-	rules := scope.Rules{}
-	for _, p := range skips {
-		rules = append(rules, scope.Rule{Pattern: p, Skip: scope.Bool(true)})
-	}
-	rulesJSON, err := json.Marshal(rules)
-	require.NoError(t, err)
-	rulesFile := filepath.Join(t.TempDir(), "rules.json")
-	require.NoError(t, os.WriteFile(rulesFile, rulesJSON, 0o600))
-	want, err := srv.Expected(testsite.Scope{MaxDepth: depth, OffsiteOnce: true, Skip: skips})
-	require.NoError(t, err)
+	rulesFile, want := countedCrawlRules(t, srv, depth)
 	require.Greater(t, len(want.Pages), 2*limit, "the site is bigger than the limit")
 
 	srv.Reset()
@@ -130,15 +153,7 @@ func TestCrawlPageLimitStopsExactlyAndContinues(t *testing.T) {
 	for u := range second.Pages {
 		assert.NotContains(t, first.Pages, u, "fetched by the first run: the continue must not fetch it again")
 	}
-	all := map[string]int{}
-	for _, f := range []*testsite.Fetched{first, second} {
-		for u, status := range f.Pages {
-			all[u] = status
-		}
-	}
-	diff := testsite.Compare(want.Pages, all)
-	assert.Empty(t, diff.Missing, "pages never fetched")
-	assert.Empty(t, diff.Extra, "pages fetched out of scope")
+	assertFetchedAll(t, want, first, second)
 
 	st = workflows.CrawlStatus{}
 	require.NoError(t, s.Client.GetWorkflow(ctx, id, "").Get(ctx, &st))

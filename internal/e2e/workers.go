@@ -40,6 +40,13 @@ func BuildCommand(tb testing.TB, pkg string) string {
 // when tb ends and prints its log if tb failed.
 func StartWorker(tb testing.TB, bin string, cfg *config.Config, name string, extraEnv ...string) *exec.Cmd {
 	tb.Helper()
+	return StartWorkerArgs(tb, bin, cfg, name, nil, extraEnv...)
+}
+
+// StartWorkerArgs is StartWorker with the workers command's flags args
+// (e.g. --tag T).
+func StartWorkerArgs(tb testing.TB, bin string, cfg *config.Config, name string, args []string, extraEnv ...string) *exec.Cmd {
+	tb.Helper()
 	pools, err := json.Marshal(cfg.Pools)
 	if err != nil {
 		tb.Fatalf("encode pools: %v", err)
@@ -48,7 +55,7 @@ func StartWorker(tb testing.TB, bin string, cfg *config.Config, name string, ext
 	if err != nil {
 		tb.Fatalf("create worker log: %v", err)
 	}
-	cmd := exec.Command(bin, "--log-format", "json")
+	cmd := exec.Command(bin, append([]string{"--log-format", "json"}, args...)...)
 	cmd.Env = append(os.Environ(),
 		"ARCHIVEFLOW_TEMPORAL_HOST_PORT="+cfg.Temporal.HostPort,
 		"ARCHIVEFLOW_TEMPORAL_NAMESPACE="+cfg.Temporal.Namespace,

@@ -16,6 +16,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/outbox"
+	"github.com/archiveflow/archiveflow/internal/pipelinelock"
 	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
@@ -33,6 +34,7 @@ type RedisPipeline struct {
 	p         rkeys.Pipeline
 	logOutbox *outbox.Outbox
 	guard     *diskguard.Guard
+	lock      *pipelinelock.Watcher
 }
 
 // NewRedisPipeline describes this process; nickname may be empty.
@@ -80,6 +82,9 @@ func (r *RedisPipeline) snapshot() rkeys.Pipeline {
 	}
 	if r.guard != nil {
 		p.NotClaiming = r.guard.Reason()
+	}
+	if r.lock != nil && p.NotClaiming == "" {
+		p.NotClaiming = r.lock.Reason()
 	}
 	if r.logOutbox != nil {
 		if b, err := r.logOutbox.Backlog(); err == nil {
@@ -139,6 +144,11 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 		return Deps{}, err
 	}
 	store := &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID()}
+	var lock *pipelinelock.Watcher
+	if be.Store != nil {
+		lock = pipelinelock.New(be.Store, pipe.ID(), log)
+		pipe.lock = lock
+	}
 	var crawl activities.CrawlStore // nil without Redis (Run refuses it)
 	if be.Redis != nil && be.Store != nil {
 		cs, err := NewCrawlStore(be, store, cfg, log)
@@ -167,6 +177,7 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 		Log:       log,
 		Env:       append(os.Environ(), "ARCHIVEFLOW_BIN="+self),
 		Purger:    purger,
+		Lock:      lock,
 	}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,9 +36,11 @@ import (
 	"github.com/archiveflow/archiveflow/internal/metrics"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
 	"github.com/archiveflow/archiveflow/internal/outbox"
+	"github.com/archiveflow/archiveflow/internal/pipelinelock"
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/slotgate"
 	"github.com/archiveflow/archiveflow/plugins"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -92,6 +95,8 @@ type Deps struct {
 	// DiskFree reads the archive dir's free space for the disk guard
 	// (worker.min_free_disk); nil = rkeys.DiskAvailable. Tests inject one.
 	DiskFree diskguard.FreeFunc
+	// Lock is this process's claim lock (starter lock); nil: none.
+	Lock *pipelinelock.Watcher
 }
 
 // BuiltinDir is where a worker host materialises the built-in plugin set,
@@ -137,6 +142,17 @@ func PluginRoots(cfg *config.Config) ([]string, error) {
 		return nil, err
 	}
 	return append([]string{builtin}, roots...), nil
+}
+
+// Tags are the tags pool p's workers serve: its configured tags and, for
+// an ArchiveBot pipeline, the tag of the jobs it claims from named queues
+// (abpipeline.NamedTag).
+func Tags(cfg *config.Config, p config.Pool) []string {
+	tags := slices.Clone(p.Tags)
+	if t := abpipeline.NamedTag(cfg, p); t != "" && !slices.Contains(tags, t) {
+		tags = append(tags, t)
+	}
+	return tags
 }
 
 // Select returns the configured pools named by names (all when empty).
@@ -217,6 +233,15 @@ func Run(ctx context.Context, d Deps, names []string) error {
 		return err
 	}
 	defer stopGuard()
+	gates := []slotgate.Gate{}
+	if guard != nil {
+		gates = append(gates, guard)
+	}
+	if d.Lock != nil {
+		stopLock := startLock(d.Lock, d.Config.Worker.StatsInterval)
+		defer stopLock()
+		gates = append(gates, d.Lock)
+	}
 	stopMetrics, err := serveMetrics(d, logOutbox, log)
 	if err != nil {
 		return err
@@ -247,7 +272,8 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	}
 	var queues []string
 	for _, p := range selected {
-		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, guard, log)
+		p.Tags = Tags(d.Config, p)
+		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, gates, log)
 		if err != nil {
 			stopAll()
 			return err
@@ -260,9 +286,11 @@ func Run(ctx context.Context, d Deps, names []string) error {
 			}
 			started = append(started, w)
 		}
-		queues = append(queues, p.TaskQueue, HostQueue(p, instance))
-		log.Info("serving pool", zap.String("pool", p.Name), zap.String("task_queue", p.TaskQueue),
-			zap.String("host_queue", HostQueue(p, instance)), zap.Int("slots", p.Slots))
+		queues = append(queues, SharedQueues(p)...)
+		queues = append(queues, HostQueue(p, instance))
+		log.Info("serving pool", zap.String("pool", p.Name), zap.Strings("task_queues", SharedQueues(p)),
+			zap.String("host_queue", HostQueue(p, instance)), zap.Int("slots", p.Slots),
+			zap.Strings("tags", p.Tags), zap.Bool("match_only", p.MatchOnly))
 	}
 
 	if d.Pipelines != nil {
@@ -300,14 +328,30 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	return nil
 }
 
-// newPoolWorkers builds the pool's two workers, each registering only what
-// runs on its queue: the shared queue's worker runs the workflows, the host
-// claim and liveness check and, as local activities, the Redis writes
-// (PoolActivities); the host queue's worker runs discovery and the hooks
-// (HostActivities). With a disk guard the shared queue's activity slots
-// wait while the archive disk is low (no page, no host claimed); the host
-// queue's work, already claimed, runs on.
-func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, guard *diskguard.Guard, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
+// SharedQueues are the shared task queues pool p's workers poll (mnbot's
+// pipeline tags, docs/operations.md): the pool's task queue unless the
+// pool is match_only, then one queue per tag (config.Pool.QueueFor), where
+// the jobs submitted with that tag run.
+func SharedQueues(p config.Pool) []string {
+	var qs []string
+	if !p.MatchOnly {
+		qs = append(qs, p.TaskQueue)
+	}
+	for _, t := range p.Tags {
+		qs = append(qs, p.QueueFor(t))
+	}
+	return qs
+}
+
+// newPoolWorkers builds the pool's workers, each registering only what
+// runs on its queue: a worker per shared queue (SharedQueues) runs the
+// workflows, the host claim and liveness check and, as local activities,
+// the Redis writes (PoolActivities); the host queue's worker runs
+// discovery and the hooks (HostActivities). The shared queues' workers
+// share the pool's activity slots, which wait while a gate is closed (the
+// disk guard, the claim lock: no page, no host claimed); the host queue's
+// work, already claimed, runs on.
+func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, gates []slotgate.Gate, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
 	ecfg, err := EngineConfig(cfg, d.PluginDirs, archiveDir, d.Env, plog)
@@ -342,26 +386,43 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	opts := WorkerOptions(cfg, p)
-	sharedOpts, err := guardedOptions(opts, guard)
+	queues := SharedQueues(p)
+	if len(queues) == 0 {
+		return nil, nil, fmt.Errorf("pool %s: match_only without a tag takes no job: give it pools[].tags or workers --tag", p.Name)
+	}
+	var purgeActs *activities.PurgeActivities
+	if d.Purger != nil {
+		if purgeActs, err = activities.NewPurge(d.Purger, plog); err != nil {
+			return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
+		}
+	}
+	slots, err := sharedSlots(p, len(queues), gates)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
-	shared := worker.New(d.Client, p.TaskQueue, sharedOpts)
-	workflows.Register(shared)
-	shared.RegisterActivity(poolActs)
-	shared.RegisterActivity(crawlActs)
-	if d.Purger != nil {
-		purgeActs, err := activities.NewPurge(d.Purger, plog)
+	var ws []worker.Worker
+	for _, q := range queues {
+		sharedOpts, err := gatedOptions(opts, slots)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 		}
-		shared.RegisterActivity(purgeActs)
+		if d.Lock != nil {
+			sharedOpts.Interceptors = append(slices.Clip(sharedOpts.Interceptors), d.Lock.Interceptor())
+		}
+		shared := worker.New(d.Client, q, sharedOpts)
+		workflows.Register(shared)
+		shared.RegisterActivity(poolActs)
+		shared.RegisterActivity(crawlActs)
+		if purgeActs != nil {
+			shared.RegisterActivity(purgeActs)
+		}
+		ws = append(ws, shared)
 	}
 
 	host := worker.New(d.Client, HostQueue(p, instance), opts)
 	host.RegisterActivity(hostActs)
 	host.RegisterActivity(activities.NewCrawlHost(crawlActs))
-	return []worker.Worker{shared, host}, eng, nil
+	return append(ws, host), eng, nil
 }
 
 // ensurePurgeSchedule creates (or matches to the configuration) the purge
@@ -629,10 +690,37 @@ func startDiskGuard(d Deps, archiveDir string, log *zap.Logger) (*diskguard.Guar
 	return g, func() { cancel(); <-done }, nil
 }
 
-// guardedOptions are opts whose activity slots wait on guard (opts when
-// guard is nil): the same slot counts, as a tuner.
-func guardedOptions(opts worker.Options, guard *diskguard.Guard) (worker.Options, error) {
-	if guard == nil {
+// startLock checks the claim lock once (before any worker polls), then
+// every interval, until the returned stop is called.
+func startLock(l *pipelinelock.Watcher, interval time.Duration) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.Check(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(ctx, interval)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// sharedSlots is the activity slot supplier the pool's shared queues'
+// workers share (nil when one queue without gates keeps the worker's own
+// slots): the pool's slots, waiting on gates.
+func sharedSlots(p config.Pool, queues int, gates []slotgate.Gate) (worker.SlotSupplier, error) {
+	if queues <= 1 && len(gates) == 0 {
+		return nil, nil
+	}
+	fixed, err := worker.NewFixedSizeSlotSupplier(p.Slots)
+	if err != nil {
+		return nil, fmt.Errorf("worker slots: %w", err)
+	}
+	return slotgate.Supplier(fixed, gates...), nil
+}
+
+// gatedOptions are opts whose activity slots come from slots (opts when
+// slots is nil), the other slot counts as opts has them, as a tuner.
+func gatedOptions(opts worker.Options, slots worker.SlotSupplier) (worker.Options, error) {
+	if slots == nil {
 		return opts, nil
 	}
 	fixed, err := worker.NewFixedSizeTuner(worker.FixedSizeTunerOptions{
@@ -645,7 +733,7 @@ func guardedOptions(opts worker.Options, guard *diskguard.Guard) (worker.Options
 	}
 	tuner, err := worker.NewCompositeTuner(worker.CompositeTunerOptions{
 		WorkflowSlotSupplier:        fixed.GetWorkflowTaskSlotSupplier(),
-		ActivitySlotSupplier:        guard.SlotSupplier(fixed.GetActivityTaskSlotSupplier()),
+		ActivitySlotSupplier:        slots,
 		LocalActivitySlotSupplier:   fixed.GetLocalActivitySlotSupplier(),
 		NexusSlotSupplier:           fixed.GetNexusSlotSupplier(),
 		SessionActivitySlotSupplier: fixed.GetSessionActivitySlotSupplier(),

@@ -150,6 +150,10 @@ func (k Keys) ExecutiveInstance(host string, pid int) string {
 // Pipeline is the pipeline:ID hash of one worker process.
 func (k Keys) Pipeline(id string) string { return k.ns + PipelineMember(id) }
 
+// PipelineLock is the claim lock of pipeline id (pipeline_lock:ID): the
+// job it is pinned to (LockPipeline).
+func (k Keys) PipelineLock(id string) string { return k.ns + "pipeline_lock:" + id }
+
 // Pipelines is the set of pipeline members ("pipeline:ID").
 func (k Keys) Pipelines() string { return k.ns + keyPipelines }
 

@@ -124,15 +124,16 @@ type Reopen struct {
 	Hooks int
 }
 
-// ReopenJob takes a finished or failed job back for a retry run (`starter
-// retry`), exactly once per Reopen.Op: the job leaves its final state and
+// ReopenJob takes a finished, failed or aborted job back for a retry run
+// (`starter retry`, `starter unabort`), exactly once per Reopen.Op: the
+// job leaves its final state and
 // scheduled-purge and goes back to pending (the retry's workflow moves it
-// on), its keys lose their retention TTL, finished_at, the failed flag
-// and the limit a crawl finished at (FieldLimit) are removed, its jobs_completed/jobs_failed count is taken back (the
+// on), its keys lose their retention TTL, finished_at, the failed and
+// aborted flags and the limit a crawl finished at (FieldLimit) are removed,
+// its jobs_completed/jobs_failed/jobs_aborted count is taken back (the
 // retry's Finish counts the job again) and hooks_failed loses the results
-// the retry runs again. retry_op and
-// retries record the retry. A job still running, or aborted, is refused
-// with ErrJobExists.
+// the retry runs again. retry_op and retries record the retry. A job still
+// running is refused with ErrJobExists.
 func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 	switch {
 	case r.Op == "":
@@ -143,6 +144,7 @@ func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 	k := s.jobKeys(ident)
 	k["pending"], k["purge"] = s.keys.Pending(), s.keys.ScheduledPurge()
 	k["completed"], k["failed"] = s.keys.JobsCounter(model.StateFinished), s.keys.JobsCounter(model.StateFailed)
+	k["aborted"] = s.keys.JobsCounter(model.StateAborted)
 	now := unixInt(s.now())
 	// Negative increments go as Go-rendered strings: Lua would render -0 as
 	// "-0", which HINCRBY refuses.
@@ -152,7 +154,7 @@ func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 	}
 	switch code {
 	case codeRunning:
-		return fmt.Errorf("reopen job %s: %w: it is not finished (running, or aborted)", ident, ErrJobExists)
+		return fmt.Errorf("reopen job %s: %w: it has not ended", ident, ErrJobExists)
 	case codeApplied:
 		s.log.Info("job reopened for a retry", logging.Ident(ident), zap.Int("hooks", r.Hooks))
 	}
@@ -162,15 +164,16 @@ func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 // reopenScript takes a finished/failed job back to pending once per op.
 // ARGV: ident op -hooks now
 var reopenScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches",
-	"pending", "purge", "completed", "failed"}, withStates, `
+	"pending", "purge", "completed", "failed", "aborted"}, withStates, `
 local ident = ARGV[1]
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
 if redis.call('HGET', job, 'retry_op') == ARGV[2] then return CODE_NOOP end
 local cur = redis.call('HGET', job, 'state')
-if cur ~= 'finished' and cur ~= 'failed' then return CODE_RUNNING end
-if cur == 'finished' then redis.call('DECR', completed) else redis.call('DECR', failed) end
+local counters = {finished = completed, failed = failed, aborted = aborted}
+if not counters[cur] then return CODE_RUNNING end
+redis.call('DECR', counters[cur])
 for _, k in ipairs({job, log, ignores, ops, logbatches}) do redis.call('PERSIST', k) end
-redis.call('HDEL', job, 'finished_at', 'failed', '`+FieldLimit+`')
+redis.call('HDEL', job, 'finished_at', 'failed', 'aborted', '`+FieldLimit+`')
 redis.call('HINCRBY', job, 'hooks_failed', ARGV[3])
 redis.call('HINCRBY', job, 'retries', 1)
 redis.call('HSET', job, 'retry_op', ARGV[2], 'state', 'pending', 'state_changed_at', ARGV[4], 'ts', ARGV[4])

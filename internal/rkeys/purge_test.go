@@ -152,3 +152,30 @@ func TestReopenJob(t *testing.T) {
 	require.ErrorIs(t, e.store.ReopenJob(ctx, "nojob", Reopen{Op: "x"}), ErrJobNotFound)
 	require.ErrorIs(t, e.store.ReopenJob(ctx, j.Ident, Reopen{}), ErrInvalid)
 }
+
+// An un-abort reopens an aborted job as a retry does: jobs_aborted and the
+// aborted flag are taken back, and the new run's end counts the job once.
+func TestReopenAbortedJob(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := ctxT(t)
+	j := testJob(t, "http://example.com/unabort")
+	require.NoError(t, e.store.CreateJob(ctx, j))
+	require.NoError(t, e.store.SetState(ctx, j.Ident, model.StateActive))
+	require.NoError(t, e.store.Finish(ctx, j.Ident, model.StateAborted))
+	require.Equal(t, "1", e.rdb.Get(ctx, "jobs_aborted").Val())
+	require.Equal(t, "true", e.rdb.HGet(ctx, j.Ident, "aborted").Val())
+
+	twice(t, e, func() error { return e.store.ReopenJob(ctx, j.Ident, Reopen{Op: "unabort-1"}) })
+	v, err := e.store.GetJob(ctx, j.Ident)
+	require.NoError(t, err)
+	assert.Equal(t, model.StatePending, v.State)
+	assert.Zero(t, v.TTL, "no retention while the new run runs")
+	assert.Equal(t, "0", e.rdb.Get(ctx, "jobs_aborted").Val())
+	assert.False(t, e.rdb.HExists(ctx, j.Ident, "aborted").Val())
+	assert.False(t, e.rdb.SIsMember(ctx, "state:aborted", j.Ident).Val())
+
+	require.NoError(t, e.store.SetState(ctx, j.Ident, model.StateActive))
+	require.NoError(t, e.store.Finish(ctx, j.Ident, model.StateFinished))
+	assert.Equal(t, "1", e.rdb.Get(ctx, "jobs_completed").Val())
+	assert.Equal(t, "0", e.rdb.Get(ctx, "jobs_aborted").Val())
+}

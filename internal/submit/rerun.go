@@ -29,6 +29,8 @@ var (
 	ErrNothingLeft = errors.New("no page left to crawl")
 	// ErrNotACrawl: only a crawl can be continued.
 	ErrNotACrawl = errors.New("job is not a crawl")
+	// ErrNotAborted: only an aborted job can be un-aborted.
+	ErrNotAborted = errors.New("job was not aborted")
 )
 
 // maxPagesListed bounds the failed pages Rerun lists (the retry requeues
@@ -64,16 +66,47 @@ type Retried struct {
 // nothing failed; a crawl whose frontier expired gives
 // frontier.ErrNoFrontier.
 func Rerun(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID string) (client.WorkflowRun, Retried, error) {
+	return rerun(ctx, c, f, workflowID, rerunMode{})
+}
+
+// Unabort starts a new run of an aborted job (mnbot's un-abort, `starter
+// unabort`) through Rerun's path: a crawl goes on from the pages its
+// frontier f holds READY (the pages the abort stopped were released to
+// READY), requeueing nothing, with its settings and limits as they were
+// (Continue's run): no page is fetched twice; a snapshot runs what Rerun
+// runs (the failed hooks, and those the abort stopped before they ran),
+// keeping the other results. The job must have been aborted
+// (ErrNotAborted) and still be retained: its frontier and Redis record
+// expire with redis.retain_aborted.
+func Unabort(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID string) (client.WorkflowRun, Retried, error) {
+	return rerun(ctx, c, f, workflowID, rerunMode{unabort: true})
+}
+
+// rerunMode is what a new run over an ended run does besides retrying
+// failures: continue a crawl with new limits, or un-abort.
+type rerunMode struct {
+	limits  *model.Settings // Continue's limits
+	unabort bool
+}
+
+// continues reports whether the crawl goes on from its READY pages.
+func (m rerunMode) continues() bool { return m.limits != nil || m.unabort }
+
+// rerun is Rerun and Unabort.
+func rerun(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID string, mode rerunMode) (client.WorkflowRun, Retried, error) {
 	runID, crawl, err := endedRun(ctx, c, workflowID)
 	if err != nil {
 		return nil, Retried{}, err
 	}
 	if crawl {
-		return rerunCrawl(ctx, c, f, workflowID, runID, nil)
+		return rerunCrawl(ctx, c, f, workflowID, runID, mode)
 	}
 	st, err := lastStatus(ctx, c, workflowID, runID)
 	if err != nil {
 		return nil, Retried{}, err
+	}
+	if mode.unabort && st.State != model.StateAborted {
+		return nil, Retried{}, fmt.Errorf("unabort job %s: %w: run %s ended %s (starter retry runs its failed hooks)", workflowID, ErrNotAborted, runID, st.State)
 	}
 	var in workflows.SnapshotInput
 	if err := lastInput(ctx, c, workflowID, runID, &in); err != nil {
@@ -111,7 +144,7 @@ func Continue(ctx context.Context, c client.Client, f *frontier.Frontier, workfl
 	if !crawl {
 		return nil, Retried{}, fmt.Errorf("continue job %s: %w: continue goes on with a crawl's pages (retry runs a snapshot's failed hooks)", workflowID, ErrNotACrawl)
 	}
-	return rerunCrawl(ctx, c, f, workflowID, runID, &limits)
+	return rerunCrawl(ctx, c, f, workflowID, runID, rerunMode{limits: &limits})
 }
 
 // endedRun is the last run of workflowID, refused with ErrStillRunning
@@ -134,8 +167,10 @@ const crawlWorkflowName = "CrawlWorkflow"
 
 // rerunCrawl retries a crawl's failed pages: the new run starts from the
 // existing frontier with the last run's settings and rules. With limits
-// it continues the crawl instead (Continue).
-func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID, runID string, limits *model.Settings) (client.WorkflowRun, Retried, error) {
+// it continues the crawl instead (Continue), un-aborting it continues it
+// with its limits as they were (Unabort).
+func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, workflowID, runID string, mode rerunMode) (client.WorkflowRun, Retried, error) {
+	limits := mode.limits
 	if f == nil {
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: no frontier reader given (a bug in the caller)", workflowID)
 	}
@@ -143,15 +178,18 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 	if err := c.GetWorkflow(ctx, workflowID, runID).Get(ctx, &st); err != nil {
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: run %s ended without the crawl's status (terminated or timed out?): %w", workflowID, runID, err)
 	}
-	if st.State == model.StateAborted {
-		return nil, Retried{}, fmt.Errorf("retry crawl %s: %w (run %s): submit it again with --force", workflowID, ErrAborted, runID)
+	switch aborted := st.State == model.StateAborted; {
+	case aborted && !mode.unabort:
+		return nil, Retried{}, fmt.Errorf("retry crawl %s: %w (run %s): starter unabort goes on with it (within redis.retain_aborted), or submit it again with --force", workflowID, ErrAborted, runID)
+	case !aborted && mode.unabort:
+		return nil, Retried{}, fmt.Errorf("unabort crawl %s: %w: run %s ended %s (starter retry runs its failed pages)", workflowID, ErrNotAborted, runID, st.State)
 	}
 	var in workflows.CrawlInput
 	if err := lastInput(ctx, c, workflowID, runID, &in); err != nil {
 		return nil, Retried{}, err
 	}
-	out := Retried{Crawl: true, PreviousRunID: runID, Continue: limits != nil}
-	if limits != nil {
+	out := Retried{Crawl: true, PreviousRunID: runID, Continue: mode.continues()}
+	if mode.continues() {
 		counts, err := f.Counts(ctx, in.Crawl.Job.Ident)
 		if err != nil {
 			return nil, Retried{}, fmt.Errorf("continue crawl %s: count its pages: %w", workflowID, err)
@@ -162,7 +200,7 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 		out.PageCount = counts.Ready
 	}
 	filter := frontier.Filter{State: frontier.StateDone, Status: frontier.StatusFailed}
-	for cursor := int64(0); limits == nil; {
+	for cursor := int64(0); !mode.continues(); {
 		pages, next, err := f.Pages(ctx, in.Crawl.Job.Ident, filter, cursor, frontier.MaxPagesLimit)
 		if err != nil {
 			return nil, Retried{}, fmt.Errorf("retry crawl %s: list its failed pages: %w", workflowID, err)
@@ -178,8 +216,8 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: no page failed (%w) in run %s (%d pages done)", workflowID, ErrNothingFailed, runID, st.Counts.Done)
 	}
 	in = crawlRerunInput(in, st, runID, out.PageCount)
+	in.Rerun.Continue = mode.continues()
 	if limits != nil {
-		in.Rerun.Continue = true
 		in.Settings.MaxPages, in.Settings.MaxBytes, in.Settings.MaxDuration = limits.MaxPages, limits.MaxBytes, limits.MaxDuration
 	}
 	if err := in.Validate(); err != nil {

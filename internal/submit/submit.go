@@ -57,7 +57,15 @@ type Request struct {
 	Robots string
 	// Sitemaps seeds a crawl's start host's sitemap URLs at depth 1.
 	Sitemaps bool
+	// Tag restricts the job to the pool's workers with that tag (mnbot's
+	// pipeline tags): every task of the job goes to Pool.QueueFor(Tag).
+	// "" = any worker of the pool that is not match_only.
+	Tag string
 }
+
+// Queue is the task queue every task of the job goes to: the pool's, or
+// its tag's (config.Pool.QueueFor).
+func (r Request) Queue() string { return r.Pool.QueueFor(r.Tag) }
 
 // IsCrawl reports whether the request is a crawl (FetchDepth inf, or a
 // URL list).
@@ -107,7 +115,7 @@ func CrawlInput(cfg *config.Config, r Request) workflows.CrawlInput {
 				MaxFiles: cc.Sitemaps.MaxFiles},
 		},
 		Pool:      r.Pool.Name,
-		TaskQueue: r.Pool.TaskQueue,
+		TaskQueue: r.Queue(),
 		Settings:  r.Settings,
 		Rules:     r.Rules,
 		Seed:      seed,
@@ -139,7 +147,7 @@ func Input(cfg *config.Config, r Request) workflows.SnapshotInput {
 			Ident: r.Ident, URL: r.URL, SnapshotID: r.Ident, FetchDepth: r.FetchDepth,
 		},
 		Pool:            r.Pool.Name,
-		TaskQueue:       r.Pool.TaskQueue,
+		TaskQueue:       r.Queue(),
 		Settings:        r.Settings,
 		SequentialSteps: slices.Clone(cfg.Job.SequentialSteps),
 		Retry:           workflows.RetryPolicies{Default: Retry(cfg.Retry.RetryPolicy), PerPlugin: per},
@@ -172,7 +180,7 @@ func Retry(p config.RetryPolicy) workflows.Retry {
 func StartOptions(r Request) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                                       r.Ident,
-		TaskQueue:                                r.Pool.TaskQueue,
+		TaskQueue:                                r.Queue(),
 		StaticSummary:                            r.URL,
 		StartDelay:                               r.StartDelay,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
@@ -203,7 +211,7 @@ func Job(r Request) rkeys.Job {
 		Ident: r.Ident, URL: r.URL, FetchDepth: r.FetchDepth,
 		StartedBy: r.StartedBy, StartedIn: r.StartedIn, Nice: r.Nice,
 		Settings:   r.Settings,
-		WorkflowID: r.Ident, TaskQueue: r.Pool.TaskQueue,
+		WorkflowID: r.Ident, TaskQueue: r.Queue(),
 		NotBefore: r.NotBefore,
 		CreateOp:  r.CreateOp,
 		Replace:   r.Replace,

@@ -1,0 +1,121 @@
+// Package slotgate owns making a worker stop taking work: a worker's
+// activity slots are reserved (and so a task polled) only while every
+// Gate is open. The disk guard (internal/diskguard) and a pipeline's
+// claim lock (internal/pipelinelock) are gates; a Switch is a gate set by
+// its owner with the reason it is closed. Work a worker already holds
+// runs on: a gate stops new polls only.
+package slotgate
+
+import (
+	"context"
+	"sync"
+
+	"go.temporal.io/sdk/worker"
+)
+
+// Gate is open while Reason is "": Wait returns once it is open (at once
+// when it is), or with ctx's error.
+type Gate interface {
+	Reason() string
+	Wait(ctx context.Context) error
+}
+
+// Supplier wraps a worker's activity slot supplier: a slot is reserved
+// only while every gate is open. One Supplier may serve several workers
+// (a pool's shared queue and its tag queues): they then share inner's
+// slots. A poller that reserved its slot before a gate closed may still
+// take one task.
+func Supplier(inner worker.SlotSupplier, gates ...Gate) worker.SlotSupplier {
+	if len(gates) == 0 {
+		return inner
+	}
+	return &slots{gates: gates, inner: inner}
+}
+
+type slots struct {
+	gates []Gate
+	inner worker.SlotSupplier
+}
+
+// closed is the first closed gate's reason ("" when all are open).
+func (s *slots) closed() Gate {
+	for _, g := range s.gates {
+		if g.Reason() != "" {
+			return g
+		}
+	}
+	return nil
+}
+
+func (s *slots) ReserveSlot(ctx context.Context, info worker.SlotReservationInfo) (*worker.SlotPermit, error) {
+	for g := s.closed(); g != nil; g = s.closed() {
+		if err := g.Wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s.inner.ReserveSlot(ctx, info)
+}
+
+func (s *slots) TryReserveSlot(info worker.SlotReservationInfo) *worker.SlotPermit {
+	if s.closed() != nil {
+		return nil
+	}
+	return s.inner.TryReserveSlot(info)
+}
+
+func (s *slots) MarkSlotUsed(info worker.SlotMarkUsedInfo) { s.inner.MarkSlotUsed(info) }
+func (s *slots) ReleaseSlot(info worker.SlotReleaseInfo)   { s.inner.ReleaseSlot(info) }
+func (s *slots) MaxSlots() int                             { return s.inner.MaxSlots() }
+
+// Switch is a Gate its owner opens and closes (Set); the zero value is
+// open.
+type Switch struct {
+	mu      sync.Mutex
+	reason  string
+	changed chan struct{} // closed and replaced on every change
+}
+
+// Set closes the switch with reason ("" opens it); it reports whether
+// that changed whether the switch is open.
+func (s *Switch) Set(reason string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.reason != ""
+	s.reason = reason
+	if was == (reason != "") {
+		return false
+	}
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	return true
+}
+
+// Reason implements Gate.
+func (s *Switch) Reason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+// Wait implements Gate.
+func (s *Switch) Wait(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.reason == "" {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
