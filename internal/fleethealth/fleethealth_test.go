@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
 // A plugin failing hard on one host goes critical there at the threshold
@@ -74,4 +75,94 @@ func TestHostCheckGoesCriticalAtTheThresholdOnlyThereAndRecovers(t *testing.T) {
 	assert.Equal(t, []string{"ok", "warning", "critical", "ok"}, got)
 	assert.Len(t, e.rdb.LRange(ctx, "host-b:wget:states", 0, -1).Val(), 1, "host-b: one state, never changed")
 	assert.Equal(t, e.clock.Now().Unix(), unixField(e.rdb.HGet(ctx, "check:host-a:wget", "last_update").Val()).Unix())
+}
+
+// A repeated outcome (an activity retry, the workflow's fallback write)
+// changes nothing: not a counter, not a timestamp, not a notification.
+func TestARepeatedOutcomeChangesNothing(t *testing.T) {
+	e := newEnv(t, testOpts())
+	ctx := context.Background()
+	e.job(t, "job1")
+	r := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__50_wget.py", Status: model.StatusFailed, ExitCode: 1, EndedAt: t0}
+	o := Outcome{Host: "host-a", Ident: "job1", OpID: "run-1/step-5/wget/on_Snapshot__50_wget.py", Result: r}
+	health := e.health
+	health.opts.CriticalAfter = 1
+	ok, err := health.Record(ctx, o)
+	require.NoError(t, err)
+	require.True(t, ok)
+	before := testredis.Dump(t, e.rdb, "*")
+	e.clock.Add(time.Minute)
+	for range 3 {
+		ok, err = health.Record(ctx, o)
+		require.NoError(t, err)
+		assert.False(t, ok, "a repeat is not applied")
+	}
+	assert.Equal(t, before, testredis.Dump(t, e.rdb, "*"))
+	assert.Len(t, e.notifications(t), 1)
+}
+
+// A job's outcome without its IDENT hash is refused and writes nothing.
+func TestAnOutcomeOfAnUnknownJobWritesNothing(t *testing.T) {
+	e := newEnv(t, testOpts())
+	_, err := e.health.Record(context.Background(), Outcome{Host: "h", Ident: "gone", OpID: "x",
+		Result: model.ArchiveResult{Plugin: "wget", Hook: "w.py", Status: model.StatusSucceeded}})
+	require.ErrorContains(t, err, "job gone")
+	assert.Empty(t, e.rdb.Keys(context.Background(), "*").Val())
+}
+
+// Each check's history is capped: the oldest changes and their keys go.
+func TestHistoryIsCapped(t *testing.T) {
+	o := testOpts()
+	o.HistoryCap, o.CriticalAfter = 3, 1
+	e := newEnv(t, o)
+	ctx := context.Background()
+	e.job(t, "job1")
+	var first string
+	for i := range 6 {
+		st := model.StatusSucceeded
+		if i%2 == 1 {
+			st = model.StatusFailed
+		}
+		e.outcome(t, "host-a", "job1", "wget", st, 1)
+		if i == 0 {
+			first = strconv.FormatInt(e.clock.Now().Unix(), 10)
+		}
+	}
+	assert.Len(t, e.rdb.LRange(ctx, "host-a:wget:states", 0, -1).Val(), 3)
+	assert.EqualValues(t, 3, e.rdb.ZCard(ctx, "host-a:wget:sorted_state_timestamps").Val())
+	assert.Zero(t, e.rdb.Exists(ctx, "host-a:wget:"+first+":state", "host-a:wget:"+first+":summary",
+		"host-a:wget:"+first+":count", "host-a:wget:"+first+":check_latency").Val())
+	assert.Len(t, e.rdb.LRange(ctx, "host-a:wget:problem_notifications", 0, -1).Val(), 3, "notification lists are capped too")
+}
+
+// A job × hook check's state is the hook's final status; a failed hook is
+// in failed_checks (starter list --failed) until the job is purged, which
+// removes every key of the job's entity. Its keys expire with the job.
+func TestJobChecksExpireAndArePurgedWithTheJob(t *testing.T) {
+	e := newEnv(t, testOpts())
+	ctx := context.Background()
+	e.job(t, "job1")
+	e.outcome(t, "host-a", "job1", "wget", model.StatusFailed, 1)
+	e.outcome(t, "host-a", "job1", "title", model.StatusSucceeded, 0)
+	assert.Equal(t, StateCritical, e.rdb.HGet(ctx, "check:job1:on_Snapshot__50_wget.py", "state").Val())
+	jobs, err := e.health.FailedJobs(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{"job1": {"on_Snapshot__50_wget.py"}}, jobs)
+	ttl := e.rdb.TTL(ctx, "check:job1:on_Snapshot__50_wget.py").Val()
+	assert.InDelta(t, (7 * 24 * time.Hour).Seconds(), ttl.Seconds(), 5, "a running job's checks: the job ttl")
+
+	// The job finishes (its hash gets its retention); the next outcome's keys take it.
+	require.NoError(t, e.rdb.Expire(ctx, "job1", time.Hour).Err())
+	e.outcome(t, "host-a", "job1", "pdf", model.StatusSucceeded, 0)
+	assert.InDelta(t, time.Hour.Seconds(), e.rdb.TTL(ctx, "check:job1:on_Snapshot__50_pdf.py").Val().Seconds(), 5)
+
+	n, err := e.health.PurgeJob(ctx, "job1")
+	require.NoError(t, err)
+	assert.Positive(t, n)
+	left := e.rdb.Keys(ctx, "*job1*").Val()
+	assert.ElementsMatch(t, []string{"job1", "job1_ops"}, left, "only the job's own keys (rkeys purges them) are left")
+	assert.Empty(t, e.rdb.ZRange(ctx, "failed_checks", 0, -1).Val(), "host-a:wget is warning, not critical; the job's member is gone")
+	assert.NotContains(t, e.rdb.HKeys(ctx, "all_entity_ids_by_name").Val(), "job1")
+	assert.NotContains(t, e.rdb.ZRange(ctx, "current_entities", 0, -1).Val(), "job1")
+	assert.Equal(t, StateWarning, e.rdb.HGet(ctx, "check:host-a:wget", "state").Val(), "the host's checks stay")
 }

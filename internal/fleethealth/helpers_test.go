@@ -79,7 +79,9 @@ func (e *env) outcome(t *testing.T, host, ident, plugin string, st model.Status,
 	return ok
 }
 
-func opID(n int) string { return "run-1/step-5/op-" + string(rune('a'+n%26)) + time.Duration(n).String() }
+func opID(n int) string {
+	return "run-1/step-5/op-" + string(rune('a'+n%26)) + time.Duration(n).String()
+}
 
 type notification struct {
 	EventID   string `json:"event_id"`

@@ -21,8 +21,10 @@ local function active_maint(e, c)
     local start = redis.call('GET', k .. ':unscheduled_maintenance')
     if start then
       local dur = tonumber(redis.call('ZSCORE', k .. ':unscheduled_maintenances', start) or '0')
-      local sum = redis.call('GET', k .. ':' .. start .. ':unscheduled_maintenance:summary') or ''
-      return tonumber(start), tonumber(start) + dur, sum, 'unscheduled', cc
+      if tonumber(start) + dur > NOW then
+        local sum = redis.call('GET', k .. ':' .. start .. ':unscheduled_maintenance:summary') or ''
+        return tonumber(start), tonumber(start) + dur, sum, 'unscheduled', cc
+      end
     end
     local recent = redis.call('ZREVRANGEBYSCORE', k .. ':sorted_scheduled_maintenance_timestamps', NOW, '-inf', 'LIMIT', 0, 8)
     for _, s in ipairs(recent) do
