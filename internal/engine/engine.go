@@ -75,6 +75,10 @@ type Config struct {
 	// CRAWL_DIR is ARCHIVE_DIR/crawls/IDENT/INSTANCE and its WARC files
 	// IDENT-INSTANCE-NNNNN.warc.gz (default: HOSTNAME-PID).
 	Instance string
+	// Maintenance, when set, says the maintenance of a plugin on this
+	// host in force now ("" when none): attempt then skips the hook
+	// (internal/fleethealth, wired by internal/pools).
+	Maintenance func(ctx context.Context, plugin string) string
 	// WARCMaxBytes rotates a crawl's WARC file of this host (config
 	// crawl.warc_max_bytes; 0 = never).
 	WARCMaxBytes int64

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
@@ -171,3 +172,14 @@ func (h *Health) QueueKey() string { return h.ns + h.opts.Queue }
 
 // EventsKey is Flapjack's events queue.
 func (h *Health) EventsKey() string { return h.ns + "events" }
+
+// FromConfig is the fleet health of config flapjack.* over store; nil
+// when flapjack.enabled is false.
+func FromConfig(store *rkeys.Store, cfg *config.Config) (*Health, error) {
+	f := cfg.Flapjack
+	if !f.Enabled {
+		return nil, nil
+	}
+	return New(store, Options{OKAfter: f.OKAfter, CriticalAfter: f.CriticalAfter, HistoryCap: f.HistoryCap,
+		JobTTL: f.JobTTL, Queue: f.Notifications, Webhook: f.Webhook != "", Feed: f.Feed})
+}

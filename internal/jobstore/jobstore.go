@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
@@ -25,6 +26,10 @@ type RedisStore struct {
 	// PipelineID is this worker's pipeline:ID (hex), recorded in the job
 	// hash of the jobs whose hooks it runs.
 	PipelineID string
+	// Health, when set, gets every final result (RecordResult), as an
+	// outcome of Host (this worker's pipeline nickname).
+	Health *fleethealth.Health
+	Host   string
 }
 
 var (
@@ -81,6 +86,27 @@ func (s *RedisStore) RecordResult(ctx context.Context, in activities.ResultInput
 	}
 	if _, err := s.Redis.RecordResult(ctx, in.Ident, in.Key, res, responses); err != nil {
 		return fmt.Errorf("record result %s: %w", in.Key, notWritable(err))
+	}
+	return s.RecordHealth(ctx, in.Ident, in.Key, in.Result)
+}
+
+// RecordHealth feeds one final hook outcome to the fleet's health (when
+// Health is set) as an outcome of this worker's host, exactly once per key
+// (the outcome's idempotency key, unique per hook outcome in its workflow
+// run). RecordResult calls it for every result it records; a hook outcome
+// recorded elsewhere (a crawl page's) calls it with its own key. An
+// outcome the health cannot hold (a name it refuses) is left out: health
+// never fails a job.
+func (s *RedisStore) RecordHealth(ctx context.Context, ident, key string, res model.ArchiveResult) error {
+	if s.Health == nil {
+		return nil
+	}
+	_, err := s.Health.Record(ctx, fleethealth.Outcome{Host: s.Host, Ident: ident, OpID: key, Result: res})
+	if errors.Is(err, fleethealth.ErrInvalid) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record health %s: %w", key, notWritable(err))
 	}
 	return nil
 }

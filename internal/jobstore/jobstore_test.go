@@ -17,6 +17,7 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/outbox"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -217,4 +218,31 @@ func TestFinishJobAtALimit(t *testing.T) {
 		lines = append(lines, e.Packet.Message)
 	}
 	assert.Contains(t, strings.Join(lines, "\n"), "archiveflow: job finished: page limit 100 reached")
+}
+
+// A final result feeds the fleet's health as an outcome of this worker's
+// host, exactly once across the host's write and the workflow's fallback
+// write under the same key.
+func TestRecordResultFeedsFleetHealthOnce(t *testing.T) {
+	ctx := context.Background()
+	s, rs, rdb := newRedisStore(t)
+	cfg := config.Default()
+	cfg.Flapjack.CriticalAfter = 1
+	h, err := fleethealth.FromConfig(rs, &cfg)
+	require.NoError(t, err)
+	s.Health, s.Host = h, "host-a"
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow",
+		Settings: model.Settings{Concurrency: 2}, WorkflowID: "job1"}))
+	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Step: 3, Status: model.StatusFailed, ExitCode: 127,
+		Error: "wget: not found", Attempts: 3, StartedAt: time.Now(), EndedAt: time.Now()}
+	a, err := activities.NewPool(s, s, nil, "q@host", zap.NewNop())
+	require.NoError(t, err)
+	for range 2 {
+		require.NoError(t, s.RecordResult(ctx, activities.ResultInput{Ident: "job1", Result: res, Key: "run1/step-3/wget/x"}))
+		require.NoError(t, a.RecordResult(ctx, activities.ResultInput{Ident: "job1", Result: res, Key: "run1/step-3/wget/x"}))
+	}
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:job1:on_Snapshot__30_wget.sh", "state").Val())
+	assert.Equal(t, "1", rdb.HGet(ctx, "check:host-a:wget", "count").Val(), "one outcome")
+	assert.EqualValues(t, 1, rdb.LLen(ctx, cfg.Flapjack.Notifications).Val(), "one problem notification")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/diskguard"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/outbox"
@@ -70,6 +71,10 @@ func newRedisPipeline(store *rkeys.Store, nickname, archiveDir, webUI string) (*
 
 // ID is the pipeline id (hex).
 func (r *RedisPipeline) ID() string { return r.p.ID }
+
+// Nickname is the pipeline's nickname (worker.nickname, else the host
+// name): the worker host's entity in the fleet's health.
+func (r *RedisPipeline) Nickname() string { return r.p.Nickname }
 
 func (r *RedisPipeline) snapshot() rkeys.Pipeline {
 	r.mu.Lock()
@@ -138,7 +143,14 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 	if err != nil {
 		return Deps{}, err
 	}
-	store := &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID()}
+	store := &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID(), Host: pipe.Nickname()}
+	var health *fleethealth.Health
+	if be.Store != nil {
+		if health, err = fleethealth.FromConfig(be.Store, cfg); err != nil {
+			return Deps{}, err
+		}
+		store.Health = health
+	}
 	var crawl activities.CrawlStore // nil without Redis (Run refuses it)
 	if be.Redis != nil && be.Store != nil {
 		cs, err := NewCrawlStore(be, store, cfg, log)
@@ -167,6 +179,8 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 		Log:       log,
 		Env:       append(os.Environ(), "ARCHIVEFLOW_BIN="+self),
 		Purger:    purger,
+		Health:    health,
+		Nickname:  pipe.Nickname(),
 	}, nil
 }
 
