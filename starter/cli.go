@@ -67,6 +67,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 	a.commands = []*command{
 		submitCommand(), statusCommand(), listCommand(), abortCommand(), setCommand(),
 		ignoreCommand(), rulesCommand(), pagesCommand(), exportCommand(), replayCommand(), logsCommand(), pipelinesCommand(), purgeCommand(), retryCommand(), devCommand(),
+		healthCommand(), maintenanceCommand(),
 	}
 	return a
 }
