@@ -225,6 +225,11 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	defer stopGuard()
 	stopMaint := watchMaintenance(d, guard, log)
 	defer stopMaint()
+	stopWebhook, err := startWebhook(d, log)
+	if err != nil {
+		return err
+	}
+	defer stopWebhook()
 	stopMetrics, err := serveMetrics(d, logOutbox, log)
 	if err != nil {
 		return err
@@ -731,4 +736,27 @@ func pluginMaintenance(d Deps, log *zap.Logger) func(ctx context.Context, plugin
 		}
 		return m.Reason()
 	}
+}
+
+// startWebhook runs the fleet health's webhook sender (config
+// flapjack.webhook) under the fetch policy until the returned stop.
+func startWebhook(d Deps, log *zap.Logger) (func(), error) {
+	if d.Health == nil || d.Config.Flapjack.Webhook == "" {
+		return func() {}, nil
+	}
+	policy, err := netpolicy.Parse(d.Config.Fetch.Deny)
+	if err != nil {
+		return nil, fmt.Errorf("fetch.deny: %w", err)
+	}
+	if d.Lookup != nil {
+		policy = policy.WithLookup(d.Lookup)
+	}
+	s := d.Health.NewSender(d.Config.Flapjack.Webhook, policy, d.Nickname, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	return func() { cancel(); <-done }, nil
 }
