@@ -79,6 +79,9 @@ type Config struct {
 	// host in force now ("" when none): attempt then skips the hook
 	// (internal/fleethealth, wired by internal/pools).
 	Maintenance func(ctx context.Context, plugin string) string
+	// Host is this worker host's name in the fleet's health (its pipeline
+	// nickname), put in every snapshot hook's result (ArchiveResult.Host).
+	Host string
 	// WARCMaxBytes rotates a crawl's WARC file of this host (config
 	// crawl.warc_max_bytes; 0 = never).
 	WARCMaxBytes int64
@@ -260,7 +263,9 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 	if err != nil {
 		return activities.Outcome{}, err
 	}
-	return outcome(res), nil
+	out := outcome(res)
+	out.Result.Host = e.cfg.Host
+	return out, nil
 }
 
 // outcome maps the runner's result to the activities' Outcome.

@@ -91,7 +91,8 @@ func (s *RedisStore) RecordResult(ctx context.Context, in activities.ResultInput
 }
 
 // RecordHealth feeds one final hook outcome to the fleet's health (when
-// Health is set) as an outcome of this worker's host, exactly once per key
+// Health is set) as an outcome of the host that ran it (res.Host; this
+// worker's when empty), exactly once per key
 // (the outcome's idempotency key, unique per hook outcome in its workflow
 // run). RecordResult calls it for every result it records; a hook outcome
 // recorded elsewhere (a crawl page's) calls it with its own key. An
@@ -101,7 +102,11 @@ func (s *RedisStore) RecordHealth(ctx context.Context, ident, key string, res mo
 	if s.Health == nil {
 		return nil
 	}
-	_, err := s.Health.Record(ctx, fleethealth.Outcome{Host: s.Host, Ident: ident, OpID: key, Result: res})
+	host := res.Host // the host that ran it, wherever it is recorded
+	if host == "" {
+		host = s.Host
+	}
+	_, err := s.Health.Record(ctx, fleethealth.Outcome{Host: host, Ident: ident, OpID: key, Result: res})
 	if errors.Is(err, fleethealth.ErrInvalid) {
 		return nil
 	}

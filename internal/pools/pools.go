@@ -330,6 +330,7 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 	ecfg.Instance = instance
 	ecfg.Hosts = d.Hosts
 	ecfg.Maintenance = pluginMaintenance(d, plog)
+	ecfg.Host = d.Nickname
 	if d.Lookup != nil {
 		ecfg.Fetch = ecfg.Fetch.WithLookup(d.Lookup)
 	}
