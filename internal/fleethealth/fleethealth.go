@@ -148,6 +148,7 @@ const (
 	keyFailedChecks  = "failed_checks"
 	keyHealthHosts   = "archiveflow:health_hosts"
 	keyWebhookOutbox = "archiveflow:webhook_outbox"
+	keyEvents        = "events" // Flapjack's event queue
 )
 
 // CheckKey is check:ENTITY:CHECK, the current state hash.
@@ -171,7 +172,7 @@ func (h *Health) WebhookOutbox() string { return h.ns + keyWebhookOutbox }
 func (h *Health) QueueKey() string { return h.ns + h.opts.Queue }
 
 // EventsKey is Flapjack's events queue.
-func (h *Health) EventsKey() string { return h.ns + "events" }
+func (h *Health) EventsKey() string { return h.ns + keyEvents }
 
 // FromConfig is the fleet health of config flapjack.* over store; nil
 // when flapjack.enabled is false.

@@ -132,9 +132,8 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 	code, err := h.store.RunScript(ctx, recordScript, map[string]string{"job": keys.Job(o.Ident), "ops": keys.Ops(o.Ident)}, nil,
 		h.ns, at.Unix(), "health:"+o.OpID, h.opts.OKAfter, h.opts.CriticalAfter, h.opts.HistoryCap,
 		h.QueueKey(), outbox, int64(h.opts.JobTTL/time.Second), feedArg(h.opts.Feed),
-		o.Host, r.Plugin, string(class), sum, o.Ident, r.Hook, jobState, sum,
-		strconv.FormatFloat(latency, 'f', 3, 64), string(hostEv), string(jobEv),
-		h.EventsKey(), h.FailedChecks(), h.HealthHosts()).Int()
+		o.Host, r.Plugin, string(class), sum, o.Ident, r.Hook, jobState,
+		strconv.FormatFloat(latency, 'f', 3, 64), string(hostEv), string(jobEv)).Int()
 	if err != nil {
 		return false, fmt.Errorf("record health of job %s hook %s: %w", o.Ident, r.Hook, err)
 	}
@@ -156,20 +155,21 @@ func feedArg(feed bool) string {
 
 // recordScript writes one outcome; see Record. ARGV: 1 ns, 2 time,
 // 3 op, 4 ok_after, 5 critical_after, 6 cap, 7 queue, 8 webhook outbox,
-// 9 job ttl s, 10 feed, 11 host, 12 plugin, 13 class, 14 host summary,
-// 15 ident, 16 hook, 17 job state, 18 job summary, 19 latency,
-// 20 host event, 21 job event, 22 events, 23 failed_checks, 24 health_hosts.
+// 9 job ttl s, 10 feed, 11 host, 12 plugin, 13 class, 14 summary,
+// 15 ident, 16 hook, 17 job state, 18 latency, 19 host event, 20 job event.
+// The names of events, failed_checks and health_hosts are NS-prefixed
+// constants (keyFailedChecks, keyHealthHosts, EventsKey).
 var recordScript = rkeys.NewScript([]string{"job", "ops"}, luaCommon+`
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
 if redis.call('SADD', ops, ARGV[3]) == 0 then return CODE_NOOP end
 inherit_ttl(job, ops)
 if ARGV[10] == '1' then
-  if ARGV[20] ~= '' then redis.call('RPUSH', ARGV[22], ARGV[20]) end
-  redis.call('RPUSH', ARGV[22], ARGV[21])
+  if ARGV[19] ~= '' then redis.call('RPUSH', NS .. '`+keyEvents+`', ARGV[19]) end
+  redis.call('RPUSH', NS .. '`+keyEvents+`', ARGV[20])
   return CODE_APPLIED
 end
 local OKN, CRITK, CAP = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local QUEUE, OUTBOX, FAILED = ARGV[7], ARGV[8], ARGV[23]
+local QUEUE, OUTBOX, FAILED = ARGV[7], ARGV[8], NS .. '`+keyFailedChecks+`'
 
 -- touch marks ENTITY:CHECK current and known; it returns the old state
 -- and the check's outcome count.
@@ -199,7 +199,7 @@ local function change(e, c, state, summary, n)
   redis.call('SET', written[1], state)
   redis.call('SET', written[2], summary)
   redis.call('SET', written[3], n)
-  redis.call('SET', written[4], ARGV[19])
+  redis.call('SET', written[4], ARGV[18])
   redis.call('ZADD', k .. ':sorted_state_timestamps', NOW, NOW)
   while redis.call('LLEN', list) > CAP do
     local old = redis.call('LPOP', list)
@@ -225,7 +225,7 @@ local host, plugin, class = ARGV[11], ARGV[12], ARGV[13]
 if host ~= '' then
   local h = hk(host, plugin)
   local old, n = touch(host, plugin)
-  redis.call('ZADD', ARGV[24], NOW, host)
+  redis.call('ZADD', NS .. '`+keyHealthHosts+`', NOW, host)
   local recent = redis.call('HGET', h, 'recent') or ''
   local state = old or 'ok'
   if class ~= 'n' then
@@ -267,7 +267,7 @@ local ident, hook, jstate = ARGV[15], ARGV[16], ARGV[17]
 local old, n = touch(ident, hook)
 local keys = {hk(ident, hook), NS .. 'current_checks:' .. ident, NS .. 'all_checks:' .. ident}
 if jstate ~= old then
-  for _, k in ipairs(change(ident, hook, jstate, ARGV[18], n)) do keys[#keys + 1] = k end
+  for _, k in ipairs(change(ident, hook, jstate, ARGV[14], n)) do keys[#keys + 1] = k end
   keys[#keys + 1] = ck(ident, hook) .. ':states'
   keys[#keys + 1] = ck(ident, hook) .. ':sorted_state_timestamps'
   failed(ident, hook, jstate)
