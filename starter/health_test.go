@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +91,44 @@ func TestHealthAndMaintenanceCommands(t *testing.T) {
 	res = runCLI(t, "", "health", "--redis-url", srv.URL)
 	require.Equal(t, exitOK, res.code, res.stderr)
 	assert.Contains(t, res.stdout, "unscheduled maintenance of host-b:wget until ")
+}
+
+// starter list --failed lists the jobs with a failed hook in failed_checks,
+// naming the hooks.
+func TestListFailedReadsFailedChecks(t *testing.T) {
+	srv := testredis.Start(t)
+	ctx := context.Background()
+	cfg := config.Default()
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
+	require.NoError(t, err)
+	h, err := fleethealth.FromConfig(store, &cfg)
+	require.NoError(t, err)
+	for i, raw := range []string{"https://ok.example/", "https://bad.example/"} {
+		id := fmt.Sprintf("job%d", i)
+		require.NoError(t, store.CreateJob(ctx, rkeys.Job{Ident: id, URL: raw, FetchDepth: "shallow", WorkflowID: id}))
+		st := model.StatusSucceeded
+		if i == 1 {
+			st = model.StatusFailed
+		}
+		_, err := h.Record(ctx, fleethealth.Outcome{Host: "host-a", Ident: id, OpID: "op", Result: model.ArchiveResult{
+			Plugin: "wget", Hook: "on_Snapshot__50_wget.sh", Status: st, ExitCode: 1}})
+		require.NoError(t, err)
+	}
+	res := runCLI(t, "", "list", "--failed", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "job1 ")
+	assert.NotContains(t, res.stdout, "job0 ")
+	assert.Contains(t, res.stdout, "  failed: on_Snapshot__50_wget.sh\n")
+	res = runCLI(t, "", "list", "--failed", "--json", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	var out struct {
+		Jobs []struct {
+			Ident       string   `json:"ident"`
+			FailedHooks []string `json:"failed_hooks"`
+		} `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out))
+	require.Len(t, out.Jobs, 1)
+	assert.Equal(t, "job1", out.Jobs[0].Ident)
+	assert.Equal(t, []string{"on_Snapshot__50_wget.sh"}, out.Jobs[0].FailedHooks)
 }
