@@ -12,6 +12,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/fleethealth"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/testredis"
 )
@@ -49,4 +50,35 @@ func TestHostMaintenanceDrainsAndResumes(t *testing.T) {
 	assert.Empty(t, pluginMaintenance(d, zap.NewNop())(ctx, "wget"), "a host-wide maintenance skips no hook: claimed work runs on")
 	require.Eventually(t, func() bool { return guard.Reason() == "" }, 15*time.Second, 20*time.Millisecond, "resumed by itself when it ended")
 	require.NoError(t, guard.Wait(ctx))
+}
+
+// The pipeline record says how many of its host's checks are critical.
+func TestPipelineRecordCountsCriticalChecks(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := config.Default()
+	cfg.Flapjack.CriticalAfter = 1
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
+	require.NoError(t, err)
+	health, err := fleethealth.FromConfig(store, &cfg)
+	require.NoError(t, err)
+	pipe, err := NewRedisPipeline(store, "host-a", t.TempDir())
+	require.NoError(t, err)
+	pipe.health = health
+	ctx := context.Background()
+	key := "pipeline:" + pipe.ID()
+	require.NoError(t, pipe.Register(ctx, []string{"default"}))
+	assert.Equal(t, "0", srv.Client().HGet(ctx, key, "critical_checks").Val())
+
+	require.NoError(t, srv.Client().HSet(ctx, "job1", "state", "active").Err())
+	for i, p := range []string{"wget", "chrome", "pdf"} {
+		st := model.StatusFailed
+		if p == "pdf" {
+			st = model.StatusSucceeded
+		}
+		_, err := health.Record(ctx, fleethealth.Outcome{Host: "host-a", Ident: "job1", OpID: p, Result: model.ArchiveResult{
+			Plugin: p, Hook: "h" + string(rune('0'+i)), Status: st, ExitCode: 1}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, pipe.Refresh(ctx))
+	assert.Equal(t, "2", srv.Client().HGet(ctx, key, "critical_checks").Val())
 }

@@ -34,6 +34,7 @@ type RedisPipeline struct {
 	p         rkeys.Pipeline
 	logOutbox *outbox.Outbox
 	guard     *diskguard.Guard
+	health    *fleethealth.Health // its critical checks go in the record
 }
 
 // NewRedisPipeline describes this process; nickname may be empty.
@@ -85,6 +86,13 @@ func (r *RedisPipeline) snapshot() rkeys.Pipeline {
 	}
 	if r.guard != nil {
 		p.NotClaiming = r.guard.Reason()
+	}
+	if r.health != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if n, err := r.health.Critical(ctx, p.Nickname); err == nil {
+			p.CriticalChecks = &n
+		}
+		cancel()
 	}
 	if r.logOutbox != nil {
 		if b, err := r.logOutbox.Backlog(); err == nil {
@@ -150,6 +158,7 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 			return Deps{}, err
 		}
 		store.Health = health
+		pipe.health = health
 	}
 	var crawl activities.CrawlStore // nil without Redis (Run refuses it)
 	if be.Redis != nil && be.Store != nil {
