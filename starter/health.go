@@ -44,14 +44,20 @@ func (a *app) openHealth(ctx context.Context, inv *invocation) (*backend.Backend
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := *inv.cfg
-	cfg.Flapjack.Enabled = true // reading and maintenances work with the writer off
-	h, err := fleethealth.FromConfig(b.Store, &cfg)
+	h, err := healthOf(b, inv)
 	if err != nil {
 		b.Close()
 		return nil, nil, err
 	}
 	return b, h, nil
+}
+
+// healthOf is the fleet health on b's Redis: reading it and maintenances
+// work with flapjack.enabled off (the workers' writer) too.
+func healthOf(b *backend.Backend, inv *invocation) (*fleethealth.Health, error) {
+	cfg := *inv.cfg
+	cfg.Flapjack.Enabled = true
+	return fleethealth.FromConfig(b.Store, &cfg)
 }
 
 func runHealth(ctx context.Context, a *app, inv *invocation) error {

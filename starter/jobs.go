@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/archiveflow/archiveflow/internal/backend"
-	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -343,7 +342,7 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 		}
 	}
 	if failedOnly, _ := inv.fs.GetBool("failed"); failedOnly {
-		if jobs, err = withFailedHooks(ctx, a, inv, b, jobs); err != nil {
+		if jobs, err = withFailedHooks(ctx, inv, b, jobs); err != nil {
 			return err
 		}
 	}
@@ -462,10 +461,8 @@ func controlErr(id, what string, err error) error {
 
 // withFailedHooks keeps the jobs with a failed hook in the fleet health's
 // failed_checks and names those hooks.
-func withFailedHooks(ctx context.Context, a *app, inv *invocation, b *backend.Backend, jobs []jobJSON) ([]jobJSON, error) {
-	cfg := *inv.cfg
-	cfg.Flapjack.Enabled = true
-	h, err := fleethealth.FromConfig(b.Store, &cfg)
+func withFailedHooks(ctx context.Context, inv *invocation, b *backend.Backend, jobs []jobJSON) ([]jobJSON, error) {
+	h, err := healthOf(b, inv)
 	if err != nil {
 		return nil, err
 	}
