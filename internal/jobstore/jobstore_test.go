@@ -246,3 +246,57 @@ func TestRecordResultFeedsFleetHealthOnce(t *testing.T) {
 	assert.Equal(t, "1", rdb.HGet(ctx, "check:host-a:wget", "count").Val(), "one outcome")
 	assert.EqualValues(t, 1, rdb.LLen(ctx, cfg.Flapjack.Notifications).Val(), "one problem notification")
 }
+
+// A Redis outage between the result's write and its retry (the activity's,
+// or the workflow's fallback write under the same key) leaves the fleet's
+// health as one write would: one outcome, one state change, one problem
+// notification.
+func TestFleetHealthAfterARedisOutageIsAsWithout(t *testing.T) {
+	ctx := context.Background()
+	srv := testredis.Start(t)
+	rdb := srv.Client()
+	cfg := config.Default()
+	cfg.Flapjack.CriticalAfter = 1
+	cfg.Redis.MaxRetries = 0
+	opts := backend.StoreOptions(&cfg)
+	opts.Host, opts.PID = "host-1", 42
+	rs, err := rkeys.NewStore(rdb, opts, zap.NewNop())
+	require.NoError(t, err)
+	h, err := fleethealth.FromConfig(rs, &cfg)
+	require.NoError(t, err)
+	s := &RedisStore{Redis: rs, PipelineID: "abcdef", Health: h, Host: "host-a"}
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow",
+		Settings: model.Settings{Concurrency: 2}, WorkflowID: "job1"}))
+	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Status: model.StatusFailed, ExitCode: 8,
+		Error: "wget: server error", Attempts: 1, StartedAt: time.Now(), EndedAt: time.Now(), Host: "host-a"}
+	in := activities.ResultInput{Ident: "job1", Result: res, Key: "run1/step-3/wget/x"}
+
+	require.NoError(t, srv.Stop())
+	require.Error(t, s.RecordResult(ctx, in), "Redis is down")
+	require.NoError(t, srv.Restart())
+	require.Eventually(t, func() bool { return s.RecordResult(ctx, in) == nil }, 30*time.Second, 100*time.Millisecond)
+	require.NoError(t, s.RecordResult(ctx, in), "a retry after the write changes nothing")
+
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+	assert.Equal(t, "1", rdb.HGet(ctx, "check:host-a:wget", "count").Val(), "one outcome")
+	assert.EqualValues(t, 1, rdb.LLen(ctx, "host-a:wget:states").Val(), "one state change")
+	assert.EqualValues(t, 1, rdb.LLen(ctx, cfg.Flapjack.Notifications).Val(), "one problem notification")
+	v, err := rs.GetJob(ctx, "job1")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, v.HooksFailed)
+
+	// The outage between the result's write and the health's: the retry's
+	// result write is a no-op, its health write the first.
+	in.Key = "run1/step-3/wget/y"
+	in.Result.Status, in.Result.ExitCode, in.Result.Error = model.StatusSucceeded, 0, ""
+	_, err = rs.RecordResult(ctx, "job1", in.Key, in.Result, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.RecordResult(ctx, in))
+	require.NoError(t, s.RecordResult(ctx, in))
+	assert.Equal(t, "ok", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+	assert.Equal(t, "2", rdb.HGet(ctx, "check:host-a:wget", "count").Val())
+	assert.EqualValues(t, 2, rdb.LLen(ctx, cfg.Flapjack.Notifications).Val(), "one problem, one recovery")
+	v, err = rs.GetJob(ctx, "job1")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, v.HooksSucceeded, "the result counted once")
+}
