@@ -166,3 +166,30 @@ func TestJobChecksExpireAndArePurgedWithTheJob(t *testing.T) {
 	assert.NotContains(t, e.rdb.ZRange(ctx, "current_entities", 0, -1).Val(), "job1")
 	assert.Equal(t, StateWarning, e.rdb.HGet(ctx, "check:host-a:wget", "state").Val(), "the host's checks stay")
 }
+
+// Which outcomes are ok, soft or hard failures, or say nothing.
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		r    model.ArchiveResult
+		want Class
+	}{
+		{model.ArchiveResult{Status: model.StatusSucceeded}, ClassOK},
+		{model.ArchiveResult{Status: model.StatusNoResults}, ClassOK},
+		{model.ArchiveResult{Status: model.StatusSkipped, OutputStr: "no video on the page"}, ClassOK},
+		{model.ArchiveResult{Status: model.StatusSkipped, OutputStr: MaintenancePrefix + "unscheduled maintenance of h:p"}, ClassNeutral},
+		{model.ArchiveResult{Status: model.StatusFailed, Error: "the page has no PDF"}, ClassSoft},
+		{model.ArchiveResult{Status: model.StatusFailed, ExitCode: 127}, ClassHard},
+		{model.ArchiveResult{Status: model.StatusFailed, Limit: "memory"}, ClassHard},
+	} {
+		assert.Equal(t, string(c.want), string(Classify(c.r)), "%+v", c.r)
+	}
+	// A hook that could not start is a hard failure whatever its exit code.
+	o := testOpts()
+	o.CriticalAfter = 1
+	e := newEnv(t, o)
+	e.job(t, "job1")
+	_, err := e.health.Record(context.Background(), Outcome{Host: "h", Ident: "job1", OpID: "x", NotStarted: true,
+		Result: model.ArchiveResult{Plugin: "p", Hook: "x.sh", Status: model.StatusFailed, Error: "malformed config.json"}})
+	require.NoError(t, err)
+	assert.Equal(t, StateCritical, e.rdb.HGet(context.Background(), "check:h:p", "state").Val())
+}

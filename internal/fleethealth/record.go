@@ -23,6 +23,9 @@ type Outcome struct {
 	// workflow run): a repeat changes nothing.
 	OpID   string
 	Result model.ArchiveResult
+	// NotStarted: the hook could not start (a configuration error); a
+	// hard failure whatever its exit code says.
+	NotStarted bool
 }
 
 // maxSummary bounds a state change's summary (bytes).
@@ -104,6 +107,9 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 		latency = 0
 	}
 	class := Classify(r)
+	if o.NotStarted && r.Status == model.StatusFailed {
+		class = ClassHard
+	}
 	sum := summary(r)
 	jobState := rkeys.FlapjackState(r.Status)
 	var hostEv, jobEv []byte

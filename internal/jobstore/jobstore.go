@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
@@ -106,7 +107,8 @@ func (s *RedisStore) RecordHealth(ctx context.Context, ident, key string, res mo
 	if host == "" {
 		host = s.Host
 	}
-	_, err := s.Health.Record(ctx, fleethealth.Outcome{Host: host, Ident: ident, OpID: key, Result: res})
+	notStarted := strings.Contains(res.Error, activities.ErrTypeConfig) // the workflow's words for a hook that could not start
+	_, err := s.Health.Record(ctx, fleethealth.Outcome{Host: host, Ident: ident, OpID: key, Result: res, NotStarted: notStarted})
 	if errors.Is(err, fleethealth.ErrInvalid) {
 		return nil
 	}

@@ -300,3 +300,20 @@ func TestFleetHealthAfterARedisOutageIsAsWithout(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, v.HooksSucceeded, "the result counted once")
 }
+
+// A hook that could not start (the workflow's HookConfigError) is a hard
+// failure of its host's check.
+func TestAHookThatCouldNotStartIsAHardFailure(t *testing.T) {
+	ctx := context.Background()
+	s, rs, rdb := newRedisStore(t)
+	cfg := config.Default()
+	cfg.Flapjack.CriticalAfter = 1
+	h, err := fleethealth.FromConfig(rs, &cfg)
+	require.NoError(t, err)
+	s.Health, s.Host = h, "host-a"
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow", WorkflowID: "job1"}))
+	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Status: model.StatusFailed, Attempts: 1,
+		Error: "run hook wget/on_Snapshot__30_wget.sh: config.json: invalid (type: " + activities.ErrTypeConfig + ", retryable: false)"}
+	require.NoError(t, s.RecordResult(ctx, activities.ResultInput{Ident: "job1", Result: res, Key: "k"}))
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+}
