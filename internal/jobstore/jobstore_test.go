@@ -225,14 +225,7 @@ func TestFinishJobAtALimit(t *testing.T) {
 // write under the same key.
 func TestRecordResultFeedsFleetHealthOnce(t *testing.T) {
 	ctx := context.Background()
-	s, rs, rdb := newRedisStore(t)
-	cfg := config.Default()
-	cfg.Flapjack.CriticalAfter = 1
-	h, err := fleethealth.FromConfig(rs, &cfg)
-	require.NoError(t, err)
-	s.Health, s.Host = h, "host-a"
-	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow",
-		Settings: model.Settings{Concurrency: 2}, WorkflowID: "job1"}))
+	s, rdb, cfg := newHealthStore(t)
 	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Step: 3, Status: model.StatusFailed, ExitCode: 127,
 		Error: "wget: not found", Attempts: 3, StartedAt: time.Now(), EndedAt: time.Now()}
 	a, err := activities.NewPool(s, s, nil, "q@host", zap.NewNop())
@@ -305,15 +298,24 @@ func TestFleetHealthAfterARedisOutageIsAsWithout(t *testing.T) {
 // failure of its host's check.
 func TestAHookThatCouldNotStartIsAHardFailure(t *testing.T) {
 	ctx := context.Background()
+	s, rdb, _ := newHealthStore(t)
+	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Status: model.StatusFailed, Attempts: 1,
+		Error: "run hook wget/on_Snapshot__30_wget.sh: config.json: invalid (type: " + activities.ErrTypeConfig + ", retryable: false)"}
+	require.NoError(t, s.RecordResult(ctx, activities.ResultInput{Ident: "job1", Result: res, Key: "k"}))
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+}
+
+// newHealthStore is newRedisStore feeding a fleet health (critical after
+// one hard failure) as host-a, with the job job1.
+func newHealthStore(t *testing.T) (*RedisStore, *redis.Client, config.Config) {
+	t.Helper()
 	s, rs, rdb := newRedisStore(t)
 	cfg := config.Default()
 	cfg.Flapjack.CriticalAfter = 1
 	h, err := fleethealth.FromConfig(rs, &cfg)
 	require.NoError(t, err)
 	s.Health, s.Host = h, "host-a"
-	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow", WorkflowID: "job1"}))
-	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Status: model.StatusFailed, Attempts: 1,
-		Error: "run hook wget/on_Snapshot__30_wget.sh: config.json: invalid (type: " + activities.ErrTypeConfig + ", retryable: false)"}
-	require.NoError(t, s.RecordResult(ctx, activities.ResultInput{Ident: "job1", Result: res, Key: "k"}))
-	assert.Equal(t, "critical", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+	require.NoError(t, rs.CreateJob(context.Background(), rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow",
+		Settings: model.Settings{Concurrency: 2}, WorkflowID: "job1"}))
+	return s, rdb, cfg
 }
