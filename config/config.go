@@ -34,6 +34,38 @@ type Config struct {
 	Purge      Purge      `mapstructure:"purge"`
 	WACZ       WACZ       `mapstructure:"wacz"`
 	Metrics    Metrics    `mapstructure:"metrics"`
+	// Flapjack configures the fleet's health in Flapjack's layout
+	// (internal/fleethealth).
+	Flapjack Flapjack `mapstructure:"flapjack"`
+}
+
+// Flapjack configures fleet health (internal/fleethealth): host × plugin
+// and job × hook checks in Flapjack's Redis layout, maintenances and
+// notifications, or a feed to a real Flapjack.
+type Flapjack struct {
+	// Enabled writes a check from every final hook outcome.
+	Enabled bool `mapstructure:"enabled"`
+	// Feed pushes every outcome to Flapjack's events queue instead, and
+	// leaves the check structures to Flapjack's processor.
+	Feed bool `mapstructure:"feed"`
+	// OKAfter: a host × plugin check is ok after this many ok outcomes in
+	// a row; CriticalAfter: critical after this many hard failures in a
+	// row; anything else is warning.
+	OKAfter       int `mapstructure:"ok_after"`
+	CriticalAfter int `mapstructure:"critical_after"`
+	// HistoryCap bounds each check's state changes and notification lists.
+	HistoryCap int `mapstructure:"history_cap"`
+	// JobTTL is the expiry of a running job's checks (a finished job's
+	// take the job's retention; the purge removes them with the job).
+	JobTTL time.Duration `mapstructure:"job_ttl"`
+	// Notifications is the list notifications are pushed to.
+	Notifications string `mapstructure:"notifications"`
+	// Webhook, when set, is an http(s) URL each notification is POSTed
+	// to (through the fetch policy, with retries).
+	Webhook string `mapstructure:"webhook"`
+	// MaintenancePoll is how often a worker looks for a maintenance of
+	// its host (a host-wide one drains it).
+	MaintenancePoll time.Duration `mapstructure:"maintenance_poll"`
 }
 
 // WACZ configures the package a job is sealed into (internal/jobwacz):
@@ -647,6 +679,15 @@ func Default() Config {
 			MaxJobs:       1,
 			ClaimLease:    time.Minute,
 			WatchInterval: 2 * time.Second,
+		},
+		Flapjack: Flapjack{
+			Enabled:         true,
+			OKAfter:         1,
+			CriticalAfter:   3,
+			HistoryCap:      100,
+			JobTTL:          7 * 24 * time.Hour,
+			Notifications:   "archiveflow:notifications",
+			MaintenancePoll: 5 * time.Second,
 		},
 		Purge: Purge{
 			Schedule:   true,

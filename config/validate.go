@@ -159,6 +159,7 @@ func (c *Config) Validate() error {
 	v.check(c.Worker.DrainTimeout >= 0, "worker.drain_timeout", c.Worker.DrainTimeout, "must be >= 0")
 	v.positiveDur("worker.stats_interval", c.Worker.StatsInterval)
 	v.check(c.Worker.PipelineTTL > c.Worker.StatsInterval, "worker.pipeline_ttl", c.Worker.PipelineTTL, "must be > worker.stats_interval")
+	c.validateFlapjack(v)
 	if _, err := c.Worker.MinFreeDiskBytes(); err != nil {
 		v.check(false, "worker.min_free_disk", c.Worker.MinFreeDisk, "must be a size with a unit, e.g. 1GiB or 500MB, or 0 to turn the disk guard off: "+err.Error())
 	}
@@ -347,4 +348,44 @@ func (v *validator) perHost(p PerHost, r RateLimit) {
 	v.positiveDur("crawl.rate_limit.backoff", r.Backoff)
 	v.check(r.MaxBackoff >= r.Backoff, "crawl.rate_limit.max_backoff", r.MaxBackoff, "must be >= crawl.rate_limit.backoff")
 	v.check(r.GiveUpAfter > 0, "crawl.rate_limit.give_up_after", r.GiveUpAfter, "must be > 0")
+}
+
+// validateFlapjack checks flapjack.*.
+func (c *Config) validateFlapjack(v *validator) {
+	f := c.Flapjack
+	v.check(f.OKAfter >= 1, "flapjack.ok_after", f.OKAfter, "must be >= 1")
+	v.check(f.CriticalAfter >= 1, "flapjack.critical_after", f.CriticalAfter, "must be >= 1")
+	v.check(f.HistoryCap >= 1, "flapjack.history_cap", f.HistoryCap, "must be >= 1")
+	v.check(f.JobTTL >= time.Second, "flapjack.job_ttl", f.JobTTL, "must be >= 1s")
+	v.nonEmpty("flapjack.notifications", f.Notifications)
+	v.positiveDur("flapjack.maintenance_poll", f.MaintenancePoll)
+	if f.Webhook != "" {
+		v.webhookURL("flapjack.webhook", f.Webhook, c.Fetch.Deny)
+	}
+}
+
+// webhookURL checks a URL archiveflow POSTs to: http(s), and not an
+// address fetch.deny refuses (a name is decided after DNS, when sending).
+func (v *validator) webhookURL(key, s string, deny []string) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.check(false, key, fmt.Sprintf("%q", s), "must be an http(s) URL")
+		return
+	}
+	p, err := netpolicy.Parse(deny)
+	if err != nil {
+		return // fetch.deny reports its own error
+	}
+	port := 80
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if u.Port() != "" {
+		port, _ = strconv.Atoi(u.Port())
+	}
+	if a, ok := netpolicy.ParseAddr(u.Hostname()); ok {
+		if d := p.CheckAddr(a, port); d.Denied {
+			v.check(false, key, fmt.Sprintf("%q", s), "must not be "+d.Reason())
+		}
+	}
 }

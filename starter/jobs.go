@@ -138,6 +138,8 @@ type jobJSON struct {
 	hooksDone      int64          // rkeys.JobView.HooksDone
 	// Limit names the limit a crawl finished at (rkeys.FieldLimit).
 	Limit string `json:"limit,omitempty"`
+	// FailedHooks are the job's hooks in failed_checks (list --failed).
+	FailedHooks []string `json:"failed_hooks,omitempty"`
 	// Crawl is a crawl's counters and pages (status only).
 	Crawl *crawlJSON `json:"crawl,omitempty"`
 	// WACZ is where the job's seal wrote its WACZ (status only).
@@ -285,9 +287,11 @@ func listCommand() *command {
 			"starter list",
 			"starter list --state active",
 			"starter list --state failed --json",
+			"starter list --failed",
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.String("state", "", "only jobs in this state: "+model.JobStateNames())
+			fs.Bool("failed", false, "only jobs with a failed hook (the fleet health's failed_checks), each with those hooks")
 		},
 		run: runList,
 	}
@@ -339,6 +343,11 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 			jobs = append(jobs, toJSON(v, uiLink(inv.cfg.Temporal, id)))
 		}
 	}
+	if failedOnly, _ := inv.fs.GetBool("failed"); failedOnly {
+		if jobs, err = withFailedHooks(ctx, inv, b, jobs); err != nil {
+			return err
+		}
+	}
 	if inv.json {
 		if jobs == nil {
 			jobs = []jobJSON{}
@@ -353,6 +362,9 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 	for _, j := range jobs {
 		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %4d  %7s  %10s  %s\n", j.Ident, j.State, j.Nice, j.CurrentStep,
 			fmt.Sprintf("%d/%d", j.hooksDone, j.HooksTotal), humanBytes(j.Bytes), j.URL)
+		if len(j.FailedHooks) > 0 {
+			fmt.Fprintf(a.stdout, "  failed: %s\n", strings.Join(j.FailedHooks, ", "))
+		}
 	}
 	return nil
 }
@@ -447,4 +459,25 @@ func controlErr(id, what string, err error) error {
 		return withCode(exitConflict, fmt.Errorf("%s job %s: %w", what, id, err))
 	}
 	return temporalErr(id, what, err)
+}
+
+// withFailedHooks keeps the jobs with a failed hook in the fleet health's
+// failed_checks and names those hooks.
+func withFailedHooks(ctx context.Context, inv *invocation, b *backend.Backend, jobs []jobJSON) ([]jobJSON, error) {
+	h, err := healthOf(b, inv)
+	if err != nil {
+		return nil, err
+	}
+	failed, err := h.FailedJobs(ctx)
+	if err != nil {
+		return nil, withCode(exitUnavailable, err)
+	}
+	var out []jobJSON
+	for _, j := range jobs {
+		if hooks := failed[j.Ident]; len(hooks) > 0 {
+			j.FailedHooks = hooks
+			out = append(out, j)
+		}
+	}
+	return out, nil
 }

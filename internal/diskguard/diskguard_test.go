@@ -66,10 +66,66 @@ func TestGuardSaysWhenLowAndWhenBack(t *testing.T) {
 }
 
 func TestNewRefusesAnOffGuard(t *testing.T) {
-	_, err := New("/a", 0, func(string) (int64, error) { return 0, nil }, nil)
-	require.ErrorContains(t, err, "min free 0: must be > 0")
+	_, err := New("/a", -1, func(string) (int64, error) { return 0, nil }, nil)
+	require.ErrorContains(t, err, "min free -1: must be >= 0")
 	_, err = New("/a", 1, nil, nil)
 	require.Error(t, err)
+}
+
+// A hold (a host-wide maintenance) stops the slots like a low disk, says
+// why beside the disk's reason, and ends with its Release; a guard without
+// a disk minimum reads no disk and only holds.
+func TestAHoldStopsClaimingUntilReleased(t *testing.T) {
+	g, err := New("/archive", 0, nil, nil)
+	require.NoError(t, err)
+	assert.False(t, g.Check(), "no minimum: never low")
+	var changes atomic.Int32
+	g.OnChange(func() { changes.Add(1) })
+	inner, err := worker.NewFixedSizeSlotSupplier(1)
+	require.NoError(t, err)
+	s := g.SlotSupplier(inner)
+
+	g.Hold("maintenance", "unscheduled maintenance of host-a until 2026-11-26T23:00:00Z: kernel")
+	assert.Equal(t, "unscheduled maintenance of host-a until 2026-11-26T23:00:00Z: kernel: not claiming work", g.Reason())
+	assert.EqualValues(t, 1, changes.Load())
+	g.Hold("maintenance", "unscheduled maintenance of host-a until 2026-11-26T23:00:00Z: kernel")
+	assert.EqualValues(t, 1, changes.Load(), "the same hold again changes nothing")
+	assert.Nil(t, s.TryReserveSlot(worker.SlotReservationInfo(nil)), "no slot while held")
+	short, stop := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer stop()
+	_, err = s.ReserveSlot(short, worker.SlotReservationInfo(nil))
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a reservation waits while held")
+
+	got := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		_, err := s.ReserveSlot(ctx, worker.SlotReservationInfo(nil))
+		got <- err
+	}()
+	g.Release("maintenance")
+	require.NoError(t, <-got, "released: the waiting reservation gets its slot")
+	assert.Empty(t, g.Reason())
+	assert.EqualValues(t, 2, changes.Load())
+	g.Release("maintenance")
+	assert.EqualValues(t, 2, changes.Load(), "releasing nothing changes nothing")
+}
+
+// The disk and a hold together: both reasons, and the worker claims again
+// only when neither holds it.
+func TestDiskAndHoldTogether(t *testing.T) {
+	g, d, _ := newGuard(t, 100)
+	require.True(t, g.Check())
+	g.Hold("maintenance", "maintenance of host-a")
+	assert.Equal(t, "archive disk low: 100 B free, under worker.min_free_disk 1 GiB: not claiming work; maintenance of host-a: not claiming work", g.Reason())
+	d.free.Store(2 << 30)
+	require.False(t, g.Check())
+	assert.Equal(t, "maintenance of host-a: not claiming work", g.Reason())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, g.Wait(ctx), context.DeadlineExceeded, "still held by the maintenance")
+	g.Release("maintenance")
+	require.NoError(t, g.Wait(context.Background()))
 }
 
 // The worker's activity slots wait while the disk is low: no slot, no

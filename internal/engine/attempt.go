@@ -8,8 +8,10 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/metrics"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
@@ -41,6 +43,9 @@ type attemptIO struct {
 // Every attempt is counted here (internal/metrics: hooks started, finished
 // by status, duration).
 func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (res procs.Result, err error) {
+	if res, ok := e.inMaintenance(ctx, inv); ok {
+		return res, nil
+	}
 	start := time.Now()
 	metrics.HookStarted(inv.hook.Plugin)
 	defer func() { metrics.HookFinished(inv.hook.Plugin, attemptStatus(res, err), time.Since(start)) }()
@@ -83,6 +88,21 @@ func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (res
 		return res, fmt.Errorf("run hook %s: %w", key, err)
 	}
 	return e.redactResult(res), nil
+}
+
+// inMaintenance is the skipped result of an attempt whose plugin is in
+// maintenance on this host (Config.Maintenance), naming the maintenance.
+func (e *Engine) inMaintenance(ctx context.Context, inv invocation) (procs.Result, bool) {
+	if e.cfg.Maintenance == nil {
+		return procs.Result{}, false
+	}
+	why := e.cfg.Maintenance(ctx, inv.hook.Plugin)
+	if why == "" {
+		return procs.Result{}, false
+	}
+	now := time.Now()
+	return procs.Result{Status: model.StatusSkipped, Reason: why, StartedAt: now, EndedAt: now,
+		Last: &jsonl.ArchiveResult{Status: model.StatusSkipped, OutputStr: fleethealth.MaintenancePrefix + why}}, true
 }
 
 // attemptStatus is an attempt's status for the metrics: its final status,

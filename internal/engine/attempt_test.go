@@ -223,3 +223,36 @@ func TestAttemptStatusForTheMetrics(t *testing.T) {
 	assert.Equal(t, metrics.HookError, attemptStatus(procs.Result{}, errors.New("no such file")))
 	assert.Equal(t, metrics.HookError, attemptStatus(procs.Result{}, nil))
 }
+
+// A hook whose plugin is in maintenance on this host is not started: its
+// attempt is skipped, the output naming the maintenance (which the fleet's
+// health reads as saying nothing about the plugin); other plugins run.
+func TestAPluginInMaintenanceIsSkipped(t *testing.T) {
+	plugins := t.TempDir()
+	writeHook(t, filepath.Join(plugins, "probe", "on_Snapshot__10_probe.sh"), "touch ran\n"+`echo '{"type":"ArchiveResult","status":"succeeded"}'`+"\n")
+	writeHook(t, filepath.Join(plugins, "other", "on_Snapshot__11_other.sh"), "touch ran\n"+`echo '{"type":"ArchiveResult","status":"succeeded"}'`+"\n")
+	var asked []string
+	e := pageEngine(t, plugins, func(c *Config) {
+		c.Maintenance = func(_ context.Context, plugin string) string {
+			asked = append(asked, plugin)
+			if plugin == "probe" {
+				return "unscheduled maintenance of host-a:probe until 2026-11-26T23:00:00Z: reinstalling"
+			}
+			return ""
+		}
+	})
+	job := activities.Job{Ident: "snap1", URL: "http://site.test/", SnapshotID: "snap1"}
+	run := func(plugin, name string) activities.Outcome {
+		hook := activities.HookSpec{Plugin: plugin, Name: name, Path: filepath.Join(plugins, plugin, name), Step: 1, Timeout: 20 * time.Second, Grace: time.Second, Enabled: true}
+		out, err := e.Run(context.Background(), activities.RunRequest{Job: job, Hook: hook, Attempt: 1, Settings: model.Settings{Concurrency: 1}}, &nullSink{})
+		require.NoError(t, err)
+		return out
+	}
+	skipped := run("probe", "on_Snapshot__10_probe.sh")
+	assert.Equal(t, model.StatusSkipped, skipped.Result.Status)
+	assert.Equal(t, "in maintenance: unscheduled maintenance of host-a:probe until 2026-11-26T23:00:00Z: reinstalling", skipped.Result.OutputStr)
+	assert.NoFileExists(t, filepath.Join(e.cfg.ArchiveDir, "snapshots", "snap1", "probe", "ran"), "the hook never started")
+	assert.Equal(t, model.StatusSucceeded, run("other", "on_Snapshot__11_other.sh").Result.Status)
+	assert.FileExists(t, filepath.Join(e.cfg.ArchiveDir, "snapshots", "snap1", "other", "ran"))
+	assert.Equal(t, []string{"probe", "other"}, asked)
+}

@@ -79,6 +79,13 @@ type Config struct {
 	// CRAWL_DIR is ARCHIVE_DIR/crawls/IDENT/INSTANCE and its WARC files
 	// IDENT-INSTANCE-NNNNN.warc.gz (default: HOSTNAME-PID).
 	Instance string
+	// Maintenance, when set, says the maintenance of a plugin on this
+	// host in force now ("" when none): attempt then skips the hook
+	// (internal/fleethealth, wired by internal/pools).
+	Maintenance func(ctx context.Context, plugin string) string
+	// Host is this worker host's name in the fleet's health (its pipeline
+	// nickname), put in every snapshot hook's result (ArchiveResult.Host).
+	Host string
 	// WARCMaxBytes rotates a crawl's WARC file of this host (config
 	// crawl.warc_max_bytes; 0 = never).
 	WARCMaxBytes int64
@@ -260,7 +267,9 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 	if err != nil {
 		return activities.Outcome{}, err
 	}
-	return outcome(res), nil
+	out := outcome(res)
+	out.Result.Host = e.cfg.Host
+	return out, nil
 }
 
 // outcome maps the runner's result to the activities' Outcome.

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
@@ -25,6 +27,10 @@ type RedisStore struct {
 	// PipelineID is this worker's pipeline:ID (hex), recorded in the job
 	// hash of the jobs whose hooks it runs.
 	PipelineID string
+	// Health, when set, gets every final result (RecordResult), as an
+	// outcome of Host (this worker's pipeline nickname).
+	Health *fleethealth.Health
+	Host   string
 }
 
 var (
@@ -88,6 +94,33 @@ func (s *RedisStore) RecordResult(ctx context.Context, in activities.ResultInput
 	}
 	if _, err := s.Redis.RecordResult(ctx, in.Ident, in.Key, res, responses); err != nil {
 		return fmt.Errorf("record result %s: %w", in.Key, notWritable(err))
+	}
+	return s.RecordHealth(ctx, in.Ident, in.Key, in.Result)
+}
+
+// RecordHealth feeds one final hook outcome to the fleet's health (when
+// Health is set) as an outcome of the host that ran it (res.Host; this
+// worker's when empty), exactly once per key
+// (the outcome's idempotency key, unique per hook outcome in its workflow
+// run). RecordResult calls it for every result it records; a hook outcome
+// recorded elsewhere (a crawl page's) calls it with its own key. An
+// outcome the health cannot hold (a name it refuses) is left out: health
+// never fails a job.
+func (s *RedisStore) RecordHealth(ctx context.Context, ident, key string, res model.ArchiveResult) error {
+	if s.Health == nil {
+		return nil
+	}
+	host := res.Host // the host that ran it, wherever it is recorded
+	if host == "" {
+		host = s.Host
+	}
+	notStarted := strings.Contains(res.Error, activities.ErrTypeConfig) // the workflow's words for a hook that could not start
+	_, err := s.Health.Record(ctx, fleethealth.Outcome{Host: host, Ident: ident, OpID: key, Result: res, NotStarted: notStarted})
+	if errors.Is(err, fleethealth.ErrInvalid) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record health %s: %w", key, notWritable(err))
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/outbox"
@@ -251,4 +252,104 @@ func TestCompleteRecordsThePageHooksEventsOnce(t *testing.T) {
 	require.Len(t, evs, 1, "the noresults hook's warning; the ok one is only counted (redis.page_events problems)")
 	assert.Contains(t, evs[0], `"page":"https://example.com/"`)
 	assert.Contains(t, evs[0], `"state":"warning"`)
+}
+
+// A final result feeds the fleet's health as an outcome of this worker's
+// host, exactly once across the host's write and the workflow's fallback
+// write under the same key.
+func TestRecordResultFeedsFleetHealthOnce(t *testing.T) {
+	ctx := context.Background()
+	s, rdb, cfg := newHealthStore(t)
+	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Step: 3, Status: model.StatusFailed, ExitCode: 127,
+		Error: "wget: not found", Attempts: 3, StartedAt: time.Now(), EndedAt: time.Now()}
+	a, err := activities.NewPool(s, s, nil, "q@host", zap.NewNop())
+	require.NoError(t, err)
+	for range 2 {
+		require.NoError(t, s.RecordResult(ctx, activities.ResultInput{Ident: "job1", Result: res, Key: "run1/step-3/wget/x"}))
+		require.NoError(t, a.RecordResult(ctx, activities.ResultInput{Ident: "job1", Result: res, Key: "run1/step-3/wget/x"}))
+	}
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:job1:on_Snapshot__30_wget.sh", "state").Val())
+	assert.Equal(t, "1", rdb.HGet(ctx, "check:host-a:wget", "count").Val(), "one outcome")
+	assert.EqualValues(t, 1, rdb.LLen(ctx, cfg.Flapjack.Notifications).Val(), "one problem notification")
+}
+
+// A Redis outage between the result's write and its retry (the activity's,
+// or the workflow's fallback write under the same key) leaves the fleet's
+// health as one write would: one outcome, one state change, one problem
+// notification.
+func TestFleetHealthAfterARedisOutageIsAsWithout(t *testing.T) {
+	ctx := context.Background()
+	srv := testredis.Start(t)
+	rdb := srv.Client()
+	cfg := config.Default()
+	cfg.Flapjack.CriticalAfter = 1
+	cfg.Redis.MaxRetries = 0
+	opts := backend.StoreOptions(&cfg)
+	opts.Host, opts.PID = "host-1", 42
+	rs, err := rkeys.NewStore(rdb, opts, zap.NewNop())
+	require.NoError(t, err)
+	h, err := fleethealth.FromConfig(rs, &cfg)
+	require.NoError(t, err)
+	s := &RedisStore{Redis: rs, PipelineID: "abcdef", Health: h, Host: "host-a"}
+	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow",
+		Settings: model.Settings{Concurrency: 2}, WorkflowID: "job1"}))
+	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Status: model.StatusFailed, ExitCode: 8,
+		Error: "wget: server error", Attempts: 1, StartedAt: time.Now(), EndedAt: time.Now(), Host: "host-a"}
+	in := activities.ResultInput{Ident: "job1", Result: res, Key: "run1/step-3/wget/x"}
+
+	require.NoError(t, srv.Stop())
+	require.Error(t, s.RecordResult(ctx, in), "Redis is down")
+	require.NoError(t, srv.Restart())
+	require.Eventually(t, func() bool { return s.RecordResult(ctx, in) == nil }, 30*time.Second, 100*time.Millisecond)
+	require.NoError(t, s.RecordResult(ctx, in), "a retry after the write changes nothing")
+
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+	assert.Equal(t, "1", rdb.HGet(ctx, "check:host-a:wget", "count").Val(), "one outcome")
+	assert.EqualValues(t, 1, rdb.LLen(ctx, "host-a:wget:states").Val(), "one state change")
+	assert.EqualValues(t, 1, rdb.LLen(ctx, cfg.Flapjack.Notifications).Val(), "one problem notification")
+	v, err := rs.GetJob(ctx, "job1")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, v.HooksFailed)
+
+	// The outage between the result's write and the health's: the retry's
+	// result write is a no-op, its health write the first.
+	in.Key = "run1/step-3/wget/y"
+	in.Result.Status, in.Result.ExitCode, in.Result.Error = model.StatusSucceeded, 0, ""
+	_, err = rs.RecordResult(ctx, "job1", in.Key, in.Result, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.RecordResult(ctx, in))
+	require.NoError(t, s.RecordResult(ctx, in))
+	assert.Equal(t, "ok", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+	assert.Equal(t, "2", rdb.HGet(ctx, "check:host-a:wget", "count").Val())
+	assert.EqualValues(t, 2, rdb.LLen(ctx, cfg.Flapjack.Notifications).Val(), "one problem, one recovery")
+	v, err = rs.GetJob(ctx, "job1")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, v.HooksSucceeded, "the result counted once")
+}
+
+// A hook that could not start (the workflow's HookConfigError) is a hard
+// failure of its host's check.
+func TestAHookThatCouldNotStartIsAHardFailure(t *testing.T) {
+	ctx := context.Background()
+	s, rdb, _ := newHealthStore(t)
+	res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__30_wget.sh", Status: model.StatusFailed, Attempts: 1,
+		Error: "run hook wget/on_Snapshot__30_wget.sh: config.json: invalid (type: " + activities.ErrTypeConfig + ", retryable: false)"}
+	require.NoError(t, s.RecordResult(ctx, activities.ResultInput{Ident: "job1", Result: res, Key: "k"}))
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+}
+
+// newHealthStore is newRedisStore feeding a fleet health (critical after
+// one hard failure) as host-a, with the job job1.
+func newHealthStore(t *testing.T) (*RedisStore, *redis.Client, config.Config) {
+	t.Helper()
+	s, rs, rdb := newRedisStore(t)
+	cfg := config.Default()
+	cfg.Flapjack.CriticalAfter = 1
+	h, err := fleethealth.FromConfig(rs, &cfg)
+	require.NoError(t, err)
+	s.Health, s.Host = h, "host-a"
+	require.NoError(t, rs.CreateJob(context.Background(), rkeys.Job{Ident: "job1", URL: "https://example.com/", FetchDepth: "shallow",
+		Settings: model.Settings{Concurrency: 2}, WorkflowID: "job1"}))
+	return s, rdb, cfg
 }

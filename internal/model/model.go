@@ -64,6 +64,10 @@ type ArchiveResult struct {
 	// Limit names the resource limit the hook ran into ("memory",
 	// "processes", "cpu_time"); Error then says which and how.
 	Limit string `json:"limit,omitempty"`
+	// Host is the worker host that ran the hook (its pipeline nickname),
+	// so whoever records the result (the host, or the workflow after the
+	// host's write failed) credits the fleet health's check of that host.
+	Host string `json:"host,omitempty"`
 }
 
 // JobState is the lifecycle state of a job (DESIGN.md §4, kickq-style indexes).

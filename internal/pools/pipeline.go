@@ -13,6 +13,7 @@ import (
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/diskguard"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/outbox"
@@ -35,6 +36,7 @@ type RedisPipeline struct {
 	logOutbox *outbox.Outbox
 	guard     *diskguard.Guard
 	lock      *pipelinelock.Watcher
+	health    *fleethealth.Health // its critical checks go in the record
 }
 
 // NewRedisPipeline describes this process; nickname may be empty.
@@ -73,6 +75,10 @@ func newRedisPipeline(store *rkeys.Store, nickname, archiveDir, webUI string) (*
 // ID is the pipeline id (hex).
 func (r *RedisPipeline) ID() string { return r.p.ID }
 
+// Nickname is the pipeline's nickname (worker.nickname, else the host
+// name): the worker host's entity in the fleet's health.
+func (r *RedisPipeline) Nickname() string { return r.p.Nickname }
+
 func (r *RedisPipeline) snapshot() rkeys.Pipeline {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -85,6 +91,13 @@ func (r *RedisPipeline) snapshot() rkeys.Pipeline {
 	}
 	if r.lock != nil && p.NotClaiming == "" {
 		p.NotClaiming = r.lock.Reason()
+	}
+	if r.health != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if n, err := r.health.Critical(ctx, p.Nickname); err == nil {
+			p.CriticalChecks = &n
+		}
+		cancel()
 	}
 	if r.logOutbox != nil {
 		if b, err := r.logOutbox.Backlog(); err == nil {
@@ -143,11 +156,17 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 	if err != nil {
 		return Deps{}, err
 	}
-	store := &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID()}
+	store := &jobstore.RedisStore{Redis: be.Store, PipelineID: pipe.ID(), Host: pipe.Nickname()}
 	var lock *pipelinelock.Watcher
+	var health *fleethealth.Health
 	if be.Store != nil {
 		lock = pipelinelock.New(be.Store, pipe.ID(), log)
 		pipe.lock = lock
+		if health, err = fleethealth.FromConfig(be.Store, cfg); err != nil {
+			return Deps{}, err
+		}
+		store.Health = health
+		pipe.health = health
 	}
 	var crawl activities.CrawlStore // nil without Redis (Run refuses it)
 	if be.Redis != nil && be.Store != nil {
@@ -178,6 +197,8 @@ func NewDeps(cfg *config.Config, be *backend.Backend, log *zap.Logger) (Deps, er
 		Env:       append(os.Environ(), "ARCHIVEFLOW_BIN="+self),
 		Purger:    purger,
 		Lock:      lock,
+		Health:    health,
+		Nickname:  pipe.Nickname(),
 	}, nil
 }
 

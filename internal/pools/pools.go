@@ -31,6 +31,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/diskguard"
 	"github.com/archiveflow/archiveflow/internal/engine"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/metrics"
@@ -97,6 +98,11 @@ type Deps struct {
 	DiskFree diskguard.FreeFunc
 	// Lock is this process's claim lock (starter lock); nil: none.
 	Lock *pipelinelock.Watcher
+	// Health, when set, is the fleet's health: a host-wide maintenance of
+	// Nickname drains this worker (the disk guard holds it), a plugin's
+	// maintenance skips that plugin's hooks here.
+	Health   *fleethealth.Health
+	Nickname string
 }
 
 // BuiltinDir is where a worker host materialises the built-in plugin set,
@@ -242,6 +248,13 @@ func Run(ctx context.Context, d Deps, names []string) error {
 		defer stopLock()
 		gates = append(gates, d.Lock)
 	}
+	stopMaint := watchMaintenance(d, guard, log)
+	defer stopMaint()
+	stopWebhook, err := startWebhook(d, log)
+	if err != nil {
+		return err
+	}
+	defer stopWebhook()
 	stopMetrics, err := serveMetrics(d, logOutbox, log)
 	if err != nil {
 		return err
@@ -360,6 +373,8 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 	}
 	ecfg.Instance = instance
 	ecfg.Hosts = d.Hosts
+	ecfg.Maintenance = pluginMaintenance(d, plog)
+	ecfg.Host = d.Nickname
 	if d.Lookup != nil {
 		ecfg.Fetch = ecfg.Fetch.WithLookup(d.Lookup)
 	}
@@ -669,7 +684,7 @@ func startDiskGuard(d Deps, archiveDir string, log *zap.Logger) (*diskguard.Guar
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker.min_free_disk: %w", err)
 	}
-	if minFree == 0 {
+	if minFree == 0 && d.Health == nil {
 		return nil, func() {}, nil
 	}
 	free := d.DiskFree
@@ -679,6 +694,9 @@ func startDiskGuard(d Deps, archiveDir string, log *zap.Logger) (*diskguard.Guar
 	g, err := diskguard.New(archiveDir, minFree, free, log)
 	if err != nil {
 		return nil, nil, err
+	}
+	if minFree == 0 {
+		return g, func() {}, nil // holds only (a maintenance)
 	}
 	g.Check()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -746,4 +764,89 @@ func gatedOptions(opts worker.Options, slots worker.SlotSupplier) (worker.Option
 	opts.MaxConcurrentLocalActivityExecutionSize = 0
 	opts.Tuner = tuner
 	return opts, nil
+}
+
+// maintenanceHold names the disk guard's hold of a host-wide maintenance.
+const maintenanceHold = "maintenance"
+
+// watchMaintenance holds guard while a host-wide maintenance of this host
+// (d.Nickname) is in force and releases it when it ends, looking every
+// flapjack.maintenance_poll; nothing without fleet health.
+func watchMaintenance(d Deps, guard *diskguard.Guard, log *zap.Logger) func() {
+	if d.Health == nil || guard == nil || d.Nickname == "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	look := func() {
+		lctx, stop := context.WithTimeout(ctx, d.Config.Flapjack.MaintenancePoll)
+		defer stop()
+		m, ok, err := d.Health.Active(lctx, d.Nickname, fleethealth.HostWide)
+		switch {
+		case err != nil:
+			log.Warn("look for a maintenance of this host; keeping the last answer", zap.String("host", d.Nickname), zap.Error(err))
+		case ok:
+			guard.Hold(maintenanceHold, m.Reason())
+		default:
+			guard.Release(maintenanceHold)
+		}
+	}
+	look() // before any worker polls
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d.Config.Flapjack.MaintenancePoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				look()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// pluginMaintenance is the engine's question before a hook attempt: the
+// maintenance of the plugin on this host in force now ("" when none, or
+// when it cannot be read: a hook is not skipped on a reading that failed).
+func pluginMaintenance(d Deps, log *zap.Logger) func(ctx context.Context, plugin string) string {
+	if d.Health == nil || d.Nickname == "" {
+		return nil
+	}
+	return func(ctx context.Context, plugin string) string {
+		m, ok, err := d.Health.Active(ctx, d.Nickname, plugin)
+		if err != nil {
+			log.Warn("look for a maintenance of the plugin on this host; running the hook", zap.String("plugin", plugin), zap.Error(err))
+			return ""
+		}
+		if !ok || m.Check == fleethealth.HostWide {
+			return "" // a host-wide one drains the worker; claimed work runs on
+		}
+		return m.Reason()
+	}
+}
+
+// startWebhook runs the fleet health's webhook sender (config
+// flapjack.webhook) under the fetch policy until the returned stop.
+func startWebhook(d Deps, log *zap.Logger) (func(), error) {
+	if d.Health == nil || d.Config.Flapjack.Webhook == "" {
+		return func() {}, nil
+	}
+	policy, err := netpolicy.Parse(d.Config.Fetch.Deny)
+	if err != nil {
+		return nil, fmt.Errorf("fetch.deny: %w", err)
+	}
+	if d.Lookup != nil {
+		policy = policy.WithLookup(d.Lookup)
+	}
+	s := d.Health.NewSender(d.Config.Flapjack.Webhook, policy, d.Nickname, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	return func() { cancel(); <-done }, nil
 }

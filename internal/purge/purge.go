@@ -18,6 +18,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -28,6 +29,7 @@ type Purger struct {
 	store    *rkeys.Store
 	front    *frontier.Frontier
 	keyBatch int
+	health   *fleethealth.Health
 	now      func() time.Time
 	log      *zap.Logger
 }
@@ -41,6 +43,9 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	Log *zap.Logger
+	// Health, when set, loses a purged job's checks with it (its job ×
+	// hook checks and failed_checks members).
+	Health *fleethealth.Health
 }
 
 // New returns a Purger over the job layout store and the crawl frontier.
@@ -57,7 +62,7 @@ func New(store *rkeys.Store, front *frontier.Frontier, o Options) (*Purger, erro
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	return &Purger{store: store, front: front, keyBatch: o.KeyBatch, now: o.Now, log: o.Log.Named("purge")}, nil
+	return &Purger{store: store, front: front, keyBatch: o.KeyBatch, health: o.Health, now: o.Now, log: o.Log.Named("purge")}, nil
 }
 
 // Job is one job due for purge and what is left of it.
@@ -111,6 +116,11 @@ func (p *Purger) PurgeBatch(ctx context.Context, limit int) (activities.PurgeRep
 				return rep, fmt.Errorf("purge job %s: %w", j.Ident, err)
 			}
 		}
+		if p.health != nil && (j.State == "" || j.State.Final()) {
+			if _, err := p.health.PurgeJob(ctx, j.Ident); err != nil {
+				return rep, fmt.Errorf("purge job %s: %w", j.Ident, err)
+			}
+		}
 		purged, n, err := p.store.PurgeJob(ctx, j.Ident, p.now())
 		if err != nil {
 			return rep, err
@@ -131,5 +141,9 @@ func FromConfig(rdb redis.UniversalClient, store *rkeys.Store, cfg *config.Confi
 	if err != nil {
 		return nil, fmt.Errorf("purge: %w", err)
 	}
-	return New(store, front, Options{KeyBatch: cfg.Purge.KeyBatch, Log: log})
+	health, err := fleethealth.FromConfig(store, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("purge: %w", err)
+	}
+	return New(store, front, Options{KeyBatch: cfg.Purge.KeyBatch, Log: log, Health: health})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -31,6 +32,9 @@ type env struct {
 	p     *Purger
 	clock *clock
 	cfg   config.Config
+	// health gets a failed hook of every job (a job × hook check in
+	// failed_checks), which the purge removes with the job.
+	health *fleethealth.Health
 }
 
 func newEnv(t *testing.T, namespace string) *env {
@@ -49,9 +53,12 @@ func newEnv(t *testing.T, namespace string) *env {
 	require.NoError(t, err)
 	front, err := frontier.New(rdb, store.Keys(), frontier.Options{})
 	require.NoError(t, err)
-	p, err := New(store, front, Options{KeyBatch: 7, Now: c.now})
+	health, err := fleethealth.New(store, fleethealth.Options{OKAfter: 1, CriticalAfter: 1, HistoryCap: 10, JobTTL: time.Hour,
+		Queue: "notifications", Now: c.now})
 	require.NoError(t, err)
-	return &env{rdb: rdb, store: store, front: front, p: p, clock: c, cfg: cfg}
+	p, err := New(store, front, Options{KeyBatch: 7, Now: c.now, Health: health})
+	require.NoError(t, err)
+	return &env{rdb: rdb, store: store, front: front, p: p, clock: c, cfg: cfg, health: health}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -74,6 +81,8 @@ func (e *env) job(t *testing.T, ctx context.Context, n int, state model.JobState
 	require.NoError(t, err)
 	_, err = e.store.RecordResult(ctx, id, "op1", model.ArchiveResult{Hook: "h", Status: model.StatusSucceeded}, nil)
 	require.NoError(t, err)
+	_, err = e.health.Record(ctx, fleethealth.Outcome{Ident: id, OpID: "op2", Result: model.ArchiveResult{Plugin: "p", Hook: "h2", Status: model.StatusFailed}})
+	require.NoError(t, err)
 	if pages > 0 {
 		_, err := e.front.Seed(ctx, id, norm, frontier.Config{MaxDepth: -1, MaxAttempts: 2, QueuedField: "items_queued"})
 		require.NoError(t, err)
@@ -95,13 +104,14 @@ func (e *env) job(t *testing.T, ctx context.Context, n int, state model.JobState
 }
 
 // history are the keys that outlive jobs by design: ArchiveBot's counters
-// and notifications, and the hourly Flapjack events (their own expiry).
+// and notifications, the hourly Flapjack events (their own expiry), and
+// Flapjack's all_checks (the check names seen: hook names, bounded).
 func history(t *testing.T, ctx context.Context, e *env) {
 	t.Helper()
 	k := e.store.Keys()
 	require.NoError(t, e.rdb.Del(ctx, k.JobsCounter(model.StateFinished), k.JobsCounter(model.StateFailed),
 		k.JobsCounter(model.StateAborted), k.FinishNotifications(), k.EventCounters(),
-		k.InstanceEventCounters(e.store.Options().Host, e.store.Options().PID)).Err())
+		k.InstanceEventCounters(e.store.Options().Host, e.store.Options().PID), k.Namespace()+"all_checks").Err())
 	events, err := e.rdb.Keys(ctx, k.Namespace()+"events_archive:*").Result()
 	require.NoError(t, err)
 	require.NoError(t, e.rdb.Del(ctx, events...).Err())

@@ -14,4 +14,8 @@
 // values are absolute, or increments are guarded by an idempotency key
 // checked and recorded inside the same Lua script. docs/redis-layout.md
 // lists every key, its type, encoding, writer, expiry and origin.
+//
+// A package that owns a layout beside this one (internal/fleethealth:
+// Flapjack's checks) runs its scripts through the same framework
+// (NewScript, Store.RunScript: this prelude, named KEYS).
 package rkeys

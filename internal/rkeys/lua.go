@@ -127,3 +127,29 @@ func (s *Store) jobKeys(ident string) map[string]string {
 		"rules":      s.keys.Rules(ident),
 	}
 }
+
+// Script is a Lua script of a package that owns a layout beside rkeys'
+// (internal/fleethealth): the same prelude (return codes, inherit_ttl) and
+// named KEYS as rkeys' own scripts, run through a Store (RunScript).
+type Script struct{ sc *script }
+
+// NewScript declares a script reading keys (Lua identifiers) and body.
+func NewScript(keys []string, body string) *Script { return &Script{sc: newScript(keys, false, body)} }
+
+// RunScript runs sc with its keys given by name and extra keys after them
+// (the script's EXTRA table).
+func (s *Store) RunScript(ctx context.Context, sc *Script, keys map[string]string, extra []string, args ...any) *redis.Cmd {
+	return s.runExtra(ctx, sc.sc, keys, extra, args...)
+}
+
+// The return codes a Script shares with rkeys' scripts (CODE_NOT_FOUND,
+// CODE_NOOP, CODE_APPLIED in Lua).
+const (
+	CodeNotFound = codeNotFound
+	CodeNoop     = codeNoop
+	CodeApplied  = codeApplied
+)
+
+// Client is the Redis connection the Store writes through, for readers of
+// a layout beside rkeys' (internal/fleethealth).
+func (s *Store) Client() redis.UniversalClient { return s.rdb }

@@ -35,6 +35,10 @@ type Pipeline struct {
 	// guard: "archive disk low: …"), in the record's not_claiming field;
 	// the field is absent while it claims.
 	NotClaiming string
+	// CriticalChecks, when set, is how many of the host's checks in the
+	// fleet's health are critical (internal/fleethealth), in the record's
+	// critical_checks field.
+	CriticalChecks *int
 	// WebUI is the Temporal Web UI the process's stack serves
 	// (temporal.ui_url), published as the stack's (Keys.WebUI) with the
 	// record; "" publishes nothing.
@@ -106,6 +110,9 @@ func (p Pipeline) fields(now time.Time) (map[string]any, error) {
 	}
 	if p.NotClaiming != "" {
 		fields[FieldNotClaiming] = p.NotClaiming
+	}
+	if p.CriticalChecks != nil {
+		fields["critical_checks"] = *p.CriticalChecks
 	}
 	if p.LogOutbox != nil {
 		fields["log_outbox_pending"] = p.LogOutbox.Pending

@@ -16,7 +16,7 @@ type Event struct {
 	Entity  string `json:"entity"`  // the job ident
 	Check   string `json:"check"`   // the hook file name
 	Type    string `json:"type"`    // always "service"
-	State   string `json:"state"`   // ok | warning | critical (see flapjackState)
+	State   string `json:"state"`   // ok | warning | critical (see FlapjackState)
 	Summary string `json:"summary"` // status plus output or error
 	Time    int64  `json:"time"`    // unix seconds of the hook's end
 	// archiveflow fields.
@@ -35,8 +35,9 @@ type Event struct {
 	Page string `json:"page,omitempty"`
 }
 
-// flapjackState maps a hook status to Flapjack's state vocabulary.
-func flapjackState(s model.Status) string {
+// FlapjackState maps a hook status to Flapjack's state vocabulary (the
+// events and the job × hook checks of internal/fleethealth).
+func FlapjackState(s model.Status) string {
 	switch s {
 	case model.StatusSucceeded, model.StatusSkipped:
 		return "ok"
@@ -66,7 +67,7 @@ func (s *Store) event(ident, opID string, r model.ArchiveResult, responses int) 
 		dur = r.EndedAt.Sub(r.StartedAt).Milliseconds()
 	}
 	return Event{
-		Entity: ident, Check: r.Hook, Type: "service", State: flapjackState(r.Status),
+		Entity: ident, Check: r.Hook, Type: "service", State: FlapjackState(r.Status),
 		Summary: summary, Time: end.Unix(),
 		Status: r.Status, Plugin: r.Plugin, Step: r.Step, Attempts: r.Attempts, DurationMS: dur,
 		Bytes: r.OutputBytes, Responses: responses, Host: s.opts.Host, PID: s.opts.PID, OpID: opID,
@@ -81,7 +82,8 @@ func (s *Store) event(ident, opID string, r model.ArchiveResult, responses int) 
 // ArchiveBot's queued figure, their difference, stays 0), r1xx..r5xx/runk/
 // error_count when the Store owns response counters, a Flapjack event in
 // events_archive:HOUR (expiry refreshed) and event_counters /
-// event_counters:HOST:PID. opID is the idempotency key (e.g. the activity's
+// event_counters:HOST:PID (which expires after EventsTTL, like
+// executive_instance:HOST:PID). opID is the idempotency key (e.g. the activity's
 // workflow-unique hook id): a repeat with the same opID changes nothing.
 // It reports whether this call applied the result.
 func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.ArchiveResult, responses []model.Response) (bool, error) {
@@ -157,6 +159,8 @@ for _, k in ipairs({counters, instance_counters}) do
   redis.call('HINCRBY', k, 'all', 1)
   redis.call('HINCRBY', k, status, 1)
 end
+-- event_counters:HOST:PID expires like executive_instance:HOST:PID.
+redis.call('EXPIRE', instance_counters, ARGV[14])
 return CODE_APPLIED
 `)
 
@@ -219,5 +223,7 @@ for i = 3, #ARGV, 2 do
   end
 end
 if appended then redis.call('EXPIRE', events, ARGV[1]) end
+-- event_counters:HOST:PID expires like executive_instance:HOST:PID.
+if #ARGV > 2 then redis.call('EXPIRE', instance_counters, ARGV[1]) end
 return 0
 `)

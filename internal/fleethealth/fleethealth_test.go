@@ -1,0 +1,195 @@
+package fleethealth
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/testredis"
+)
+
+// A plugin failing hard on one host goes critical there at the threshold
+// (critical_after 3: warning after the first failure), only there; it
+// enters failed_checks once with one problem notification, and recovers
+// with one recovery notification. Only state changes append history;
+// last_update moves on every outcome.
+func TestHostCheckGoesCriticalAtTheThresholdOnlyThereAndRecovers(t *testing.T) {
+	e := newEnv(t, testOpts())
+	ctx := context.Background()
+	e.job(t, "job1")
+	e.outcome(t, "host-a", "job1", "wget", model.StatusSucceeded, 0)
+	e.outcome(t, "host-b", "job1", "wget", model.StatusSucceeded, 0)
+	for i := 1; i <= 3; i++ {
+		e.outcome(t, "host-a", "job1", "wget", model.StatusFailed, 1)
+		e.outcome(t, "host-b", "job1", "wget", model.StatusSucceeded, 0)
+		want := StateWarning
+		if i == 3 {
+			want = StateCritical
+		}
+		assert.Equal(t, want, e.rdb.HGet(ctx, "check:host-a:wget", "state").Val(), "after %d failures", i)
+		assert.Equal(t, StateOK, e.rdb.HGet(ctx, "check:host-b:wget", "state").Val())
+	}
+	wentCritical := e.clock.Now().Add(-time.Second).Unix()
+	failed, err := e.rdb.ZRangeWithScores(ctx, "failed_checks", 0, -1).Result()
+	require.NoError(t, err)
+	require.Contains(t, failed, redis.Z{Score: float64(wentCritical), Member: "host-a:wget"})
+	for _, z := range failed {
+		assert.NotEqual(t, "host-b:wget", z.Member)
+	}
+	// More failures: still one problem notification, failing since the same time.
+	e.outcome(t, "host-a", "job1", "wget", model.StatusFailed, 1)
+	assert.EqualValues(t, wentCritical, e.rdb.ZScore(ctx, "failed_checks", "host-a:wget").Val())
+	n := e.notifications(t)
+	require.Len(t, n, 1)
+	assert.Equal(t, notification{EventID: "host-a:wget", Type: "problem", State: StateCritical,
+		Summary: "failed: wget: command not found", Time: wentCritical, LastState: StateWarning}, n[0])
+
+	e.outcome(t, "host-a", "job1", "wget", model.StatusSucceeded, 0)
+	assert.Equal(t, StateOK, e.rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+	assert.Zero(t, e.rdb.ZScore(ctx, "failed_checks", "host-a:wget").Val())
+	assert.ErrorIs(t, e.rdb.ZScore(ctx, "failed_checks", "host-a:wget").Err(), redis.Nil)
+	n = e.notifications(t)
+	require.Len(t, n, 2)
+	assert.Equal(t, "recovery", n[1].Type)
+	assert.Equal(t, StateOK, n[1].State)
+	assert.Equal(t, e.clock.Now().Unix(), n[1].Time)
+	crit, rec := strconv.FormatInt(wentCritical, 10), strconv.FormatInt(e.clock.Now().Unix(), 10)
+	assert.Equal(t, crit, e.rdb.Get(ctx, "host-a:wget:last_problem_notification").Val())
+	assert.Equal(t, []string{crit}, e.rdb.LRange(ctx, "host-a:wget:problem_notifications", 0, -1).Val())
+	assert.Equal(t, rec, e.rdb.Get(ctx, "host-a:wget:last_recovery_notification").Val())
+	assert.Equal(t, []string{rec}, e.rdb.LRange(ctx, "host-a:wget:recovery_notifications", 0, -1).Val())
+
+	// History: ok, warning, critical, ok (8 outcomes on host-a).
+	states := e.rdb.LRange(ctx, "host-a:wget:states", 0, -1).Val()
+	require.Len(t, states, 4)
+	var got []string
+	for _, ts := range states {
+		got = append(got, e.rdb.Get(ctx, "host-a:wget:"+ts+":state").Val())
+	}
+	assert.Equal(t, []string{"ok", "warning", "critical", "ok"}, got)
+	assert.Len(t, e.rdb.LRange(ctx, "host-b:wget:states", 0, -1).Val(), 1, "host-b: one state, never changed")
+	assert.Equal(t, e.clock.Now().Unix(), unixField(e.rdb.HGet(ctx, "check:host-a:wget", "last_update").Val()).Unix())
+}
+
+// A repeated outcome (an activity retry, the workflow's fallback write)
+// changes nothing: not a counter, not a timestamp, not a notification.
+func TestARepeatedOutcomeChangesNothing(t *testing.T) {
+	e := newEnv(t, testOpts())
+	ctx := context.Background()
+	e.job(t, "job1")
+	r := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__50_wget.py", Status: model.StatusFailed, ExitCode: 1, EndedAt: t0}
+	o := Outcome{Host: "host-a", Ident: "job1", OpID: "run-1/step-5/wget/on_Snapshot__50_wget.py", Result: r}
+	health := e.health
+	health.opts.CriticalAfter = 1
+	ok, err := health.Record(ctx, o)
+	require.NoError(t, err)
+	require.True(t, ok)
+	before := testredis.Dump(t, e.rdb, "*")
+	e.clock.Add(time.Minute)
+	for range 3 {
+		ok, err = health.Record(ctx, o)
+		require.NoError(t, err)
+		assert.False(t, ok, "a repeat is not applied")
+	}
+	assert.Equal(t, before, testredis.Dump(t, e.rdb, "*"))
+	assert.Len(t, e.notifications(t), 1)
+}
+
+// A job's outcome without its IDENT hash is refused and writes nothing.
+func TestAnOutcomeOfAnUnknownJobWritesNothing(t *testing.T) {
+	e := newEnv(t, testOpts())
+	_, err := e.health.Record(context.Background(), Outcome{Host: "h", Ident: "gone", OpID: "x",
+		Result: model.ArchiveResult{Plugin: "wget", Hook: "w.py", Status: model.StatusSucceeded}})
+	require.ErrorContains(t, err, "job gone")
+	assert.Empty(t, e.rdb.Keys(context.Background(), "*").Val())
+}
+
+// Each check's history is capped: the oldest changes and their keys go.
+func TestHistoryIsCapped(t *testing.T) {
+	o := testOpts()
+	o.HistoryCap, o.CriticalAfter = 3, 1
+	e := newEnv(t, o)
+	ctx := context.Background()
+	e.job(t, "job1")
+	var first string
+	for i := range 6 {
+		st := model.StatusSucceeded
+		if i%2 == 1 {
+			st = model.StatusFailed
+		}
+		e.outcome(t, "host-a", "job1", "wget", st, 1)
+		if i == 0 {
+			first = strconv.FormatInt(e.clock.Now().Unix(), 10)
+		}
+	}
+	assert.Len(t, e.rdb.LRange(ctx, "host-a:wget:states", 0, -1).Val(), 3)
+	assert.EqualValues(t, 3, e.rdb.ZCard(ctx, "host-a:wget:sorted_state_timestamps").Val())
+	assert.Zero(t, e.rdb.Exists(ctx, "host-a:wget:"+first+":state", "host-a:wget:"+first+":summary",
+		"host-a:wget:"+first+":count", "host-a:wget:"+first+":check_latency").Val())
+	assert.Len(t, e.rdb.LRange(ctx, "host-a:wget:problem_notifications", 0, -1).Val(), 3, "notification lists are capped too")
+}
+
+// A job × hook check's state is the hook's final status; a failed hook is
+// in failed_checks (starter list --failed) until the job is purged, which
+// removes every key of the job's entity. Its keys expire with the job.
+func TestJobChecksExpireAndArePurgedWithTheJob(t *testing.T) {
+	e := newEnv(t, testOpts())
+	ctx := context.Background()
+	e.job(t, "job1")
+	e.outcome(t, "host-a", "job1", "wget", model.StatusFailed, 1)
+	e.outcome(t, "host-a", "job1", "title", model.StatusSucceeded, 0)
+	assert.Equal(t, StateCritical, e.rdb.HGet(ctx, "check:job1:on_Snapshot__50_wget.py", "state").Val())
+	jobs, err := e.health.FailedJobs(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{"job1": {"on_Snapshot__50_wget.py"}}, jobs)
+	ttl := e.rdb.TTL(ctx, "check:job1:on_Snapshot__50_wget.py").Val()
+	assert.InDelta(t, (7 * 24 * time.Hour).Seconds(), ttl.Seconds(), 5, "a running job's checks: the job ttl")
+
+	// The job finishes (its hash gets its retention); the next outcome's keys take it.
+	require.NoError(t, e.rdb.Expire(ctx, "job1", time.Hour).Err())
+	e.outcome(t, "host-a", "job1", "pdf", model.StatusSucceeded, 0)
+	assert.InDelta(t, time.Hour.Seconds(), e.rdb.TTL(ctx, "check:job1:on_Snapshot__50_pdf.py").Val().Seconds(), 5)
+
+	n, err := e.health.PurgeJob(ctx, "job1")
+	require.NoError(t, err)
+	assert.Positive(t, n)
+	left := e.rdb.Keys(ctx, "*job1*").Val()
+	assert.ElementsMatch(t, []string{"job1", "job1_ops"}, left, "only the job's own keys (rkeys purges them) are left")
+	assert.Empty(t, e.rdb.ZRange(ctx, "failed_checks", 0, -1).Val(), "host-a:wget is warning, not critical; the job's member is gone")
+	assert.NotContains(t, e.rdb.HKeys(ctx, "all_entity_ids_by_name").Val(), "job1")
+	assert.NotContains(t, e.rdb.ZRange(ctx, "current_entities", 0, -1).Val(), "job1")
+	assert.Equal(t, StateWarning, e.rdb.HGet(ctx, "check:host-a:wget", "state").Val(), "the host's checks stay")
+}
+
+// Which outcomes are ok, soft or hard failures, or say nothing.
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		r    model.ArchiveResult
+		want Class
+	}{
+		{model.ArchiveResult{Status: model.StatusSucceeded}, ClassOK},
+		{model.ArchiveResult{Status: model.StatusNoResults}, ClassOK},
+		{model.ArchiveResult{Status: model.StatusSkipped, OutputStr: "no video on the page"}, ClassOK},
+		{model.ArchiveResult{Status: model.StatusSkipped, OutputStr: MaintenancePrefix + "unscheduled maintenance of h:p"}, ClassNeutral},
+		{model.ArchiveResult{Status: model.StatusFailed, Error: "the page has no PDF"}, ClassSoft},
+		{model.ArchiveResult{Status: model.StatusFailed, ExitCode: 127}, ClassHard},
+		{model.ArchiveResult{Status: model.StatusFailed, Limit: "memory"}, ClassHard},
+	} {
+		assert.Equal(t, string(c.want), string(Classify(c.r)), "%+v", c.r)
+	}
+	// A hook that could not start is a hard failure whatever its exit code.
+	o := testOpts()
+	o.CriticalAfter = 1
+	e := newEnv(t, o)
+	e.job(t, "job1")
+	_, err := e.health.Record(context.Background(), Outcome{Host: "h", Ident: "job1", OpID: "x", NotStarted: true,
+		Result: model.ArchiveResult{Plugin: "p", Hook: "x.sh", Status: model.StatusFailed, Error: "malformed config.json"}})
+	require.NoError(t, err)
+	assert.Equal(t, StateCritical, e.rdb.HGet(context.Background(), "check:h:p", "state").Val())
+}
