@@ -21,7 +21,11 @@ type Outcome struct {
 	Ident string
 	// OpID is the outcome's idempotency key (the hook's key in its
 	// workflow run): a repeat changes nothing.
-	OpID   string
+	OpID string
+	// Once: the caller records this outcome once by itself (a crawl page's
+	// hooks, with the outcome the frontier applied), so no repeat-safety
+	// key is kept for it (OpID may be empty).
+	Once   bool
 	Result model.ArchiveResult
 	// NotStarted: the hook could not start (a configuration error); a
 	// hard failure whatever its exit code says.
@@ -87,7 +91,7 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 	switch {
 	case o.Ident == "":
 		return false, fmt.Errorf("record health of hook %s: %w: job ident must not be empty", r.Hook, ErrInvalid)
-	case o.OpID == "":
+	case o.OpID == "" && !o.Once:
 		return false, fmt.Errorf("record health of job %s hook %s: %w: op id must not be empty (repeat-safety key)", o.Ident, r.Hook, ErrInvalid)
 	case r.Hook == "" || strings.Contains(r.Hook, ":"):
 		return false, fmt.Errorf("record health of job %s: %w: hook %q: must be non-empty without ':'", o.Ident, ErrInvalid, r.Hook)
@@ -136,7 +140,7 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 	}
 	keys := h.store.Keys()
 	code, err := h.store.RunScript(ctx, recordScript, map[string]string{"job": keys.Job(o.Ident), "ops": keys.Ops(o.Ident)}, nil,
-		h.ns, at.Unix(), "health:"+o.OpID, h.opts.OKAfter, h.opts.CriticalAfter, h.opts.HistoryCap,
+		h.ns, at.Unix(), opKey(o), h.opts.OKAfter, h.opts.CriticalAfter, h.opts.HistoryCap,
 		h.QueueKey(), outbox, int64(h.opts.JobTTL/time.Second), feedArg(h.opts.Feed),
 		o.Host, r.Plugin, string(class), sum, o.Ident, r.Hook, jobState,
 		strconv.FormatFloat(latency, 'f', 3, 64), string(hostEv), string(jobEv)).Int()
@@ -152,6 +156,14 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 	return true, nil
 }
 
+// opKey is the outcome's entry in the job's ops set; "" keeps none.
+func opKey(o Outcome) string {
+	if o.Once {
+		return ""
+	}
+	return "health:" + o.OpID
+}
+
 func feedArg(feed bool) string {
 	if feed {
 		return "1"
@@ -160,15 +172,17 @@ func feedArg(feed bool) string {
 }
 
 // recordScript writes one outcome; see Record. ARGV: 1 ns, 2 time,
-// 3 op, 4 ok_after, 5 critical_after, 6 cap, 7 queue, 8 webhook outbox,
+// 3 op ("": none kept), 4 ok_after, 5 critical_after, 6 cap, 7 queue, 8 webhook outbox,
 // 9 job ttl s, 10 feed, 11 host, 12 plugin, 13 class, 14 summary,
 // 15 ident, 16 hook, 17 job state, 18 latency, 19 host event, 20 job event.
 // The names of events, failed_checks and health_hosts are NS-prefixed
 // constants (keyFailedChecks, keyHealthHosts, EventsKey).
 var recordScript = rkeys.NewScript([]string{"job", "ops"}, luaCommon+`
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
-if redis.call('SADD', ops, ARGV[3]) == 0 then return CODE_NOOP end
-inherit_ttl(job, ops)
+if ARGV[3] ~= '' then
+  if redis.call('SADD', ops, ARGV[3]) == 0 then return CODE_NOOP end
+  inherit_ttl(job, ops)
+end
 if ARGV[10] == '1' then
   if ARGV[19] ~= '' then redis.call('RPUSH', NS .. '`+keyEvents+`', ARGV[19]) end
   redis.call('RPUSH', NS .. '`+keyEvents+`', ARGV[20])

@@ -185,6 +185,9 @@ func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, a
 		if err := s.Redis.RecordPageEvents(ctx, ident, opID, t.PageURL, t.Results); err != nil && s.Log != nil {
 			s.Log.Warn("the page's heartbeat and hook events are not recorded", zap.String("ident", ident), zap.Int64("page", pageID), zap.Error(err))
 		}
+		if err := s.RecordPageHealth(ctx, ident, t.Results); err != nil && s.Log != nil {
+			s.Log.Warn("the page's hook outcomes are not in the fleet's health", zap.String("ident", ident), zap.Int64("page", pageID), zap.Error(err))
+		}
 		// The metrics count exactly what the job's counters got.
 		metrics.Fetched(metrics.FetchPage, t.Responses)
 		for i, u := range urls {

@@ -102,25 +102,45 @@ func (s *RedisStore) RecordResult(ctx context.Context, in activities.ResultInput
 // Health is set) as an outcome of the host that ran it (res.Host; this
 // worker's when empty), exactly once per key
 // (the outcome's idempotency key, unique per hook outcome in its workflow
-// run). RecordResult calls it for every result it records; a hook outcome
-// recorded elsewhere (a crawl page's) calls it with its own key. An
+// run). RecordResult calls it for every result it records; a crawl page's
+// hooks go through RecordPageHealth. An
 // outcome the health cannot hold (a name it refuses) is left out: health
 // never fails a job.
 func (s *RedisStore) RecordHealth(ctx context.Context, ident, key string, res model.ArchiveResult) error {
+	return s.recordHealth(ctx, ident, fleethealth.Outcome{OpID: key, Result: res})
+}
+
+// RecordPageHealth feeds the fleet's health with the final results of a
+// crawl page attempt's hooks, as RecordHealth does a snapshot hook's; its
+// caller calls it once per page attempt whose outcome the frontier
+// applied (CrawlStore.Complete), so no repeat-safety key is kept.
+func (s *RedisStore) RecordPageHealth(ctx context.Context, ident string, results []model.ArchiveResult) error {
+	var errs []error
+	for _, res := range results {
+		errs = append(errs, s.recordHealth(ctx, ident, fleethealth.Outcome{Once: true, Result: res}))
+	}
+	return errors.Join(errs...)
+}
+
+// recordHealth records o for job ident on this worker's host (or the
+// host its result names).
+func (s *RedisStore) recordHealth(ctx context.Context, ident string, o fleethealth.Outcome) error {
 	if s.Health == nil {
 		return nil
 	}
-	host := res.Host // the host that ran it, wherever it is recorded
-	if host == "" {
-		host = s.Host
+	res := o.Result
+	o.Host = res.Host // the host that ran it, wherever it is recorded
+	if o.Host == "" {
+		o.Host = s.Host
 	}
-	notStarted := strings.Contains(res.Error, activities.ErrTypeConfig) // the workflow's words for a hook that could not start
-	_, err := s.Health.Record(ctx, fleethealth.Outcome{Host: host, Ident: ident, OpID: key, Result: res, NotStarted: notStarted})
+	o.Ident = ident
+	o.NotStarted = strings.Contains(res.Error, activities.ErrTypeConfig) // the workflow's words for a hook that could not start
+	_, err := s.Health.Record(ctx, o)
 	if errors.Is(err, fleethealth.ErrInvalid) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("record health %s: %w", key, notWritable(err))
+		return fmt.Errorf("record health of job %s hook %s: %w", ident, res.Hook, notWritable(err))
 	}
 	return nil
 }

@@ -353,3 +353,31 @@ func newHealthStore(t *testing.T) (*RedisStore, *redis.Client, config.Config) {
 		Settings: model.Settings{Concurrency: 2}, WorkflowID: "job1"}))
 	return s, rdb, cfg
 }
+
+// A crawl page's hook outcomes feed the fleet's health once, with the
+// outcome the frontier applies, and keep no repeat-safety key per outcome
+// (a crawl has many pages).
+func TestCompleteFeedsThePageHooksToFleetHealthOnce(t *testing.T) {
+	ctx := context.Background()
+	s, rdb, cfg := newHealthStore(t)
+	f, err := frontier.New(rdb, s.Redis.Keys(), frontier.Options{})
+	require.NoError(t, err)
+	cs := &CrawlStore{RedisStore: s, Frontier: f, Log: zap.NewNop()}
+	seed, err := cs.SeedCrawl(ctx, activities.SeedCrawlInput{Ident: "job1", URL: "https://example.com/", MaxDepth: 1, PageAttempts: 3, Token: "t"})
+	require.NoError(t, err)
+	require.NotNil(t, seed.Page)
+	now := time.Now()
+	tally := activities.PageTally{PageURL: seed.Page.URL, Results: []model.ArchiveResult{
+		{Plugin: "title", Hook: "on_Snapshot__54_title.sh", Status: model.StatusFailed, ExitCode: 127, Error: "python3: not found", StartedAt: now, EndedAt: now},
+	}}
+	opsBefore := rdb.SCard(ctx, s.Redis.Keys().Ops("job1")).Val()
+	for range 2 {
+		_, err := cs.Complete(ctx, "job1", seed.Page.ID, seed.Page.Attempt, activities.PageSucceeded, "", time.Time{}, tally)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:host-a:title", "state").Val())
+	assert.Equal(t, "1", rdb.HGet(ctx, "check:host-a:title", "count").Val(), "one outcome")
+	assert.Equal(t, "critical", rdb.HGet(ctx, "check:job1:on_Snapshot__54_title.sh", "state").Val())
+	assert.EqualValues(t, 1, rdb.LLen(ctx, cfg.Flapjack.Notifications).Val(), "one problem notification")
+	assert.Equal(t, opsBefore, rdb.SCard(ctx, s.Redis.Keys().Ops("job1")).Val(), "no key kept per page outcome")
+}
