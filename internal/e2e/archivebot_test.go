@@ -80,8 +80,10 @@ func workflowRuns(t *testing.T, s *Stack, idents []string) map[string]int {
 	out := map[string]int{}
 	var token []byte
 	for {
+		// Every queue: a job claimed from a named bot queue runs on its
+		// pipeline's tag queue (TASKQUEUE#NICK).
 		resp, err := s.Client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         fmt.Sprintf(`TaskQueue = %q`, s.Config.Pools[0].TaskQueue),
+			Query:         fmt.Sprintf(`TaskQueue = %q OR TaskQueue STARTS_WITH %q`, s.Config.Pools[0].TaskQueue, s.Config.Pools[0].TaskQueue+"#"),
 			NextPageToken: token,
 		})
 		require.NoError(t, err)
