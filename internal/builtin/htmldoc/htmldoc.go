@@ -2,7 +2,8 @@
 // title, its outgoing links, its requisites (the CSS in it read through
 // cssurl), its icons and its visible text. Input bytes are decoded to UTF-8
 // from the charset of the Content-Type or the page's own <meta> declaration
-// before parsing.
+// (a page that declares none: UTF-8 when it is valid UTF-8, else
+// windows-1252) before parsing.
 package htmldoc
 
 import (
@@ -12,10 +13,12 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
 	"golang.org/x/net/html/charset"
+	"golang.org/x/text/transform"
 
 	"github.com/archiveflow/archiveflow/internal/cssurl"
 )
@@ -33,11 +36,7 @@ func Parse(body []byte, contentType, pageURL string) (*Doc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse page url %q: %w", pageURL, err)
 	}
-	r, err := charset.NewReader(bytes.NewReader(body), contentType)
-	if err != nil {
-		return nil, fmt.Errorf("decode page %s (content-type %q): %w", pageURL, contentType, err)
-	}
-	root, err := html.Parse(r)
+	root, err := html.Parse(decode(body, contentType))
 	if err != nil {
 		return nil, fmt.Errorf("parse html of %s: %w", pageURL, err)
 	}
@@ -48,6 +47,18 @@ func Parse(body []byte, contentType, pageURL string) (*Doc, error) {
 		}
 	}
 	return d, nil
+}
+
+// decode reads body in the charset its Content-Type, BOM or <meta> names.
+// A page that names none is read as UTF-8 when its bytes are valid UTF-8,
+// as browsers' detectors read it, and in the HTML standard's default
+// (windows-1252) otherwise.
+func decode(body []byte, contentType string) io.Reader {
+	e, _, certain := charset.DetermineEncoding(body, contentType)
+	if !certain && utf8.Valid(body) {
+		return bytes.NewReader(body)
+	}
+	return transform.NewReader(bytes.NewReader(body), e.NewDecoder())
 }
 
 // Title returns the whitespace-normalised text of the first <title>, or of

@@ -68,6 +68,12 @@ func TestCharsetDecoding(t *testing.T) {
 	tests := []struct{ name, body, ctype string }{
 		{"from content-type", latin1, "text/html; charset=iso-8859-1"},
 		{"from meta", `<meta charset="iso-8859-1">` + latin1, "text/html"},
+		// None declared: bytes that are not UTF-8 are the standard's default.
+		{"undeclared, not utf-8", latin1, "text/html"},
+		// None declared: valid UTF-8 is read as UTF-8, as browsers do.
+		{"undeclared utf-8", "<html><head><title>café</title></head><body>naïve</body></html>", "text/html"},
+		// A declaration wins over what the bytes look like.
+		{"declared over utf-8 bytes", "<html><head><title>caf\xc3\xa9</title></head><body>na\xc3\xafve</body></html>", "text/html; charset=utf-8"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +82,12 @@ func TestCharsetDecoding(t *testing.T) {
 			assert.Equal(t, "naïve\n", d.Text())
 		})
 	}
+}
+
+// A declared charset is followed even when the bytes are valid UTF-8.
+func TestDeclaredCharsetWins(t *testing.T) {
+	d := parse(t, "<title>caf\xc3\xa9</title>", "text/html; charset=iso-8859-1")
+	assert.Equal(t, "cafÃ©", d.Title())
 }
 
 func TestParseRejectsBadPageURL(t *testing.T) {
