@@ -22,6 +22,7 @@ import (
 func TestCrawlStopsAtItsPageLimitAndContinues(t *testing.T) {
 	fake := crawltest.New(300, 3)
 	fake.TransientOnce = map[int64]bool{5: true, 40: true}
+	fake.HoldAtLimit = 100 // the last page charged is still in flight at the limit
 	in := crawlInput(8)
 	in.Settings.MaxPages = 100
 	st, _ := runCrawl(t, fake, in)

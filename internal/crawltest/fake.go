@@ -43,6 +43,13 @@ type Fake struct {
 	// PageBytes is what each completed page adds to bytes_downloaded
 	// (a crawl's byte limit, ClaimInput.MaxBytes).
 	PageBytes int64
+	// HoldAtLimit is a page whose run ends only once a claim came back
+	// empty at a limit (at most 10 s): the crawl then sees its limit with
+	// that page still in flight, whatever the goroutines' timing.
+	HoldAtLimit int64
+
+	limitSeen     chan struct{} // closed by the first empty claim at a limit
+	limitSeenOnce sync.Once
 
 	mu        sync.Mutex
 	known     int64          // pages discovered
@@ -73,7 +80,7 @@ type Fake struct {
 func New(pages, fanout int64) *Fake {
 	return &Fake{Pages: pages, Fanout: fanout, claimed: map[int64]int{}, attempts: map[int64]int{}, seen: map[int64]bool{},
 		tokens: map[string][]activities.PageSpec{}, done: map[int64]int{}, failedIDs: map[int64]bool{},
-		requeues: map[string]int64{}, pageRuns: map[int64]int{}, charged: map[int64]bool{}}
+		requeues: map[string]int64{}, pageRuns: map[int64]int{}, charged: map[int64]bool{}, limitSeen: make(chan struct{})}
 }
 
 // NewRun forgets the claim and requeue tokens of the runs so far. Tokens
@@ -210,6 +217,9 @@ func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (ac
 	res := activities.ClaimResult{Pages: pages, Counts: f.countsLocked()}
 	if in.MaxPages > 0 && int64(len(f.charged)) >= in.MaxPages {
 		res.Limit = model.PageLimitReached(in.MaxPages)
+		if len(pages) == 0 {
+			f.limitSeenOnce.Do(func() { close(f.limitSeen) })
+		}
 	}
 	return res, nil
 }
@@ -220,7 +230,14 @@ func (a *Activities) RunPage(_ context.Context, in activities.RunPageInput) (act
 	f.mu.Lock()
 	f.runs++
 	f.pageRuns[in.Page.ID]++
+	hold := in.Page.ID == f.HoldAtLimit
 	f.mu.Unlock()
+	if hold {
+		select {
+		case <-f.limitSeen:
+		case <-time.After(10 * time.Second):
+		}
+	}
 	return f.complete(in.Page, "host-1")
 }
 
