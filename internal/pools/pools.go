@@ -284,28 +284,12 @@ func Run(ctx context.Context, d Deps, names []string) error {
 		}
 	}
 	var queues []string
-	for _, p := range selected {
-		p.Tags = Tags(d.Config, p)
-		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, gates, log)
-		if err != nil {
-			stopAll()
-			return err
-		}
-		engines = append(engines, eng)
-		for _, w := range ws {
-			if err := w.Start(); err != nil {
-				stopAll()
-				return fmt.Errorf("start worker for pool %s: %w", p.Name, err)
-			}
-			started = append(started, w)
-		}
-		queues = append(queues, SharedQueues(p)...)
-		queues = append(queues, HostQueue(p, instance))
-		log.Info("serving pool", zap.String("pool", p.Name), zap.Strings("task_queues", SharedQueues(p)),
-			zap.String("host_queue", HostQueue(p, instance)), zap.Int("slots", p.Slots),
-			zap.Strings("tags", p.Tags), zap.Bool("match_only", p.MatchOnly))
+	selected = slices.Clone(selected) // tagged below, the configuration's pools untouched
+	for i, p := range selected {
+		selected[i].Tags = Tags(d.Config, p)
+		queues = append(queues, SharedQueues(selected[i])...)
+		queues = append(queues, HostQueue(selected[i], instance))
 	}
-
 	if d.Pipelines != nil {
 		d.Pipelines.WatchLogOutbox(logOutbox)
 		if guard != nil {
@@ -320,8 +304,30 @@ func Run(ctx context.Context, d Deps, names []string) error {
 			})
 		}
 	}
-	ensurePurgeSchedule(ctx, d, log)
+	// The pipeline record exists before any worker polls: a host running a
+	// hook is a live pipeline (HostAlive, starter lock) from its first task.
 	stopStats := startPipeline(ctx, d, queues, log)
+	for _, p := range selected {
+		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, gates, log)
+		if err != nil {
+			stopAll()
+			stopStats()
+			return err
+		}
+		engines = append(engines, eng)
+		for _, w := range ws {
+			if err := w.Start(); err != nil {
+				stopAll()
+				stopStats()
+				return fmt.Errorf("start worker for pool %s: %w", p.Name, err)
+			}
+			started = append(started, w)
+		}
+		log.Info("serving pool", zap.String("pool", p.Name), zap.Strings("task_queues", SharedQueues(p)),
+			zap.String("host_queue", HostQueue(p, instance)), zap.Int("slots", p.Slots),
+			zap.Strings("tags", p.Tags), zap.Bool("match_only", p.MatchOnly))
+	}
+	ensurePurgeSchedule(ctx, d, log)
 	<-ctx.Done()
 	log.Info("shutting down: no new work; running hooks get the drain timeout",
 		zap.Duration("drain_timeout", d.Config.Worker.DrainTimeout))
