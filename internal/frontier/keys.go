@@ -17,8 +17,8 @@ import (
 // 1..1000 are bucket 0, ...), a linear-hashing bucket or a depth.
 //
 // scriptKeys is the one list of them: keyNames builds a script's KEYS from
-// it and luaKeys binds each to a Lua local of the same name, so Go and Lua
-// never disagree on a position.
+// it and newScript binds each to a Lua local of the same name (luascript),
+// so Go and Lua never disagree on a position.
 var scriptKeys = []struct{ name, suffix string }{
 	{"meta", "_frontier"},          // hash: config, id sequence, linear-hash state, counts
 	{"job", ""},                    // rkeys' job hash (QueuedField counter only)
@@ -58,14 +58,14 @@ func (f *Frontier) key(ident, name string) string {
 	panic("frontier: unknown key name " + name) // a bug: names are constants
 }
 
-// luaKeys binds every script key to a Lua local named after it.
-func luaKeys() string {
-	var b strings.Builder
+// scriptKeyNames are scriptKeys' names, the Lua locals of every script.
+var scriptKeyNames = func() []string {
+	out := make([]string, len(scriptKeys))
 	for i, k := range scriptKeys {
-		fmt.Fprintf(&b, "local %s = KEYS[%d]\n", k.name, i+1)
+		out[i] = k.name
 	}
-	return b.String()
-}
+	return out
+}()
 
 // layout is what JobKeys needs to enumerate bucket keys.
 type layout struct {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveflow/archiveflow/internal/luascript"
 )
 
 // Encoding constants shared by Go and Lua (the prelude is generated from
@@ -406,12 +408,13 @@ func luaStateNames() string {
 	return strings.Join(names, ", ")
 }
 
-// newScript prepends the key bindings and the prelude to a script body.
-func newScript(body string) *redis.Script {
-	return redis.NewScript(luaKeys() + luaPrelude + body)
+// newScript declares a frontier script: every named key of scriptKeys
+// bound to a Lua local (luascript), then the prelude, then body.
+func newScript(body string) *luascript.Script {
+	return luascript.New(luaPrelude, scriptKeyNames, body)
 }
 
 // run runs a frontier script for one job with every named key.
-func (f *Frontier) run(ctx context.Context, sc *redis.Script, ident string, args ...any) *redis.Cmd {
-	return sc.Run(ctx, f.rdb, f.keyNames(ident), args...)
+func (f *Frontier) run(ctx context.Context, sc *luascript.Script, ident string, args ...any) *redis.Cmd {
+	return sc.Run(ctx, f.rdb, f.keyNames(ident), nil, args...)
 }

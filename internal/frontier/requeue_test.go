@@ -126,7 +126,7 @@ func TestRequeueResumesAfterACrashBetweenBatches(t *testing.T) {
 	ctx := ctxT(t)
 	failedCrawl(t, e)
 	// One batch by hand, as a crashed caller left it: pages 1..3 read.
-	_, err := requeueScript.Run(ctx, e.rdb, e.f.keyNames(job), "tok", 3).Result()
+	_, err := e.f.run(ctx, requeueScript, job, "tok", 3).Result()
 	require.NoError(t, err)
 	c, err := e.f.Counts(ctx, job)
 	require.NoError(t, err)

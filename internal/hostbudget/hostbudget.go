@@ -230,7 +230,7 @@ func (g *Gate) Acquire(ctx context.Context, host string) (*Slot, error) {
 
 func (g *Gate) try(ctx context.Context, host, token string, l Limits) (turn, error) {
 	keys := []string{g.keys.HostBudget(host), g.keys.HostInflight(host), g.keys.HostOverrides()}
-	v, err := acquireScript.Run(ctx, g.rdb, keys, host, token, l.Concurrency, l.Delay.Milliseconds(), g.cfg.Lease.Milliseconds()).Slice()
+	v, err := acquireScript.Run(ctx, g.rdb, keys, nil, host, token, l.Concurrency, l.Delay.Milliseconds(), g.cfg.Lease.Milliseconds()).Slice()
 	if err != nil {
 		return turn{}, fmt.Errorf("host budget of %s: %w", host, err)
 	}
@@ -273,7 +273,7 @@ func (s *Slot) renew() {
 			return
 		case <-tick.C:
 			ctx, cancel := context.WithTimeout(context.Background(), s.g.cfg.Lease/3)
-			err := renewScript.Run(ctx, s.g.rdb, []string{s.g.keys.HostInflight(s.host)}, s.token, s.g.cfg.Lease.Milliseconds()).Err()
+			err := renewScript.Run(ctx, s.g.rdb, []string{s.g.keys.HostInflight(s.host)}, nil, s.token, s.g.cfg.Lease.Milliseconds()).Err()
 			cancel()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				s.g.log.Warn("renew a host budget slot", zap.String("host", s.host), zap.Error(err))
@@ -351,7 +351,7 @@ func (g *Gate) Observe(ctx context.Context, s *Slot, host string, status int, re
 		ra = min(ra, g.cfg.RateLimit.MaxRetryAfter)
 		raMS = ra.Milliseconds()
 	}
-	v, err := backoffScript.Run(ctx, g.rdb, []string{g.keys.HostBudget(host)}, raMS,
+	v, err := backoffScript.Run(ctx, g.rdb, []string{g.keys.HostBudget(host)}, nil, raMS,
 		g.cfg.RateLimit.Backoff.Milliseconds(), g.cfg.RateLimit.MaxBackoff.Milliseconds()).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("host budget of %s: back off: %w", host, err)

@@ -1,6 +1,6 @@
 package hostbudget
 
-import "github.com/redis/go-redis/v9"
+import "github.com/archiveflow/archiveflow/internal/luascript"
 
 // luaNow is Redis' clock in ms: every time of the budget is Redis', so
 // workers with skewed clocks agree.
@@ -50,8 +50,7 @@ end
 // acquireScript takes a fetch slot on a host when its turn has come.
 // KEYS: state inflight overrides. ARGV: host token conc delay_ms lease_ms.
 // Reply: {granted, now, at (0 = unknown), reason, since}.
-var acquireScript = redis.NewScript(luaNow + `
-local state, inflight, overrides = KEYS[1], KEYS[2], KEYS[3]
+var acquireScript = luascript.New(luaNow, []string{"state", "inflight", "overrides"}, `
 local now = now_ms()
 local conc, delay, lease = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local o = redis.call('HGET', overrides, ARGV[1])
@@ -77,11 +76,11 @@ return {1, now, 0, '', since}
 `)
 
 // renewScript extends a slot's lease. KEYS: inflight. ARGV: token lease_ms.
-var renewScript = redis.NewScript(luaNow + `
+var renewScript = luascript.New(luaNow, []string{"inflight"}, `
 local now = now_ms()
 local lease = tonumber(ARGV[2])
-if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + lease, ARGV[1]) == 1 then
-  if redis.call('PTTL', KEYS[1]) < lease + 1000 then redis.call('PEXPIRE', KEYS[1], lease + 1000) end
+if redis.call('ZADD', inflight, 'XX', 'CH', now + lease, ARGV[1]) == 1 then
+  if redis.call('PTTL', inflight) < lease + 1000 then redis.call('PEXPIRE', inflight, lease + 1000) end
 end
 return 0
 `)
@@ -89,8 +88,7 @@ return 0
 // backoffScript backs a host off after a rate-limit answer.
 // KEYS: state. ARGV: retry_after_ms (-1: none) base_ms max_ms.
 // Reply: {now, until, since}.
-var backoffScript = redis.NewScript(luaNow + `
-local state = KEYS[1]
+var backoffScript = luascript.New(luaNow, []string{"state"}, `
 local now = now_ms()
 local ra, base, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local v = redis.call('HMGET', state, 'until', 'level', 'since')

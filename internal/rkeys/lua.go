@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/archiveflow/archiveflow/internal/luascript"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -45,45 +46,47 @@ end
 	return b.String()
 }()
 
-// script is a Lua script with named KEYS: the Lua side reads each key as a
-// local of its name, the Go side passes keys by name (Store.run builds
-// KEYS in the declared order), so the two never disagree on a position. A
-// script declared withStates also gets state_sets, the state:NAME set of
-// every state of model.JobStates by state name, and move_to(ident, state),
-// which puts ident in that state's set and takes it out of the others.
+// script is a Lua script of rkeys' layout (luascript: named KEYS, this
+// prelude). A script declared withStates also gets state_sets, the
+// state:NAME set of every state of model.JobStates by state name, and
+// move_to(ident, state), which puts ident in that state's set and takes it
+// out of the others; the sets are named keys state_NAME.
 type script struct {
-	keys   []string
 	states bool
-	lua    *redis.Script
+	lua    *luascript.Script
 }
 
 // newScript declares a script reading keys (Lua identifiers) and body.
 func newScript(keys []string, withStates bool, body string) *script {
-	var b strings.Builder
-	b.WriteString(luaPrelude)
-	for i, k := range keys {
-		fmt.Fprintf(&b, "local %s = KEYS[%d]\n", k, i+1)
+	if !withStates {
+		return &script{lua: luascript.New(luaPrelude, keys, body)}
 	}
-	if withStates {
-		fmt.Fprintf(&b, `local state_sets = {}
-for i, name in ipairs(STATES) do state_sets[name] = KEYS[%d + i] end
+	keys = append(keys[:len(keys):len(keys)], stateKeys...)
+	var b strings.Builder
+	b.WriteString("local state_sets = {")
+	for i, st := range model.JobStates {
+		fmt.Fprintf(&b, "[%q] = %s, ", string(st), stateKeys[i])
+	}
+	b.WriteString(`}
 local function move_to(ident, state)
   for name, set in pairs(state_sets) do
     if name == state then redis.call('SADD', set, ident) else redis.call('SREM', set, ident) end
   end
 end
-`, len(keys))
-	}
-	// EXTRA holds the keys passed after the named ones (and the state
-	// sets): a script over a variable number of keys (queues) reads them.
-	n := len(keys)
-	if withStates {
-		n += len(model.JobStates)
-	}
-	fmt.Fprintf(&b, "local EXTRA = {}\nfor i = %d, #KEYS do EXTRA[#EXTRA + 1] = KEYS[i] end\n", n+1)
+`)
 	b.WriteString(body)
-	return &script{keys: keys, states: withStates, lua: redis.NewScript(b.String())}
+	return &script{states: true, lua: luascript.New(luaPrelude, keys, b.String())}
 }
+
+// stateKeys are the Lua names of the state:NAME sets, in model.JobStates'
+// order.
+var stateKeys = func() []string {
+	out := make([]string, len(model.JobStates))
+	for i, st := range model.JobStates {
+		out[i] = "state_" + string(st)
+	}
+	return out
+}()
 
 // withStates marks a script that reads state_sets.
 const withStates = true
@@ -96,23 +99,17 @@ func (s *Store) run(ctx context.Context, sc *script, keys map[string]string, arg
 // runExtra runs sc with its keys given by name and extra keys after them
 // (the script's EXTRA table).
 func (s *Store) runExtra(ctx context.Context, sc *script, keys map[string]string, extra []string, args ...any) *redis.Cmd {
-	ks := make([]string, 0, len(sc.keys)+len(model.JobStates))
-	for _, name := range sc.keys {
-		k, ok := keys[name]
-		if !ok {
-			cmd := redis.NewCmd(ctx)
-			cmd.SetErr(fmt.Errorf("script key %q: not given (a bug)", name))
-			return cmd
-		}
-		ks = append(ks, k)
-	}
 	if sc.states {
-		for _, st := range model.JobStates {
-			ks = append(ks, s.keys.State(st))
+		named := make(map[string]string, len(keys)+len(model.JobStates))
+		for k, v := range keys {
+			named[k] = v
 		}
+		for i, st := range model.JobStates {
+			named[stateKeys[i]] = s.keys.State(st)
+		}
+		keys = named
 	}
-	ks = append(ks, extra...)
-	return sc.lua.Run(ctx, s.rdb, ks, args...)
+	return sc.lua.RunNamed(ctx, s.rdb, keys, extra, args...)
 }
 
 // jobKeys are the named keys of one job that scripts read as job, log,

@@ -1,0 +1,68 @@
+// Package luascript owns how archiveflow declares and runs its Redis Lua
+// scripts, for every layout that has them (rkeys' job records, the
+// frontier, fleet health, the host budget).
+//
+// A script names its KEYS: New binds each name to a Lua local of that name
+// ahead of the layout's prelude and the script's body, and the Go side
+// passes keys in that declared order (Run) or by name (RunNamed), so Go and
+// Lua never disagree on a position. Keys passed after the named ones are
+// the script's EXTRA table (scripts over a variable number of keys). The
+// prelude is the layout's shared Lua — return codes, helpers — and may read
+// the named keys.
+package luascript
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Script is a Lua script with named KEYS.
+type Script struct {
+	keys []string
+	lua  *redis.Script
+}
+
+// New declares a script reading keys (Lua identifiers, in KEYS order),
+// starting with prelude, then body.
+func New(prelude string, keys []string, body string) *Script {
+	var b strings.Builder
+	for i, k := range keys {
+		fmt.Fprintf(&b, "local %s = KEYS[%d]\n", k, i+1)
+	}
+	b.WriteString(prelude)
+	fmt.Fprintf(&b, "\nlocal EXTRA = {}\nfor i = %d, #KEYS do EXTRA[#EXTRA + 1] = KEYS[i] end\n", len(keys)+1)
+	b.WriteString(body)
+	return &Script{keys: keys, lua: redis.NewScript(b.String())}
+}
+
+// Run runs the script with keys in the declared order, then extra keys,
+// then args as ARGV.
+func (s *Script) Run(ctx context.Context, c redis.Scripter, keys, extra []string, args ...any) *redis.Cmd {
+	if len(keys) != len(s.keys) {
+		return failed(ctx, fmt.Errorf("script keys %v: %d given (a bug)", s.keys, len(keys)))
+	}
+	return s.lua.Run(ctx, c, append(keys[:len(keys):len(keys)], extra...), args...)
+}
+
+// RunNamed runs the script with its keys given by name, then extra keys,
+// then args as ARGV.
+func (s *Script) RunNamed(ctx context.Context, c redis.Scripter, keys map[string]string, extra []string, args ...any) *redis.Cmd {
+	ks := make([]string, 0, len(s.keys)+len(extra))
+	for _, name := range s.keys {
+		k, ok := keys[name]
+		if !ok {
+			return failed(ctx, fmt.Errorf("script key %q: not given (a bug)", name))
+		}
+		ks = append(ks, k)
+	}
+	return s.lua.Run(ctx, c, append(ks, extra...), args...)
+}
+
+func failed(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
+}
