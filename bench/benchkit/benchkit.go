@@ -256,13 +256,16 @@ type RedisStats struct {
 	PID int
 	// Commands is total_commands_processed.
 	Commands int64
+	// Reads is total_reads_processed: the read events of client
+	// connections, one per round trip (a pipeline is one).
+	Reads int64
 	// NetIn and NetOut are total_net_input_bytes and total_net_output_bytes.
 	NetIn, NetOut int64
 }
 
 // Sub returns the counters accumulated since before.
 func (r RedisStats) Sub(before RedisStats) RedisStats {
-	return RedisStats{PID: r.PID, Commands: r.Commands - before.Commands, NetIn: r.NetIn - before.NetIn, NetOut: r.NetOut - before.NetOut}
+	return RedisStats{PID: r.PID, Commands: r.Commands - before.Commands, Reads: r.Reads - before.Reads, NetIn: r.NetIn - before.NetIn, NetOut: r.NetOut - before.NetOut}
 }
 
 // ReadRedisStats reads the server's pid, command and byte counters. The
@@ -281,6 +284,7 @@ func ParseRedisInfo(info string) (RedisStats, error) {
 	var st RedisStats
 	want := map[string]*int64{
 		"total_commands_processed": &st.Commands,
+		"total_reads_processed":    &st.Reads,
 		"total_net_input_bytes":    &st.NetIn,
 		"total_net_output_bytes":   &st.NetOut,
 	}

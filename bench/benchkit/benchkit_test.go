@@ -176,11 +176,11 @@ func TestSampleRSSReportsPeak(t *testing.T) {
 
 func TestParseRedisInfo(t *testing.T) {
 	info := "# Server\r\nredis_version:7.0.15\r\nprocess_id:42\r\n# Stats\r\ntotal_commands_processed:10\r\n" +
-		"total_net_input_bytes:300\r\ntotal_net_output_bytes:400\r\n"
+		"total_reads_processed:8\r\ntotal_net_input_bytes:300\r\ntotal_net_output_bytes:400\r\n"
 	st, err := ParseRedisInfo(info)
 	require.NoError(t, err)
-	assert.Equal(t, RedisStats{PID: 42, Commands: 10, NetIn: 300, NetOut: 400}, st)
-	assert.Equal(t, RedisStats{PID: 42, Commands: 7, NetIn: 100, NetOut: 350}, st.Sub(RedisStats{Commands: 3, NetIn: 200, NetOut: 50}))
+	assert.Equal(t, RedisStats{PID: 42, Commands: 10, Reads: 8, NetIn: 300, NetOut: 400}, st)
+	assert.Equal(t, RedisStats{PID: 42, Commands: 7, Reads: 6, NetIn: 100, NetOut: 350}, st.Sub(RedisStats{Commands: 3, Reads: 2, NetIn: 200, NetOut: 50}))
 
 	_, err = ParseRedisInfo("process_id:1\r\ntotal_commands_processed:x\r\n")
 	assert.ErrorContains(t, err, `total_commands_processed = "x": must be an integer`)
@@ -204,6 +204,7 @@ func TestReadRedisStatsCountsCommands(t *testing.T) {
 	require.NoError(t, err)
 	d := after.Sub(before)
 	assert.EqualValues(t, 6, d.Commands, "five SETs and the first INFO")
+	assert.EqualValues(t, 6, d.Reads, "five SETs and the second INFO, one read each")
 	assert.Positive(t, d.NetIn)
 	assert.Positive(t, before.PID)
 }

@@ -72,6 +72,13 @@ type siteInfo struct {
 }
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(envStatic); dir != "" {
+		if err := serveStatic(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if v := os.Getenv(envSite); v != "" {
 		if err := serveSite(v); err != nil {
 			fmt.Fprintln(os.Stderr, err)

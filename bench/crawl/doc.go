@@ -17,4 +17,17 @@
 // worker process (the job's concurrency is every slot of every process),
 // -historyevents N crawl.history_events (500..40000), to see continue-as-new
 // on a small site.
+//
+// BenchmarkWire is issue 26's side-by-side: a static site (-wirepages,
+// default 2,000 pages, each with a title, six links, a shared CSS and
+// image) crawled by GNU `wget -r -l inf -p --warc-file` and by archiveflow
+// (one worker process, job concurrency 1 and 8), alternating -wirerounds
+// times in one run, served by nginx when it is on PATH (one process,
+// master_process off) or by this binary as a Go file server in its own
+// process (-wireserver). It prints, per crawl, pages/s, CPU per page of
+// every process involved and the cores busy, and for archiveflow its
+// history events and Redis round trips (total_reads_processed) and
+// commands per page; then the medians' ratios to wget's:
+//
+//	go test -tags dev -run '^$' -bench Wire -benchtime 1x -timeout 60m ./bench/crawl/
 package crawl
