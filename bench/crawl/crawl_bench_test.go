@@ -122,11 +122,17 @@ func serveSite(n string) error {
 
 // startSite runs this test binary as the site's server.
 func startSite(b *testing.B) (*exec.Cmd, siteInfo) {
+	return startSelf(b, fmt.Sprintf("%s=%d", envSite, *pages))
+}
+
+// startSelf runs this test binary as a site's server with env set and
+// reads the siteInfo it prints; the server stops when the bench ends.
+func startSelf(b *testing.B, env string) (*exec.Cmd, siteInfo) {
 	b.Helper()
 	self, err := os.Executable()
 	require.NoError(b, err)
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", envSite, *pages))
+	cmd.Env = append(os.Environ(), env)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(b, err)
 	stdout, err := cmd.StdoutPipe()

@@ -133,22 +133,7 @@ http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	self, err := os.Executable()
-	require.NoError(b, err)
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), envStatic+"="+dir)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(b, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(b, cmd.Start())
-	b.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	})
-	var info siteInfo
-	require.NoError(b, json.NewDecoder(stdout).Decode(&info), "the site process's address")
+	cmd, info := startSelf(b, envStatic+"="+dir)
 	return cmd, info.Start
 }
 
