@@ -108,7 +108,7 @@ func startStatic(b *testing.B, dir, server string) (*exec.Cmd, string) {
 		run := b.TempDir()
 		conf := fmt.Sprintf(`daemon off; master_process off; worker_processes 1; pid %[1]s/nginx.pid; error_log %[1]s/error.log;
 events { worker_connections 1024; }
-http { access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
+http { access_log off; keepalive_requests 100000;
   types { text/html html; text/css css; image/png png; }
   client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastcgi_temp_path %[1]s; uwsgi_temp_path %[1]s; scgi_temp_path %[1]s;
   server { listen 127.0.0.1:%[2]d; root %[3]s; index index.html; } }
