@@ -453,11 +453,25 @@ func ensurePurgeSchedule(ctx context.Context, d Deps, log *zap.Logger) {
 	if d.Purger == nil || !d.Config.Purge.Schedule {
 		return
 	}
+	if q := d.Config.PurgeQueue(); !pollsQueue(d.Config.Pools, q) {
+		log.Warn("no pool of this worker polls the purge schedule's task queue (every pool is match_only, or purge.task_queue names another queue): purges run only where a pool polls it",
+			zap.String("purge.task_queue", q))
+	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := purge.EnsureSchedule(sctx, d.Client, d.Config, log); err != nil {
 		log.Warn("purge schedule not created; finished jobs are purged once a worker creates it (or by starter purge)", zap.Error(err))
 	}
+}
+
+// pollsQueue reports whether one of pools polls the shared queue q.
+func pollsQueue(pools []config.Pool, q string) bool {
+	for _, p := range pools {
+		if slices.Contains(SharedQueues(p), q) {
+			return true
+		}
+	}
+	return false
 }
 
 // hookLimits are the worker's default resource limits of every hook

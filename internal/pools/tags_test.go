@@ -23,6 +23,13 @@ func TestSharedQueuesFollowTagsAndMatchOnly(t *testing.T) {
 	p.Tags = nil
 	assert.Empty(t, SharedQueues(p), "a match_only pool without tags polls nothing (refused at start)")
 
+	// The purge schedule's queue (the job queue by default) is polled by
+	// no pool of a worker whose pools are all match_only: it says so.
+	p.Tags = []string{"big"}
+	assert.False(t, pollsQueue([]config.Pool{p}, "q"))
+	assert.True(t, pollsQueue([]config.Pool{p, {Name: "g", TaskQueue: "q", Slots: 1}}, "q"))
+	assert.True(t, pollsQueue([]config.Pool{p}, "q#big"), "purge.task_queue may name a tag queue")
+
 	cfg := config.Default()
 	ab := config.Pool{Name: "ab", TaskQueue: "abq", Slots: 1, Tags: []string{"big"}, ArchiveBot: &config.ArchiveBotPool{Nickname: "mybox"}}
 	assert.Equal(t, []string{"big", "mybox"}, Tags(&cfg, ab))
