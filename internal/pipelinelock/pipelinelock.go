@@ -127,10 +127,6 @@ func (w *Watcher) Locked() string {
 	return w.ident
 }
 
-// claims are the activity types by which a pipeline takes a job's work
-// from a shared queue: a snapshot's host, a crawl's page or URL list.
-var claims = map[string]bool{"ClaimHost": true, "ClaimAndDiscover": true, "RunPage": true, "SeedURLList": true}
-
 // ErrTypeLocked is the error type of a claim a locked pipeline refuses.
 const ErrTypeLocked = "PipelineLocked"
 
@@ -163,7 +159,7 @@ type refuseClaims struct {
 func (a *refuseClaims) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	info := activity.GetInfo(ctx)
 	locked := a.w.Locked()
-	if job, _, _ := strings.Cut(info.WorkflowExecution.ID, "/"); locked != "" && claims[info.ActivityType.Name] && job != locked {
+	if job, _, _ := strings.Cut(info.WorkflowExecution.ID, "/"); locked != "" && slotgate.Claims[info.ActivityType.Name] && job != locked {
 		a.w.log.Info("claim refused: the pipeline is locked to another job", logging.Ident(job),
 			zap.String("locked_to", locked), zap.String("activity", info.ActivityType.Name))
 		return nil, temporal.NewApplicationError(fmt.Sprintf("pipeline locked to job %s: claim of job %s left to another pipeline", locked, job), ErrTypeLocked)
