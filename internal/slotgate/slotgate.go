@@ -141,37 +141,51 @@ const ErrTypeClosed = "WorkerNotClaiming"
 // to the queue for another worker (it costs the claim one attempt; at most
 // one per poller and closing). The disk guard's holds (a host-wide
 // maintenance, a low disk) use it; the claim lock refuses only other
-// jobs' claims (internal/pipelinelock).
+// jobs' claims (internal/pipelinelock, through RefuseClaims).
 func Refuser(gate Gate, log *zap.Logger) interceptor.WorkerInterceptor {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &refuser{gate: gate, log: log}
+	return RefuseClaims(func(info activity.Info) error {
+		reason := gate.Reason()
+		if reason == "" {
+			return nil
+		}
+		log.Info("claim refused: this worker claims no work now", zap.String("reason", reason),
+			zap.String("activity", info.ActivityType.Name), zap.String("workflow_id", info.WorkflowExecution.ID))
+		return temporal.NewApplicationError(fmt.Sprintf("worker not claiming work (%s): claim of %s left to another worker", reason, info.WorkflowExecution.ID), ErrTypeClosed)
+	})
+}
+
+// RefuseClaims is a worker interceptor that asks refuse about every claim
+// (Claims) before it starts: a non-nil error (a retryable application
+// error, so the claim goes back to the queue) is the claim's outcome, and
+// nothing of it runs. Other activities are not asked.
+func RefuseClaims(refuse func(activity.Info) error) interceptor.WorkerInterceptor {
+	return &refuser{refuse: refuse}
 }
 
 type refuser struct {
 	interceptor.WorkerInterceptorBase
-	gate Gate
-	log  *zap.Logger
+	refuse func(activity.Info) error
 }
 
 func (r *refuser) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	a := &refuseClaims{r: r}
+	a := &refuseClaims{refuse: r.refuse}
 	a.Next = next
 	return a
 }
 
 type refuseClaims struct {
 	interceptor.ActivityInboundInterceptorBase
-	r *refuser
+	refuse func(activity.Info) error
 }
 
 func (a *refuseClaims) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	info := activity.GetInfo(ctx)
-	if reason := a.r.gate.Reason(); reason != "" && Claims[info.ActivityType.Name] {
-		a.r.log.Info("claim refused: this worker claims no work now", zap.String("reason", reason),
-			zap.String("activity", info.ActivityType.Name), zap.String("workflow_id", info.WorkflowExecution.ID))
-		return nil, temporal.NewApplicationError(fmt.Sprintf("worker not claiming work (%s): claim of %s left to another worker", reason, info.WorkflowExecution.ID), ErrTypeClosed)
+	if info := activity.GetInfo(ctx); Claims[info.ActivityType.Name] {
+		if err := a.refuse(info); err != nil {
+			return nil, err
+		}
 	}
 	return a.Next.ExecuteActivity(ctx, in)
 }
