@@ -212,6 +212,7 @@ func (a *HostActivities) attemptResult(in RunHookInput, attempt int, started tim
 	limit := a.opts.ResultFieldBytes
 	res.OutputStr = truncate(res.OutputStr, limit)
 	res.Error = truncate(res.Error, limit)
+	res.Title = truncate(res.Title, limit)
 	if len(res.OutputJSON) > limit {
 		res.OutputJSON = json.RawMessage(fmt.Sprintf(`{"truncated":true,"bytes":%d}`, len(res.OutputJSON)))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,6 +139,12 @@ type jobJSON struct {
 	hooksDone      int64          // rkeys.JobView.HooksDone
 	// Limit names the limit a crawl finished at (rkeys.FieldLimit).
 	Limit string `json:"limit,omitempty"`
+	// Title is the snapshot title a hook set; Tags the names of the
+	// hooks' Tag records (ArchiveBox's tags, not submit --tag's worker
+	// tag); UnknownRecords counts their records of an unknown type.
+	Title          string   `json:"title,omitempty"`
+	Tags           []string `json:"tags,omitempty"`
+	UnknownRecords int64    `json:"unknown_records,omitempty"`
 	// FailedHooks are the job's hooks in failed_checks (list --failed).
 	FailedHooks []string `json:"failed_hooks,omitempty"`
 	// Crawl is a crawl's counters and pages (status only).
@@ -156,6 +163,7 @@ func toJSON(v rkeys.JobView, ui string) jobJSON {
 		Settings: v.Settings, Nice: v.Nice, FetchDepth: v.FetchDepth, TaskQueue: v.TaskQueue, WorkflowID: v.WorkflowID,
 		RunID: v.RunID, PipelineID: v.PipelineID, QueuedAt: v.QueuedAt, StartedAt: v.StartedAt,
 		FinishedAt: v.FinishedAt, UI: ui, hooksDone: v.HooksDone(), Limit: v.Limit,
+		Title: v.Title, Tags: v.Tags, UnknownRecords: v.UnknownRecords,
 	}
 	if v.TTL > 0 {
 		j.ExpiresIn = v.TTL.Round(time.Second).String()
@@ -226,6 +234,12 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "%s  %s\n", j.Ident, j.URL)
+	if j.Title != "" {
+		fmt.Fprintf(w, "  title:    %s\n", j.Title)
+	}
+	if len(j.Tags) > 0 {
+		fmt.Fprintf(w, "  tags:     %s (the hooks' Tag records; starter list --tag T)\n", strings.Join(j.Tags, ", "))
+	}
 	if j.Crawl != nil {
 		fmt.Fprintf(w, "  state:    %s (crawl)", j.State)
 		if j.Limit != "" {
@@ -242,6 +256,9 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
 		j.hooksDone, j.HooksTotal,
 		j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
+	if j.UnknownRecords > 0 {
+		fmt.Fprintf(w, "  records:  %d of an unknown type, kept in the hooks' stdout logs (index.jsonl's unknown_records says which hook; starter logs %s --hook NAME)\n", j.UnknownRecords, j.Ident)
+	}
 	fmt.Fprintf(w, "  bytes:    %s\n", humanBytes(j.Bytes))
 	printWACZ(w, j.WACZ)
 	fmt.Fprintf(w, "  settings: concurrency %d, delay %d-%d ms", j.Settings.Concurrency, j.Settings.DelayMinMS, j.Settings.DelayMaxMS)
@@ -288,9 +305,11 @@ func listCommand() *command {
 			"starter list --state active",
 			"starter list --state failed --json",
 			"starter list --failed",
+			"starter list --tag sci-fi",
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.String("state", "", "only jobs in this state: "+model.JobStateNames())
+			fs.String("tag", "", "only jobs a hook tagged T (its Tag records, ArchiveBox's tags; not submit --tag, which picks workers)")
 			fs.Bool("failed", false, "only jobs with a failed hook (the fleet health's failed_checks), each with those hooks")
 		},
 		run: runList,
@@ -315,6 +334,11 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 	}
 	defer b.Close()
 	filtered := len(states) == 1
+	tag, _ := inv.fs.GetString("tag")
+	tagged := inv.fs.Changed("tag")
+	if tagged && tag == "" {
+		return usageErr("--tag: must not be empty (a Tag record's name)")
+	}
 	// A job that changes state while the sets are read can be in two of
 	// them by the time each is read: it is listed once, in the state its
 	// hash holds, and a --state list leaves out a job that has left it.
@@ -337,6 +361,9 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 				return withCode(exitUnavailable, err)
 			}
 			if filtered && v.State != st {
+				continue
+			}
+			if tagged && !slices.Contains(v.Tags, tag) {
 				continue
 			}
 			seen[id] = true

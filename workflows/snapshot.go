@@ -720,6 +720,9 @@ func (s *snapshot) upsertSearchAttributes() {
 func (s *snapshot) details() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s · %s · step %d/9", s.in.Job.URL, s.job.state, s.claim.step)
+	if t := s.title(); t != "" {
+		fmt.Fprintf(&b, " · title %q", t)
+	}
 	if !s.job.state.Final() && s.limit(s.claim.step) == 0 {
 		b.WriteString(" · paused (concurrency 0)")
 	}
@@ -727,6 +730,19 @@ func (s *snapshot) details() string {
 		b.WriteString(" · " + s.job.failure)
 	}
 	return b.String()
+}
+
+// title is the snapshot's title its hooks set so far (model.TitleAndTags
+// over the results in plan order), shown in the Web UI's details.
+func (s *snapshot) title() string {
+	var rs []model.ArchiveResult
+	for _, h := range s.plan.Hooks {
+		if r, ok := s.claim.results[h.Key()]; ok && r.Title != "" {
+			rs = append(rs, r)
+		}
+	}
+	t, _ := model.TitleAndTags(rs)
+	return t
 }
 
 // redisCtx runs Redis writes as local activities: they take milliseconds,

@@ -254,10 +254,14 @@ func TestParsingHooksReadNothingOutsideTheSnapshot(t *testing.T) {
 	for _, hook := range []string{"title", "outlinks"} {
 		t.Chdir(filepath.Join(snap, hook))
 		var out, errb bytes.Buffer
-		code := Run(context.Background(), []string{hook, "--url=" + site.URL + "/"}, env(map[string]string{"SNAP_DIR": snap}), &out, &errb)
+		code := Run(context.Background(), []string{hook, "--url=" + site.URL + "/", "--snapshot-id=snap-1"}, env(map[string]string{"SNAP_DIR": snap}), &out, &errb)
 		require.Equal(t, ExitOK, code, errb.String())
 		assert.Contains(t, out.String(), `"source":"fetch"`, "%s: only the fetched page is a source", hook)
 		assert.NotContains(t, out.String(), "root:", hook)
+		if hook == "title" {
+			assert.Contains(t, out.String(), `{"type":"Snapshot","id":"snap-1","title":"Safe"}`,
+				"the title hook sets the snapshot's title with a Snapshot record, as any hook does")
+		}
 	}
 	title, err := os.ReadFile(filepath.Join(snap, "title", "title.txt"))
 	require.NoError(t, err)

@@ -64,6 +64,11 @@ func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
 	if err := os.WriteFile(filepath.Join(h.Dir, titleFile), []byte(title+"\n"), 0o644); err != nil {
 		return hookio.Result{}, fmt.Errorf("save title: %w", err)
 	}
+	// The snapshot's title (job hash, index, status) comes from this
+	// record, as any hook's title does.
+	if err := h.Out.Title(h.Inv.SnapshotID, title); err != nil {
+		return hookio.Result{}, err
+	}
 	out["title"], out["file"] = title, titleFile
 	return hookio.Result{Status: model.StatusSucceeded, OutputStr: title, OutputJSON: out}, nil
 }

@@ -354,6 +354,7 @@ func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func
 		Grace:      h.Grace,
 		Background: h.Background,
 		LineCap:    e.cfg.LineCap,
+		SnapshotID: inv.snapshotID,
 		Limits:     limits(e.cfg.Limits, resolved.Limits()),
 		Log:        e.log,
 	}

@@ -319,7 +319,7 @@ func (e *Engine) runPageHook(ctx context.Context, inv invocation, recs *pageReco
 		switch {
 		case r.Response != nil:
 			recs.response(*r.Response)
-		case r.Snapshot != nil:
+		case r.Snapshot != nil && !r.Snapshot.IsUpdate():
 			hl.add(*r.Snapshot)
 		}
 	}, onStderr: recs.notice})
@@ -360,7 +360,7 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 			switch {
 			case r.Response != nil:
 				out.Responses = append(out.Responses, *r.Response)
-			case r.Snapshot != nil && final:
+			case r.Snapshot != nil && !r.Snapshot.IsUpdate() && final:
 				if in.Crawl.MaxLinks > 0 && len(out.Links) >= in.Crawl.MaxLinks {
 					out.LinksDropped++
 					return

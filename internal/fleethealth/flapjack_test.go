@@ -45,14 +45,14 @@ func TestKeysReadAsFlapjackDocumentsThem(t *testing.T) {
 	assert.Equal(t, ts, e.rdb.LRange(ctx, "host-a:wget:states", 0, -1).Val())
 	for i, want := range []string{"ok", "critical"} {
 		p := "host-a:wget:" + ts[i] + ":"
-		for _, f := range []string{"state", "summary", "count", "check_latency"} {
+		for _, f := range []string{"state", "summary", "count"} {
 			require.Equal(t, "string", typeOf(p+f), p+f)
 		}
 		assert.Equal(t, want, e.rdb.Get(ctx, p+"state").Val())
 		_, err := strconv.Atoi(e.rdb.Get(ctx, p+"count").Val())
 		assert.NoError(t, err, "COUNT is an integer")
-		_, err = strconv.ParseFloat(e.rdb.Get(ctx, p+"check_latency").Val(), 64)
-		assert.NoError(t, err, "LATENCY is a number")
+		assert.Zero(t, e.rdb.Exists(ctx, p+"check_latency").Val(),
+			"recorded within its second: no latency, and no key for it (as Flapjack's own update_state writes none)")
 	}
 	assert.Equal(t, "failed: wget: command not found", e.rdb.Get(ctx, "host-a:wget:"+ts[1]+":summary").Val())
 	// Sorted state timestamps: (TIMESTAMP, TIMESTAMP), ascending like the list.
@@ -100,6 +100,22 @@ func TestKeysReadAsFlapjackDocumentsThem(t *testing.T) {
 	assert.Equal(t, "on it", e.rdb.Get(ctx, "host-a:wget:"+start+":unscheduled_maintenance:summary").Val())
 	assert.Equal(t, []redis.Z{{Score: float64(e.clock.Now().Unix()), Member: start}}, e.rdb.ZRangeWithScores(ctx, "host-a:wget:sorted_unscheduled_maintenance_timestamps", 0, -1).Val())
 	assert.Equal(t, start, e.rdb.Get(ctx, "host-a:wget:last_acknowledgement_notification").Val())
+	// An outcome recorded 3 s after it ended (a change of the job × hook
+	// check: back to ok) has check_latency, whole seconds like Flapjack's
+	// times.
+	e.clock.Add(time.Second)
+	late := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__50_wget.py", Status: model.StatusSucceeded,
+		StartedAt: e.clock.Now().Add(-4 * time.Second), EndedAt: e.clock.Now().Add(-3 * time.Second)}
+	_, err = e.health.Record(ctx, Outcome{Host: "host-a", Ident: "job1", OpID: "late", Result: late})
+	require.NoError(t, err)
+	lateAt := strconv.FormatInt(late.EndedAt.Unix(), 10) // a change is filed under its outcome's time
+	jp := "job1:on_Snapshot__50_wget.py:" + lateAt + ":"
+	require.Equal(t, "string", typeOf(jp+"check_latency"), "the job × hook check went back to ok")
+	assert.Equal(t, "3", e.rdb.Get(ctx, jp+"check_latency").Val())
+	_, changes, err := e.health.History(ctx, "job1", "on_Snapshot__50_wget.py", 10)
+	require.NoError(t, err)
+	require.NotEmpty(t, changes)
+	assert.Equal(t, 3.0, changes[0].CheckLatency, "the newest change first")
 }
 
 // With flapjack.feed on, every outcome goes to Flapjack's events queue as

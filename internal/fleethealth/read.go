@@ -105,7 +105,7 @@ type Change struct {
 	State        string    `json:"state"`
 	Summary      string    `json:"summary"`
 	Count        int64     `json:"count"`
-	CheckLatency float64   `json:"check_latency"`
+	CheckLatency float64   `json:"check_latency"` // whole seconds; 0 when the change has no check_latency key
 }
 
 // History is a check's current state and its last limit state changes,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -105,11 +104,9 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 	if at.IsZero() {
 		at = h.opts.Now()
 	}
-	now := h.opts.Now()
-	latency := now.Sub(at).Seconds()
-	if latency < 0 {
-		latency = 0
-	}
+	// Flapjack's times are whole seconds, and so is the latency: a check
+	// recorded within its second has none (no check_latency key).
+	latency := max(int64(h.opts.Now().Sub(at)/time.Second), 0)
 	class := Classify(r)
 	if o.NotStarted && r.Status == model.StatusFailed {
 		class = ClassHard
@@ -143,7 +140,7 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 		h.ns, at.Unix(), opKey(o), h.opts.OKAfter, h.opts.CriticalAfter, h.opts.HistoryCap,
 		h.QueueKey(), outbox, int64(h.opts.JobTTL/time.Second), feedArg(h.opts.Feed),
 		o.Host, r.Plugin, string(class), sum, o.Ident, r.Hook, jobState,
-		strconv.FormatFloat(latency, 'f', 3, 64), string(hostEv), string(jobEv)).Int()
+		latency, string(hostEv), string(jobEv)).Int()
 	if err != nil {
 		return false, fmt.Errorf("record health of job %s hook %s: %w", o.Ident, r.Hook, err)
 	}
@@ -174,7 +171,8 @@ func feedArg(feed bool) string {
 // recordScript writes one outcome; see Record. ARGV: 1 ns, 2 time,
 // 3 op ("": none kept), 4 ok_after, 5 critical_after, 6 cap, 7 queue, 8 webhook outbox,
 // 9 job ttl s, 10 feed, 11 host, 12 plugin, 13 class, 14 summary,
-// 15 ident, 16 hook, 17 job state, 18 latency, 19 host event, 20 job event.
+// 15 ident, 16 hook, 17 job state, 18 latency (whole seconds), 19 host
+// event, 20 job event.
 // The names of events, failed_checks and health_hosts are NS-prefixed
 // constants (keyFailedChecks, keyHealthHosts, EventsKey).
 var recordScript = rkeys.NewScript([]string{"job", "ops"}, luaCommon+`
@@ -208,18 +206,26 @@ local function touch(e, c)
 end
 
 -- change appends a state change to the check's history, capped; it
--- returns the keys it wrote (for a job's expiry).
+-- returns the keys it wrote (for a job's expiry). As Flapjack's own
+-- update_state, it writes no key for a field without a value: no
+-- check_latency when the outcome is recorded within its second (a stale
+-- check_latency of an earlier change at the same second is deleted).
 local function change(e, c, state, summary, n)
   local k = ck(e, c)
   redis.call('HSET', hk(e, c), 'state', state, 'last_change', NOW)
   local list = k .. ':states'
   if redis.call('LINDEX', list, -1) ~= tostring(NOW) then redis.call('RPUSH', list, NOW) end
-  local written = {}
-  for _, f in ipairs({'state', 'summary', 'count', 'check_latency'}) do written[#written + 1] = k .. ':' .. NOW .. ':' .. f end
+  local p = k .. ':' .. NOW .. ':'
+  local written = {p .. 'state', p .. 'summary', p .. 'count'}
   redis.call('SET', written[1], state)
   redis.call('SET', written[2], summary)
   redis.call('SET', written[3], n)
-  redis.call('SET', written[4], ARGV[18])
+  if ARGV[18] ~= '0' then
+    written[4] = p .. 'check_latency'
+    redis.call('SET', written[4], ARGV[18])
+  else
+    redis.call('DEL', p .. 'check_latency')
+  end
   redis.call('ZADD', k .. ':sorted_state_timestamps', NOW, NOW)
   while redis.call('LLEN', list) > CAP do
     local old = redis.call('LPOP', list)

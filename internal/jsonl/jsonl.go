@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/archiveflow/archiveflow/internal/model"
 )
@@ -46,16 +47,30 @@ type ArchiveResult struct {
 	Error      string          `json:"error,omitempty"`
 }
 
-// Snapshot is a URL discovered by a hook (an outlink), in ArchiveBox's
-// shape: the URL, optionally the depth the hook thinks it has and the URL
-// of the page it was found on. A crawl records where it found a URL and
-// computes depths itself (internal/frontier); Depth and Parent are kept
-// for the record.
+// Snapshot is, with a URL, a URL discovered by a hook (an outlink), in
+// ArchiveBox's shape: the URL, optionally the depth the hook thinks it has
+// and the URL of the page it was found on. A crawl records where it found
+// a URL and computes depths itself (internal/frontier); Depth and Parent
+// are kept for the record.
+//
+// Without a URL it updates the current snapshot, as ArchiveBox's
+// {"type": "Snapshot", "id": ..., "title": ...} does (IsUpdate): ID, when
+// given, names the snapshot (the hook's --snapshot-id) and Title is its
+// new title. An outlink's own title, if it has one, is not kept.
 type Snapshot struct {
-	URL    string `json:"url"`
-	Depth  int    `json:"depth"`
+	URL    string `json:"url,omitempty"`
+	Depth  int    `json:"depth,omitempty"`
 	Parent string `json:"parent,omitempty"`
+	ID     string `json:"id,omitempty"`
+	Title  string `json:"title,omitempty"`
 }
+
+// IsUpdate reports whether s updates the current snapshot (no URL) rather
+// than naming a discovered one.
+func (s Snapshot) IsUpdate() bool { return s.URL == "" }
+
+// MaxTagRunes caps a Tag name's length, as ArchiveBox's Tag.name does.
+const MaxTagRunes = 100
 
 // Tag is a label a hook attaches to the snapshot.
 type Tag struct {
@@ -114,6 +129,8 @@ type wire struct {
 	Depth      json.RawMessage
 	Name       json.RawMessage
 	Parent     json.RawMessage
+	ID         json.RawMessage
+	Title      json.RawMessage
 	Bytes      json.RawMessage
 	WgetCode   json.RawMessage
 	Requisite  json.RawMessage
@@ -137,6 +154,8 @@ func decodeWire(line []byte) (wire, error) {
 		Depth:      m["depth"],
 		Name:       m["name"],
 		Parent:     m["parent"],
+		ID:         m["id"],
+		Title:      m["title"],
 		Bytes:      m["bytes"],
 		WgetCode:   m["wget_code"],
 		Requisite:  m["requisite"],
@@ -164,9 +183,12 @@ func (w *wire) archiveResult() (Record, error) {
 }
 
 func (w *wire) snapshot() (Record, error) {
+	if !present(w.URL) && (present(w.ID) || present(w.Title)) {
+		return w.snapshotUpdate()
+	}
 	url, ok := nonEmptyString(w.URL)
 	if !ok {
-		return Record{}, fmt.Errorf("%w: Snapshot url %s: must be a non-empty string", ErrInvalid, shown(w.URL))
+		return Record{}, fmt.Errorf("%w: Snapshot url %s: must be a non-empty string (or, to update the current snapshot, no url and its id or title)", ErrInvalid, shown(w.URL))
 	}
 	s := &Snapshot{URL: url}
 	if present(w.Depth) {
@@ -184,10 +206,32 @@ func (w *wire) snapshot() (Record, error) {
 	return Record{Type: TypeSnapshot, Snapshot: s}, nil
 }
 
+// snapshotUpdate is a Snapshot record without a url: an update of the
+// current snapshot by id and/or title.
+func (w *wire) snapshotUpdate() (Record, error) {
+	s := &Snapshot{}
+	if present(w.ID) {
+		id, ok := nonEmptyString(w.ID)
+		if !ok {
+			return Record{}, fmt.Errorf("%w: Snapshot id %s: must be a non-empty string (the hook's --snapshot-id)", ErrInvalid, shown(w.ID))
+		}
+		s.ID = id
+	}
+	if present(w.Title) {
+		if err := json.Unmarshal(w.Title, &s.Title); err != nil {
+			return Record{}, fmt.Errorf("%w: Snapshot title %s: must be a string", ErrInvalid, shown(w.Title))
+		}
+	}
+	return Record{Type: TypeSnapshot, Snapshot: s}, nil
+}
+
 func (w *wire) tag() (Record, error) {
 	name, ok := nonEmptyString(w.Name)
 	if !ok {
 		return Record{}, fmt.Errorf("%w: Tag name %s: must be a non-empty string", ErrInvalid, shown(w.Name))
+	}
+	if n := utf8.RuneCountInString(name); n > MaxTagRunes {
+		return Record{}, fmt.Errorf("%w: Tag name %s: %d characters, at most %d (ArchiveBox's Tag.name)", ErrInvalid, shown(w.Name), n, MaxTagRunes)
 	}
 	return Record{Type: TypeTag, Tag: &Tag{Name: name}}, nil
 }

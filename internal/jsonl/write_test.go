@@ -17,6 +17,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{Type: TypeArchiveResult, ArchiveResult: &ArchiveResult{Status: model.StatusSucceeded, OutputStr: "title.txt", OutputJSON: json.RawMessage(`{"n":1}`)}},
 		{Type: TypeArchiveResult, ArchiveResult: &ArchiveResult{Status: model.StatusFailed, Error: "no title"}},
 		{Type: TypeSnapshot, Snapshot: &Snapshot{URL: "https://example.com/a", Depth: 2}},
+		{Type: TypeSnapshot, Snapshot: &Snapshot{ID: "5678-uuid", Title: "Example Page"}},
 		{Type: TypeTag, Tag: &Tag{Name: "news"}},
 		{Type: TypeResponse, Response: &model.Response{URL: "https://example.com/", Status: 200, Bytes: 10, WgetCode: "RETRFINISHED"}},
 	}
@@ -28,6 +29,8 @@ func TestMarshalRoundTrip(t *testing.T) {
 		assert.Equal(t, rec, got, "%s", line)
 	}
 	assert.JSONEq(t, `{"type":"Snapshot","url":"https://example.com/a","depth":2}`, mustMarshal(t, records[2]))
+	assert.JSONEq(t, `{"type":"Snapshot","id":"5678-uuid","title":"Example Page"}`, mustMarshal(t, records[3]),
+		"an update of the current snapshot, as ArchiveBox's plan prints it: no url, no depth")
 }
 
 func TestMarshalRefusesAnIncompleteRecord(t *testing.T) {

@@ -8,6 +8,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -68,6 +69,40 @@ type ArchiveResult struct {
 	// so whoever records the result (the host, or the workflow after the
 	// host's write failed) credits the fleet health's check of that host.
 	Host string `json:"host,omitempty"`
+	// Title is the snapshot title the hook set (its last Snapshot record
+	// without a url), "" if none; Tags are the names of its Tag records.
+	// Both become the job's (job hash title, IDENT_tags) when the result
+	// is recorded, and the snapshot index's at the seal.
+	Title string   `json:"title,omitempty"`
+	Tags  []string `json:"tags,omitempty"`
+	// Unknown counts the records of a type archiveflow does not know the
+	// hook printed: kept in its stdout log, counted here (unknown_records
+	// in the job hash and the index).
+	Unknown int64 `json:"unknown_records,omitempty"`
+}
+
+// TitleAndTags is what the hooks' records say of the snapshot itself: the
+// title of the result that ended last among those that set one (the one
+// the job hash kept, results being recorded as they end), and every Tag
+// name, sorted, each once.
+func TitleAndTags(results []ArchiveResult) (string, []string) {
+	var title string
+	var at time.Time
+	seen := map[string]bool{}
+	var tags []string
+	for _, r := range results {
+		if r.Title != "" && !r.EndedAt.Before(at) {
+			title, at = r.Title, r.EndedAt
+		}
+		for _, t := range r.Tags {
+			if !seen[t] {
+				seen[t] = true
+				tags = append(tags, t)
+			}
+		}
+	}
+	sort.Strings(tags)
+	return title, tags
 }
 
 // JobState is the lifecycle state of a job (DESIGN.md §4, kickq-style indexes).

@@ -127,10 +127,6 @@ func (w *Watcher) Locked() string {
 	return w.ident
 }
 
-// claims are the activity types by which a pipeline takes a job's work
-// from a shared queue: a snapshot's host, a crawl's page or URL list.
-var claims = map[string]bool{"ClaimHost": true, "ClaimAndDiscover": true, "RunPage": true, "SeedURLList": true}
-
 // ErrTypeLocked is the error type of a claim a locked pipeline refuses.
 const ErrTypeLocked = "PipelineLocked"
 
@@ -141,32 +137,14 @@ const ErrTypeLocked = "PipelineLocked"
 // at most one per poller of the pipeline and lock). A job is its
 // workflow's ID up to the first "/" (a crawl's start page is IDENT/seed).
 func (w *Watcher) Interceptor() interceptor.WorkerInterceptor {
-	return &refuser{w: w}
-}
-
-type refuser struct {
-	interceptor.WorkerInterceptorBase
-	w *Watcher
-}
-
-func (r *refuser) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	a := &refuseClaims{w: r.w}
-	a.Next = next
-	return a
-}
-
-type refuseClaims struct {
-	interceptor.ActivityInboundInterceptorBase
-	w *Watcher
-}
-
-func (a *refuseClaims) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	info := activity.GetInfo(ctx)
-	locked := a.w.Locked()
-	if job, _, _ := strings.Cut(info.WorkflowExecution.ID, "/"); locked != "" && claims[info.ActivityType.Name] && job != locked {
-		a.w.log.Info("claim refused: the pipeline is locked to another job", logging.Ident(job),
+	return slotgate.RefuseClaims(func(info activity.Info) error {
+		locked := w.Locked()
+		job, _, _ := strings.Cut(info.WorkflowExecution.ID, "/")
+		if locked == "" || job == locked {
+			return nil
+		}
+		w.log.Info("claim refused: the pipeline is locked to another job", logging.Ident(job),
 			zap.String("locked_to", locked), zap.String("activity", info.ActivityType.Name))
-		return nil, temporal.NewApplicationError(fmt.Sprintf("pipeline locked to job %s: claim of job %s left to another pipeline", locked, job), ErrTypeLocked)
-	}
-	return a.Next.ExecuteActivity(ctx, in)
+		return temporal.NewApplicationError(fmt.Sprintf("pipeline locked to job %s: claim of job %s left to another pipeline", locked, job), ErrTypeLocked)
+	})
 }

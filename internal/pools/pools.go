@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -240,8 +241,10 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	}
 	defer stopGuard()
 	gates := []slotgate.Gate{}
+	var refuse interceptor.WorkerInterceptor // the guard's claims refused (slotgate.Refuser)
 	if guard != nil {
 		gates = append(gates, guard)
+		refuse = slotgate.Refuser(guard, log)
 	}
 	if d.Lock != nil {
 		stopLock := startLock(d.Lock, d.Config.Worker.StatsInterval)
@@ -308,7 +311,7 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	// hook is a live pipeline (HostAlive, starter lock) from its first task.
 	stopStats := startPipeline(ctx, d, queues, log)
 	for _, p := range selected {
-		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, gates, log)
+		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, gates, refuse, log)
 		if err != nil {
 			stopAll()
 			stopStats()
@@ -370,7 +373,7 @@ func SharedQueues(p config.Pool) []string {
 // share the pool's activity slots, which wait while a gate is closed (the
 // disk guard, the claim lock: no page, no host claimed); the host queue's
 // work, already claimed, runs on.
-func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, gates []slotgate.Gate, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
+func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, gates []slotgate.Gate, refuse interceptor.WorkerInterceptor, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
 	ecfg, err := EngineConfig(cfg, d.PluginDirs, archiveDir, d.Env, plog)
@@ -429,6 +432,11 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		}
 		if d.Lock != nil {
 			sharedOpts.Interceptors = append(slices.Clip(sharedOpts.Interceptors), d.Lock.Interceptor())
+		}
+		if refuse != nil {
+			// A claim a poller took just as the guard began to hold (a
+			// host-wide maintenance, a low disk) goes back to the queue.
+			sharedOpts.Interceptors = append(slices.Clip(sharedOpts.Interceptors), refuse)
 		}
 		shared := worker.New(d.Client, q, sharedOpts)
 		workflows.Register(shared)

@@ -59,7 +59,7 @@ func RunFunc(ctx context.Context, spec Spec, fn Func) (Result, error) {
 	}
 	defer stderrF.Close()
 
-	out := &stdoutSink{onRecord: s.OnRecord, onReady: s.OnReady, log: log, lineCap: s.LineCap}
+	out := &stdoutSink{onRecord: s.OnRecord, onReady: s.OnReady, log: log, lineCap: s.LineCap, snapID: s.SnapshotID}
 	errs := &stderrSink{onLine: s.OnStderr}
 	stdout := &teeLines{file: stdoutF, sp: &jsonl.Splitter{Cap: s.LineCap, Emit: out.line}}
 	stderr := &teeLines{file: stderrF, sp: &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}}

@@ -39,7 +39,7 @@ printf '{"type":"Snapshot","url":"https://example.com/next","depth":1}'`))
 	s.OnRecord = func(r jsonl.Record) { got = append(got, r) }
 	res := runSpec(t, s)
 
-	assert.Equal(t, Counts{Records: 3, Ignored: 4, Invalid: 1, Oversize: 1}, res.Counts)
+	assert.Equal(t, Counts{Records: 3, Ignored: 3, Unknown: 1, Invalid: 1, Oversize: 1}, res.Counts)
 	require.Len(t, got, 3)
 	assert.Equal(t, "first", got[0].Tag.Name)
 	assert.True(t, utf8.ValidString(got[1].Tag.Name), "non-UTF-8 bytes are replaced, not fatal")
@@ -121,6 +121,37 @@ printf '%0100d\n' 0 >&2`))
 	b, err := os.ReadFile(res.Files.Stderr)
 	require.NoError(t, err)
 	assert.True(t, bytes.Contains(b, []byte("bad \377 byte")), "the stderr file keeps the raw bytes")
+}
+
+// TestSnapshotTitleTagsAndUnknownRecords: a Snapshot record without a url
+// sets the snapshot's title (the last one wins; one naming another
+// snapshot's id is left out), Tag records become its tags, each once, and
+// records of an unknown type are counted and kept in the stdout log.
+func TestSnapshotTitleTagsAndUnknownRecords(t *testing.T) {
+	t.Parallel()
+	s := specFor(t, writeHook(t, "recs.sh", `echo '{"type":"Snapshot","id":"snap-1","title":"First"}'
+echo '{"type":"Snapshot","url":"https://e.com/out","title":"Not the snapshot"}'
+echo '{"type":"Tag","name":"sci-fi"}'
+echo '{"type":"Persona","name":"alice"}'
+echo '{"type":"Snapshot","title":"Second"}'
+echo '{"type":"Snapshot","id":"snap-2","title":"Another snapshot"}'
+echo '{"type":"Tag","name":"news"}'
+echo '{"type":"Tag","name":"sci-fi"}'
+echo '{"type":"Crawl","urls":["x"]}'
+echo '{"type":"ArchiveResult","status":"succeeded"}'`))
+	s.SnapshotID = "snap-1"
+	res := runSpec(t, s)
+	assert.Equal(t, "Second", res.Title)
+	assert.Equal(t, []string{"news", "sci-fi"}, res.Tags)
+	assert.Equal(t, int64(2), res.Counts.Unknown)
+	assert.Zero(t, res.Counts.Ignored)
+	ar := res.ArchiveResult()
+	assert.Equal(t, "Second", ar.Title)
+	assert.Equal(t, []string{"news", "sci-fi"}, ar.Tags)
+	assert.Equal(t, int64(2), ar.Unknown)
+	b, err := os.ReadFile(res.Files.Stdout)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `{"type":"Persona","name":"alice"}`, "an unknown record is kept as printed")
 }
 
 func TestResponsesSummary(t *testing.T) {

@@ -48,7 +48,8 @@ func IsPermanent(err error) bool {
 // Counts are the per-attempt line counters of the hook's stdout and stderr.
 type Counts struct {
 	Records     int64 // valid typed records (all types)
-	Ignored     int64 // non-JSON lines, JSON without "type", unknown types (blank lines are not counted)
+	Ignored     int64 // non-JSON lines and JSON without "type" (blank lines are not counted)
+	Unknown     int64 // JSON objects of a record type archiveflow does not know (kept in the stdout log)
 	Invalid     int64 // records of a known type breaking a rule (logged, ignored)
 	Oversize    int64 // stdout lines longer than LineCap, dropped unread
 	StderrLines int64 // non-blank stderr lines
@@ -81,7 +82,12 @@ type Result struct {
 	Canceled   bool // the context ended and the group was stopped
 	SoftFailed bool // the hook printed status failed and exited 0: final, not retried
 	// Last is the last valid ArchiveResult record, nil if none.
-	Last       *jsonl.ArchiveResult
+	Last *jsonl.ArchiveResult
+	// Title is the last non-empty title of the hook's Snapshot records
+	// without a url (updates of the current snapshot). Tags are the names
+	// of its Tag records, sorted, each once (at most MaxTags).
+	Title      string
+	Tags       []string
 	Counts     Counts
 	Responses  ResponseSummary
 	StderrTail []string // last StderrTailLines stderr lines
@@ -125,6 +131,9 @@ func (r Result) ArchiveResult() model.ArchiveResult {
 		Outputs:     r.Outputs,
 		OutputBytes: r.OutputBytes,
 		Limit:       r.Limit,
+		Title:       r.Title,
+		Tags:        r.Tags,
+		Unknown:     r.Counts.Unknown,
 	}
 	if r.Last != nil {
 		ar.OutputStr = r.Last.OutputStr

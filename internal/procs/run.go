@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -144,7 +146,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	log = log.With(zap.Int("pid", pid))
 	log.Info("hook started", zap.String("path", s.Path), zap.Strings("args", s.Args), zap.String("dir", s.Dir))
 
-	out := &stdoutSink{onRecord: s.OnRecord, onReady: s.OnReady, log: log, lineCap: s.LineCap}
+	out := &stdoutSink{onRecord: s.OnRecord, onReady: s.OnReady, log: log, lineCap: s.LineCap, snapID: s.SnapshotID}
 	errs := &stderrSink{onLine: s.OnStderr}
 	stdout := newTailer(files.Stdout, &jsonl.Splitter{Cap: s.LineCap, Emit: out.line})
 	stderr := newTailer(files.Stderr, &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line})
@@ -340,6 +342,7 @@ func logResult(log *zap.Logger, r Result) {
 		zap.Duration("duration", r.EndedAt.Sub(r.StartedAt)),
 		zap.Int64("records", r.Counts.Records),
 		zap.Int64("ignored_lines", r.Counts.Ignored),
+		zap.Int64("unknown_records", r.Counts.Unknown),
 		zap.Int64("invalid_records", r.Counts.Invalid),
 		zap.Int64("oversize_lines", r.Counts.Oversize),
 		zap.Int("outputs", len(r.Outputs)),
@@ -364,6 +367,9 @@ type stdoutSink struct {
 	last      *jsonl.ArchiveResult
 	responses ResponseSummary
 	warnings  int
+	snapID    string // Spec.SnapshotID
+	title     string
+	tags      map[string]bool
 }
 
 func (k *stdoutSink) line(b []byte, truncated bool) {
@@ -387,6 +393,11 @@ func (k *stdoutSink) line(b []byte, truncated bool) {
 		k.counts.Invalid++
 		k.warn("invalid record ignored", zap.Error(err))
 		return
+	case errors.Is(err, jsonl.ErrUnknownType):
+		// Kept in the stdout log as printed, counted in the result.
+		k.counts.Unknown++
+		k.warn("record of an unknown type kept in the stdout log only", zap.Error(err))
+		return
 	default:
 		k.counts.Ignored++
 		return
@@ -397,10 +408,43 @@ func (k *stdoutSink) line(b []byte, truncated bool) {
 		k.last = rec.ArchiveResult
 	case jsonl.TypeResponse:
 		k.responses.add(*rec.Response)
+	case jsonl.TypeSnapshot:
+		k.snapshot(*rec.Snapshot)
+	case jsonl.TypeTag:
+		k.tag(rec.Tag.Name)
 	}
 	if k.onRecord != nil {
 		k.onRecord(rec)
 	}
+}
+
+// snapshot takes the title of a Snapshot record that updates the current
+// snapshot; one naming another snapshot's id is logged and left out.
+func (k *stdoutSink) snapshot(s jsonl.Snapshot) {
+	switch {
+	case !s.IsUpdate():
+	case s.ID != "" && k.snapID != "" && s.ID != k.snapID:
+		k.warn("Snapshot record for another snapshot ignored", zap.String("id", s.ID), zap.String("snapshot_id", k.snapID))
+	case s.Title != "":
+		k.title = s.Title
+	}
+}
+
+// MaxTags caps the distinct Tag names one attempt keeps.
+const MaxTags = 64
+
+func (k *stdoutSink) tag(name string) {
+	if k.tags[name] {
+		return
+	}
+	if len(k.tags) >= MaxTags {
+		k.warn("Tag record over the cap ignored", zap.String("tag", name), zap.Int("cap", MaxTags))
+		return
+	}
+	if k.tags == nil {
+		k.tags = map[string]bool{}
+	}
+	k.tags[name] = true
 }
 
 func (k *stdoutSink) warn(msg string, fields ...zap.Field) {
@@ -445,6 +489,8 @@ func (res *Result) finish(s Spec, out *stdoutSink, errs *stderrSink, log *zap.Lo
 	res.Counts = out.counts
 	res.Counts.StderrLines = errs.count
 	res.Last = out.last
+	res.Title = out.title
+	res.Tags = slices.Sorted(maps.Keys(out.tags))
 	res.Responses = out.responses
 	res.StderrTail = errs.tail
 	var err error

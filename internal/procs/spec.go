@@ -40,6 +40,9 @@ type Spec struct {
 	// StderrLineCap is the max bytes of one stderr line passed to OnStderr;
 	// longer lines are truncated. 0 = DefaultStderrLineCap.
 	StderrLineCap int
+	// SnapshotID is the snapshot the hook runs for: a Snapshot record
+	// updating another id is ignored ("" = no check).
+	SnapshotID string
 	// OnRecord is called live, in stdout order, for each valid record. It
 	// must not block for long: it paces the stdout reader, not the hook.
 	OnRecord func(jsonl.Record)

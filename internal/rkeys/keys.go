@@ -69,11 +69,16 @@ func (k Keys) LogBatches(ident string) string { return k.ns + ident + "_logbatch
 // (field VERSION → the rule list as JSON, field latest → VERSION).
 func (k Keys) Rules(ident string) string { return k.ns + ident + "_rules" }
 
+// Tags is archiveflow's IDENT_tags set: the names of the Tag records the
+// job's hooks printed (ArchiveBox's tags of the snapshot; not the worker
+// tags of `submit --tag`, which only pick a task queue).
+func (k Keys) Tags(ident string) string { return k.ns + ident + "_tags" }
+
 // JobKeys lists every key belonging to one job (all expire together). A
 // crawl's frontier keys hang off Job(ident) too; internal/frontier lists
 // and expires them.
 func (k Keys) JobKeys(ident string) []string {
-	return []string{k.Job(ident), k.Log(ident), k.Ignores(ident), k.Ops(ident), k.LogBatches(ident), k.Rules(ident)}
+	return []string{k.Job(ident), k.Log(ident), k.Ignores(ident), k.Ops(ident), k.LogBatches(ident), k.Rules(ident), k.Tags(ident)}
 }
 
 // HostBudget is archiveflow's hostbudget:HOST hash: a target host's

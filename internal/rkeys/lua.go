@@ -122,6 +122,7 @@ func (s *Store) jobKeys(ident string) map[string]string {
 		"ops":        s.keys.Ops(ident),
 		"logbatches": s.keys.LogBatches(ident),
 		"rules":      s.keys.Rules(ident),
+		"tags":       s.keys.Tags(ident),
 	}
 }
 

@@ -163,7 +163,7 @@ func (s *Store) ReopenJob(ctx context.Context, ident string, r Reopen) error {
 
 // reopenScript takes a finished/failed job back to pending once per op.
 // ARGV: ident op -hooks now
-var reopenScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches",
+var reopenScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches", "tags",
 	"pending", "purge", "completed", "failed", "aborted"}, withStates, `
 local ident = ARGV[1]
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
@@ -172,7 +172,7 @@ local cur = redis.call('HGET', job, 'state')
 local counters = {finished = completed, failed = failed, aborted = aborted}
 if not counters[cur] then return CODE_RUNNING end
 redis.call('DECR', counters[cur])
-for _, k in ipairs({job, log, ignores, ops, logbatches}) do redis.call('PERSIST', k) end
+for _, k in ipairs({job, log, ignores, ops, logbatches, tags}) do redis.call('PERSIST', k) end
 redis.call('HDEL', job, 'finished_at', 'failed', 'aborted', '`+FieldLimit+`')
 redis.call('HINCRBY', job, 'hooks_failed', ARGV[3])
 redis.call('HINCRBY', job, 'retries', 1)

@@ -80,7 +80,9 @@ func (s *Store) event(ident, opID string, r model.ArchiveResult, responses int) 
 // (both by its 2xx/3xx Responses, model.ResponseCounts.Downloaded: what a
 // single-page job fetched is downloaded as soon as it is counted, so
 // ArchiveBot's queued figure, their difference, stays 0), r1xx..r5xx/runk/
-// error_count when the Store owns response counters, a Flapjack event in
+// error_count when the Store owns response counters, the snapshot title
+// the hook set (job hash title), its Tag records (IDENT_tags), its count
+// of unknown records (unknown_records), a Flapjack event in
 // events_archive:HOUR (expiry refreshed) and event_counters /
 // event_counters:HOST:PID (which expires after EventsTTL, like
 // executive_instance:HOST:PID). opID is the idempotency key (e.g. the activity's
@@ -119,11 +121,15 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 		end = s.now()
 	}
 	keys := map[string]string{"job": s.keys.Job(ident), "ops": s.keys.Ops(ident), "events": s.keys.EventsArchive(end),
-		"counters": s.keys.EventCounters(), "instance_counters": s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID)}
-	code, err := s.run(ctx, recordResultScript, keys,
-		"result:"+opID, string(r.Status), c.Bytes, c.Downloaded(), own,
+		"counters": s.keys.EventCounters(), "instance_counters": s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID),
+		"tags": s.keys.Tags(ident)}
+	args := []any{"result:" + opID, string(r.Status), c.Bytes, c.Downloaded(), own,
 		c.R1xx, c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.Runk, c.Errors,
-		string(evJSON), seconds(s.opts.EventsTTL), unixInt(s.now())).Int()
+		string(evJSON), seconds(s.opts.EventsTTL), unixInt(s.now()), r.Title, r.Unknown}
+	for _, t := range r.Tags {
+		args = append(args, t)
+	}
+	code, err := s.run(ctx, recordResultScript, keys, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("record result of job %s hook %s: %w", ident, r.Hook, err)
 	}
@@ -135,8 +141,8 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 
 // recordResultScript counts one final ArchiveResult exactly once.
 // ARGV: op_key status bytes_fetched downloaded own(0|1) r1xx r2xx r3xx r4xx r5xx
-// runk errors event_json events_ttl ts
-var recordResultScript = newScript([]string{"job", "ops", "events", "counters", "instance_counters"}, false, `
+// runk errors event_json events_ttl ts title unknown tags...
+var recordResultScript = newScript([]string{"job", "ops", "events", "counters", "instance_counters", "tags"}, false, `
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
 if redis.call('SADD', ops, ARGV[1]) == 0 then return CODE_NOOP end
 inherit_ttl(job, ops)
@@ -153,6 +159,12 @@ if ARGV[5] == '1' then
   end
 end
 redis.call('HSET', job, 'ts', ARGV[15])
+if ARGV[16] ~= '' then redis.call('HSET', job, '`+FieldTitle+`', ARGV[16]) end
+if ARGV[17] ~= '0' then redis.call('HINCRBY', job, '`+FieldUnknownRecords+`', ARGV[17]) end
+if #ARGV > 17 then
+  redis.call('SADD', tags, unpack(ARGV, 18))
+  inherit_ttl(job, tags)
+end
 redis.call('RPUSH', events, ARGV[13])
 redis.call('EXPIRE', events, ARGV[14])
 for _, k in ipairs({counters, instance_counters}) do

@@ -121,7 +121,7 @@ func (s *Store) finish(ctx context.Context, ident string, state model.JobState, 
 
 // finishScript moves a job to its final state exactly once.
 // ARGV: ident state finished_at retention_seconds purge_at channel limit
-var finishScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches", "rules",
+var finishScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches", "rules", "tags",
 	"pending", "working", "jobs_counter", "notifications", "scheduled", "purge"}, withStates, `
 local ident = ARGV[1]
 local state = ARGV[2]
@@ -146,7 +146,7 @@ redis.call('RPUSH', notifications, cjson.encode(info))
 redis.call('ZREM', scheduled, ident)
 redis.call('ZADD', purge, ARGV[5], ident)
 move_to(ident, state)
-for _, k in ipairs({job, log, ignores, ops, logbatches, rules}) do redis.call('EXPIRE', k, ARGV[4]) end
+for _, k in ipairs({job, log, ignores, ops, logbatches, rules, tags}) do redis.call('EXPIRE', k, ARGV[4]) end
 redis.call('PUBLISH', ARGV[6], ident)
 return CODE_APPLIED
 `)

@@ -231,7 +231,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job) error {
 // createJobScript registers a job, replacing a retained final one when
 // asked. ARGV: ident create_op replace(0|1) queued_at not_before(empty = none)
 // n_ignores ignores... fields...(name value pairs)
-var createJobScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches", "rules",
+var createJobScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches", "rules", "tags",
 	"pending", "working", "time_index", "scheduled", "purge"}, withStates, `
 local ident = ARGV[1]
 if redis.call('EXISTS', job) == 1 then
@@ -240,7 +240,7 @@ if redis.call('EXISTS', job) == 1 then
   if not final then return CODE_RUNNING end
   if ARGV[3] ~= '1' then return CODE_RETAINED end
 end
-for _, k in ipairs({job, log, ignores, ops, logbatches, rules}) do redis.call('DEL', k) end
+for _, k in ipairs({job, log, ignores, ops, logbatches, rules, tags}) do redis.call('DEL', k) end
 redis.call('LREM', pending, 0, ident)
 redis.call('LREM', working, 0, ident)
 redis.call('ZREM', scheduled, ident)

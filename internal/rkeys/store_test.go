@@ -270,6 +270,42 @@ func TestRecordResultCountsOnce(t *testing.T) {
 	}
 }
 
+// TestRecordResultTitleTagsAndUnknownRecords: the title a hook set goes to
+// the job hash (the later result's wins), its Tag records to IDENT_tags,
+// its unknown records to unknown_records, each exactly once; GetJob reads
+// them back, and IDENT_tags expires with the job.
+func TestRecordResultTitleTagsAndUnknownRecords(t *testing.T) {
+	e := newEnv(t, Options{EventsTTL: time.Hour})
+	ctx := ctxT(t)
+	j := testJob(t, "http://example.com/")
+	require.NoError(t, e.store.CreateJob(ctx, j))
+	title := model.ArchiveResult{Plugin: "title", Hook: "on_Snapshot__50_title.sh", Status: model.StatusSucceeded,
+		Title: "Example Page", Tags: []string{"sci-fi"}, Unknown: 2, EndedAt: t0}
+	twice(t, e, func() error {
+		_, err := e.store.RecordResult(ctx, j.Ident, "op-title", title, nil)
+		return err
+	})
+	later := model.ArchiveResult{Plugin: "tagger", Hook: "on_Snapshot__60_tagger.sh", Status: model.StatusSucceeded,
+		Title: "Better Title", Tags: []string{"news", "sci-fi"}, Unknown: 1, EndedAt: t0}
+	_, err := e.store.RecordResult(ctx, j.Ident, "op-tagger", later, nil)
+	require.NoError(t, err)
+	plain := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__61_wget.sh", Status: model.StatusSucceeded, EndedAt: t0}
+	_, err = e.store.RecordResult(ctx, j.Ident, "op-wget", plain, nil)
+	require.NoError(t, err)
+
+	v, err := e.store.GetJob(ctx, j.Ident)
+	require.NoError(t, err)
+	assert.Equal(t, "Better Title", v.Title, "a result without a title leaves it")
+	assert.Equal(t, []string{"news", "sci-fi"}, v.Tags)
+	assert.Equal(t, int64(3), v.UnknownRecords)
+	assert.Equal(t, "Better Title", e.rdb.HGet(ctx, j.Ident, FieldTitle).Val())
+
+	require.NoError(t, e.store.Finish(ctx, j.Ident, model.StateFinished))
+	tagsTTL := e.rdb.TTL(ctx, e.store.keys.Tags(j.Ident)).Val()
+	assert.Positive(t, tagsTTL, "IDENT_tags expires with the job")
+	assert.Equal(t, e.rdb.TTL(ctx, j.Ident).Val(), tagsTTL)
+}
+
 func TestRecordResultValidation(t *testing.T) {
 	e := newEnv(t, Options{})
 	ctx := ctxT(t)

@@ -22,6 +22,15 @@ const FieldCutCount = "cut_count"
 // finished at ("page limit 100 reached"; FinishLimited), absent otherwise.
 const FieldLimit = "limit"
 
+// Job hash fields the hooks' records set: the snapshot's title (the last
+// Snapshot record without a url of a recorded result) and how many records
+// of a type archiveflow does not know they printed (kept in each hook's
+// stdout log).
+const (
+	FieldTitle          = "title"
+	FieldUnknownRecords = "unknown_records"
+)
+
 // Job hash fields of a crawl's limits (model.Settings MaxPages, MaxBytes,
 // MaxDuration in seconds), archiveflow's own; absent when 0.
 const (
@@ -51,6 +60,13 @@ type JobView struct {
 	Cuts int64
 	// Archive is the job's WACZ, once its seal wrote one (SetArchive).
 	Archive Archive
+	// Title (FieldTitle) is the snapshot's title a hook set; Tags
+	// (IDENT_tags) the names its hooks' Tag records gave, sorted;
+	// UnknownRecords (FieldUnknownRecords) counts their records of an
+	// unknown type.
+	Title          string
+	Tags           []string
+	UnknownRecords int64
 	// Limit (FieldLimit) names the limit a crawl finished at.
 	Limit                        string
 	Responses                    model.ResponseCounts
@@ -81,6 +97,7 @@ func (s *Store) GetJob(ctx context.Context, ident string) (JobView, error) {
 	pipe := s.rdb.Pipeline()
 	h := pipe.HGetAll(ctx, s.keys.Job(ident))
 	ig := pipe.SMembers(ctx, s.keys.Ignores(ident))
+	tg := pipe.SMembers(ctx, s.keys.Tags(ident))
 	ttl := pipe.PTTL(ctx, s.keys.Job(ident))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return JobView{}, fmt.Errorf("get job %s: %w", ident, err)
@@ -95,6 +112,10 @@ func (s *Store) GetJob(ctx context.Context, ident string) (JobView, error) {
 	ignores := ig.Val()
 	sort.Strings(ignores)
 	v.Settings.Ignores = ignores
+	if tags := tg.Val(); len(tags) > 0 {
+		sort.Strings(tags)
+		v.Tags = tags
+	}
 	if d := ttl.Val(); d > 0 {
 		v.TTL = d
 	}
@@ -186,6 +207,8 @@ func parseJob(ident string, h map[string]string) (JobView, error) {
 	v.HooksFailed = p.int64("hooks_failed")
 	v.HooksSkipped = p.int64("hooks_skipped")
 	v.HooksNoResults = p.int64("hooks_noresults")
+	v.Title = h[FieldTitle]
+	v.UnknownRecords = p.int64(FieldUnknownRecords)
 	v.Settings.Concurrency = int(p.int64("concurrency"))
 	v.Settings.DelayMinMS = int(p.int64("delay_min"))
 	v.Settings.DelayMaxMS = int(p.int64("delay_max"))

@@ -3,14 +3,21 @@
 // Gate is open. The disk guard (internal/diskguard) and a pipeline's
 // claim lock (internal/pipelinelock) are gates; a Switch is a gate set by
 // its owner with the reason it is closed. Work a worker already holds
-// runs on: a gate stops new polls only.
+// runs on: a gate stops new polls only. A poller reserves its slot before
+// it polls, so a claim (Claims) may still reach a worker just after its
+// gate closed: Refuser hands it back, retryable, before it starts.
 package slotgate
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
 )
 
 // Gate is open while Reason is "": Wait returns once it is open (at once
@@ -24,7 +31,7 @@ type Gate interface {
 // only while every gate is open. One Supplier may serve several workers
 // (a pool's shared queue and its tag queues): they then share inner's
 // slots. A poller that reserved its slot before a gate closed may still
-// take one task.
+// take one task: Refuser hands a claim back.
 func Supplier(inner worker.SlotSupplier, gates ...Gate) worker.SlotSupplier {
 	if len(gates) == 0 {
 		return inner
@@ -118,4 +125,67 @@ func (s *Switch) Wait(ctx context.Context) error {
 		case <-ch:
 		}
 	}
+}
+
+// Claims are the activity types by which a worker takes a job's work from
+// a shared queue: a snapshot's host, a crawl's page or URL list. Other
+// tasks on a shared queue (the workflows' Redis writes) are never refused.
+var Claims = map[string]bool{"ClaimHost": true, "ClaimAndDiscover": true, "RunPage": true, "SeedURLList": true}
+
+// ErrTypeClosed is the error type of a claim Refuser hands back.
+const ErrTypeClosed = "WorkerNotClaiming"
+
+// Refuser refuses every claim (Claims) that starts while gate is closed —
+// one a poller had already reserved its slot for when the gate closed: it
+// fails retryable at once, before any of its work starts, and goes back
+// to the queue for another worker (it costs the claim one attempt; at most
+// one per poller and closing). The disk guard's holds (a host-wide
+// maintenance, a low disk) use it; the claim lock refuses only other
+// jobs' claims (internal/pipelinelock, through RefuseClaims).
+func Refuser(gate Gate, log *zap.Logger) interceptor.WorkerInterceptor {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return RefuseClaims(func(info activity.Info) error {
+		reason := gate.Reason()
+		if reason == "" {
+			return nil
+		}
+		log.Info("claim refused: this worker claims no work now", zap.String("reason", reason),
+			zap.String("activity", info.ActivityType.Name), zap.String("workflow_id", info.WorkflowExecution.ID))
+		return temporal.NewApplicationError(fmt.Sprintf("worker not claiming work (%s): claim of %s left to another worker", reason, info.WorkflowExecution.ID), ErrTypeClosed)
+	})
+}
+
+// RefuseClaims is a worker interceptor that asks refuse about every claim
+// (Claims) before it starts: a non-nil error (a retryable application
+// error, so the claim goes back to the queue) is the claim's outcome, and
+// nothing of it runs. Other activities are not asked.
+func RefuseClaims(refuse func(activity.Info) error) interceptor.WorkerInterceptor {
+	return &refuser{refuse: refuse}
+}
+
+type refuser struct {
+	interceptor.WorkerInterceptorBase
+	refuse func(activity.Info) error
+}
+
+func (r *refuser) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	a := &refuseClaims{refuse: r.refuse}
+	a.Next = next
+	return a
+}
+
+type refuseClaims struct {
+	interceptor.ActivityInboundInterceptorBase
+	refuse func(activity.Info) error
+}
+
+func (a *refuseClaims) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	if info := activity.GetInfo(ctx); Claims[info.ActivityType.Name] {
+		if err := a.refuse(info); err != nil {
+			return nil, err
+		}
+	}
+	return a.Next.ExecuteActivity(ctx, in)
 }

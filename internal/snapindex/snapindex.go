@@ -57,6 +57,8 @@ type snapshotRecord struct {
 	Type     string         `json:"type"` // "Snapshot"
 	ID       string         `json:"id"`
 	URL      string         `json:"url"`
+	Title    string         `json:"title,omitempty"`
+	Tags     []string       `json:"tags,omitempty"`
 	Depth    int            `json:"depth"`
 	Status   string         `json:"status"` // "sealed"
 	State    model.JobState `json:"archiveflow_state"`
@@ -88,12 +90,17 @@ type resultRecord struct {
 	Attempts   int   `json:"attempts"`
 	ExitCode   int   `json:"exit_code"`
 	DurationMS int64 `json:"duration_ms"`
+	// Unknown counts the records of an unknown type the hook printed
+	// (kept in its stdout log).
+	Unknown int64 `json:"unknown_records,omitempty"`
 }
 
 // document is index.json.
 type document struct {
 	ID             string         `json:"snapshot_id"`
 	URL            string         `json:"url"`
+	Title          string         `json:"title,omitempty"`
+	Tags           []string       `json:"tags,omitempty"`
 	Depth          int            `json:"depth"`
 	State          model.JobState `json:"archiveflow_state"`
 	Error          string         `json:"error,omitempty"`
@@ -122,6 +129,7 @@ func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, 
 		return nil, fmt.Errorf("snapshot index: %w", err)
 	}
 	defer root.Close()
+	title, tags := model.TitleAndTags(results)
 	records := make([]resultRecord, len(results))
 	for i, r := range results {
 		records[i] = record(snap.ID, r)
@@ -129,7 +137,7 @@ func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, 
 	var lines bytes.Buffer
 	enc := json.NewEncoder(&lines) // one record a line, with its newline
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(snapshotRecord{Type: "Snapshot", ID: snap.ID, URL: snap.URL, Depth: snap.Depth,
+	if err := enc.Encode(snapshotRecord{Type: "Snapshot", ID: snap.ID, URL: snap.URL, Title: title, Tags: tags, Depth: snap.Depth,
 		Status: "sealed", State: snap.State, Error: snap.Error, SealedAt: snap.SealedAt.UTC(),
 		WACZ: snap.WACZ, WACZErr: snap.WACZError, Captures: snap.Captures}); err != nil {
 		return nil, fmt.Errorf("snapshot index %s: %w", JSONLFile, err)
@@ -139,7 +147,7 @@ func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, 
 			return nil, fmt.Errorf("snapshot index %s: hook %s/%s: %w", JSONLFile, r.Plugin, r.HookName, err)
 		}
 	}
-	doc, err := json.MarshalIndent(document{ID: snap.ID, URL: snap.URL, Depth: snap.Depth, State: snap.State,
+	doc, err := json.MarshalIndent(document{ID: snap.ID, URL: snap.URL, Title: title, Tags: tags, Depth: snap.Depth, State: snap.State,
 		Error: snap.Error, SealedAt: snap.SealedAt.UTC(), WACZ: snap.WACZ, WACZErr: snap.WACZError, Captures: snap.Captures,
 		ArchiveResults: records}, "", "  ")
 	if err != nil {
@@ -162,6 +170,7 @@ func record(id string, r model.ArchiveResult) resultRecord {
 		Type: "ArchiveResult", SnapshotID: id, Plugin: r.Plugin, HookName: r.Hook, Status: r.Status,
 		OutputStr: r.OutputStr, OutputJSON: r.OutputJSON, OutputFiles: r.Outputs, OutputSize: r.OutputBytes,
 		Error: r.Error, Step: r.Step, Background: r.Background, Attempts: r.Attempts, ExitCode: r.ExitCode,
+		Unknown: r.Unknown,
 	}
 	if !r.StartedAt.IsZero() {
 		t := r.StartedAt.UTC()

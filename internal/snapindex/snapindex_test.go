@@ -88,6 +88,40 @@ func TestWriteListsEveryHookWithItsFinalResult(t *testing.T) {
 	assert.Equal(t, lines[2], doc.ArchiveResults[1], "index.json holds the same records")
 }
 
+// TestWriteHasTheHooksTitleAndTags: the Snapshot line and index.json carry
+// the title the hooks set (the one that ended last) and every Tag name;
+// each ArchiveResult its count of unknown records.
+func TestWriteHasTheHooksTitleAndTags(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	results := []model.ArchiveResult{
+		{Plugin: "custom", Hook: "on_Snapshot__70_custom.sh", Step: 7, Status: model.StatusSucceeded,
+			Title: "Set Later", Tags: []string{"sci-fi"}, Unknown: 2, EndedAt: t0.Add(2 * time.Second)},
+		{Plugin: "title", Hook: "on_Snapshot__50_title.sh", Step: 5, Status: model.StatusSucceeded,
+			Title: "From The Page", Tags: []string{"news", "sci-fi"}, EndedAt: t0.Add(time.Second)},
+		{Plugin: "wget", Hook: "on_Snapshot__06_wget.bg.sh", Step: 0, Status: model.StatusSucceeded, EndedAt: t0.Add(9 * time.Second)},
+	}
+	_, err := Write(dir, Snapshot{ID: "abc", URL: "https://example.com/", State: model.StateFinished, SealedAt: t0}, results)
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dir, JSONLFile))
+	require.NoError(t, err)
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	var snap, custom, wget map[string]any
+	require.NoError(t, json.Unmarshal(lines[0], &snap))
+	require.NoError(t, json.Unmarshal(lines[1], &custom))
+	require.NoError(t, json.Unmarshal(lines[3], &wget))
+	assert.Equal(t, "Set Later", snap["title"], "the title of the result that ended last")
+	assert.Equal(t, []any{"news", "sci-fi"}, snap["tags"])
+	assert.Equal(t, 2.0, custom["unknown_records"])
+	assert.NotContains(t, wget, "unknown_records")
+	var doc map[string]any
+	b, err = os.ReadFile(filepath.Join(dir, JSONFile))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &doc))
+	assert.Equal(t, "Set Later", doc["title"])
+	assert.Equal(t, []any{"news", "sci-fi"}, doc["tags"])
+}
+
 func TestWriteReplacesAnEarlierIndex(t *testing.T) {
 	dir := t.TempDir()
 	snap := Snapshot{ID: "abc", URL: "https://example.com/", State: model.StateFailed, Error: "every hook failed"}

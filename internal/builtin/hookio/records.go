@@ -56,6 +56,12 @@ func SnapshotRecord(url string, depth int) jsonl.Record {
 	return jsonl.Record{Type: jsonl.TypeSnapshot, Snapshot: &jsonl.Snapshot{URL: url, Depth: depth}}
 }
 
+// Title writes a Snapshot record without a url: the snapshot id's new
+// title (ArchiveBox's {"type": "Snapshot", "id": ..., "title": ...}).
+func (e *Emitter) Title(snapshotID, title string) error {
+	return e.write(jsonl.Record{Type: jsonl.TypeSnapshot, Snapshot: &jsonl.Snapshot{ID: snapshotID, Title: title}})
+}
+
 // Tag writes a Tag record.
 func (e *Emitter) Tag(name string) error {
 	return e.write(jsonl.Record{Type: jsonl.TypeTag, Tag: &jsonl.Tag{Name: name}})
