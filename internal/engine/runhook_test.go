@@ -72,6 +72,7 @@ func (s *memStore) RecordResult(_ context.Context, in activities.ResultInput) er
 	return nil
 }
 func (s *memStore) ReopenJob(context.Context, activities.ReopenInput) error       { return nil }
+func (s *memStore) SetRetryAt(context.Context, activities.RetryAtInput) error     { return nil }
 func (s *memStore) FinishJob(context.Context, activities.FinishInput) error       { return nil }
 func (s *memStore) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
 func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, entries []activities.LogEntry) error {

@@ -68,6 +68,10 @@ type ArchiveResult struct {
 	// so whoever records the result (the host, or the workflow after the
 	// host's write failed) credits the fleet health's check of that host.
 	Host string `json:"host,omitempty"`
+	// RetryAt, on a failed result, says the hook waits for a later retry
+	// due then (hooks.retry_later, the ArchiveBox plan's retry_at): the
+	// result is not final yet.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // JobState is the lifecycle state of a job (DESIGN.md §4, kickq-style indexes).

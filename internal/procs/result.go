@@ -155,7 +155,10 @@ const exitSIGTERM = 128 + int(syscall.SIGTERM)
 // decide applies the status mapping of DESIGN.md §3, in order. It is the
 // only mapping of an exit to a status: callers take Status and Transient as
 // they are.
-//  1. the last ArchiveResult record's status wins (whatever the exit);
+//  1. the last ArchiveResult record's status wins when the hook exited 0
+//     or was stopped by cancellation; a non-zero exit or a death by signal
+//     after a record is a partial success: transient, the record kept
+//     (Last) for the result, the hook retried;
 //  2. a background hook stopped by its context (the seal) without a record
 //     succeeded when it exited 0 or by the SIGTERM (143), and failed
 //     otherwise (it needed SIGKILL, or crashed): final either way, there is
@@ -169,6 +172,15 @@ const exitSIGTERM = 128 + int(syscall.SIGTERM)
 // would run into it again.
 func decide(r *Result, background bool, timeout time.Duration) {
 	switch {
+	case r.Last != nil && (r.ExitCode != 0 || r.Signal != 0) && !r.Canceled:
+		// Partial success (the ArchiveBox plan's case 3): what the hook
+		// emitted stays (Last, its outputs, its other records in its
+		// stdout log), and the hook is tried again.
+		r.Transient = true
+		r.Reason = fmt.Sprintf("partial: ArchiveResult record status %s, then exit %d", r.Last.Status, r.ExitCode)
+		if r.Signal != 0 {
+			r.Reason = fmt.Sprintf("partial: ArchiveResult record status %s, then killed by signal %d (%s)", r.Last.Status, int(r.Signal), r.Signal)
+		}
 	case r.Last != nil:
 		r.Status = r.Last.Status
 		r.Reason = fmt.Sprintf("ArchiveResult record status %s (exit %d)", r.Status, r.ExitCode)
