@@ -38,6 +38,13 @@ func (s *fakeStore) writtenResults() map[string]model.ArchiveResult {
 	return out
 }
 
+// laterInput is input(concurrency) with later retries after delays.
+func laterInput(concurrency int, delays ...time.Duration) SnapshotInput {
+	in := input(concurrency)
+	in.RetryLater = &RetryLater{Default: delays}
+	return in
+}
+
 // A hook whose attempts run out transiently waits each later-retry delay
 // in turn, each wait one run that writes neither its waiting result nor a
 // final state (the job is indexed in retry_at and taken out before the
@@ -51,8 +58,7 @@ func TestRetryLaterRunsAFailedHookAgainAfterEachDelay(t *testing.T) {
 	)
 	key := "flaky/" + flaky
 	p := plan(ok, flaky)
-	in := input(2)
-	in.RetryLater = &RetryLater{Default: []time.Duration{10 * time.Minute, time.Hour}}
+	in := laterInput(2, 10*time.Minute, time.Hour)
 	// The results of these two runs are the same for both endings.
 	first := newHarness(t, p)
 	first.runner.on(flaky, transient)
@@ -117,8 +123,7 @@ func TestAbortWhileWaitingForALaterRetry(t *testing.T) {
 	const flaky = "on_Snapshot__20_flaky.sh"
 	h := newHarness(t, plan(flaky))
 	h.runner.on(flaky, transient)
-	in := input(1)
-	in.RetryLater = &RetryLater{Default: []time.Duration{time.Hour}}
+	in := laterInput(1, time.Hour)
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(SignalAbort, AbortRequest{Reason: "test", By: "tester"})
 	}, 30*time.Minute)
@@ -138,8 +143,7 @@ func TestRetryLaterLeavesASoftFailureFinal(t *testing.T) {
 	const soft = "on_Snapshot__20_soft.sh"
 	h := newHarness(t, plan(soft))
 	h.runner.on(soft, softFail)
-	in := input(1)
-	in.RetryLater = &RetryLater{Default: []time.Duration{time.Hour}}
+	in := laterInput(1, time.Hour)
 	st := h.run(in)
 	assert.Equal(t, model.StatusFailed, result(t, st, soft).Status)
 	assert.Nil(t, result(t, st, soft).RetryAt)

@@ -30,15 +30,27 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"try '$n'"}'
 `
 }
 
-// retryLaterStack is a stack whose hooks get attempts in-run and one
-// short later retry per delay.
+// retryLaterStack is a stack of the hooks in plugins and one that
+// succeeds (plugin ok), whose hooks get attempts in-run and one short
+// later retry per delay.
 func retryLaterStack(t *testing.T, plugins string, attempts int, delays ...time.Duration) *Stack {
+	writeHook(t, plugins, "ok", "on_Snapshot__10_ok.sh", `echo '{"type":"ArchiveResult","status":"succeeded","output_str":"fine"}'`)
 	s := NewStack(t, SharedServer(t), plugins, func(c *config.Config) {
 		c.Retry.MaximumAttempts = attempts
 		c.Hooks.RetryLater = delays
 	})
 	s.StartPools(t, nil)
 	return s
+}
+
+// finalStatus waits for j's workflow, following its later retries' runs,
+// and returns the job's final status.
+func finalStatus(t *testing.T, s *Stack, j Job) workflows.Status {
+	t.Helper()
+	require.NoError(t, s.Wait(t, j, 90*time.Second))
+	var st workflows.Status
+	require.NoError(t, j.Run.Get(t.Context(), &st), "Get follows the later retries' runs")
+	return st
 }
 
 // A hook failing transiently three times (its three in-run attempts) is
@@ -48,7 +60,6 @@ func retryLaterStack(t *testing.T, plugins string, attempts int, delays ...time.
 func TestRetryLaterRetriesAFailingHookByItself(t *testing.T) {
 	plugins := t.TempDir()
 	tries := filepath.Join(t.TempDir(), "tries")
-	writeHook(t, plugins, "ok", "on_Snapshot__10_ok.sh", `echo '{"type":"ArchiveResult","status":"succeeded","output_str":"fine"}'`)
 	writeHook(t, plugins, "flaky", "on_Snapshot__20_flaky.sh", flakyHook(tries, 3))
 	s := retryLaterStack(t, plugins, 3, 2*time.Second)
 	j := s.Submit(t, "http://example.invalid/retry-later", nil)
@@ -78,9 +89,7 @@ func TestRetryLaterRetriesAFailingHookByItself(t *testing.T) {
 	assert.Zero(t, v.HooksFailed, "a waiting hook is not counted failed")
 	assert.False(t, v.State.Final(), "a job whose hook waits has not ended")
 
-	require.NoError(t, s.Wait(t, j, 90*time.Second))
-	var st workflows.Status
-	require.NoError(t, j.Run.Get(ctx, &st), "Get follows the later retry's run")
+	st := finalStatus(t, s, j)
 	assert.Equal(t, model.StateFinished, st.State)
 	assert.Equal(t, model.StatusSucceeded, resultsByHook(st)["flaky"].Status)
 	assert.Equal(t, "try 4", resultsByHook(st)["flaky"].OutputStr)
@@ -106,15 +115,11 @@ func TestRetryLaterRetriesAFailingHookByItself(t *testing.T) {
 func TestRetryLaterEndsFailedAfterTheLastDelay(t *testing.T) {
 	plugins := t.TempDir()
 	tries := filepath.Join(t.TempDir(), "tries")
-	writeHook(t, plugins, "ok", "on_Snapshot__10_ok.sh", `echo '{"type":"ArchiveResult","status":"succeeded","output_str":"fine"}'`)
 	writeHook(t, plugins, "flaky", "on_Snapshot__20_flaky.sh", flakyHook(tries, -1))
 	s := retryLaterStack(t, plugins, 1, time.Second, time.Second)
 	j := s.Submit(t, "http://example.invalid/retry-later-fails", nil)
-	require.NoError(t, s.Wait(t, j, 90*time.Second))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var st workflows.Status
-	require.NoError(t, j.Run.Get(ctx, &st))
+	st := finalStatus(t, s, j)
+	ctx := t.Context()
 	assert.Equal(t, model.StateFinished, st.State)
 	flaky := resultsByHook(st)["flaky"]
 	assert.Equal(t, model.StatusFailed, flaky.Status)
@@ -157,7 +162,6 @@ func TestRetryLaterEndsFailedAfterTheLastDelay(t *testing.T) {
 func TestPartialSuccessIsKeptAndRetried(t *testing.T) {
 	plugins := t.TempDir()
 	tries := filepath.Join(t.TempDir(), "tries")
-	writeHook(t, plugins, "ok", "on_Snapshot__10_ok.sh", `echo '{"type":"ArchiveResult","status":"succeeded","output_str":"fine"}'`)
 	writeHook(t, plugins, "partial", "on_Snapshot__20_partial.sh", `echo x >> "`+tries+`"
 echo half > partial.html
 echo '{"type":"Snapshot","url":"https://example.com/found"}'
@@ -167,11 +171,8 @@ exit 1
 `)
 	s := retryLaterStack(t, plugins, 2, time.Second)
 	j := s.Submit(t, "http://example.invalid/partial", nil)
-	require.NoError(t, s.Wait(t, j, 90*time.Second))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var st workflows.Status
-	require.NoError(t, j.Run.Get(ctx, &st))
+	st := finalStatus(t, s, j)
+	ctx := t.Context()
 	res := resultsByHook(st)["partial"]
 	assert.Equal(t, model.StatusFailed, res.Status, "every try exited 1")
 	assert.Equal(t, "partial.html", res.OutputStr, "the partial ArchiveResult is kept")
