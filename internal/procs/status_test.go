@@ -32,6 +32,7 @@ func TestStatusMapping(t *testing.T) {
 		{"last record wins (succeeded)", rec("failed") + "\n" + rec("succeeded"), model.StatusSucceeded, false, 0, 0, "out-succeeded"},
 		{"invalid last record ignored", rec("succeeded") + "\n" + rec("done"), model.StatusSucceeded, false, 0, 0, "out-succeeded"},
 		{"record then non-zero exit is a partial success", rec("succeeded") + "\nexit 3", "", false, 3, 0, "out-succeeded"},
+		{"skipped record with exit 10 is final", rec("skipped") + "\nexit 10", model.StatusSkipped, false, 10, 0, "out-skipped"},
 		{"failed record with non-zero exit is retried", rec("failed") + "\nexit 1", "", false, 1, 0, "out-failed"},
 		{"exit 0 without record", "echo hello", model.StatusNoResults, false, 0, 0, ""},
 		{"exit 10 without record", "exit 10", model.StatusSkipped, false, 10, 0, ""},
