@@ -7,7 +7,7 @@
 //     histories ClaimHost, then DiscoverHooks), telling a busy host from a
 //     lost one (HostLiveness; older histories HostAlive), and the Redis
 //     writes the workflow runs as local activities (SetJobState, SetStep,
-//     RecordResult, FinishJob, ReopenJob, ApplySettings), so they are registered on the
+//     RecordResult, FinishJob, ReopenJob, SetRetryAt, ApplySettings), so they are registered on the
 //     worker that runs the workflows;
 //   - HostActivities run on the queue of the host that claimed the snapshot:
 //     discovering its hooks (DiscoverHooks, older histories), running one
@@ -124,6 +124,9 @@ type Store interface {
 	// ReopenJob takes a finished job back for a retry run.
 	ReopenJob(ctx context.Context, in ReopenInput) error
 	ApplySettings(ctx context.Context, in SettingsInput) error
+	// SetRetryAt indexes a running job as waiting for a later retry of
+	// its hooks (a zero At: no longer waiting).
+	SetRetryAt(ctx context.Context, in RetryAtInput) error
 	// AppendLog appends entries to the job log; key+seq identify a batch so
 	// a retried flush is not appended twice.
 	AppendLog(ctx context.Context, ident, key string, seq int, entries []LogEntry) error

@@ -47,6 +47,7 @@ func (s *memStore) SetArchive(context.Context, ArchiveInput) error { return nil 
 func (s *memStore) SetStep(context.Context, StepInput) error       { return nil }
 func (s *memStore) Heartbeat(context.Context, string) error        { return nil }
 func (s *memStore) ReopenJob(context.Context, ReopenInput) error   { return nil }
+func (s *memStore) SetRetryAt(context.Context, RetryAtInput) error { return nil }
 func (s *memStore) FinishJob(context.Context, FinishInput) error   { return nil }
 
 func (s *memStore) ApplySettings(_ context.Context, in SettingsInput) error {

@@ -172,6 +172,15 @@ func (a *PoolActivities) ReopenJob(ctx context.Context, in ReopenInput) error {
 	return nil
 }
 
+// SetRetryAt indexes the job as waiting for a later retry of its hooks
+// (retry_at), or takes it out when in.At is zero.
+func (a *PoolActivities) SetRetryAt(ctx context.Context, in RetryAtInput) error {
+	if err := a.store.SetRetryAt(ctx, in); err != nil {
+		return storeError(err, "set retry_at of job %s", in.Ident)
+	}
+	return nil
+}
+
 // ApplySettings writes changed settings, bumps settings_age and publishes.
 // Settings model.Settings.Validate refuses are a non-retryable error: the
 // workflow's ordered writer must never retry a write that cannot succeed.

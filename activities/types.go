@@ -276,6 +276,13 @@ type FinishInput struct {
 	Limit string `json:"limit,omitempty"`
 }
 
+// RetryAtInput indexes a running job as waiting for a later retry of its
+// hooks, due At (the retry_at set); a zero At takes it out.
+type RetryAtInput struct {
+	Ident string    `json:"ident"`
+	At    time.Time `json:"at"`
+}
+
 // ReopenInput takes a finished job back for a retry run (starter retry),
 // exactly once per Key.
 type ReopenInput struct {

@@ -249,6 +249,15 @@ type Hooks struct {
 	// BackgroundMaxRun bounds how long a background hook may run before the
 	// seal stops it.
 	BackgroundMaxRun time.Duration `mapstructure:"background_max_run"`
+	// RetryLater are the delays of a hook's later retries (the ArchiveBox
+	// plan's retry_at): a foreground hook whose attempts all failed
+	// transiently waits the first delay, unattended, then runs again with
+	// its retry policy's attempts, and so on down the list; after the last
+	// it is failed for good. Empty (the default): no later retry.
+	RetryLater []time.Duration `mapstructure:"retry_later"`
+	// RetryLaterPlugins overrides RetryLater per plugin name (an empty
+	// list turns later retries off for that plugin).
+	RetryLaterPlugins map[string][]time.Duration `mapstructure:"retry_later_plugins"`
 	// LogFlushInterval and LogBatch bound how long and how many of a hook's
 	// stderr lines and responses are buffered before a job log write.
 	LogFlushInterval time.Duration `mapstructure:"log_flush_interval"`
@@ -698,6 +707,15 @@ func Default() Config {
 			KeyBatch:   500,
 		},
 	}
+}
+
+// RetryLaterFor returns plugin's later-retry delays: its override in
+// RetryLaterPlugins, else RetryLater.
+func (h Hooks) RetryLaterFor(plugin string) []time.Duration {
+	if d, ok := h.RetryLaterPlugins[plugin]; ok {
+		return d
+	}
+	return h.RetryLater
 }
 
 // PolicyFor returns the retry policy for plugin: the default with the

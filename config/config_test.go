@@ -67,6 +67,25 @@ plugins:
 	assert.Equal(t, Default().Redis.URL, cfg.Redis.URL, "untouched keys keep defaults")
 }
 
+// hooks.retry_later is a list of delays, off by default, overridden per
+// plugin (an empty list turns it off for that plugin).
+func TestRetryLaterDelaysPerPlugin(t *testing.T) {
+	assert.Empty(t, Default().Hooks.RetryLater, "later retries are off by default")
+	dir := inTempDir(t)
+	writeFile(t, filepath.Join(dir, DefaultFile), `
+hooks:
+  retry_later: [10m, 1h, 6h]
+  retry_later_plugins:
+    screenshot: [30s]
+    title: []
+`)
+	cfg, err := Load(Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{10 * time.Minute, time.Hour, 6 * time.Hour}, cfg.Hooks.RetryLaterFor("wget"))
+	assert.Equal(t, []time.Duration{30 * time.Second}, cfg.Hooks.RetryLaterFor("screenshot"))
+	assert.Empty(t, cfg.Hooks.RetryLaterFor("title"))
+}
+
 func TestDefaultFileInWorkingDir(t *testing.T) {
 	dir := inTempDir(t)
 	writeFile(t, filepath.Join(dir, DefaultFile), "archive_dir: /wd\n")
@@ -119,6 +138,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "metrics port out of range", file: "metrics: {listen: \":70000\"}\n", wantErr: []string{`config metrics.listen = ":70000"`}},
 		{name: "zero settings poll interval", file: "hooks:\n  settings_poll_interval: 0s\n", wantErr: []string{"config hooks.settings_poll_interval = 0s: must be a positive duration"}},
 		{name: "heartbeat timeout too short", file: "hooks:\n  heartbeat_interval: 5s\n  heartbeat_timeout: 5s\n", wantErr: []string{"hooks.heartbeat_timeout"}},
+		{name: "zero later-retry delay", file: "hooks:\n  retry_later: [10m, 0s]\n", wantErr: []string{"config hooks.retry_later[1] = 0s: must be a positive duration"}},
+		{name: "negative per-plugin later-retry delay", file: "hooks:\n  retry_later_plugins:\n    wget: [-1m]\n", wantErr: []string{"config hooks.retry_later_plugins.wget[0] = -1m0s: must be a positive duration"}},
 		{name: "retry override", file: "retry:\n  plugins:\n    wget:\n      backoff_coefficient: 0.5\n", wantErr: []string{"retry.plugins.wget.backoff_coefficient = 0.5: must be >= 1"}},
 		{name: "duplicate pool", file: "pools:\n- {name: a, task_queue: archiveflow, slots: 1}\n- {name: a, task_queue: q, slots: 0}\n",
 			wantErr: []string{`pools[1].name = "a": must be unique`, "pools[1].slots = 0: must be >= 1"}},

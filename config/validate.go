@@ -116,6 +116,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	v.hookLimits("hooks.limits", c.Hooks.Limits)
+	v.retryLater("hooks.retry_later", c.Hooks.RetryLater)
+	for _, name := range sortedKeys(c.Hooks.RetryLaterPlugins) {
+		v.retryLater("hooks.retry_later_plugins."+name, c.Hooks.RetryLaterPlugins[name])
+	}
 
 	v.retry("retry", c.Retry.RetryPolicy, false)
 	for _, name := range sortedKeys(c.Retry.Plugins) {
@@ -210,6 +214,17 @@ func (v *validator) hookLimits(prefix string, l HookLimits) {
 	v.check(l.MaxOpenFiles >= 0, prefix+".max_open_files", l.MaxOpenFiles, "must be >= 0 (0 = no limit)")
 	v.check(l.MaxProcesses >= 0, prefix+".max_processes", l.MaxProcesses, "must be >= 0 (0 = no limit)")
 	v.check(l.Cgroup == "" || l.Cgroup == "none" || filepath.IsAbs(l.Cgroup), prefix+".cgroup", l.Cgroup, `must be empty (find one), "none" (rlimits only) or an absolute cgroup v2 directory`)
+}
+
+// maxRetryLater bounds a list of later-retry delays: each one is a durable
+// timer and a new run of the job's workflow.
+const maxRetryLater = 20
+
+func (v *validator) retryLater(key string, ds []time.Duration) {
+	v.check(len(ds) <= maxRetryLater, key, ds, fmt.Sprintf("must list at most %d delays", maxRetryLater))
+	for i, d := range ds {
+		v.positiveDur(fmt.Sprintf("%s[%d]", key, i), d)
+	}
 }
 
 func (v *validator) positiveDur(key string, d time.Duration) {

@@ -33,6 +33,8 @@ type hookRow struct {
 	Error      string              `json:"error,omitempty"`
 	// Reason is why a skipped hook was skipped, in the hook's words.
 	Reason string `json:"reason,omitempty"`
+	// RetryAt is when a hook waiting for a later retry runs again.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // key identifies the hook within its job.
@@ -58,7 +60,7 @@ func hookRows(st workflows.Status) []hookRow {
 // resultRow is a final result as a table row.
 func resultRow(res model.ArchiveResult) hookRow {
 	r := hookRow{Step: res.Step, Plugin: res.Plugin, Hook: res.Hook, Background: res.Background, Phase: workflows.PhaseDone,
-		Status: res.Status, Attempts: res.Attempts, Bytes: res.OutputBytes, Output: res.OutputStr, Error: res.Error}
+		Status: res.Status, Attempts: res.Attempts, Bytes: res.OutputBytes, Output: res.OutputStr, Error: res.Error, RetryAt: res.RetryAt}
 	if !res.StartedAt.IsZero() && res.EndedAt.After(res.StartedAt) {
 		r.DurationMS = res.EndedAt.Sub(res.StartedAt).Milliseconds()
 	}
@@ -112,8 +114,12 @@ func (r hookRow) detail() string {
 	return r.Output
 }
 
-// state is the row's status column: the final status, else the phase.
+// state is the row's status column: waiting (retry at …) for a hook
+// waiting for a later retry, the final status, else the phase.
 func (r hookRow) state() string {
+	if r.RetryAt != nil {
+		return "waiting (retry at " + r.RetryAt.Local().Format(time.DateTime) + ")"
+	}
 	if r.Status != "" {
 		return string(r.Status)
 	}

@@ -94,6 +94,21 @@ func TestHookTable(t *testing.T) {
 	assert.Contains(t, out.String(), "…")
 }
 
+// A hook waiting for a later retry says so, and when.
+func TestHookTableShowsAWaitingHook(t *testing.T) {
+	at := t0.Add(10 * time.Minute)
+	st := workflows.Status{Hooks: []workflows.HookStatus{{Plugin: "wget", Hook: "on_Snapshot__60_wget.sh", Step: 6,
+		Phase: workflows.PhaseWaiting, Result: &model.ArchiveResult{Status: model.StatusFailed, Attempts: 3, RetryAt: &at,
+			Error: "exit 4 without ArchiveResult record"}}}}
+	rows := hookRows(st)
+	require.Len(t, rows, 1)
+	assert.Equal(t, workflows.PhaseWaiting, rows[0].Phase)
+	var out bytes.Buffer
+	writeHookTable(&out, rows, nil, 0)
+	assert.Contains(t, out.String(), "waiting (retry at "+at.Local().Format(time.DateTime)+")")
+	assert.Contains(t, out.String(), "exit 4 without ArchiveResult record")
+}
+
 func TestShortDurationAndText(t *testing.T) {
 	assert.Equal(t, "0.0s", shortDuration(0))
 	assert.Equal(t, "12.4s", shortDuration(12380*time.Millisecond))

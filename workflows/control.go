@@ -44,6 +44,9 @@ const (
 	PhasePending HookPhase = "pending"
 	PhaseRunning HookPhase = "running"
 	PhaseDone    HookPhase = "done"
+	// PhaseWaiting: the hook waits for a later retry (its result's
+	// RetryAt).
+	PhaseWaiting HookPhase = "waiting"
 )
 
 // HookStatus is one hook of the plan in the status query.
@@ -94,6 +97,9 @@ func (s *snapshot) status() Status {
 		if res, ok := s.claim.results[h.Key()]; ok {
 			r := res
 			hs.Phase, hs.Result = PhaseDone, &r
+			if waiting(r) {
+				hs.Phase = PhaseWaiting
+			}
 		} else if s.claim.running[h.Key()] {
 			hs.Phase = PhaseRunning
 		}

@@ -219,6 +219,7 @@ type fakeStore struct {
 	finishes []activities.FinishInput
 	settings []activities.SettingsInput
 	reopens  []activities.ReopenInput
+	retryAts []activities.RetryAtInput
 	calls    int
 	reads    int // Settings calls
 	// archives are SetArchive's inputs, each with the finishes written
@@ -289,6 +290,13 @@ func (s *fakeStore) ReopenJob(_ context.Context, in activities.ReopenInput) erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reopens = append(s.reopens, in)
+	return nil
+}
+
+func (s *fakeStore) SetRetryAt(_ context.Context, in activities.RetryAtInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retryAts = append(s.retryAts, in)
 	return nil
 }
 

@@ -150,6 +150,46 @@ type SnapshotInput struct {
 	// one RunSteps activity (segment.go; from InputV2 on). Absent, as in
 	// every input recorded before it, each hook is its own activity.
 	HostSteps bool `json:"host_steps,omitempty"`
+	// RetryLater are the hooks' later-retry delays (hooks.retry_later,
+	// retrylater.go). Absent, as in every input recorded before it: a hook
+	// whose attempts ran out is failed for good.
+	RetryLater *RetryLater `json:"retry_later,omitempty"`
+}
+
+// RetryLater are the delays of a job's later retries: a default list and
+// per-plugin lists (keyed by plugin name).
+type RetryLater struct {
+	Default   []time.Duration            `json:"default,omitempty"`
+	PerPlugin map[string][]time.Duration `json:"per_plugin,omitempty"`
+}
+
+// For returns plugin's delays.
+func (r *RetryLater) For(plugin string) []time.Duration {
+	if d, ok := r.PerPlugin[plugin]; ok {
+		return d
+	}
+	return r.Default
+}
+
+// Validate checks that every delay is positive.
+func (r *RetryLater) Validate() error {
+	check := func(what string, ds []time.Duration) error {
+		for i, d := range ds {
+			if d <= 0 {
+				return fmt.Errorf("retry_later %s[%d] %s: must be > 0", what, i, d)
+			}
+		}
+		return nil
+	}
+	if err := check("default", r.Default); err != nil {
+		return err
+	}
+	for _, plugin := range slices.Sorted(maps.Keys(r.PerPlugin)) {
+		if err := check("of plugin "+plugin, r.PerPlugin[plugin]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Validate checks that the input carries every value the workflow needs.
@@ -179,6 +219,11 @@ func (in SnapshotInput) Validate() error {
 	}
 	if in.since(InputV3) && in.Timing.ReadyMargin <= 0 {
 		return fmt.Errorf("job %s: timing ready_margin %s: must be > 0", in.Job.Ident, in.Timing.ReadyMargin)
+	}
+	if in.RetryLater != nil {
+		if err := in.RetryLater.Validate(); err != nil {
+			return fmt.Errorf("job %s: %w", in.Job.Ident, err)
+		}
 	}
 	if in.Rerun != nil {
 		if err := in.Rerun.Validate(); err != nil {

@@ -26,6 +26,12 @@ type Rerun struct {
 	// FailedBytes is the output bytes of the failed results: the retry's
 	// own results are counted instead.
 	FailedBytes int64 `json:"failed_bytes,omitempty"`
+	// Waiting: this run is a later retry the previous run waited for
+	// (retrylater.go): the job never ended, so it is not reopened; its
+	// waiting results were never written to Redis.
+	Waiting bool `json:"waiting,omitempty"`
+	// Later counts the later retries each hook (PLUGIN/NAME) ran so far.
+	Later map[string]int `json:"later,omitempty"`
 }
 
 // Validate checks that the rerun has something to run.

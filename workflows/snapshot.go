@@ -152,12 +152,20 @@ func SnapshotWorkflow(ctx workflow.Context, in SnapshotInput) (Status, error) {
 	stopDeadline := s.startDeadline(in.Timing.MaxDuration, in.Timing.MaxDuration > 0)
 	workflow.Go(s.dctx, s.writes.run)
 
-	if in.Rerun != nil {
+	if in.Rerun != nil && !in.Rerun.Waiting {
 		s.reopen()
 	}
 	s.setState(model.StateActive)
 	s.execute()
 	stopDeadline()
+	if in.RetryLater != nil {
+		if next, ok := s.waitForLater(); ok {
+			if err := s.awaitEnd(); err != nil {
+				return s.status(), err
+			}
+			return s.status(), workflow.NewContinueAsNewError(ctx, SnapshotWorkflow, next)
+		}
+	}
 	s.finish()
 
 	if err := s.awaitEnd(); err != nil {
@@ -493,6 +501,9 @@ func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveR
 	if s.job.stopReason != "" && temporal.IsCanceledError(err) {
 		res.Error = "stopped: " + s.job.stopReason
 	}
+	if at, ok := s.laterRetry(h, err); ok {
+		res.RetryAt = &at
+	}
 	return res
 }
 
@@ -516,7 +527,8 @@ func (s *snapshot) complete(h activities.HookSpec, res activities.RunHookResult)
 	}
 	s.claim.results[h.Key()] = res.ArchiveResult
 	s.claim.counters.Add(res.ArchiveResult)
-	if res.Recorded {
+	if res.Recorded || waiting(res.ArchiveResult) {
+		// A waiting result is not final: written once it is.
 		return
 	}
 	s.hash.result(activities.ResultInput{Ident: s.in.Job.Ident, Result: res.ArchiveResult, Counters: s.claim.counters, Key: s.runKey(h)})

@@ -72,6 +72,7 @@ func (s *memStore) RecordResult(_ context.Context, in activities.ResultInput) er
 	return nil
 }
 func (s *memStore) ReopenJob(context.Context, activities.ReopenInput) error       { return nil }
+func (s *memStore) SetRetryAt(context.Context, activities.RetryAtInput) error     { return nil }
 func (s *memStore) FinishJob(context.Context, activities.FinishInput) error       { return nil }
 func (s *memStore) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
 func (s *memStore) AppendLog(_ context.Context, _ string, key string, seq int, entries []activities.LogEntry) error {
@@ -238,6 +239,9 @@ func TestRunHookStatusMapping(t *testing.T) {
 		{"no record exit 10 is skipped", `exit 10`, model.StatusSkipped, "", ""},
 		{"soft failure is final", `echo '{"type":"ArchiveResult","status":"failed","error":"no title"}'; exit 0`, model.StatusFailed, "", ""},
 		{"exit 1 without record is transient", `echo boom >&2; exit 1`, "", "", "exit"},
+		{"exit 1 after a record is a partial success: transient, the record kept",
+			`echo '{"type":"ArchiveResult","status":"succeeded","output_str":"half.txt"}'; exit 1`, "", "half.txt", "partial"},
+		{"skipped record with exit 10 is final", `echo '{"type":"ArchiveResult","status":"skipped","output_str":"off"}'; exit 10`, model.StatusSkipped, "off", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,6 +262,7 @@ func TestRunHookStatusMapping(t *testing.T) {
 				assert.Equal(t, 1, last.ExitCode)
 				assert.Equal(t, 1, last.Attempts)
 				assert.Equal(t, model.StatusFailed, last.Status)
+				assert.Equal(t, tt.wantOutput, last.OutputStr)
 				return
 			}
 			require.NoError(t, err)

@@ -183,6 +183,14 @@ func (s *RedisStore) ReopenJob(ctx context.Context, in activities.ReopenInput) e
 	return nil
 }
 
+// SetRetryAt indexes or unindexes the job's later retry (retry_at).
+func (s *RedisStore) SetRetryAt(ctx context.Context, in activities.RetryAtInput) error {
+	if err := s.Redis.SetRetryAt(ctx, in.Ident, in.At); err != nil {
+		return fmt.Errorf("set retry_at of %s: %w", in.Ident, notWritable(err))
+	}
+	return nil
+}
+
 // ApplySettings writes the settings as absolute values; rkeys bumps
 // settings_age and publishes only when something changed, so a repeat is
 // a no-op.

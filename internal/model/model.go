@@ -79,6 +79,10 @@ type ArchiveResult struct {
 	// hook printed: kept in its stdout log, counted here (unknown_records
 	// in the job hash and the index).
 	Unknown int64 `json:"unknown_records,omitempty"`
+	// RetryAt, on a failed result, says the hook waits for a later retry
+	// due then (hooks.retry_later, the ArchiveBox plan's retry_at): the
+	// result is not final yet.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // TitleAndTags is what the hooks' records say of the snapshot itself: the

@@ -27,6 +27,7 @@ func (s *logStore) SetJobState(context.Context, activities.JobStateInput) error 
 func (s *logStore) SetStep(context.Context, activities.StepInput) error           { return nil }
 func (s *logStore) RecordResult(context.Context, activities.ResultInput) error    { return nil }
 func (s *logStore) ReopenJob(context.Context, activities.ReopenInput) error       { return nil }
+func (s *logStore) SetRetryAt(context.Context, activities.RetryAtInput) error     { return nil }
 func (s *logStore) FinishJob(context.Context, activities.FinishInput) error       { return nil }
 func (s *logStore) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
 func (s *logStore) Heartbeat(context.Context, string) error                       { return nil }

@@ -157,6 +157,10 @@ func hookFromRunnerFile(path string) string {
 	return f.Stem
 }
 
+// exitSkipped is the exit code of a hook that skipped itself (with or
+// without a record saying so): never a failure.
+const exitSkipped = 10
+
 // exitSIGTERM is the exit code of a process killed by SIGTERM (128+15):
 // how a background hook that obeyed the seal's SIGTERM usually ends.
 const exitSIGTERM = 128 + int(syscall.SIGTERM)
@@ -164,7 +168,10 @@ const exitSIGTERM = 128 + int(syscall.SIGTERM)
 // decide applies the status mapping of DESIGN.md §3, in order. It is the
 // only mapping of an exit to a status: callers take Status and Transient as
 // they are.
-//  1. the last ArchiveResult record's status wins (whatever the exit);
+//  1. the last ArchiveResult record's status wins when the hook exited 0
+//     or 10 (skipped) or was stopped by cancellation; another exit or a
+//     death by signal after a record is a partial success: transient, the
+//     record kept (Last) for the result, the hook retried;
 //  2. a background hook stopped by its context (the seal) without a record
 //     succeeded when it exited 0 or by the SIGTERM (143), and failed
 //     otherwise (it needed SIGKILL, or crashed): final either way, there is
@@ -178,6 +185,15 @@ const exitSIGTERM = 128 + int(syscall.SIGTERM)
 // would run into it again.
 func decide(r *Result, background bool, timeout time.Duration) {
 	switch {
+	case r.Last != nil && !r.Canceled && (r.Signal != 0 || (r.ExitCode != 0 && r.ExitCode != exitSkipped)):
+		// Partial success (the ArchiveBox plan's case 3): what the hook
+		// emitted stays (Last, its outputs, its other records in its
+		// stdout log), and the hook is tried again.
+		r.Transient = true
+		r.Reason = fmt.Sprintf("partial: ArchiveResult record status %s, then exit %d", r.Last.Status, r.ExitCode)
+		if r.Signal != 0 {
+			r.Reason = fmt.Sprintf("partial: ArchiveResult record status %s, then killed by signal %d (%s)", r.Last.Status, int(r.Signal), r.Signal)
+		}
 	case r.Last != nil:
 		r.Status = r.Last.Status
 		r.Reason = fmt.Sprintf("ArchiveResult record status %s (exit %d)", r.Status, r.ExitCode)
@@ -197,7 +213,7 @@ func decide(r *Result, background bool, timeout time.Duration) {
 	case r.Signal == 0 && r.ExitCode == 0:
 		r.Status = model.StatusNoResults
 		r.Reason = "exit 0 without ArchiveResult record"
-	case r.Signal == 0 && r.ExitCode == 10:
+	case r.Signal == 0 && r.ExitCode == exitSkipped:
 		r.Status = model.StatusSkipped
 		r.Reason = "exit 10 without ArchiveResult record"
 	case r.Signal != 0:

@@ -31,8 +31,9 @@ func TestStatusMapping(t *testing.T) {
 		{"last record wins (failed)", rec("succeeded") + "\n" + rec("failed"), model.StatusFailed, true, 0, 0, "out-failed"},
 		{"last record wins (succeeded)", rec("failed") + "\n" + rec("succeeded"), model.StatusSucceeded, false, 0, 0, "out-succeeded"},
 		{"invalid last record ignored", rec("succeeded") + "\n" + rec("done"), model.StatusSucceeded, false, 0, 0, "out-succeeded"},
-		{"record wins over non-zero exit", rec("succeeded") + "\nexit 3", model.StatusSucceeded, false, 3, 0, "out-succeeded"},
-		{"failed record with non-zero exit is final", rec("failed") + "\nexit 1", model.StatusFailed, false, 1, 0, "out-failed"},
+		{"record then non-zero exit is a partial success", rec("succeeded") + "\nexit 3", "", false, 3, 0, "out-succeeded"},
+		{"skipped record with exit 10 is final", rec("skipped") + "\nexit 10", model.StatusSkipped, false, 10, 0, "out-skipped"},
+		{"failed record with non-zero exit is retried", rec("failed") + "\nexit 1", "", false, 1, 0, "out-failed"},
 		{"exit 0 without record", "echo hello", model.StatusNoResults, false, 0, 0, ""},
 		{"exit 10 without record", "exit 10", model.StatusSkipped, false, 10, 0, ""},
 		{"exit 1 without record", "echo oops >&2; exit 1", "", false, 1, 0, ""},
@@ -56,6 +57,8 @@ func TestStatusMapping(t *testing.T) {
 				assert.Equal(t, "on_Snapshot__10_map", te.Hook)
 				assert.Equal(t, res.AttemptID, te.AttemptID)
 				assert.NotEmpty(t, res.ArchiveResult().Error)
+				// A partial success keeps what the hook reported.
+				assert.Equal(t, tc.outputStr, res.ArchiveResult().OutputStr)
 				return
 			}
 			require.False(t, res.Transient, "unexpected transient: %s", res.Reason)

@@ -25,6 +25,7 @@ const (
 	keyTimeIndex           = "time-index"
 	keyScheduled           = "scheduled"
 	keyScheduledPurge      = "scheduled-purge"
+	keyRetryAt             = "retry_at"
 	keyEventCounters       = "event_counters"
 	keyWebUI               = "archiveflow:web_ui"
 
@@ -129,6 +130,10 @@ func (k Keys) Scheduled() string { return k.ns + keyScheduled }
 
 // ScheduledPurge is the zset of finished jobs (score: purge time).
 func (k Keys) ScheduledPurge() string { return k.ns + keyScheduledPurge }
+
+// RetryAt is the sorted set of jobs whose hooks wait for a later retry
+// (kickq-style), scored by the due time in Unix seconds.
+func (k Keys) RetryAt() string { return k.ns + keyRetryAt }
 
 // EventsArchive is the Flapjack-style hourly events_archive:YYYYMMDDHH list.
 func (k Keys) EventsArchive(t time.Time) string {

@@ -108,6 +108,7 @@ func (s *Store) finish(ctx context.Context, ident string, state model.JobState, 
 	keys := s.jobKeys(ident)
 	keys["pending"], keys["working"], keys["jobs_counter"] = s.keys.Pending(), s.keys.Working(), s.keys.JobsCounter(state)
 	keys["notifications"], keys["scheduled"], keys["purge"] = s.keys.FinishNotifications(), s.keys.Scheduled(), s.keys.ScheduledPurge()
+	keys["retry_at"] = s.keys.RetryAt()
 	code, err := s.run(ctx, finishScript, keys,
 		ident, string(state), unixInt(now), seconds(ret), unixInt(now.Add(ret)), s.keys.LogChannel(), limit).Int()
 	if err != nil {
@@ -122,7 +123,7 @@ func (s *Store) finish(ctx context.Context, ident string, state model.JobState, 
 // finishScript moves a job to its final state exactly once.
 // ARGV: ident state finished_at retention_seconds purge_at channel limit
 var finishScript = newScript([]string{"job", "log", "ignores", "ops", "logbatches", "rules", "tags",
-	"pending", "working", "jobs_counter", "notifications", "scheduled", "purge"}, withStates, `
+	"pending", "working", "jobs_counter", "notifications", "scheduled", "purge", "retry_at"}, withStates, `
 local ident = ARGV[1]
 local state = ARGV[2]
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
@@ -144,6 +145,8 @@ for _, f in ipairs({'fetch_depth', 'pipeline_id', 'queued_at', 'started_by', 'st
 end
 redis.call('RPUSH', notifications, cjson.encode(info))
 redis.call('ZREM', scheduled, ident)
+redis.call('ZREM', retry_at, ident)
+redis.call('HDEL', job, 'retry_at')
 redis.call('ZADD', purge, ARGV[5], ident)
 move_to(ident, state)
 for _, k in ipairs({job, log, ignores, ops, logbatches, rules, tags}) do redis.call('EXPIRE', k, ARGV[4]) end

@@ -152,6 +152,7 @@ func Input(cfg *config.Config, r Request) workflows.SnapshotInput {
 		SequentialSteps: slices.Clone(cfg.Job.SequentialSteps),
 		Retry:           workflows.RetryPolicies{Default: Retry(cfg.Retry.RetryPolicy), PerPlugin: per},
 		HostSteps:       cfg.Job.HostSteps,
+		RetryLater:      retryLater(cfg.Hooks),
 		Timing: workflows.Timing{
 			HeartbeatTimeout:    cfg.Hooks.HeartbeatTimeout,
 			StartMargin:         cfg.Hooks.StartMargin,
@@ -163,6 +164,21 @@ func Input(cfg *config.Config, r Request) workflows.SnapshotInput {
 			StepAttributeDelay:  cfg.Job.StepAttributeDelay,
 		},
 	}
+}
+
+// retryLater is the workflow's view of hooks.retry_later and its
+// per-plugin lists; nil when no list has a delay (later retries off).
+func retryLater(h config.Hooks) *workflows.RetryLater {
+	on := len(h.RetryLater) > 0
+	per := make(map[string][]time.Duration, len(h.RetryLaterPlugins))
+	for _, plugin := range slices.Sorted(maps.Keys(h.RetryLaterPlugins)) {
+		per[plugin] = slices.Clone(h.RetryLaterPlugins[plugin])
+		on = on || len(per[plugin]) > 0
+	}
+	if !on {
+		return nil
+	}
+	return &workflows.RetryLater{Default: slices.Clone(h.RetryLater), PerPlugin: per}
 }
 
 // Retry converts a configured retry policy to the workflow's.

@@ -40,6 +40,25 @@ func TestInputFromConfig(t *testing.T) {
 		in.Retry.Default, "config's retry policy, not one of the workflow's own")
 }
 
+// hooks.retry_later goes into the input only when some list has a delay:
+// an input without it (later retries off) is what every run before had.
+func TestInputCarriesTheLaterRetries(t *testing.T) {
+	cfg := config.Default()
+	r := Request{Ident: "abc", URL: "http://x/", FetchDepth: "inf", Pool: cfg.Pools[0], Settings: model.Settings{Concurrency: 2}}
+	assert.Nil(t, Input(&cfg, r).RetryLater, "off by default")
+	cfg.Hooks.RetryLaterPlugins = map[string][]time.Duration{"title": {}}
+	assert.Nil(t, Input(&cfg, r).RetryLater, "no list has a delay")
+	cfg.Hooks.RetryLaterPlugins["wget"] = []time.Duration{time.Minute}
+	in := Input(&cfg, r)
+	require.NoError(t, in.Validate())
+	require.NotNil(t, in.RetryLater)
+	assert.Equal(t, []time.Duration{time.Minute}, in.RetryLater.For("wget"))
+	assert.Empty(t, in.RetryLater.For("title"))
+	assert.Empty(t, in.RetryLater.For("screenshot"))
+	cfg.Hooks.RetryLater = []time.Duration{10 * time.Minute, time.Hour}
+	assert.Equal(t, cfg.Hooks.RetryLater, Input(&cfg, r).RetryLater.For("screenshot"))
+}
+
 func TestStartOptions(t *testing.T) {
 	r := Request{Ident: "abc", URL: "http://x/", Pool: config.Pool{Name: "p", TaskQueue: "q", Slots: 1}, PriorityKey: 2, StartDelay: time.Minute}
 	o := StartOptions(r)

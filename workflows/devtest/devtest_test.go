@@ -55,7 +55,8 @@ func (s *nopStore) ApplySettings(context.Context, activities.SettingsInput) erro
 func (s *nopStore) AppendLog(context.Context, string, string, int, []activities.LogEntry) error {
 	return nil
 }
-func (s *nopStore) ReopenJob(context.Context, activities.ReopenInput) error { return nil }
+func (s *nopStore) ReopenJob(context.Context, activities.ReopenInput) error   { return nil }
+func (s *nopStore) SetRetryAt(context.Context, activities.RetryAtInput) error { return nil }
 func (s *nopStore) FinishJob(_ context.Context, in activities.FinishInput) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
