@@ -94,3 +94,37 @@ func TestRunPageSkipsWhatCannotRunOnThisHost(t *testing.T) {
 	}
 	assert.FileExists(t, filepath.Join(dir, "ran.on_Snapshot__20_good.sh"))
 }
+
+// The inventory is what `starter plugins` prints: each plugin's binaries
+// found with their version or missing, each hook's event, step and fate.
+func TestInventoryReportsBinariesAndHooks(t *testing.T) {
+	root, bin := brokenPlugins(t), t.TempDir()
+	writeHook(t, filepath.Join(bin, "needy-bin"), "echo 'needy-bin 1.2.3'\necho more\n")
+	e := pageEngine(t, root, func(c *Config) { c.Env = append(c.Env, "NEEDY_BINARY="+filepath.Join(bin, "needy-bin")) })
+	inv, err := e.Inventory(context.Background())
+	require.NoError(t, err)
+	byName := map[string]PluginReport{}
+	for _, p := range inv.Plugins {
+		byName[p.Name] = p
+	}
+	assert.Equal(t, []string{}, inv.Missing)
+	needy := byName["needy"]
+	assert.Equal(t, PluginOK, needy.Status, needy.Reason)
+	require.Len(t, needy.Binaries, 1)
+	assert.Equal(t, BinaryReport{Name: "{NEEDY_BINARY}", Resolved: filepath.Join(bin, "needy-bin"), Providers: "env,apt", Source: "config.json",
+		Path: filepath.Join(bin, "needy-bin"), Version: "needy-bin 1.2.3"}, needy.Binaries[0])
+	assert.Equal(t, []HookReport{
+		{Name: "on_Snapshot__50_needy.sh", Event: "Snapshot", Step: 5, Status: HookRuns},
+		{Name: "on_Crawl__70_needy_install.py", Event: "Crawl", Step: 7, Status: HookNotRun, Reason: needy.Hooks[1].Reason},
+	}, needy.Hooks)
+	assert.Contains(t, needy.Hooks[1].Reason, "archiveflow never downloads while a job runs")
+	assert.Equal(t, PluginCannotLoad, byName["cfg"].Status)
+	assert.Contains(t, byName["cfg"].Reason, "line 2, column")
+	assert.Equal(t, HookSkipped, byName["named"].Hooks[1].Status, "on_Snapshot__5_bad.sh sorts last: step 9")
+	assert.Equal(t, PluginOK, byName["dependant"].Status)
+
+	e = pageEngine(t, root, nil)
+	inv, err = e.Inventory(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"archiveflow-test-no-such-binary"}, inv.Missing)
+}

@@ -95,6 +95,7 @@ func (e *Engine) Inventory(ctx context.Context) (Inventory, error) {
 	}
 	versions := map[string]string{}
 	missing := map[string]bool{}
+	var notRun hooks.Plan
 	for _, event := range []string{hooks.EventSnapshot, hooks.EventCrawlSetup} {
 		found, err := hooks.DiscoverEvent(e.cfg.PluginDirs, event, e.log)
 		if err != nil {
@@ -139,13 +140,13 @@ func (e *Engine) Inventory(ctx context.Context) (Inventory, error) {
 				r.Binaries = append(r.Binaries, b)
 			}
 		}
-		for _, h := range found.NotRun {
-			if event != hooks.EventSnapshot {
-				break // listed once
-			}
-			r := report(found, h.Plugin)
-			r.Hooks = append(r.Hooks, HookReport{Name: h.Name, Event: family(h.Name), Step: h.Step, Status: HookNotRun, Reason: h.Skip})
+		if event == hooks.EventSnapshot {
+			notRun = found // the families never run are the same for every event
 		}
+	}
+	for _, h := range notRun.NotRun {
+		r := report(notRun, h.Plugin)
+		r.Hooks = append(r.Hooks, HookReport{Name: h.Name, Event: family(h.Name), Step: h.Step, Status: HookNotRun, Reason: h.Skip})
 	}
 	inv := Inventory{Plugins: make([]PluginReport, 0, len(reports)), Missing: []string{}}
 	for _, r := range reports {
@@ -186,7 +187,7 @@ func binaryVersion(ctx context.Context, path string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "--version")
 	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
+	out, err := cmd.Output() // stdout: a wrapper script's chatter goes to stderr
 	if err != nil {
 		return "" // it does not take --version
 	}

@@ -252,7 +252,7 @@ func loadPlugin(event, name, dir string, log *zap.Logger) (plugin, error) {
 	schema, err := loadDependencies(dir, name)
 	if err != nil {
 		var readErr *fs.PathError
-		if errors.As(err, &readErr) {
+		if errors.As(err, &readErr) && len(candidates) > 0 {
 			return plugin{}, fmt.Errorf("discover hooks: plugin %s: %w", name, err)
 		}
 		p.problem = err.Error()
@@ -320,8 +320,12 @@ func otherFamily(pluginName, dir, name string) (Hook, bool) {
 	if m[1] == "Crawl" || m[1] == "Install" || m[1] == "BinaryRequest" {
 		why = fmt.Sprintf("on_%s__ hooks install dependencies at run time under abx-dl; archiveflow never downloads while a job runs: provide the plugin's required binaries on the worker host beforehand (docs/hooks.md, `starter plugins`)", m[1])
 	}
-	return Hook{Plugin: pluginName, PluginDir: dir, Name: name, Path: path, Stem: strings.TrimSuffix(name, filepath.Ext(name)),
-		Step: 9, NN: UnnumberedNN, Skip: why}, true
+	h := Hook{Plugin: pluginName, PluginDir: dir, Name: name, Path: path, Stem: strings.TrimSuffix(name, filepath.Ext(name)),
+		Step: 9, NN: UnnumberedNN, Skip: why}
+	if n, err := ParseEventName(m[1], name); err == nil {
+		h.NN, h.Step, h.Background, h.Numbered = n.NN, n.Step, n.Background, n.Numbered
+	}
+	return h, true
 }
 
 // loadHook checks one candidate file. ok is false when it is no hook (a
