@@ -34,7 +34,7 @@ never downloads while a job runs (docs/hooks.md, "Dependencies").
 
 The text form is one line per fact, stable for scripts:
   plugin NAME: ok | cannot run: REASON | cannot be loaded: REASON
-    binary NAME: found PATH (VERSION) | missing: REASON
+    binary NAME: found PATH (VERSION) | missing: REASON | not checked: REASON
     hook EVENT step N FILE: runs | skipped: REASON | disabled: REASON | configuration error: REASON | not run: REASON
   missing binaries: NAME, ... (or none)
 With --check the exit code is 1 when a plugin cannot run or be loaded.`,
@@ -104,13 +104,16 @@ func printInventory(w io.Writer, inv engine.Inventory) {
 			if b.Resolved != "" && b.Resolved != b.Name {
 				name = b.Resolved + " (" + b.Name + ")"
 			}
-			if b.Path != "" {
+			switch {
+			case b.NotChecked != "":
+				fmt.Fprintf(w, "  binary %s: not checked: %s\n", name, b.NotChecked)
+			case b.Path != "":
 				version := b.Version
 				if version == "" {
 					version = "version unknown"
 				}
 				fmt.Fprintf(w, "  binary %s: found %s (%s)\n", name, b.Path, version)
-			} else {
+			default:
 				fmt.Fprintf(w, "  binary %s: missing: %s\n", name, b.Missing)
 			}
 		}

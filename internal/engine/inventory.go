@@ -58,6 +58,9 @@ type BinaryReport struct {
 	Path       string `json:"path,omitempty"`    // found here; "" when missing
 	Version    string `json:"version,omitempty"` // the first line of PATH --version
 	Missing    string `json:"missing,omitempty"` // why it is missing
+	// NotChecked says why it was not looked up: only another provider
+	// than env supplies it (a browser extension).
+	NotChecked string `json:"not_checked,omitempty"`
 }
 
 // HookReport is one hook file of a plugin.
@@ -126,15 +129,17 @@ func (e *Engine) Inventory(ctx context.Context) (Inventory, error) {
 			}
 			for _, c := range found.CheckBinaries(plugin, resolved[plugin], e.hookPath()) {
 				b := BinaryReport{Name: c.Name, Resolved: c.Resolved, Providers: c.Providers, MinVersion: c.MinVersion,
-					Source: c.Source, Path: c.Path, Missing: c.Problem}
-				if b.Path != "" {
+					Source: c.Source, Path: c.Path, Missing: c.Problem, NotChecked: c.NotChecked}
+				switch {
+				case b.NotChecked != "":
+				case b.Path != "":
 					v, ok := versions[b.Path]
 					if !ok {
 						v = binaryVersion(ctx, b.Path)
 						versions[b.Path] = v
 					}
 					b.Version = v
-				} else {
+				default:
 					missing[cmp.Or(b.Resolved, b.Name)] = true
 				}
 				r.Binaries = append(r.Binaries, b)

@@ -164,6 +164,9 @@ func (e *Engine) plan(found hooks.Plan, overrides map[string]string, snapDir str
 	resolved, configErr := e.resolveAll(found, overrides, snapDir)
 	unmet := found.Unmet(resolved, e.hookPath())
 	for _, plugin := range sortedKeys(unmet) {
+		// A reason quotes a binary's resolved name: it enters workflow
+		// history, so archiveflow's secrets are redacted from it.
+		unmet[plugin] = e.cfg.Secrets.Redact(unmet[plugin])
 		e.log.Warn("plugin's hooks not run on this host: a dependency is missing", zap.String("plugin", plugin), zap.String("reason", unmet[plugin]))
 	}
 	plan := activities.Plan{Hooks: make([]activities.HookSpec, 0, len(found.Hooks))}

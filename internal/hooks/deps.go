@@ -198,13 +198,32 @@ func executable(path string) error {
 	return nil
 }
 
+// OnPath reports whether b is looked up on the hooks' PATH: its name is a
+// template or a path (the configuration says where it is), or its
+// binproviders are absent or list env. A binary only another provider
+// supplies (abx-plugins' chromewebstore extensions, a puppeteer-only
+// browser) is not a file on PATH: it is reported, never looked up.
+func (b Binary) OnPath() bool {
+	if b.Providers == "" || strings.ContainsAny(b.Name, "{/") {
+		return true
+	}
+	for _, p := range strings.Split(b.Providers, ",") {
+		if strings.TrimSpace(p) == "env" {
+			return true
+		}
+	}
+	return false
+}
+
 // BinaryCheck is a required binary looked up on this host.
 type BinaryCheck struct {
 	Binary
 	Plugin   string
 	Resolved string // Name with its templates filled; "" when they could not be
 	Path     string // the file found; "" when missing
-	Problem  string // why it is missing; "" when found
+	Problem  string // why it is missing; "" when found or not looked up
+	// NotChecked says why it was not looked up (Binary.OnPath).
+	NotChecked string
 }
 
 // CheckBinaries looks up every binary plugin needs: r is its resolved
@@ -213,6 +232,12 @@ func (p Plan) CheckBinaries(plugin string, r *Resolved, pathList string) []Binar
 	var out []BinaryCheck
 	for _, b := range p.Binaries[plugin] {
 		c := BinaryCheck{Binary: b, Plugin: plugin}
+		if !b.OnPath() {
+			c.Resolved = b.Name
+			c.NotChecked = "binproviders " + b.Providers + " without env: not a file on the hooks' PATH, not looked up"
+			out = append(out, c)
+			continue
+		}
 		name, err := b.Hydrate(func(key string) (string, bool) {
 			if r == nil {
 				return "", false

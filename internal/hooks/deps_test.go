@@ -66,3 +66,27 @@ func TestHydrateNamesAMissingKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/opt/bin/node", name)
 }
+
+// abx-plugins' singlefile also requires its browser extension, which only
+// the chromewebstore provider supplies: not a file on PATH, reported and
+// never looked up, so it does not stop the plugin.
+func TestABinaryOnlyAnotherProviderSuppliesIsNotLookedUp(t *testing.T) {
+	root, bin := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(bin, "single-file"), hookScript, 0o755)
+	writeHooks(t, root, "singlefile/on_Snapshot__50_singlefile.py")
+	writeFile(t, filepath.Join(root, "singlefile", "config.json"), `{"required_binaries": [
+		{"name": "{SINGLEFILE_BINARY}", "binproviders": "env,npm", "min_version": null, "overrides": {"npm": {"install_args": ["single-file-cli"]}}},
+		{"name": "singlefile", "binproviders": "chromewebstore", "min_version": null}],
+		"properties": {"SINGLEFILE_BINARY": {"type": "string", "default": "single-file"}}}`, 0o644)
+	plan, err := Discover([]string{root}, nil)
+	require.NoError(t, err)
+	resolved := resolveAll(t, plan, nil)
+	assert.Empty(t, plan.Unmet(resolved, bin))
+	checks := plan.CheckBinaries("singlefile", resolved["singlefile"], bin)
+	require.Len(t, checks, 2)
+	assert.Equal(t, filepath.Join(bin, "single-file"), checks[0].Path)
+	assert.Empty(t, checks[1].Path)
+	assert.Empty(t, checks[1].Problem)
+	assert.Contains(t, checks[1].NotChecked, "binproviders chromewebstore without env")
+	assert.Contains(t, plan.Unmet(resolved, t.TempDir())["singlefile"], "needs binary single-file from {SINGLEFILE_BINARY}")
+}
