@@ -128,3 +128,12 @@ func TestInventoryReportsBinariesAndHooks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"archiveflow-test-no-such-binary"}, inv.Missing)
 }
+
+// A page whose only plugin cannot run here fails with the reason as its note.
+func TestRunPageWithEveryHookSkippedSaysWhy(t *testing.T) {
+	e := pageEngine(t, brokenPlugins(t), nil)
+	out, err := e.RunPage(context.Background(), activities.PageRun{Crawl: testCrawl("needy"), Page: activities.PageSpec{ID: 4, URL: "http://site.test/q", Attempt: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, activities.PageFailed, out.Status)
+	assert.Contains(t, out.Note, "on_Snapshot__50_needy.sh: skipped: plugin needy needs binary archiveflow-test-no-such-binary")
+}

@@ -256,6 +256,15 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 			}
 		}
 	}
+	if !succeeded && out.Note == "" {
+		// A page none of whose hooks could run here says why.
+		for _, h := range plan.Hooks {
+			if h.SkipReason != "" {
+				out.Note = h.Name + ": skipped: " + h.SkipReason
+				break
+			}
+		}
+	}
 	if out.Status != activities.PageTransient && succeeded {
 		out.Status, out.Note = activities.PageSucceeded, ""
 	}
