@@ -63,7 +63,7 @@ func TestBrokenPluginsAreSkippedAndReported(t *testing.T) {
 		assert.Regexp(t, `hook Snapshot step \d `+name+`: skipped: .*`+regexp.QuoteMeta(rule), out)
 	}
 	assert.Contains(t, out, "  binary archiveflow-e2e-no-such-binary ({NEEDY_BINARY}): missing: not found on the hooks' PATH\n")
-	assert.Contains(t, out, "  hook Crawl step 9 on_Crawl__70_needy_install.py: not run: on_Crawl__ hooks install dependencies at run time under abx-dl")
+	assert.Contains(t, out, "  hook Crawl step 7 on_Crawl__70_needy_install.py: not run: on_Crawl__ hooks install dependencies at run time under abx-dl")
 	assert.Contains(t, out, "missing binaries: archiveflow-e2e-no-such-binary\n")
 
 	// The job: finished, the good hooks ran, the broken ones skipped with
