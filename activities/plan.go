@@ -11,7 +11,8 @@ type Launch int
 
 // Launch kinds.
 const (
-	// LaunchSkip: <PLUGIN>_ENABLED is off; recorded skipped, not started.
+	// LaunchSkip: <PLUGIN>_ENABLED is off, or discovery found a reason it
+	// cannot run here (SkipReason); recorded skipped, not started.
 	LaunchSkip Launch = iota
 	// LaunchConfigFailed: the plugin's configuration is invalid; recorded
 	// failed, not started.
@@ -26,7 +27,7 @@ const (
 // Launch says how h starts.
 func (h HookSpec) Launch() Launch {
 	switch {
-	case !h.Enabled:
+	case !h.Enabled || h.SkipReason != "":
 		return LaunchSkip
 	case h.ConfigError != "":
 		return LaunchConfigFailed

@@ -56,6 +56,11 @@ type HookSpec struct {
 	// ConfigError is the plugin's configuration error, if any: the hook is
 	// recorded as failed without being started.
 	ConfigError string `json:"config_error,omitempty"`
+	// SkipReason, when set, is why the hook must not start on this host,
+	// decided at discovery (a name that breaks the grammar, a plugin whose
+	// files are malformed, a required binary or plugin missing): the hook
+	// is recorded skipped with this reason, never started.
+	SkipReason string `json:"skip_reason,omitempty"`
 }
 
 // Key identifies the hook within a snapshot: PLUGIN/NAME.

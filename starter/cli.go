@@ -68,7 +68,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
 		submitCommand(), statusCommand(), listCommand(), abortCommand(), setCommand(),
 		ignoreCommand(), rulesCommand(), pagesCommand(), exportCommand(), replayCommand(), logsCommand(), pipelinesCommand(), purgeCommand(), retryCommand(), devCommand(),
 		lockCommand(), unlockCommand(), unabortCommand(),
-		healthCommand(), maintenanceCommand(),
+		healthCommand(), maintenanceCommand(), pluginsCommand(),
 	}
 	return a
 }

@@ -21,6 +21,9 @@ func baseResult(h activities.HookSpec) model.ArchiveResult {
 func skippedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
 	r := baseResult(h)
 	r.Status, r.OutputStr, r.StartedAt, r.EndedAt = model.StatusSkipped, "disabled by configuration", now, now
+	if h.SkipReason != "" {
+		r.OutputStr = h.SkipReason
+	}
 	return r
 }
 

@@ -194,6 +194,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	if len(bad) > 0 {
 		return activities.PageOutcome{}, fmt.Errorf("page plugin %s: %s: %w", bad[0].Plugin, bad[0].ConfigError, activities.ErrConfig)
 	}
+	results.skip(plan)
 	out := activities.PageOutcome{Status: activities.PageFailed}
 	var (
 		mu        sync.Mutex // guards out, succeeded, notRun, configErr, kept
@@ -252,6 +253,15 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 		for i, h := range specs {
 			if kept[i] && h.Background == bg {
 				links = append(links, hl[i].links...)
+			}
+		}
+	}
+	if !succeeded && out.Note == "" {
+		// A page none of whose hooks could run here says why.
+		for _, h := range plan.Hooks {
+			if h.SkipReason != "" {
+				out.Note = h.Name + ": skipped: " + h.SkipReason
+				break
 			}
 		}
 	}

@@ -62,6 +62,22 @@ func (r *pageResults) add(h activities.HookSpec, res procs.Result, runErr error)
 	r.mu.Unlock()
 }
 
+// skip records the hooks of plan that discovery said cannot run here
+// (SkipReason) as final skipped results with that reason.
+func (r *pageResults) skip(plan activities.Plan) {
+	now := time.Now()
+	for _, h := range plan.Hooks {
+		if h.SkipReason == "" {
+			continue
+		}
+		r.mu.Lock()
+		r.byKey[h.Key()] = model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background,
+			Status: model.StatusSkipped, OutputStr: h.SkipReason, Attempts: r.attempt, StartedAt: now, EndedAt: now}
+		r.final = append(r.final, h.Key())
+		r.mu.Unlock()
+	}
+}
+
 // finals are the results of the hooks that ended with a final status in
 // this attempt, in the order they ended.
 func (r *pageResults) finals() []model.ArchiveResult {
@@ -81,13 +97,16 @@ func (r *pageResults) list(plan activities.Plan, why string) []model.ArchiveResu
 	defer r.mu.Unlock()
 	var out []model.ArchiveResult
 	for _, h := range plan.Hooks {
-		if h.Launch() == activities.LaunchSkip {
-			continue
+		if h.Launch() == activities.LaunchSkip && h.SkipReason == "" {
+			continue // disabled: the page plugin set says which run
 		}
 		ar, ok := r.byKey[h.Key()]
 		if !ok {
 			ar = model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background,
 				Status: model.StatusSkipped, OutputStr: why, Attempts: r.attempt}
+			if h.SkipReason != "" {
+				ar.OutputStr = h.SkipReason
+			}
 		}
 		out = append(out, ar)
 	}

@@ -154,24 +154,28 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 }
 
 // plan turns discovered hooks into a plan with each plugin's resolved
-// enabled flag, timeout and configuration error (as Discover does).
+// enabled flag, timeout and configuration error (as Discover does), and
+// the reason a hook cannot run on this host (SkipReason): what discovery
+// found (a name breaking the grammar, a malformed plugin) or what the
+// plugin needs and this host lacks (hooks.Plan.Unmet: a required binary
+// after its {KEY} templates, a required plugin). Every path plans here:
+// a snapshot's hooks, host steps, crawl pages and crawl setup.
 func (e *Engine) plan(found hooks.Plan, overrides map[string]string, snapDir string) activities.Plan {
-	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
-	src := e.sources(overrides, base)
-	resolved := map[string]*hooks.Resolved{}
-	configErr := map[string]string{}
-	for _, plugin := range found.Plugins() {
-		r, err := found.Schema(plugin).Resolve(src)
-		if err != nil {
-			configErr[plugin] = e.cfg.Secrets.Redact(err.Error())
-			continue
-		}
-		resolved[plugin] = r
+	resolved, configErr := e.resolveAll(found, overrides, snapDir)
+	unmet := found.Unmet(resolved, e.hookPath())
+	for _, plugin := range sortedKeys(unmet) {
+		// A reason quotes a binary's resolved name: it enters workflow
+		// history, so archiveflow's secrets are redacted from it.
+		unmet[plugin] = e.cfg.Secrets.Redact(unmet[plugin])
+		e.log.Warn("plugin's hooks not run on this host: a dependency is missing", zap.String("plugin", plugin), zap.String("reason", unmet[plugin]))
 	}
 	plan := activities.Plan{Hooks: make([]activities.HookSpec, 0, len(found.Hooks))}
 	for _, h := range found.Hooks {
 		spec := activities.HookSpec{Plugin: h.Plugin, Name: h.Name, Path: h.Path, Step: h.Step, Background: h.Background,
-			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true}
+			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true, SkipReason: h.Skip}
+		if spec.SkipReason == "" {
+			spec.SkipReason = unmet[h.Plugin]
+		}
 		if msg, bad := configErr[h.Plugin]; bad {
 			spec.ConfigError = msg
 		} else if r := resolved[h.Plugin]; r != nil {
@@ -185,6 +189,34 @@ func (e *Engine) plan(found hooks.Plan, overrides map[string]string, snapDir str
 		plan.Hooks = append(plan.Hooks, spec)
 	}
 	return plan
+}
+
+// resolveAll resolves the configuration of every plugin of found: the
+// plugins that resolved, and the redacted error of those that did not.
+func (e *Engine) resolveAll(found hooks.Plan, overrides map[string]string, snapDir string) (map[string]*hooks.Resolved, map[string]string) {
+	base := map[string]string{"SNAP_DIR": snapDir, "ARCHIVE_DIR": e.cfg.ArchiveDir}
+	src := e.sources(overrides, base)
+	resolved := map[string]*hooks.Resolved{}
+	configErr := map[string]string{}
+	for _, plugin := range found.Plugins() {
+		r, err := found.Schema(plugin).Resolve(src)
+		if err != nil {
+			configErr[plugin] = e.cfg.Secrets.Redact(err.Error())
+			continue
+		}
+		resolved[plugin] = r
+	}
+	return resolved, configErr
+}
+
+// hookPath is the PATH the hooks get: the worker's (hookenv passes it).
+func (e *Engine) hookPath() string {
+	for _, kv := range e.environ() {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // TeardownCrawl ends a crawl on this worker: its background setup hooks
@@ -216,4 +248,14 @@ func (e *Engine) TeardownCrawl(ctx context.Context, ident string) error {
 	}
 	e.log.Info("crawl torn down on this worker", logging.Ident(ident), zap.Strings("failed_setup_hooks", ch.failed))
 	return werr
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -34,6 +36,14 @@ type Hook struct {
 	Numbered   bool   `json:"numbered"`
 	Finite     bool   `json:"finite,omitempty"` // .finite marker (informational)
 	Daemon     bool   `json:"daemon,omitempty"` // .daemon marker (informational)
+	// Skip is why the hook must not start, decided at discovery: its name
+	// breaks the grammar with an __NN_ order prefix, or its plugin cannot
+	// be loaded (a malformed config.json or binaries.jsonl). Such a hook
+	// is reported skipped with this reason, never started.
+	Skip string `json:"skip,omitempty"`
+	// Warning is what discovery warned about a hook that runs anyway: a
+	// name that breaks the grammar without an __NN_ prefix runs in step 9.
+	Warning string `json:"warning,omitempty"`
 }
 
 // ID is plugin/name, unique within a Plan.
@@ -45,6 +55,20 @@ func (h Hook) ID() string { return h.Plugin + "/" + h.Name }
 type Plan struct {
 	Hooks   []Hook             `json:"hooks"`
 	Schemas map[string]*Schema `json:"schemas"`
+	// Binaries are the binaries each plugin of Hooks requires
+	// (config.json's required_binaries, then binaries.jsonl's).
+	Binaries map[string][]Binary `json:"binaries,omitempty"`
+	// Installed is every plugin directory found, whatever its hooks: ""
+	// when it loads, else why it cannot (a malformed config.json, an
+	// x-runtimes that leaves archiveflow out). required_plugins are
+	// checked against it.
+	Installed map[string]string `json:"installed,omitempty"`
+	// Dirs is every installed plugin's directory.
+	Dirs map[string]string `json:"dirs,omitempty"`
+	// NotRun are the hook files of families archiveflow never runs
+	// (abx-plugins' on_Crawl__ install hooks, on_Install__, ...), each
+	// with the reason in Skip.
+	NotRun []Hook `json:"not_run,omitempty"`
 }
 
 // Schema returns plugin's schema, or an empty schema for an unknown plugin.
@@ -72,11 +96,16 @@ func (p Plan) Plugins() []string {
 // A plugin of the same name in a later root replaces the earlier one
 // entirely. Symlinked plugin directories and hooks are followed. A missing
 // root is an error; an empty one is fine. Hidden directories are ignored.
-// Files that are not on_Snapshot hooks are ignored; hooks that are not
-// executable are skipped with a warning; unnumbered hooks are kept (step 9)
-// with a warning; an executable file that breaks the name grammar is an
-// error. A plugin whose config.json x-runtimes does not list archiveflow or
-// abx-dl is skipped (info log). A malformed config.json is an error.
+// Files that are not on_Snapshot hooks are ignored, except hooks of the
+// families archiveflow never runs (on_Crawl__, on_Install__, ...), listed
+// in NotRun with the reason; hooks that are not executable are skipped
+// with a warning; unnumbered hooks are kept (step 9) with a warning. One
+// bad plugin never fails discovery: an executable file that breaks the
+// name grammar runs in step 9 with a Warning when it has no __NN_ prefix,
+// else it is kept with a Skip reason naming the rule; a malformed
+// config.json or binaries.jsonl keeps the plugin's hooks with the error
+// (file, line, rule) as their Skip reason. A plugin whose config.json
+// x-runtimes does not list archiveflow or abx-dl is skipped (info log).
 //
 // Hooks are ordered by NN, then file name, then plugin name.
 func Discover(dirs []string, log *zap.Logger) (Plan, error) {
@@ -94,22 +123,29 @@ func DiscoverEvent(dirs []string, event string, log *zap.Logger) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	plan := Plan{Hooks: []Hook{}, Schemas: map[string]*Schema{}}
+	plan := Plan{Hooks: []Hook{}, Schemas: map[string]*Schema{}, Binaries: map[string][]Binary{}, Installed: map[string]string{},
+		Dirs: map[string]string{}}
 	names := make([]string, 0, len(plugins))
 	for name := range plugins {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		hooks, schema, err := loadPlugin(event, name, plugins[name], log)
+		p, err := loadPlugin(event, name, plugins[name], log)
 		if err != nil {
 			return Plan{}, err
 		}
-		if schema == nil {
+		plan.Installed[name] = p.problem
+		plan.Dirs[name] = plugins[name]
+		plan.NotRun = append(plan.NotRun, p.notRun...)
+		if p.schema == nil {
 			continue
 		}
-		plan.Hooks = append(plan.Hooks, hooks...)
-		plan.Schemas[name] = schema
+		plan.Hooks = append(plan.Hooks, p.hooks...)
+		plan.Schemas[name] = p.schema
+		if len(p.binaries) > 0 {
+			plan.Binaries[name] = p.binaries
+		}
 	}
 	sortHooks(plan.Hooks)
 	return plan, nil
@@ -184,71 +220,137 @@ func CheckRoot(root string) error {
 	return nil
 }
 
-// loadPlugin returns the executable hooks of one plugin directory and its
-// schema. A nil schema means the plugin contributes nothing (no hooks, or
-// skipped by x-runtimes).
-func loadPlugin(event, plugin, dir string, log *zap.Logger) ([]Hook, *Schema, error) {
+// plugin is what discovery found in one plugin directory.
+type plugin struct {
+	hooks    []Hook   // the event's hooks, runnable or with a Skip reason
+	schema   *Schema  // nil: the plugin contributes no hooks to the plan
+	binaries []Binary // config.json's required_binaries, then binaries.jsonl's
+	problem  string   // why the plugin cannot be loaded; "" when it can
+	notRun   []Hook   // hooks of families archiveflow never runs
+}
+
+// loadPlugin reads one plugin directory: the executable hooks of event,
+// its config.json and binaries.jsonl, the hooks of families never run. A
+// malformed config.json or binaries.jsonl disables this plugin only: its
+// hooks are kept with the error as their Skip reason. Only an I/O error
+// is returned.
+func loadPlugin(event, name, dir string, log *zap.Logger) (plugin, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("discover hooks: read plugin %s directory %s: %w", plugin, dir, err)
+		return plugin{}, fmt.Errorf("discover hooks: read plugin %s directory %s: %w", name, dir, err)
 	}
+	var p plugin
 	var candidates []os.DirEntry
 	for _, e := range entries {
 		if _, err := ParseEventName(event, e.Name()); !errors.Is(err, ErrNotAHook) {
 			candidates = append(candidates, e)
+		} else if h, ok := otherFamily(name, dir, e.Name()); ok {
+			log.Info("hook not run: "+h.Skip, zap.String("plugin", name), zap.String("file", h.Path))
+			p.notRun = append(p.notRun, h)
 		}
 	}
-	if len(candidates) == 0 {
-		return nil, nil, nil
-	}
-	schema, err := LoadSchema(filepath.Join(dir, ConfigFile), plugin)
+	schema, err := loadDependencies(dir, name)
 	if err != nil {
 		var readErr *fs.PathError
-		if !errors.As(err, &readErr) { // not an I/O error: the file is malformed
-			err = fmt.Errorf("%w: %w", err, ErrInvalidPlugins)
+		if errors.As(err, &readErr) && len(candidates) > 0 {
+			return plugin{}, fmt.Errorf("discover hooks: plugin %s: %w", name, err)
 		}
-		return nil, nil, fmt.Errorf("discover hooks: plugin %s: %w", plugin, err)
+		p.problem = err.Error()
+	} else if !schema.SupportsRuntime() {
+		p.problem = fmt.Sprintf("config.json x-runtimes %q does not list archiveflow or abx-dl", schema.Runtimes)
+		if len(candidates) > 0 {
+			log.Info("skipping plugin: config.json x-runtimes does not list archiveflow or abx-dl",
+				zap.String("plugin", name), zap.Strings("runtimes", schema.Runtimes), zap.String("config", schema.Path))
+		}
+		return p, nil
 	}
-	if !schema.SupportsRuntime() {
-		log.Info("skipping plugin: config.json x-runtimes does not list archiveflow or abx-dl",
-			zap.String("plugin", plugin), zap.Strings("runtimes", schema.Runtimes), zap.String("config", schema.Path))
-		return nil, nil, nil
+	if len(candidates) == 0 {
+		return p, nil
 	}
-	var hooks []Hook
+	if p.problem != "" {
+		log.Error("plugin disabled: its files are malformed; its hooks are reported skipped", zap.String("plugin", name),
+			zap.String("dir", dir), zap.String("error", p.problem))
+		schema = &Schema{Plugin: name, Properties: map[string]*Property{}}
+	} else {
+		p.binaries = slices.Concat(schema.Binaries, schema.binariesFile)
+	}
 	for _, e := range candidates {
-		h, ok, err := loadHook(event, plugin, dir, e.Name(), log)
-		if err != nil {
-			return nil, nil, err
+		h, ok := loadHook(event, name, dir, e.Name(), log)
+		if !ok {
+			continue
 		}
-		if ok {
-			hooks = append(hooks, h)
+		if p.problem != "" && h.Skip == "" {
+			h.Skip = fmt.Sprintf("plugin %s disabled: %s", name, p.problem)
 		}
+		p.hooks = append(p.hooks, h)
 	}
-	if len(hooks) == 0 {
-		return nil, nil, nil
+	if len(p.hooks) > 0 {
+		p.schema = schema
 	}
-	return hooks, schema, nil
+	return p, nil
 }
 
-// loadHook checks one candidate file. ok is false when it is skipped.
-func loadHook(event, plugin, dir, name string, log *zap.Logger) (Hook, bool, error) {
+// loadDependencies loads a plugin's config.json and its binaries.jsonl.
+func loadDependencies(dir, name string) (*Schema, error) {
+	schema, err := LoadSchema(filepath.Join(dir, ConfigFile), name)
+	if err != nil {
+		return nil, err
+	}
+	if schema.binariesFile, err = LoadBinaries(filepath.Join(dir, BinariesFile)); err != nil {
+		return nil, err
+	}
+	return schema, nil
+}
+
+// familyPattern is the head of any hook file: on_FAMILY__.
+var familyPattern = regexp.MustCompile(`^on_([A-Za-z][A-Za-z0-9]*)__`)
+
+// otherFamily reports an executable hook of a family archiveflow never
+// runs, with the reason in its Skip.
+func otherFamily(pluginName, dir, name string) (Hook, bool) {
+	m := familyPattern.FindStringSubmatch(name)
+	if m == nil || m[1] == EventSnapshot || m[1] == EventCrawlSetup {
+		return Hook{}, false
+	}
+	path := filepath.Join(dir, name)
+	if info, err := os.Stat(path); err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+		return Hook{}, false
+	}
+	why := fmt.Sprintf("archiveflow runs on_Snapshot__ and on_CrawlSetup__ hooks only, never on_%s__ hooks", m[1])
+	if m[1] == "Crawl" || m[1] == "Install" || m[1] == "BinaryRequest" {
+		why = fmt.Sprintf("on_%s__ hooks install dependencies at run time under abx-dl; archiveflow never downloads while a job runs: provide the plugin's required binaries on the worker host beforehand (docs/hooks.md, `starter plugins`)", m[1])
+	}
+	h := Hook{Plugin: pluginName, PluginDir: dir, Name: name, Path: path, Stem: strings.TrimSuffix(name, filepath.Ext(name)),
+		Step: 9, NN: UnnumberedNN, Skip: why}
+	if n, err := ParseEventName(m[1], name); err == nil {
+		h.NN, h.Step, h.Background, h.Numbered = n.NN, n.Step, n.Background, n.Numbered
+	}
+	return h, true
+}
+
+// loadHook checks one candidate file. ok is false when it is no hook (a
+// directory, a file without an execute bit). A name that breaks the
+// grammar with an __NN_ order prefix is kept with a Skip reason; one
+// without runs in step 9 with a Warning, as ArchiveBox's plan runs a hook
+// whose name has no __NN_.
+func loadHook(event, plugin, dir, name string, log *zap.Logger) (Hook, bool) {
 	path := filepath.Join(dir, name)
 	info, err := os.Stat(path) // follows symlinks
 	if err != nil {
 		log.Warn("skipping hook: cannot stat it (broken symlink?)", zap.String("plugin", plugin), zap.String("file", path), zap.Error(err))
-		return Hook{}, false, nil
+		return Hook{}, false
 	}
 	if info.IsDir() {
-		return Hook{}, false, nil
+		return Hook{}, false
 	}
 	if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
 		log.Warn("skipping hook: file is not executable", zap.String("plugin", plugin), zap.String("file", path),
 			zap.Stringer("mode", info.Mode()))
-		return Hook{}, false, nil
+		return Hook{}, false
 	}
 	n, err := ParseEventName(event, name)
 	if err != nil {
-		return Hook{}, false, fmt.Errorf("discover hooks: plugin %s: %s: %w: %w", plugin, path, err, ErrInvalidPlugins)
+		return badlyNamed(event, plugin, dir, name, err, log), true
 	}
 	if !n.Numbered {
 		log.Warn("hook has no __NN_ order prefix: running it in step 9 after the numbered hooks",
@@ -258,5 +360,23 @@ func loadHook(event, plugin, dir, name string, log *zap.Logger) (Hook, bool, err
 		Plugin: plugin, PluginDir: dir, Name: name, Path: path, Stem: n.Stem,
 		NN: n.NN, Step: n.Step, Background: n.Background, Numbered: n.Numbered,
 		Finite: n.Finite, Daemon: n.Daemon,
-	}, true, nil
+	}, true
+}
+
+// orderPrefix is an __NN_ order prefix however many digits it has.
+var orderPrefix = regexp.MustCompile(`__[0-9]+_`)
+
+// badlyNamed is the hook of a file whose name breaks the grammar (err).
+func badlyNamed(event, plugin, dir, name string, err error, log *zap.Logger) Hook {
+	path := filepath.Join(dir, name)
+	h := Hook{Plugin: plugin, PluginDir: dir, Name: name, Path: path, Stem: strings.TrimSuffix(name, filepath.Ext(name)),
+		NN: UnnumberedNN, Step: 9, Background: strings.Contains(name, "."+markerBackground+".")}
+	if orderPrefix.MatchString(name) {
+		h.Skip = fmt.Sprintf("%s; a name with an __NN_ order prefix must follow on_%s__NN_desc[.finite|.daemon][.bg].ext to run", err, event)
+		log.Error("hook not run: its name breaks the grammar", zap.String("plugin", plugin), zap.String("file", path), zap.String("rule", err.Error()))
+		return h
+	}
+	h.Warning = fmt.Sprintf("%s; it has no __NN_ order prefix, so it runs in step 9 after the numbered hooks", err)
+	log.Warn("hook name breaks the grammar: running it in step 9", zap.String("plugin", plugin), zap.String("file", path), zap.String("rule", err.Error()))
+	return h
 }

@@ -222,31 +222,56 @@ func TestDiscoverRuntimes(t *testing.T) {
 	}
 }
 
-func TestDiscoverErrors(t *testing.T) {
+// One bad plugin never fails discovery: its hooks are kept with the rule
+// they break as their Skip reason, and every other plugin's hooks run.
+func TestDiscoverToleratesBadPlugins(t *testing.T) {
 	tests := []struct {
 		name  string
 		files map[string]string // relative path → content; hooks get mode 0755
+		skip  string            // the hook kept with a Skip reason
 		want  []string
 	}{
 		{
 			name:  "malformed config.json names file, line and column",
 			files: map[string]string{"p/on_Snapshot__10_p.sh": hookScript, "p/config.json": "{\n  \"properties\": {\n    \"A\": {\"type\": \"string\",}\n  }\n}\n"},
-			want:  []string{"config.json", "line 3, column 28", "plugin p"},
+			skip:  "p/on_Snapshot__10_p.sh",
+			want:  []string{"plugin p disabled", "config.json", "line 3, column 28"},
 		},
 		{
 			name:  "wrong-typed keyword",
 			files: map[string]string{"p/on_Snapshot__10_p.sh": hookScript, "p/config.json": `{"properties":{"P_TIMEOUT":{"type":"integer","minimum":"x"}}}`},
+			skip:  "p/on_Snapshot__10_p.sh",
 			want:  []string{"config.json", "P_TIMEOUT", "minimum must be a number"},
 		},
 		{
-			name:  "executable with a broken name",
-			files: map[string]string{"p/on_Snapshot__1_p.sh": hookScript},
-			want:  []string{"on_Snapshot__1_p.sh", "exactly two digits", "plugin p"},
+			name:  "malformed required_binaries",
+			files: map[string]string{"p/on_Snapshot__10_p.sh": hookScript, "p/config.json": `{"required_binaries":[{"binproviders":"env"}]}`},
+			skip:  "p/on_Snapshot__10_p.sh",
+			want:  []string{"config.json", "required_binaries[0]", "non-empty \"name\""},
+		},
+		{
+			name:  "malformed binaries.jsonl names its line",
+			files: map[string]string{"p/on_Snapshot__10_p.sh": hookScript, "p/binaries.jsonl": "{\"type\":\"Binary\",\"name\":\"wget\"}\n\n{\"name\": 3}\n"},
+			skip:  "p/on_Snapshot__10_p.sh",
+			want:  []string{"binaries.jsonl line 3", "name must be a string"},
+		},
+		{
+			name:  "an __NN_ name that breaks the grammar",
+			files: map[string]string{"p/on_Snapshot__5_bad.sh": hookScript},
+			skip:  "p/on_Snapshot__5_bad.sh",
+			want:  []string{"on_Snapshot__5_bad.sh", "exactly two digits", "must follow on_Snapshot__NN_desc"},
+		},
+		{
+			name:  "an unknown marker after an __NN_ prefix",
+			files: map[string]string{"p/on_Snapshot__61_p.foo.sh": hookScript},
+			skip:  "p/on_Snapshot__61_p.foo.sh",
+			want:  []string{"unknown marker \"foo\""},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
+			writeHooks(t, root, "good/on_Snapshot__20_good.sh")
 			for rel, content := range tt.files {
 				mode := os.FileMode(0o644)
 				if strings.HasSuffix(rel, ".sh") {
@@ -254,13 +279,58 @@ func TestDiscoverErrors(t *testing.T) {
 				}
 				writeFile(t, filepath.Join(root, rel), content, mode)
 			}
-			_, err := Discover([]string{root}, nil)
-			require.Error(t, err)
-			for _, w := range tt.want {
-				assert.Contains(t, err.Error(), w)
+			log, logs := observedLogger()
+			plan, err := Discover([]string{root}, log)
+			require.NoError(t, err)
+			byID := map[string]Hook{}
+			for _, h := range plan.Hooks {
+				byID[h.ID()] = h
 			}
-			assert.ErrorIs(t, err, ErrInvalidPlugins, "a malformed plugin is not retried")
+			assert.Empty(t, byID["good/on_Snapshot__20_good.sh"].Skip, "the good plugin runs")
+			bad, ok := byID[tt.skip]
+			require.True(t, ok, "the broken hook is listed: %v", hookIDs(plan.Hooks))
+			for _, w := range tt.want {
+				assert.Contains(t, bad.Skip, w)
+			}
+			assert.Equal(t, 1, logs.FilterLevelExact(zapcore.ErrorLevel).Len(), "logged once, as an error")
+
+			data, err := json.Marshal(plan)
+			require.NoError(t, err)
+			var back Plan
+			require.NoError(t, json.Unmarshal(data, &back))
+			assert.Equal(t, plan.Hooks, back.Hooks, "the reason crosses the workflow boundary")
 		})
+	}
+}
+
+// A name that breaks the grammar without an __NN_ prefix runs in step 9,
+// as ArchiveBox's plan runs a name its step pattern does not match.
+func TestDiscoverRunsABadNameWithoutOrderInStepNine(t *testing.T) {
+	root := t.TempDir()
+	writeHooks(t, root, "p/on_Snapshot__my.hook.bg.sh", "p/on_Snapshot__10_p.sh")
+	log, logs := observedLogger()
+	plan, err := Discover([]string{root}, log)
+	require.NoError(t, err)
+	require.Equal(t, []string{"p/on_Snapshot__10_p.sh", "p/on_Snapshot__my.hook.bg.sh"}, hookIDs(plan.Hooks))
+	h := plan.Hooks[1]
+	assert.Empty(t, h.Skip)
+	assert.Equal(t, 9, h.Step)
+	assert.True(t, h.Background, ".bg. in the name")
+	assert.Contains(t, h.Warning, `unknown marker "hook"`)
+	assert.Equal(t, 1, logs.FilterMessageSnippet("running it in step 9").Len())
+}
+
+// abx-plugins' install hooks and other families are listed, not run.
+func TestDiscoverListsOtherFamiliesAsNotRun(t *testing.T) {
+	root := t.TempDir()
+	writeHooks(t, root, "chrome/on_Crawl__70_chrome_install.finite.bg.py", "chrome/on_Install__70_chrome.py",
+		"chrome/on_Snapshot__30_chrome_navigate.js", "chrome/on_CrawlSetup__90_chrome_launch.daemon.bg.js")
+	plan, err := Discover([]string{root}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"chrome/on_Snapshot__30_chrome_navigate.js"}, hookIDs(plan.Hooks))
+	require.Equal(t, []string{"chrome/on_Crawl__70_chrome_install.finite.bg.py", "chrome/on_Install__70_chrome.py"}, hookIDs(plan.NotRun))
+	for _, h := range plan.NotRun {
+		assert.Contains(t, h.Skip, "archiveflow never downloads while a job runs")
 	}
 }
 

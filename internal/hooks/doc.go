@@ -9,6 +9,11 @@
 //     order NN-then-filename (Discover, Plan);
 //   - a plugin's config.json, a JSONSchema draft-07 subset (LoadSchema,
 //     ParseSchema, Schema);
+//   - tolerant discovery: one bad plugin or hook name is reported on its
+//     hooks (Hook.Skip, Hook.Warning), never a failed discovery;
+//   - a plugin's dependencies: required_binaries and binaries.jsonl, their
+//     {KEY} templates, required_plugins, and which plugins cannot run on a
+//     host (deps.go: Binary, LoadBinaries, Plan.Unmet, Plan.CheckBinaries);
 //   - resolution of every config key through job overrides, process env
 //     (canonical name, then x-aliases), the archiveflow config file,
 //     x-fallback and defaults with {KEY} templates, validation, the

@@ -72,9 +72,15 @@ type Schema struct {
 	// Runtimes is config.json's x-runtimes; nil when absent.
 	Runtimes   []string
 	Properties map[string]*Property
+	// Binaries is config.json's required_binaries (deps.go).
+	Binaries []Binary
+	// Requires is config.json's required_plugins: plugins that must be
+	// installed and able to run for this one's hooks to run.
+	Requires []string
 
-	keys []string        // sorted property keys
-	raw  json.RawMessage // the document, for the JSON round trip
+	keys         []string        // sorted property keys
+	raw          json.RawMessage // the document, for the JSON round trip
+	binariesFile []Binary        // binaries.jsonl beside it (Plan.Binaries crosses the boundary)
 }
 
 // Keys returns the declared keys in sorted order.
@@ -129,6 +135,9 @@ func ParseSchema(data []byte, path, plugin string) (*Schema, error) {
 		if err := json.Unmarshal(raw, &s.Runtimes); err != nil {
 			return nil, fmt.Errorf("load plugin config %s: x-runtimes must be an array of strings, got %s", path, shortJSON(raw))
 		}
+	}
+	if err := s.parseDependencies(doc); err != nil {
+		return nil, fmt.Errorf("load plugin config %s: %w", path, err)
 	}
 	if raw, ok := doc["properties"]; ok && !isNull(raw) {
 		var props map[string]json.RawMessage
