@@ -92,7 +92,9 @@ async function tab() {
   const s = session();
   const browser = await puppeteer.connect({ browserWSEndpoint: s.cdpUrl, defaultViewport: null });
   for (const page of await browser.pages()) {
-    if ((await targetId(page)) === s.targetId) return { browser, page };
+    // Other pages' tabs of a shared browser may close meanwhile.
+    const id = await targetId(page).catch(() => '');
+    if (id === s.targetId) return { browser, page };
   }
   await browser.disconnect();
   throw new Error(`${NO_SESSION}: tab ${s.targetId} is gone`);
