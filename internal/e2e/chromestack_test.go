@@ -322,15 +322,15 @@ func TestChromeStackSinglePage(t *testing.T) {
 	}
 }
 
-// TestChromeStackCrawlSharesOneBrowser crawls 10 pages that all run the
+// TestChromeStackCrawlSharesOneBrowser crawls 20 pages that all run the
 // browser plugins with CHROME_ISOLATION=crawl (the start page all of them,
 // the others the session's, screenshot and title: 2 cores run it well
-// under a minute; E2E_CHROME_PAGES sets another size): one browser on the
+// in about 30 s; E2E_CHROME_PAGES sets another size): one browser on the
 // host serves every page, every page's hooks succeed, and the browser ends
 // with the crawl.
 func TestChromeStackCrawlSharesOneBrowser(t *testing.T) {
 	deps := chromeDeps(t)
-	pages := 10
+	pages := 20
 	if v, err := strconv.Atoi(os.Getenv("E2E_CHROME_PAGES")); err == nil {
 		pages = v
 	}
