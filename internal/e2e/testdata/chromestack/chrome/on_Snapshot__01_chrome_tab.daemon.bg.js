@@ -36,8 +36,4 @@ async function main() {
   });
 }
 
-main().catch((e) => {
-  console.error(`ERROR: ${e.message}`);
-  s.record('failed', { error: e.message });
-  process.exit(1);
-});
+s.main(main);

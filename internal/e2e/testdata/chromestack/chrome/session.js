@@ -69,6 +69,25 @@ async function daemon(dir, what) {
   });
 }
 
+// main runs a hook's body; an error fails it with the message.
+function main(fn) {
+  fn().catch((e) => {
+    console.error(`ERROR: ${e.message}`);
+    record('failed', { error: e.message });
+    process.exit(1);
+  });
+}
+
+// launcher is a launch hook: the browser of mode ('crawl' or 'snapshot')
+// in base/chrome, or skipped in the other mode, as abx-plugins' are.
+function launcher(mode, base) {
+  if (isolation() !== mode) {
+    record('skipped', { output_str: `CHROME_ISOLATION=${isolation()}` });
+    process.exit(0);
+  }
+  main(() => daemon(path.join(base, 'chrome'), `${mode}-launch`));
+}
+
 async function targetId(page) {
   const s = await page.createCDPSession();
   const { targetInfo } = await s.send('Target.getTargetInfo');
@@ -120,4 +139,4 @@ function extract(fn) {
   })();
 }
 
-module.exports = { SNAP_DIR, CRAWL_DIR, isolation, url, record, event, writeAtomic, daemon, targetId, session, tab, extract };
+module.exports = { SNAP_DIR, CRAWL_DIR, isolation, url, record, event, writeAtomic, main, launcher, targetId, session, tab, extract };
