@@ -371,7 +371,7 @@ func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func
 			onRecord(r)
 		}
 	}
-	if h.Background {
+	if h.Background && hooks.HookUntilSeal(h.Name) {
 		spec.Timeout = 0
 	}
 	return spec, nil

@@ -638,3 +638,36 @@ func TestDiscoverHooksMissingRootIsNotRetried(t *testing.T) {
 	assert.Equal(t, activities.ErrTypeConfig, appErr.Type())
 	assert.Contains(t, appErr.Error(), "plugins root "+f.plugins+" does not exist")
 }
+
+// A background hook runs under its plugin's timeout, as a foreground hook
+// does: one that hangs is stopped then (and retried, a timeout being
+// transient). A .daemon.bg hook holds a session later hooks use and runs
+// until the seal: its timeout does not stop it.
+func TestBackgroundHookTimeout(t *testing.T) {
+	const cfg = `{"type":"object","properties":{"SLOW_TIMEOUT":{"type":"integer","default":1}}}`
+	t.Run("a hanging .bg hook is stopped at its timeout", func(t *testing.T) {
+		f := newFixture(t)
+		f.config("slow", cfg)
+		h := f.hook("slow", "on_Snapshot__20_slow.bg.sh", `echo $$ > hook.pid.txt; echo started; while :; do sleep 0.05; done`)
+		h.Grace = 300 * time.Millisecond
+
+		_, err := f.run(f.env(), runInput(h))
+
+		require.Error(t, err)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		assert.Equal(t, activities.ErrTypeTransient, appErr.Type())
+		assert.Contains(t, appErr.Error(), "timed out after 1s")
+		assertGone(t, pidOf(t, f, "slow"))
+	})
+	t.Run("a .daemon.bg hook outlives its timeout", func(t *testing.T) {
+		f := newFixture(t)
+		f.config("slow", cfg)
+		h := f.hook("slow", "on_Snapshot__20_slow.daemon.bg.sh", `echo $$ > hook.pid.txt; echo started; sleep 2; echo '{"type":"ArchiveResult","status":"succeeded"}'`)
+
+		res, err := f.run(f.env(), runInput(h))
+
+		require.NoError(t, err)
+		assert.Equal(t, model.StatusSucceeded, res.Status, res.Error)
+	})
+}

@@ -56,7 +56,25 @@ type Name struct {
 	Numbered   bool   // false when the name has no __NN_ prefix
 	Background bool   // the name has a .bg. marker
 	Finite     bool   // the name has a .finite. marker (informational)
-	Daemon     bool   // the name has a .daemon. marker (informational)
+	Daemon     bool   // the name has a .daemon. marker: see UntilSeal
+}
+
+// UntilSeal reports whether a background hook runs until the seal (or its
+// crawl's teardown) rather than under its plugin's timeout: its name says
+// .daemon.bg, as abx-plugins name the hooks that hold a session later hooks
+// use (chrome launch and tab, headers). Every other background hook gets
+// its <PLUGIN>_TIMEOUT as a run-time limit, as a foreground hook does.
+func (n Name) UntilSeal() bool { return n.Background && n.Daemon }
+
+// HookUntilSeal is UntilSeal for a hook file name of either event; a name
+// that does not parse runs under its timeout.
+func HookUntilSeal(file string) bool {
+	for _, event := range []string{EventSnapshot, EventCrawlSetup} {
+		if n, err := ParseEventName(event, file); err == nil {
+			return n.UntilSeal()
+		}
+	}
+	return false
 }
 
 // ParseName parses a hook file name (a base name, not a path).

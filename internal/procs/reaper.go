@@ -34,6 +34,9 @@ type reaper struct {
 	// members, when set, lists the pids in the hook's cgroup: all of its
 	// processes, whatever their group or environment.
 	members func() []int
+	// pidFiles, when set, lists the processes named by the hook-written
+	// .pid files of the hook's directory (hookpids.go).
+	pidFiles func() []procRef
 }
 
 // signalGroup sends sig to the whole process group.
@@ -83,6 +86,14 @@ func (r *reaper) leftovers() []procRef {
 		if !seen[p.PID] {
 			seen[p.PID] = true
 			out = append(out, p)
+		}
+	}
+	if r.pidFiles != nil {
+		for _, p := range r.pidFiles() {
+			if !seen[p.PID] {
+				seen[p.PID] = true
+				out = append(out, p)
+			}
 		}
 	}
 	if r.members != nil {

@@ -143,6 +143,11 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		leaders.Store(pid, leader.StartTime)
 		defer leaders.CompareAndDelete(pid, leader.StartTime)
 	}
+	if leader.StartTime != 0 {
+		enterDir(s.Dir, leader.StartTime)
+	} else {
+		enterDir(s.Dir, nowTicks())
+	}
 	log = log.With(zap.Int("pid", pid))
 	log.Info("hook started", zap.String("path", s.Path), zap.Strings("args", s.Args), zap.String("dir", s.Dir))
 
@@ -177,6 +182,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	res.EndedAt = time.Now()
 	res.ExitCode, res.Signal = exitStatus(cmd.ProcessState)
 	close(stopTail) // tails that follow catch up while the leftovers are cleaned up
+	if since, last := leaveDir(s.Dir); last {
+		rp.pidFiles = hookPIDFiles(s.Dir, since, nowTicks())
+	}
 	res.Leftovers = rp.cleanup()
 	res.Limit, res.LimitError = cg.hit()
 	if res.Limit == "" {

@@ -78,6 +78,10 @@ func sweepOne(path, attemptID string, grace time.Duration, log *zap.Logger, rep 
 		return
 	}
 	rp := &reaper{pgid: pf.Proc.PID, marker: []byte(MarkerEnv + "=" + attemptID), minStart: pf.Proc.StartTime, grace: grace, log: log}
+	if dir := filepath.Dir(path); !dirBusy(dir) {
+		// The processes the crashed attempt named in its own pid files.
+		rp.pidFiles = hookPIDFiles(dir, pf.Proc.StartTime, nowTicks())
+	}
 	if matches(pf) {
 		log.Info("sweeping leftover hook", zap.Int("pid", pf.Proc.PID))
 		rep.Killed = append(rep.Killed, pf.Proc.PID)
