@@ -41,6 +41,11 @@ type LiveSettings struct {
 	Ignores               []string
 	SuppressIgnoreReports bool
 	Rules                 scope.Versioned
+	// Concurrency, DelayMinMS and DelayMaxMS are the job's live
+	// concurrency and delays (-1: not in Redis), BytesDownloaded its
+	// bytes_downloaded: a running page batch follows them (RunPageBatch).
+	Concurrency, DelayMinMS, DelayMaxMS int
+	BytesDownloaded                     int64
 }
 
 // CrawlStore is the Redis side of a crawl: internal/frontier for pages,
@@ -71,6 +76,9 @@ type CrawlStore interface {
 	Requeue(ctx context.Context, in RequeueInput) (RequeueResult, error)
 	Counts(ctx context.Context, ident string) (PageCounts, error)
 	LiveSettings(ctx context.Context, ident string) (LiveSettings, error)
+	// StillClaimed returns the pages of ps still CLAIMED by their
+	// attempt (a retried page batch runs only those again).
+	StillClaimed(ctx context.Context, ident string, ps []PageSpec) ([]PageSpec, error)
 	SetRules(ctx context.Context, ident string, rules scope.Versioned) error
 	// SeedList creates the frontier from a URL list's start URLs (depth
 	// 0, items_queued counts each once) and returns the counts.
@@ -339,16 +347,42 @@ func (a *CrawlActivities) RunPage(ctx context.Context, in RunPageInput) (PageRes
 	log := a.log.With(logging.Ident(ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt), zap.Int32("activity_attempt", info.Attempt))
 	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, Progress{Attempt: p.Attempt})
 	defer stop()
-	if err := politeDelay(ctx, in.Settings); err != nil {
-		return PageResult{}, temporal.NewCanceledError()
+	res, err := a.attempt(ctx, ctx, 0, log, in, fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt))
+	if err != nil {
+		return PageResult{}, err
 	}
-	out, runErr := a.pages.RunPage(ctx, PageRun{Crawl: in.Crawl, Page: p, Settings: in.Settings})
-	if ctx.Err() != nil {
+	log.Debug("page done", zap.String("status", res.Status), zap.Int("responses", res.Responses), zap.Int("queued", res.Queued))
+	return res, nil
+}
+
+// attempt runs one claimed page attempt and records it: the one page
+// path of RunPage and RunPageBatch. The polite delay, then the page under
+// pageCtx, whose deadline (timeout, when > 0) ends the attempt transient;
+// the end of ctx (the activity's) stops it unrecorded: a canceled error,
+// or a retryable one when the worker is shutting down.
+func (a *CrawlActivities) attempt(ctx, pageCtx context.Context, timeout time.Duration, log *zap.Logger, in RunPageInput, logKey string) (PageResult, error) {
+	p, ident := in.Page, in.Crawl.Job.Ident
+	stopped := func() error {
 		if workerStopping(ctx) {
 			log.Warn("page interrupted by worker shutdown: retried")
-			return PageResult{}, fmt.Errorf("page %d of %s: worker shut down during the page", p.ID, ident)
+			return fmt.Errorf("page %d of %s: worker shut down during the page", p.ID, ident)
 		}
-		return PageResult{}, temporal.NewCanceledError()
+		return temporal.NewCanceledError()
+	}
+	delayErr := politeDelay(pageCtx, in.Settings)
+	if ctx.Err() != nil {
+		return PageResult{}, stopped()
+	}
+	var out PageOutcome
+	var runErr error
+	if delayErr == nil {
+		out, runErr = a.pages.RunPage(pageCtx, PageRun{Crawl: in.Crawl, Page: p, Settings: in.Settings})
+	}
+	if ctx.Err() != nil {
+		return PageResult{}, stopped()
+	}
+	if pageCtx.Err() != nil {
+		runErr = fmt.Errorf("page attempt timed out after %s (crawl.page_timeout)", timeout)
 	}
 	if runErr != nil {
 		status := PageTransient
@@ -359,12 +393,7 @@ func (a *CrawlActivities) RunPage(ctx context.Context, in RunPageInput) (PageRes
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.WriteTimeout)
 	defer cancel()
-	res, err := a.recordPage(wctx, log, in, out, fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), true)
-	if err != nil {
-		return PageResult{}, err
-	}
-	log.Debug("page done", zap.String("status", res.Status), zap.Int("responses", res.Responses), zap.Int("queued", res.Queued))
-	return res, nil
+	return a.recordPage(wctx, log, in, out, logKey, true)
 }
 
 // recordPage writes what a page attempt did: log packets (download packets

@@ -377,7 +377,7 @@ func (c *crawl) loop() {
 			break
 		}
 		limit := c.settings.current.Concurrency
-		if len(c.inflight) >= limit {
+		if c.busy(limit) {
 			if len(c.inflight) == 0 && c.durationReached() != "" {
 				c.limits.reached = c.durationReached() // paused past its duration limit
 				break
@@ -389,11 +389,16 @@ func (c *crawl) loop() {
 			continue
 		}
 		var res activities.ClaimResult
+		rulesVersion := c.rules.Version
 		if c.durationReached() == "" {
-			res = c.claim(limit - len(c.inflight))
+			res = c.claim(c.claimSize(limit))
 		}
-		for _, p := range res.Pages {
-			c.launch(p)
+		if c.batched() && len(res.Pages) > 0 {
+			c.launchBatch(res.Pages, rulesVersion)
+		} else {
+			for _, p := range res.Pages {
+				c.launch(p)
+			}
 		}
 		if len(res.Pages) > 0 || c.stopping() {
 			idle = 0

@@ -266,13 +266,30 @@ func (s *CrawlStore) LiveSettings(ctx context.Context, ident string) (activities
 	if err != nil {
 		return activities.LiveSettings{}, notWritable(err)
 	}
-	out := activities.LiveSettings{Ignores: live.Ignores, SuppressIgnoreReports: live.SuppressIgnoreReports}
+	out := activities.LiveSettings{Ignores: live.Ignores, SuppressIgnoreReports: live.SuppressIgnoreReports,
+		Concurrency: live.Concurrency, DelayMinMS: live.DelayMinMS, DelayMaxMS: live.DelayMaxMS, BytesDownloaded: live.BytesDownloaded}
 	if live.RulesVersion >= 0 {
 		rules, err := scope.ParseRules([]byte(live.RulesJSON))
 		if err != nil {
 			return out, fmt.Errorf("%w: rules version %d of %s: %w", activities.ErrNotWritable, live.RulesVersion, ident, err)
 		}
 		out.Rules = scope.Versioned{Version: live.RulesVersion, Rules: rules}
+	}
+	return out, nil
+}
+
+// StillClaimed returns the pages of ps still CLAIMED by their attempt,
+// one read per page (only a page batch run again asks).
+func (s *CrawlStore) StillClaimed(ctx context.Context, ident string, ps []activities.PageSpec) ([]activities.PageSpec, error) {
+	var out []activities.PageSpec
+	for _, p := range ps {
+		got, err := s.Frontier.PageByID(ctx, ident, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("claims of %s: %w", ident, crawlErr(err))
+		}
+		if got.State == frontier.StateClaimed && got.Attempts == p.Attempt {
+			out = append(out, p)
+		}
 	}
 	return out, nil
 }
