@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -15,19 +16,28 @@ import (
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
+// newCrawlJob returns a CrawlStore on a fresh Redis with the crawl job
+// ident (https://example.com/, settings) created, and a raw client of the
+// same server.
+func newCrawlJob(t *testing.T, ident string, settings model.Settings) (*CrawlStore, *redis.Client) {
+	t.Helper()
+	s, rs, c := newRedisStore(t)
+	f, err := frontier.New(c, rs.Keys(), frontier.Options{})
+	require.NoError(t, err)
+	require.NoError(t, rs.CreateJob(context.Background(), rkeys.Job{Ident: ident, URL: "https://example.com/", FetchDepth: model.FetchInf,
+		Settings: settings, WorkflowID: ident}))
+	return &CrawlStore{RedisStore: s, Frontier: f, Log: zap.NewNop()}, c
+}
+
 // TestPageBatchReadsItsPaceAndClaims: a page batch reads the job's live
 // concurrency, delays and bytes_downloaded with its live settings, and a
 // batch run again finds the pages still claimed by their attempt: not
 // one recorded, nor one claimed again by a later attempt.
 func TestPageBatchReadsItsPaceAndClaims(t *testing.T) {
 	ctx := context.Background()
-	s, rs, c := newRedisStore(t)
-	f, err := frontier.New(c, rs.Keys(), frontier.Options{})
-	require.NoError(t, err)
-	cs := &CrawlStore{RedisStore: s, Frontier: f, Log: zap.NewNop()}
 	const ident = "crawl1"
-	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: ident, URL: "https://example.com/", FetchDepth: model.FetchInf,
-		Settings: model.Settings{Concurrency: 3, DelayMinMS: 10, DelayMaxMS: 20}, WorkflowID: ident}))
+	cs, _ := newCrawlJob(t, ident, model.Settings{Concurrency: 3, DelayMinMS: 10, DelayMaxMS: 20})
+	s := cs.RedisStore
 	live, err := cs.LiveSettings(ctx, ident)
 	require.NoError(t, err)
 	assert.Equal(t, []int{3, 10, 20}, []int{live.Concurrency, live.DelayMinMS, live.DelayMaxMS})
