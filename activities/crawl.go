@@ -56,6 +56,9 @@ type CrawlStore interface {
 	// Claim claims up to n pages, never charging more than budget pages
 	// in all (0 = no budget; internal/frontier ClaimWithin).
 	Claim(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]PageSpec, PageCounts, error)
+	// ClaimBatch is Claim for a page batch: pages in line whatever their
+	// host's turn now (internal/frontier ClaimBatch).
+	ClaimBatch(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]PageSpec, PageCounts, error)
 	// BytesDownloaded reads the job's bytes_downloaded.
 	BytesDownloaded(ctx context.Context, ident string) (int64, error)
 	Skip(ctx context.Context, ident string, pageID int64, reason string) error
@@ -141,6 +144,12 @@ type CrawlOptions struct {
 	WriteTimeout time.Duration
 	// LogLineBytes caps one log entry's URL or message.
 	LogLineBytes int
+	// HostConcurrency (0: none) is how many of a page batch's pages of one
+	// target host run at once, HostLimits a host's own number (config
+	// crawl.per_host): a batch does not fill its slots with pages waiting
+	// for one host's turns while other hosts' pages could run.
+	HostConcurrency int
+	HostLimits      map[string]int
 }
 
 func (o CrawlOptions) validate() error {
@@ -230,7 +239,11 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 			return ClaimResult{Counts: counts, Limit: model.ByteLimitReached(in.MaxBytes, got)}, err
 		}
 	}
-	pages, counts, err := a.store.Claim(ctx, in.Ident, in.N, in.Token, in.Rules.Version, in.MaxPages)
+	claim := a.store.Claim
+	if in.Batch {
+		claim = a.store.ClaimBatch
+	}
+	pages, counts, err := claim(ctx, in.Ident, in.N, in.Token, in.Rules.Version, in.MaxPages)
 	if err != nil {
 		return ClaimResult{}, crawlStoreError(err, "claim pages of %s", in.Ident)
 	}

@@ -122,6 +122,9 @@ type ClaimInput struct {
 	// once bytes_downloaded reached MaxBytes.
 	MaxPages int64 `json:"max_pages,omitempty"`
 	MaxBytes int64 `json:"max_bytes,omitempty"`
+	// Batch claims for a page batch (CrawlStore.ClaimBatch): the hosts'
+	// turns are taken when the batch fetches, not at the claim.
+	Batch bool `json:"batch,omitempty"`
 }
 
 // ClaimResult is the claimed pages (skipped ones left out) and the counts.

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
@@ -96,7 +98,7 @@ func (a *CrawlActivities) RunPageBatch(ctx context.Context, in RunPageBatchInput
 		}
 		log.Info("page batch run again: its pages still claimed", zap.Int("pages", len(pages)))
 	}
-	b := &pageBatch{a: a, in: in, log: log, start: time.Now(), ended: make(chan struct{}, len(pages)),
+	b := &pageBatch{a: a, in: in, log: log, start: time.Now(), ended: make(chan struct{}, len(pages)), hosts: map[string]int{},
 		res: BatchResult{HostQueue: a.hostQueue, Statuses: map[string]int{}}}
 	logKey := fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 	rest := b.run(ctx, pages, logKey)
@@ -138,24 +140,39 @@ type pageBatch struct {
 
 	mu       sync.Mutex
 	inflight int
-	err      error // the first page that could not be recorded
+	hosts    map[string]int // the batch's pages running per host
+	err      error          // the first page that could not be recorded
 	res      BatchResult
 }
 
-// run starts the pages one after another as slots free up, and returns
-// the pages it did not start because the batch stopped (paused, budget,
-// limit); none when ctx ended or a page failed to record (the batch is
-// then run again, or its pages released by the workflow).
+// run starts the pages in order as slots free up, passing over a page
+// whose host has its share of the batch's pages running
+// (CrawlOptions.HostConcurrency, HostLimits), and returns the pages it
+// did not start because the batch stopped (paused, budget, limit); none
+// when ctx ended or a page failed to record (the batch is then run again,
+// or its pages released by the workflow).
 func (b *pageBatch) run(ctx context.Context, pages []PageSpec, logKey string) []PageSpec {
-	for i, p := range pages {
+	waiting := slices.Clone(pages)
+	for len(waiting) > 0 {
 		settings, why, ok := b.slot(ctx)
 		if !ok {
 			return nil
 		}
 		if why != "" {
 			b.res.Stopped = why
-			return pages[i:]
+			return waiting
 		}
+		i := b.next(waiting)
+		if i < 0 {
+			// Every page waiting is of a host at its share: wait for a
+			// page to end.
+			if !b.await(ctx) {
+				return nil
+			}
+			continue
+		}
+		p := waiting[i]
+		waiting = slices.Delete(waiting, i, i+1)
 		p, skip, err := b.rules(ctx, p)
 		if err != nil {
 			b.fail(err)
@@ -164,15 +181,64 @@ func (b *pageBatch) run(ctx context.Context, pages []PageSpec, logKey string) []
 		if skip {
 			continue
 		}
+		host := b.host(p)
 		b.mu.Lock()
 		b.inflight++
+		b.hosts[host]++
 		b.mu.Unlock()
 		b.wg.Go(func() {
-			defer func() { b.ended <- struct{}{} }()
+			defer func() {
+				b.mu.Lock()
+				b.hosts[host]--
+				b.mu.Unlock()
+				b.ended <- struct{}{}
+			}()
 			b.page(ctx, p, settings, fmt.Sprintf("%s/page-%d", logKey, p.ID))
 		})
 	}
 	return nil
+}
+
+// next is the index of the first waiting page whose host may start one
+// more of the batch's pages (-1: none).
+func (b *pageBatch) next(waiting []PageSpec) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, p := range waiting {
+		h := b.host(p)
+		limit := b.a.opts.HostConcurrency
+		if l, ok := b.a.opts.HostLimits[h]; ok {
+			limit = l
+		}
+		if limit <= 0 || b.hosts[h] < limit {
+			return i
+		}
+	}
+	return -1
+}
+
+// host is the page's target host as the host budget names it ("" when
+// it has none: never held back).
+func (b *pageBatch) host(p PageSpec) string {
+	h, err := hostbudget.Host(p.URL)
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
+// await waits for a page of the batch to end or LiveInterval to pass
+// (false: ctx ended).
+func (b *pageBatch) await(ctx context.Context) bool {
+	t := time.NewTimer(b.a.opts.LiveInterval)
+	defer t.Stop()
+	select {
+	case <-b.ended:
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	return true
 }
 
 // slot waits until a page may start and returns the settings it runs
@@ -215,13 +281,7 @@ func (b *pageBatch) slot(ctx context.Context) (settings model.Settings, why stri
 		if free {
 			return settings, "", true
 		}
-		t := time.NewTimer(b.a.opts.LiveInterval)
-		select {
-		case <-b.ended:
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+		b.await(ctx)
 	}
 }
 

@@ -82,12 +82,19 @@ type batchRunner struct {
 	uas       map[int64]string
 	onPage    func(ran int)
 	hang      int64 // a page that runs until its context ends
+	hostNow   map[string]int
+	hostMost  map[string]int
 }
 
 func (r *batchRunner) RunPage(ctx context.Context, run PageRun) (PageOutcome, error) {
+	host, _, _ := strings.Cut(strings.TrimPrefix(run.Page.URL, "http://"), "/")
 	r.mu.Lock()
 	r.now++
 	r.most = max(r.most, r.now)
+	if r.hostNow != nil {
+		r.hostNow[host]++
+		r.hostMost[host] = max(r.hostMost[host], r.hostNow[host])
+	}
 	r.mu.Unlock()
 	if run.Page.ID == r.hang {
 		<-ctx.Done()
@@ -96,6 +103,9 @@ func (r *batchRunner) RunPage(ctx context.Context, run PageRun) (PageOutcome, er
 	}
 	r.mu.Lock()
 	r.now--
+	if r.hostNow != nil {
+		r.hostNow[host]--
+	}
 	r.ran = append(r.ran, run.Page.ID)
 	if r.uas != nil {
 		r.uas[run.Page.ID] = run.Page.UA
@@ -118,8 +128,15 @@ func batchPages(n int) []PageSpec {
 
 func runBatch(t *testing.T, store *batchStore, runner *batchRunner, in RunPageBatchInput) (BatchResult, error) {
 	t.Helper()
+	return runBatchWith(t, store, runner, in, CrawlOptions{})
+}
+
+// runBatchWith is runBatch with the per-host options of opts.
+func runBatchWith(t *testing.T, store *batchStore, runner *batchRunner, in RunPageBatchInput, opts CrawlOptions) (BatchResult, error) {
+	t.Helper()
 	a, err := NewCrawl(store, runner, "host-q", nil, nil, CrawlOptions{HeartbeatInterval: time.Second,
-		LiveInterval: time.Millisecond, WriteTimeout: time.Second, LogLineBytes: 300})
+		LiveInterval: time.Millisecond, WriteTimeout: time.Second, LogLineBytes: 300,
+		HostConcurrency: opts.HostConcurrency, HostLimits: opts.HostLimits})
 	require.NoError(t, err)
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
@@ -236,4 +253,28 @@ func TestPageBatchRefusesAnEmptyInput(t *testing.T) {
 	_, err := runBatch(t, newBatchStore(1), &batchRunner{}, RunPageBatchInput{})
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "pages"), err.Error())
+}
+
+// TestPageBatchSharesItsSlotsAmongHosts: a batch runs no more of one
+// host's pages at once than the host budget's concurrency (a host's own
+// number first), so a slow host's pages in front of the line do not take
+// every slot: the other host's pages run meanwhile.
+func TestPageBatchSharesItsSlotsAmongHosts(t *testing.T) {
+	store := newBatchStore(4)
+	runner := &batchRunner{hostNow: map[string]int{}, hostMost: map[string]int{}}
+	var ps []PageSpec
+	for i := range 8 {
+		ps = append(ps, PageSpec{ID: int64(i + 2), URL: fmt.Sprintf("http://slow.test/%d", i), Attempt: 1})
+	}
+	for i := range 8 {
+		ps = append(ps, PageSpec{ID: int64(i + 10), URL: fmt.Sprintf("http://fast.test/%d", i), Attempt: 1})
+	}
+	res, err := runBatchWith(t, store, runner, RunPageBatchInput{Pages: ps, Settings: model.Settings{Concurrency: 4}},
+		CrawlOptions{HostConcurrency: 3, HostLimits: map[string]int{"slow.test": 1}})
+	require.NoError(t, err)
+	assert.Equal(t, 16, res.Ran)
+	assert.Equal(t, 1, runner.hostMost["slow.test"], "slow.test's own concurrency")
+	assert.Equal(t, 3, runner.hostMost["fast.test"], "the default concurrency")
+	first := slices.Index(runner.ran, 10)
+	assert.Less(t, first, 4, "fast.test's first page ran among the first, behind slow.test's line (order %v)", runner.ran)
 }

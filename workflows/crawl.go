@@ -458,7 +458,7 @@ func (c *crawl) claim(n int) activities.ClaimResult {
 	c.claims++
 	token := fmt.Sprintf("%s/r%d/claim-%d", c.runID, c.carry.Run, c.claims)
 	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: token, Rules: c.rules,
-		MaxPages: c.settings.current.MaxPages, MaxBytes: c.settings.current.MaxBytes}
+		MaxPages: c.settings.current.MaxPages, MaxBytes: c.settings.current.MaxBytes, Batch: c.batched()}
 	var res activities.ClaimResult
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.ClaimPages, in).Get(c.dctx, &res); err != nil {
 		// Only non-retryable errors get here (the frontier is gone).

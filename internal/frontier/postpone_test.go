@@ -127,3 +127,33 @@ func TestClaimLeavesBusyHostsReady(t *testing.T) {
 	require.EqualValues(t, 8, c.Ready, "the rest stay READY")
 	require.EqualValues(t, 4, c.Claimed)
 }
+
+// TestClaimBatchTakesPagesWhateverTheirHostsTurn: a page batch's claim
+// takes pages in line though their host is at its concurrency: the
+// batch takes the host's turns when it fetches.
+func TestClaimBatchTakesPagesWhateverTheirHostsTurn(t *testing.T) {
+	keys, err := rkeys.NewKeys("ns:")
+	require.NoError(t, err)
+	e := newEnv(t, Options{HostBudget: keys.HostBudgetPrefix(), HostConcurrency: 2})
+	if !e.srv.Real() {
+		t.Skip("needs a real redis-server (TIME in scripts)")
+	}
+	ctx := ctxT(t)
+	seed(t, e, Config{MaxDepth: -1, MaxAttempts: 3})
+	s := claimOne(t, e, "t0")
+	var found []string
+	for i := range 6 {
+		found = append(found, "http://one.example/"+string(rune('a'+i)))
+	}
+	_, err = e.f.Discover(ctx, job, s.ID, s.Attempts, 0, links(found...))
+	require.NoError(t, err)
+	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded})
+	require.NoError(t, err)
+	ps, _, err := e.f.Claim(ctx, job, 6, "t1", 0)
+	require.NoError(t, err)
+	require.Len(t, ps, 2, "a claim: the host's concurrency")
+	ps, c, err := e.f.ClaimBatch(ctx, job, 6, "t2", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, ps, 4, "a batch's claim: every page in line")
+	require.Zero(t, c.Ready)
+}

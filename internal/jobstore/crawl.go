@@ -117,7 +117,17 @@ func (s *CrawlStore) BytesDownloaded(ctx context.Context, ident string) (int64, 
 
 // Claim claims up to n pages for token under a page budget (0 = none).
 func (s *CrawlStore) Claim(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]activities.PageSpec, activities.PageCounts, error) {
-	pages, counts, err := s.Frontier.ClaimWithin(ctx, ident, n, token, rulesVersion, budget)
+	return s.claimed(s.Frontier.ClaimWithin(ctx, ident, n, token, rulesVersion, budget))
+}
+
+// ClaimBatch claims up to n pages for a page batch, whatever their
+// host's turn (frontier ClaimBatch).
+func (s *CrawlStore) ClaimBatch(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]activities.PageSpec, activities.PageCounts, error) {
+	return s.claimed(s.Frontier.ClaimBatch(ctx, ident, n, token, rulesVersion, budget))
+}
+
+// claimed converts a frontier claim's reply.
+func (s *CrawlStore) claimed(pages []frontier.Page, counts frontier.Counts, err error) ([]activities.PageSpec, activities.PageCounts, error) {
 	if err != nil {
 		return nil, activities.PageCounts{}, crawlErr(err)
 	}
