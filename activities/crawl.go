@@ -269,11 +269,15 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 	return out, nil
 }
 
-// CompletePage ends a page attempt as failed when its activity could not
-// (attempts exhausted, host lost on the last one). A page already
-// completed is left as it is.
+// CompletePage ends a page attempt as failed (or transient, when asked)
+// when its activity could not (attempts exhausted, host lost on the last
+// one). A page already completed is left as it is.
 func (a *CrawlActivities) CompletePage(ctx context.Context, in CompletePageInput) (PageCounts, error) {
-	c, err := a.store.Complete(ctx, in.Ident, in.PageID, in.Attempt, PageFailed, in.Note, time.Time{}, PageTally{})
+	status := PageFailed
+	if in.Transient {
+		status = PageTransient
+	}
+	c, err := a.store.Complete(ctx, in.Ident, in.PageID, in.Attempt, status, in.Note, time.Time{}, PageTally{})
 	if errors.Is(err, ErrPageNotClaimed) {
 		a.log.Info("page already completed", logging.Ident(in.Ident), zap.Int64("page", in.PageID), zap.Int("attempt", in.Attempt))
 		return a.counts(ctx, in.Ident)

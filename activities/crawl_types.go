@@ -166,6 +166,10 @@ type CompletePageInput struct {
 	PageID  int64  `json:"page_id"`
 	Attempt int    `json:"attempt"`
 	Note    string `json:"note"`
+	// Transient ends the attempt transient instead of failed: the page is
+	// READY again while it has attempts (a page batch that failed for
+	// good: most of its pages may never have started).
+	Transient bool `json:"transient,omitempty"`
 }
 
 // RequeueInput makes a finished crawl's failed pages READY again for a

@@ -43,7 +43,8 @@ func (c *crawl) claimSize(limit int) int {
 // launchBatch runs claimed pages as one RunPageBatch activity on the
 // pool's queue. Its pages stay in flight until it ends: an abort cancels
 // it and releases them (a page already recorded stays as it is); a batch
-// that failed for good records its pages still claimed failed.
+// that failed for good ends its pages still claimed transient
+// (batchFailed).
 func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 	for _, p := range ps {
 		c.inflight[p.ID] = p
@@ -90,13 +91,15 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 	})
 }
 
-// batchFailed records every page of a failed batch failed that is still
-// claimed by its attempt (CompletePage leaves the others as they are),
-// all at once, and returns the last counts.
+// batchFailed ends every page of a failed batch that is still claimed by
+// its attempt transient (CompletePage leaves the others as they are): the
+// batch may not have started most of them, so each is READY again while
+// it has attempts (crawl.page_attempts bounds a page that kills its
+// worker every time), all at once; it returns the last counts.
 func (c *crawl) batchFailed(ctx workflow.Context, ps []activities.PageSpec, note string) activities.PageCounts {
 	futs := make([]workflow.Future, len(ps))
 	for i, p := range ps {
-		in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note}
+		in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note, Transient: true}
 		futs[i] = workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.CompletePage, in)
 	}
 	var last activities.PageCounts

@@ -84,8 +84,9 @@ func TestCrawlBatchAbortReleasesItsPages(t *testing.T) {
 	assert.Equal(t, int64(1), st.Counts.Done)
 }
 
-// TestCrawlBatchFailureIsRecorded: a batch that fails for good records
-// its pages still claimed failed; the crawl goes on with the others.
+// TestCrawlBatchFailureIsRecorded: a batch that fails for good ends its
+// pages still claimed transient: they run again in a later batch, and
+// every page ends once.
 func TestCrawlBatchFailureIsRecorded(t *testing.T) {
 	fake := crawltest.New(20, 3)
 	acts := fake.Activities()
@@ -105,5 +106,9 @@ func TestCrawlBatchFailureIsRecorded(t *testing.T) {
 	var st workflows.CrawlStatus
 	require.NoError(t, env.GetWorkflowResult(&st))
 	assert.Equal(t, model.StateFinished, st.State)
-	assert.Equal(t, int64(3), fake.Report().Failed, "the failed batch's pages (the start page's three links: the claim is max(batch, concurrency)) recorded failed")
+	r := fake.Report()
+	assert.Zero(t, r.Failed, "the failed batch's pages ran again")
+	assert.Equal(t, int64(20), r.Done)
+	assert.Empty(t, r.Twice)
+	assert.Equal(t, 1, r.PageRuns[2], "page 2 ran in a later batch (its first batch failed before running it)")
 }

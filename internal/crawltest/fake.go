@@ -288,12 +288,19 @@ func (f *Fake) complete(p activities.PageSpec, host string) (activities.PageResu
 	return res, nil
 }
 
+// fakeAttempts is the fake crawl's crawl.page_attempts: a transient
+// CompletePage makes a page READY again before its third attempt.
+const fakeAttempts = 3
+
 // CompletePage is activities.CrawlActivities.CompletePage.
 func (a *Activities) CompletePage(_ context.Context, in activities.CompletePageInput) (activities.PageCounts, error) {
 	f := a.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.claimed[in.PageID] == in.Attempt {
+	if f.claimed[in.PageID] == in.Attempt && in.Transient && in.Attempt < fakeAttempts {
+		delete(f.claimed, in.PageID)
+		f.ready = append(f.ready, in.PageID)
+	} else if f.claimed[in.PageID] == in.Attempt {
 		delete(f.claimed, in.PageID)
 		f.done[in.PageID]++
 		f.failed++
