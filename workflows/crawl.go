@@ -22,7 +22,8 @@ import (
 // crawl-page role), then every further page as one RunPage activity on the
 // pool's shared queue, as many at once as the job's concurrency allows,
 // claimed from the frontier in Redis (internal/frontier) lowest depth
-// first. Redis is the frontier; the history holds only the pages in
+// first; with CrawlTiming.BatchPages, as page batches instead: one
+// RunPageBatch activity at a time (crawlbatch.go). Redis is the frontier; the history holds only the pages in
 // flight. A run whose history grows past Timing.HistoryEvents stops
 // launching, drains and continues as new, carrying its settings, rules,
 // counts and the hosts to tear down. At the end every host that ran the
