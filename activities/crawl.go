@@ -41,6 +41,11 @@ type LiveSettings struct {
 	Ignores               []string
 	SuppressIgnoreReports bool
 	Rules                 scope.Versioned
+	// Concurrency, DelayMinMS and DelayMaxMS are the job's live
+	// concurrency and delays (-1: not in Redis), BytesDownloaded its
+	// bytes_downloaded: a running page batch follows them (RunPageBatch).
+	Concurrency, DelayMinMS, DelayMaxMS int
+	BytesDownloaded                     int64
 }
 
 // CrawlStore is the Redis side of a crawl: internal/frontier for pages,
@@ -51,6 +56,9 @@ type CrawlStore interface {
 	// Claim claims up to n pages, never charging more than budget pages
 	// in all (0 = no budget; internal/frontier ClaimWithin).
 	Claim(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]PageSpec, PageCounts, error)
+	// ClaimBatch is Claim for a page batch: pages in line whatever their
+	// host's turn now (internal/frontier ClaimBatch).
+	ClaimBatch(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]PageSpec, PageCounts, error)
 	// BytesDownloaded reads the job's bytes_downloaded.
 	BytesDownloaded(ctx context.Context, ident string) (int64, error)
 	Skip(ctx context.Context, ident string, pageID int64, reason string) error
@@ -71,6 +79,9 @@ type CrawlStore interface {
 	Requeue(ctx context.Context, in RequeueInput) (RequeueResult, error)
 	Counts(ctx context.Context, ident string) (PageCounts, error)
 	LiveSettings(ctx context.Context, ident string) (LiveSettings, error)
+	// StillClaimed returns the pages of ps still CLAIMED by their
+	// attempt (a retried page batch runs only those again).
+	StillClaimed(ctx context.Context, ident string, ps []PageSpec) ([]PageSpec, error)
 	SetRules(ctx context.Context, ident string, rules scope.Versioned) error
 	// SeedList creates the frontier from a URL list's start URLs (depth
 	// 0, items_queued counts each once) and returns the counts.
@@ -133,6 +144,12 @@ type CrawlOptions struct {
 	WriteTimeout time.Duration
 	// LogLineBytes caps one log entry's URL or message.
 	LogLineBytes int
+	// HostConcurrency (0: none) is how many of a page batch's pages of one
+	// target host run at once, HostLimits a host's own number (config
+	// crawl.per_host): a batch does not fill its slots with pages waiting
+	// for one host's turns while other hosts' pages could run.
+	HostConcurrency int
+	HostLimits      map[string]int
 }
 
 func (o CrawlOptions) validate() error {
@@ -222,7 +239,11 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 			return ClaimResult{Counts: counts, Limit: model.ByteLimitReached(in.MaxBytes, got)}, err
 		}
 	}
-	pages, counts, err := a.store.Claim(ctx, in.Ident, in.N, in.Token, in.Rules.Version, in.MaxPages)
+	claim := a.store.Claim
+	if in.Batch {
+		claim = a.store.ClaimBatch
+	}
+	pages, counts, err := claim(ctx, in.Ident, in.N, in.Token, in.Rules.Version, in.MaxPages)
 	if err != nil {
 		return ClaimResult{}, crawlStoreError(err, "claim pages of %s", in.Ident)
 	}
@@ -248,11 +269,15 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 	return out, nil
 }
 
-// CompletePage ends a page attempt as failed when its activity could not
-// (attempts exhausted, host lost on the last one). A page already
-// completed is left as it is.
+// CompletePage ends a page attempt as failed (or transient, when asked)
+// when its activity could not (attempts exhausted, host lost on the last
+// one). A page already completed is left as it is.
 func (a *CrawlActivities) CompletePage(ctx context.Context, in CompletePageInput) (PageCounts, error) {
-	c, err := a.store.Complete(ctx, in.Ident, in.PageID, in.Attempt, PageFailed, in.Note, time.Time{}, PageTally{})
+	status := PageFailed
+	if in.Transient {
+		status = PageTransient
+	}
+	c, err := a.store.Complete(ctx, in.Ident, in.PageID, in.Attempt, status, in.Note, time.Time{}, PageTally{})
 	if errors.Is(err, ErrPageNotClaimed) {
 		a.log.Info("page already completed", logging.Ident(in.Ident), zap.Int64("page", in.PageID), zap.Int("attempt", in.Attempt))
 		return a.counts(ctx, in.Ident)
@@ -339,16 +364,42 @@ func (a *CrawlActivities) RunPage(ctx context.Context, in RunPageInput) (PageRes
 	log := a.log.With(logging.Ident(ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt), zap.Int32("activity_attempt", info.Attempt))
 	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, Progress{Attempt: p.Attempt})
 	defer stop()
-	if err := politeDelay(ctx, in.Settings); err != nil {
-		return PageResult{}, temporal.NewCanceledError()
+	res, err := a.attempt(ctx, ctx, 0, log, in, fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt))
+	if err != nil {
+		return PageResult{}, err
 	}
-	out, runErr := a.pages.RunPage(ctx, PageRun{Crawl: in.Crawl, Page: p, Settings: in.Settings})
-	if ctx.Err() != nil {
+	log.Debug("page done", zap.String("status", res.Status), zap.Int("responses", res.Responses), zap.Int("queued", res.Queued))
+	return res, nil
+}
+
+// attempt runs one claimed page attempt and records it: the one page
+// path of RunPage and RunPageBatch. The polite delay, then the page under
+// pageCtx, whose deadline (timeout, when > 0) ends the attempt transient;
+// the end of ctx (the activity's) stops it unrecorded: a canceled error,
+// or a retryable one when the worker is shutting down.
+func (a *CrawlActivities) attempt(ctx, pageCtx context.Context, timeout time.Duration, log *zap.Logger, in RunPageInput, logKey string) (PageResult, error) {
+	p, ident := in.Page, in.Crawl.Job.Ident
+	stopped := func() error {
 		if workerStopping(ctx) {
 			log.Warn("page interrupted by worker shutdown: retried")
-			return PageResult{}, fmt.Errorf("page %d of %s: worker shut down during the page", p.ID, ident)
+			return fmt.Errorf("page %d of %s: worker shut down during the page", p.ID, ident)
 		}
-		return PageResult{}, temporal.NewCanceledError()
+		return temporal.NewCanceledError()
+	}
+	delayErr := politeDelay(pageCtx, in.Settings)
+	if ctx.Err() != nil {
+		return PageResult{}, stopped()
+	}
+	var out PageOutcome
+	var runErr error
+	if delayErr == nil {
+		out, runErr = a.pages.RunPage(pageCtx, PageRun{Crawl: in.Crawl, Page: p, Settings: in.Settings})
+	}
+	if ctx.Err() != nil {
+		return PageResult{}, stopped()
+	}
+	if pageCtx.Err() != nil {
+		runErr = fmt.Errorf("page attempt timed out after %s (crawl.page_timeout)", timeout)
 	}
 	if runErr != nil {
 		status := PageTransient
@@ -359,12 +410,7 @@ func (a *CrawlActivities) RunPage(ctx context.Context, in RunPageInput) (PageRes
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.WriteTimeout)
 	defer cancel()
-	res, err := a.recordPage(wctx, log, in, out, fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt), true)
-	if err != nil {
-		return PageResult{}, err
-	}
-	log.Debug("page done", zap.String("status", res.Status), zap.Int("responses", res.Responses), zap.Int("queued", res.Queued))
-	return res, nil
+	return a.recordPage(wctx, log, in, out, logKey, true)
 }
 
 // recordPage writes what a page attempt did: log packets (download packets

@@ -122,6 +122,9 @@ type ClaimInput struct {
 	// once bytes_downloaded reached MaxBytes.
 	MaxPages int64 `json:"max_pages,omitempty"`
 	MaxBytes int64 `json:"max_bytes,omitempty"`
+	// Batch claims for a page batch (CrawlStore.ClaimBatch): the hosts'
+	// turns are taken when the batch fetches, not at the claim.
+	Batch bool `json:"batch,omitempty"`
 }
 
 // ClaimResult is the claimed pages (skipped ones left out) and the counts.
@@ -163,6 +166,10 @@ type CompletePageInput struct {
 	PageID  int64  `json:"page_id"`
 	Attempt int    `json:"attempt"`
 	Note    string `json:"note"`
+	// Transient ends the attempt transient instead of failed: the page is
+	// READY again while it has attempts (a page batch that failed for
+	// good: most of its pages may never have started).
+	Transient bool `json:"transient,omitempty"`
 }
 
 // RequeueInput makes a finished crawl's failed pages READY again for a

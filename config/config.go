@@ -375,6 +375,13 @@ type Crawl struct {
 	// launching pages, drains and continues as new (Temporal's limit is
 	// 51,200 events; the target is under ~10,000 per run).
 	HistoryEvents int `mapstructure:"history_events"`
+	// BatchPages is how many pages a crawl claims and runs in one page
+	// batch activity at most (at least the job's concurrency); 0 runs
+	// every page as its own activity (issue 26: before batches).
+	BatchPages int `mapstructure:"batch_pages"`
+	// BatchTime is how long a page batch starts pages; then its pages
+	// not started are released and the next batch is claimed.
+	BatchTime time.Duration `mapstructure:"batch_time"`
 	// WARCMaxBytes rotates a host's job WARC file past this size.
 	WARCMaxBytes int64 `mapstructure:"warc_max_bytes"`
 	// AttrInterval is how often at most the pages done/queued search
@@ -660,6 +667,8 @@ func Default() Config {
 			PageAttempts:      3,
 			PageTimeout:       5 * time.Minute,
 			HistoryEvents:     8000,
+			BatchPages:        200,
+			BatchTime:         20 * time.Second,
 			WARCMaxBytes:      1 << 30,
 			AttrInterval:      5 * time.Second,
 			LiveInterval:      2 * time.Second,

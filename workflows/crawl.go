@@ -22,7 +22,8 @@ import (
 // crawl-page role), then every further page as one RunPage activity on the
 // pool's shared queue, as many at once as the job's concurrency allows,
 // claimed from the frontier in Redis (internal/frontier) lowest depth
-// first. Redis is the frontier; the history holds only the pages in
+// first; with CrawlTiming.BatchPages, as page batches instead: one
+// RunPageBatch activity at a time (crawlbatch.go). Redis is the frontier; the history holds only the pages in
 // flight. A run whose history grows past Timing.HistoryEvents stops
 // launching, drains and continues as new, carrying its settings, rules,
 // counts and the hosts to tear down. At the end every host that ran the
@@ -377,7 +378,7 @@ func (c *crawl) loop() {
 			break
 		}
 		limit := c.settings.current.Concurrency
-		if len(c.inflight) >= limit {
+		if c.busy(limit) {
 			if len(c.inflight) == 0 && c.durationReached() != "" {
 				c.limits.reached = c.durationReached() // paused past its duration limit
 				break
@@ -389,11 +390,16 @@ func (c *crawl) loop() {
 			continue
 		}
 		var res activities.ClaimResult
+		rulesVersion := c.rules.Version
 		if c.durationReached() == "" {
-			res = c.claim(limit - len(c.inflight))
+			res = c.claim(c.claimSize(limit))
 		}
-		for _, p := range res.Pages {
-			c.launch(p)
+		if c.batched() && len(res.Pages) > 0 {
+			c.launchBatch(res.Pages, rulesVersion)
+		} else {
+			for _, p := range res.Pages {
+				c.launch(p)
+			}
 		}
 		if len(res.Pages) > 0 || c.stopping() {
 			idle = 0
@@ -453,7 +459,7 @@ func (c *crawl) claim(n int) activities.ClaimResult {
 	c.claims++
 	token := fmt.Sprintf("%s/r%d/claim-%d", c.runID, c.carry.Run, c.claims)
 	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: token, Rules: c.rules,
-		MaxPages: c.settings.current.MaxPages, MaxBytes: c.settings.current.MaxBytes}
+		MaxPages: c.settings.current.MaxPages, MaxBytes: c.settings.current.MaxBytes, Batch: c.batched()}
 	var res activities.ClaimResult
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.ClaimPages, in).Get(c.dctx, &res); err != nil {
 		// Only non-retryable errors get here (the frontier is gone).

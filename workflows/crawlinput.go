@@ -35,6 +35,12 @@ type CrawlTiming struct {
 	// AttrInterval is how often at most the pages done/queued search
 	// attributes are upserted.
 	AttrInterval time.Duration `json:"attr_interval"`
+	// BatchPages > 0 runs the pages in batches (issue 26): one
+	// RunPageBatch activity of up to max(BatchPages, concurrency) claimed
+	// pages at a time, starting pages for BatchTime at most. 0 (every
+	// input from before batches) runs each page as its own RunPage.
+	BatchPages int           `json:"batch_pages,omitempty"`
+	BatchTime  time.Duration `json:"batch_time,omitempty"`
 	// MaxDuration bounds the whole crawl (0 = none); it ends failed.
 	MaxDuration time.Duration `json:"max_duration"`
 }
@@ -56,6 +62,8 @@ func (t CrawlTiming) Validate() error {
 		return fmt.Errorf("crawl timing history_events %d: must be >= 100", t.HistoryEvents)
 	case t.AttrInterval <= 0:
 		return fmt.Errorf("crawl timing attr_interval %s: must be > 0", t.AttrInterval)
+	case t.BatchPages < 0 || (t.BatchPages > 0 && t.BatchTime <= 0):
+		return fmt.Errorf("crawl timing batch_pages %d, batch_time %s: batch_pages must be >= 0 (0 = a page per activity), batch_time > 0 with batches", t.BatchPages, t.BatchTime)
 	case t.MaxDuration < 0:
 		return fmt.Errorf("crawl timing max_duration %s: must be >= 0 (0 = none)", t.MaxDuration)
 	}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -236,6 +237,10 @@ type measure struct {
 	usedMem  int64 // INFO used_memory delta
 	frontMem int64 // MEMORY USAGE of the frontier's keys
 	byKey    map[string]int64
+	// Redis requests: every command its clients sent (a script's own
+	// calls included: total_commands_processed), and the scripts among
+	// them (EVALSHA and EVAL: one round trip each).
+	redisCmds, redisScripts int64
 }
 
 func benchCrawl(b *testing.B, bin, pluginRoot string, workers int, politeness string) []measure {
@@ -281,6 +286,7 @@ func crawlOnce(b *testing.B, st *e2e.Stack, procs []*exec.Cmd) measure {
 	mem0, err := testredis.UsedMemory(ctx, st.Redis)
 	require.NoError(b, err)
 	cpu0 := cpuOf(b, procs, site.Process.Pid, rs.PID)
+	scripts0 := scriptCalls(b, st)
 	t0 := time.Now()
 	job := st.SubmitCrawl(b, info.Start, -1 /* no depth limit */, func(r *submit.Request) {
 		r.Settings.UserAgent = crawlUA
@@ -293,6 +299,9 @@ func crawlOnce(b *testing.B, st *e2e.Stack, procs []*exec.Cmd) measure {
 	require.NoError(b, job.Run.Get(wctx, &status))
 	m := measure{all: time.Since(t0)}
 	m.cpu = cpuOf(b, procs, site.Process.Pid, rs.PID).sub(cpu0)
+	rs1, err := benchkit.ReadRedisStats(ctx, st.Redis)
+	require.NoError(b, err)
+	m.redisCmds, m.redisScripts = rs1.Commands-rs.Commands, scriptCalls(b, st)-scripts0
 	require.Equal(b, model.StateFinished, status.State, status.Error)
 	m.pages, m.urls = status.Counts.Done, status.Counts.Total
 	mem1, err := testredis.UsedMemory(ctx, st.Redis)
@@ -314,7 +323,7 @@ func crawlOnce(b *testing.B, st *e2e.Stack, procs []*exec.Cmd) measure {
 		runID = ""
 		for _, ev := range events {
 			if first.IsZero() && ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED &&
-				ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "RunPage" {
+				strings.HasPrefix(ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName(), "RunPage") {
 				first = ev.GetEventTime().AsTime()
 			}
 			if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
@@ -329,6 +338,26 @@ func crawlOnce(b *testing.B, st *e2e.Stack, procs []*exec.Cmd) measure {
 	b.Logf("crawl %s: %d pages done of %d URLs (%+v; the site expects %d fetched), %d runs, wall %s (%s with the start page)",
 		job.Ident, m.pages, m.urls, status.Counts, info.Expected, m.runs, m.wall.Round(time.Millisecond), m.all.Round(time.Millisecond))
 	return m
+}
+
+// scriptCalls reads how many EVALSHA and EVAL calls the stack's Redis
+// served (INFO commandstats).
+func scriptCalls(b *testing.B, st *e2e.Stack) int64 {
+	b.Helper()
+	info, err := st.Redis.Info(context.Background(), "commandstats").Result()
+	require.NoError(b, err)
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.ParseInt(calls, 10, 64)
+		require.NoError(b, err)
+		n += v
+	}
+	return n
 }
 
 // keyMemory sums MEMORY USAGE over every key of the stack's Redis (its
@@ -392,6 +421,8 @@ func report(b *testing.B, workers int, ms []measure) {
 		t.seedEvts += m.seedEvts
 		t.usedMem += m.usedMem
 		t.frontMem += m.frontMem
+		t.redisCmds += m.redisCmds
+		t.redisScripts += m.redisScripts
 		for k, v := range m.byKey {
 			t.byKey[k] += v
 		}
@@ -411,6 +442,8 @@ func report(b *testing.B, workers int, ms []measure) {
 	b.ReportMetric(float64(t.events.Events)/n, "events/page")
 	b.ReportMetric(float64(t.usedMem)/float64(t.urls), "used_memory-bytes/url")
 	b.ReportMetric(float64(t.frontMem)/float64(t.urls), "frontier-bytes/url")
+	b.ReportMetric(float64(t.redisCmds)/n, "redis-cmds/page")
+	b.ReportMetric(float64(t.redisScripts)/n, "redis-scripts/page")
 	b.Logf("%d worker process(es) × %d slots, concurrency %d, %d crawl(s); load %s", workers, *slots, *slots*workers, len(ms), strings.TrimSpace(string(load)))
 	b.Logf("%.1f pages/s (%d pages in %s; %.1f/s from submit, start page included); CPU ms per page: Temporal server+bench %.2f, workers %.2f, start-page hooks %.2f, site %.2f, redis %.2f, total %.2f = %.2f cores over the wall",
 		rate, t.pages, t.wall.Round(time.Millisecond), n/t.all.Seconds(), perPage(t.cpu.server), perPage(t.cpu.workers), perPage(t.cpu.hooks),

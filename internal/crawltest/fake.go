@@ -61,6 +61,7 @@ type Fake struct {
 	done      map[int64]int // page → completions (must end at 1)
 	failed    int64
 	runs      int64 // RunPage calls
+	batches   int64 // RunPageBatch calls
 	states    []model.JobState
 	final     model.JobState
 	rules     []int64          // rules versions stored
@@ -241,6 +242,25 @@ func (a *Activities) RunPage(_ context.Context, in activities.RunPageInput) (act
 	return f.complete(in.Page, "host-1")
 }
 
+// RunPageBatch is activities.CrawlActivities.RunPageBatch: each page is
+// RunPage's, one after another.
+func (a *Activities) RunPageBatch(ctx context.Context, in activities.RunPageBatchInput) (activities.BatchResult, error) {
+	res := activities.BatchResult{HostQueue: "host-1", Statuses: map[string]int{}}
+	for _, p := range in.Pages {
+		r, err := a.RunPage(ctx, activities.RunPageInput{Crawl: in.Crawl, Page: p, Settings: in.Settings})
+		if err != nil {
+			return activities.BatchResult{}, err
+		}
+		res.Ran++
+		res.Statuses[r.Status]++
+		res.Counts = r.Counts
+	}
+	a.f.mu.Lock()
+	a.f.batches++
+	a.f.mu.Unlock()
+	return res, nil
+}
+
 func (f *Fake) complete(p activities.PageSpec, host string) (activities.PageResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -268,12 +288,19 @@ func (f *Fake) complete(p activities.PageSpec, host string) (activities.PageResu
 	return res, nil
 }
 
+// fakeAttempts is the fake crawl's crawl.page_attempts: a transient
+// CompletePage makes a page READY again before its third attempt.
+const fakeAttempts = 3
+
 // CompletePage is activities.CrawlActivities.CompletePage.
 func (a *Activities) CompletePage(_ context.Context, in activities.CompletePageInput) (activities.PageCounts, error) {
 	f := a.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.claimed[in.PageID] == in.Attempt {
+	if f.claimed[in.PageID] == in.Attempt && in.Transient && in.Attempt < fakeAttempts {
+		delete(f.claimed, in.PageID)
+		f.ready = append(f.ready, in.PageID)
+	} else if f.claimed[in.PageID] == in.Attempt {
 		delete(f.claimed, in.PageID)
 		f.done[in.PageID]++
 		f.failed++
@@ -427,6 +454,8 @@ func (a *Activities) ApplySettings(context.Context, activities.SettingsInput) er
 // Report is what happened to the fake crawl.
 type Report struct {
 	Known, Done, Failed, Runs int64
+	// Batches counts RunPageBatch calls.
+	Batches int64
 	// Twice lists pages completed more than once (must be empty).
 	Twice []int64
 	Final model.JobState
@@ -454,7 +483,7 @@ type Seal struct {
 func (f *Fake) Report() Report {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Final: f.final, Limit: f.limit,
+	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Batches: f.batches, Final: f.final, Limit: f.limit,
 		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
 		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...),
 		Seals: append([]Seal(nil), f.seals...), Archives: append([]activities.ArchiveInput(nil), f.archives...)}

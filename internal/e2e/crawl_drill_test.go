@@ -166,7 +166,7 @@ func pageWorkerPid(t *testing.T, s *Stack, j Job) int {
 			return false
 		}
 		for _, a := range d.GetPendingActivities() {
-			if a.GetActivityType().GetName() != "RunPage" || a.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
+			if !strings.HasPrefix(a.GetActivityType().GetName(), "RunPage") || a.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
 				continue
 			}
 			head, _, _ := strings.Cut(a.GetLastWorkerIdentity(), "@")

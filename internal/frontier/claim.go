@@ -45,6 +45,19 @@ func (f *Frontier) Claim(ctx context.Context, ident string, n int, token string,
 // with attempts left, a release after a completed attempt, a retry's
 // requeue) are claimed, and new pages stay READY for a later run.
 func (f *Frontier) ClaimWithin(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]Page, Counts, error) {
+	return f.claim(ctx, ident, n, token, rulesVersion, budget, f.opts.HostBudget)
+}
+
+// ClaimBatch is ClaimWithin for a page batch: pages are claimed in line
+// whatever their host's turn (Options.HostBudget is not consulted). A
+// batch runs its pages over a while and each fetch takes its host's turn
+// then (internal/hostbudget); a claim capped by the hosts' turns of this
+// instant would give a one-host crawl's batch a page or two.
+func (f *Frontier) ClaimBatch(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]Page, Counts, error) {
+	return f.claim(ctx, ident, n, token, rulesVersion, budget, "")
+}
+
+func (f *Frontier) claim(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64, hostBudget string) ([]Page, Counts, error) {
 	if err := checkIdent(ident); err != nil {
 		return nil, Counts{}, err
 	}
@@ -60,7 +73,7 @@ func (f *Frontier) ClaimWithin(ctx context.Context, ident string, n int, token s
 	case budget < 0:
 		return nil, Counts{}, fmt.Errorf("claim on job %s: page budget %d: %w: must be >= 0 (0 = none)", ident, budget, ErrInvalidArgument)
 	}
-	v, err := f.run(ctx, claimScript, ident, n, token, rulesVersion, f.opts.SettleBudget, budget, f.opts.HostBudget, f.opts.HostConcurrency).Result()
+	v, err := f.run(ctx, claimScript, ident, n, token, rulesVersion, f.opts.SettleBudget, budget, hostBudget, f.opts.HostConcurrency).Result()
 	if err != nil {
 		return nil, Counts{}, fmt.Errorf("claim on job %s: %w", ident, err)
 	}

@@ -88,25 +88,14 @@ func TestPostponedPageKeepsItsAttempt(t *testing.T) {
 // the pages of hosts that have a turn and leaves a backed-off host's
 // pages, and those over a host's concurrency, READY for later.
 func TestClaimLeavesBusyHostsReady(t *testing.T) {
-	keys, err := rkeys.NewKeys("ns:")
-	require.NoError(t, err)
-	e := newEnv(t, Options{HostBudget: keys.HostBudgetPrefix(), HostConcurrency: 2})
-	if !e.srv.Real() {
-		t.Skip("needs a real redis-server (TIME in scripts)")
-	}
-	ctx := ctxT(t)
-	seed(t, e, Config{MaxDepth: -1, MaxAttempts: 3})
-	s := claimOne(t, e, "t0")
 	var found []string
 	for _, h := range []string{"limited.example", "open.example", "third.example"} {
 		for i := range 4 {
 			found = append(found, "http://"+h+"/"+string(rune('a'+i)))
 		}
 	}
-	_, err = e.f.Discover(ctx, job, s.ID, s.Attempts, 0, links(found...))
-	require.NoError(t, err)
-	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded})
-	require.NoError(t, err)
+	e, keys := hostBudgetCrawl(t, found)
+	ctx := ctxT(t)
 
 	g, err := hostbudget.New(e.rdb, keys, hostbudget.Config{Default: hostbudget.Limits{Concurrency: 2}, Lease: time.Minute,
 		RateLimit: hostbudget.RateLimit{Statuses: []int{429}, MaxRetryAfter: time.Hour, Backoff: time.Second, MaxBackoff: time.Hour, GiveUpAfter: time.Hour}}, nil)
@@ -126,4 +115,43 @@ func TestClaimLeavesBusyHostsReady(t *testing.T) {
 		"the backed-off host gets nothing, the others their concurrency")
 	require.EqualValues(t, 8, c.Ready, "the rest stay READY")
 	require.EqualValues(t, 4, c.Claimed)
+}
+
+// TestClaimBatchTakesPagesWhateverTheirHostsTurn: a page batch's claim
+// takes pages in line though their host is at its concurrency: the
+// batch takes the host's turns when it fetches.
+func TestClaimBatchTakesPagesWhateverTheirHostsTurn(t *testing.T) {
+	var found []string
+	for i := range 6 {
+		found = append(found, "http://one.example/"+string(rune('a'+i)))
+	}
+	e, _ := hostBudgetCrawl(t, found)
+	ctx := ctxT(t)
+	ps, _, err := e.f.Claim(ctx, job, 6, "t1", 0)
+	require.NoError(t, err)
+	require.Len(t, ps, 2, "a claim: the host's concurrency")
+	ps, c, err := e.f.ClaimBatch(ctx, job, 6, "t2", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, ps, 4, "a batch's claim: every page in line")
+	require.Zero(t, c.Ready)
+}
+
+// hostBudgetCrawl is a crawl on a real redis-server with the host budget
+// on (concurrency 2) whose start page succeeded, linking found.
+func hostBudgetCrawl(t *testing.T, found []string) (*env, rkeys.Keys) {
+	t.Helper()
+	keys, err := rkeys.NewKeys("ns:")
+	require.NoError(t, err)
+	e := newEnv(t, Options{HostBudget: keys.HostBudgetPrefix(), HostConcurrency: 2})
+	if !e.srv.Real() {
+		t.Skip("needs a real redis-server (TIME in scripts)")
+	}
+	ctx := ctxT(t)
+	seed(t, e, Config{MaxDepth: -1, MaxAttempts: 3})
+	s := claimOne(t, e, "t0")
+	_, err = e.f.Discover(ctx, job, s.ID, s.Attempts, 0, links(found...))
+	require.NoError(t, err)
+	_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded})
+	require.NoError(t, err)
+	return e, keys
 }

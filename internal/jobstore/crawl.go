@@ -117,7 +117,17 @@ func (s *CrawlStore) BytesDownloaded(ctx context.Context, ident string) (int64, 
 
 // Claim claims up to n pages for token under a page budget (0 = none).
 func (s *CrawlStore) Claim(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]activities.PageSpec, activities.PageCounts, error) {
-	pages, counts, err := s.Frontier.ClaimWithin(ctx, ident, n, token, rulesVersion, budget)
+	return s.claimed(s.Frontier.ClaimWithin(ctx, ident, n, token, rulesVersion, budget))
+}
+
+// ClaimBatch claims up to n pages for a page batch, whatever their
+// host's turn (frontier ClaimBatch).
+func (s *CrawlStore) ClaimBatch(ctx context.Context, ident string, n int, token string, rulesVersion, budget int64) ([]activities.PageSpec, activities.PageCounts, error) {
+	return s.claimed(s.Frontier.ClaimBatch(ctx, ident, n, token, rulesVersion, budget))
+}
+
+// claimed converts a frontier claim's reply.
+func (s *CrawlStore) claimed(pages []frontier.Page, counts frontier.Counts, err error) ([]activities.PageSpec, activities.PageCounts, error) {
 	if err != nil {
 		return nil, activities.PageCounts{}, crawlErr(err)
 	}
@@ -266,13 +276,30 @@ func (s *CrawlStore) LiveSettings(ctx context.Context, ident string) (activities
 	if err != nil {
 		return activities.LiveSettings{}, notWritable(err)
 	}
-	out := activities.LiveSettings{Ignores: live.Ignores, SuppressIgnoreReports: live.SuppressIgnoreReports}
+	out := activities.LiveSettings{Ignores: live.Ignores, SuppressIgnoreReports: live.SuppressIgnoreReports,
+		Concurrency: live.Concurrency, DelayMinMS: live.DelayMinMS, DelayMaxMS: live.DelayMaxMS, BytesDownloaded: live.BytesDownloaded}
 	if live.RulesVersion >= 0 {
 		rules, err := scope.ParseRules([]byte(live.RulesJSON))
 		if err != nil {
 			return out, fmt.Errorf("%w: rules version %d of %s: %w", activities.ErrNotWritable, live.RulesVersion, ident, err)
 		}
 		out.Rules = scope.Versioned{Version: live.RulesVersion, Rules: rules}
+	}
+	return out, nil
+}
+
+// StillClaimed returns the pages of ps still CLAIMED by their attempt,
+// one read per page (only a page batch run again asks).
+func (s *CrawlStore) StillClaimed(ctx context.Context, ident string, ps []activities.PageSpec) ([]activities.PageSpec, error) {
+	var out []activities.PageSpec
+	for _, p := range ps {
+		got, err := s.Frontier.PageByID(ctx, ident, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("claims of %s: %w", ident, crawlErr(err))
+		}
+		if got.State == frontier.StateClaimed && got.Attempts == p.Attempt {
+			out = append(out, p)
+		}
 	}
 	return out, nil
 }

@@ -226,13 +226,8 @@ func TestFinishJobAtALimit(t *testing.T) {
 // frontier applies: a repeated Complete (a retried activity) adds none.
 func TestCompleteRecordsThePageHooksEventsOnce(t *testing.T) {
 	ctx := context.Background()
-	s, rs, c := newRedisStore(t)
-	f, err := frontier.New(c, rs.Keys(), frontier.Options{})
-	require.NoError(t, err)
-	cs := &CrawlStore{RedisStore: s, Frontier: f, Log: zap.NewNop()}
 	const ident = "crawl1"
-	require.NoError(t, rs.CreateJob(ctx, rkeys.Job{Ident: ident, URL: "https://example.com/", FetchDepth: model.FetchInf,
-		Settings: model.Settings{Concurrency: 2}, WorkflowID: ident}))
+	cs, c := newCrawlJob(t, ident, model.Settings{Concurrency: 2})
 	seed, err := cs.SeedCrawl(ctx, activities.SeedCrawlInput{Ident: ident, URL: "https://example.com/", MaxDepth: 1, PageAttempts: 3, Token: "t"})
 	require.NoError(t, err)
 	require.NotNil(t, seed.Page)

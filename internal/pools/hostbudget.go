@@ -59,3 +59,26 @@ func frontierOptions(cfg *config.Config, be *backend.Backend, log *zap.Logger) f
 	}
 	return o
 }
+
+// batchHostConcurrency is how many pages of one host a page batch runs at
+// once: the host budget's concurrency (0, none, with the budget off).
+func batchHostConcurrency(cfg *config.Config) int {
+	if !cfg.Crawl.PerHost.Enabled {
+		return 0
+	}
+	return cfg.Crawl.PerHost.Concurrency
+}
+
+// batchHostLimits are the hosts' own concurrencies of the host budget.
+func batchHostLimits(cfg *config.Config) map[string]int {
+	if !cfg.Crawl.PerHost.Enabled || len(cfg.Crawl.PerHost.Hosts) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(cfg.Crawl.PerHost.Hosts))
+	for _, h := range cfg.Crawl.PerHost.Hosts {
+		if h.Concurrency > 0 {
+			out[h.Host] = h.Concurrency
+		}
+	}
+	return out
+}

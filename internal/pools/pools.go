@@ -405,6 +405,8 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 		LiveInterval:      cfg.Crawl.LiveInterval,
 		WriteTimeout:      cfg.Crawl.WriteTimeout,
 		LogLineBytes:      cfg.Hooks.LogLineBytes,
+		HostConcurrency:   batchHostConcurrency(cfg),
+		HostLimits:        batchHostLimits(cfg),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)

@@ -42,6 +42,12 @@ type CrawlLive struct {
 	// were stored).
 	RulesVersion int64
 	RulesJSON    string
+	// Concurrency, DelayMinMS and DelayMaxMS are the job hash's
+	// concurrency, delay_min and delay_max (-1 when a field is absent or
+	// not a number): a running page batch follows them.
+	Concurrency, DelayMinMS, DelayMaxMS int
+	// BytesDownloaded is the job's bytes_downloaded (a crawl's byte limit).
+	BytesDownloaded int64
 }
 
 // CrawlLive reads a crawl's ignores, ignore-report flag and latest rules
@@ -55,10 +61,11 @@ func (s *Store) CrawlLive(ctx context.Context, ident string) (CrawlLive, error) 
 	if len(v) == 1 {
 		return CrawlLive{}, codeErr(int(asInt(v[0])), "read live settings of job %s", ident)
 	}
-	if len(v) != 4 {
+	if len(v) != 8 {
 		return CrawlLive{}, fmt.Errorf("read live settings of job %s: %w: reply of %d parts", ident, errMalformed, len(v))
 	}
-	out := CrawlLive{RulesVersion: -1}
+	out := CrawlLive{RulesVersion: -1, Concurrency: liveInt(v[4]), DelayMinMS: liveInt(v[5]), DelayMaxMS: liveInt(v[6]),
+		BytesDownloaded: max(int64(liveInt(v[7])), 0)}
 	members, _ := v[0].([]any)
 	for _, m := range members {
 		if str, ok := m.(string); ok {
@@ -84,8 +91,21 @@ if redis.call('EXISTS', job) == 0 then return {CODE_NOT_FOUND} end
 local latest = redis.call('HGET', rules, 'latest')
 local list = false
 if latest then list = redis.call('HGET', rules, latest) end
-return {redis.call('SMEMBERS', ignores), redis.call('HGET', job, 'suppress_ignore_reports') or '', latest or '', list or ''}
+local pace = redis.call('HMGET', job, 'concurrency', 'delay_min', 'delay_max', 'bytes_downloaded')
+return {redis.call('SMEMBERS', ignores), redis.call('HGET', job, 'suppress_ignore_reports') or '', latest or '', list or '',
+  pace[1] or '', pace[2] or '', pace[3] or '', pace[4] or ''}
 `)
+
+// liveInt reads one of CrawlLive's job hash numbers (-1: absent or not a
+// number).
+func liveInt(v any) int {
+	s, _ := v.(string)
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
 
 func asInt(v any) int64 {
 	n, _ := v.(int64)

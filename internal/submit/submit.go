@@ -126,6 +126,8 @@ func CrawlInput(cfg *config.Config, r Request) workflows.CrawlInput {
 			HostScheduleToStart:  cfg.Job.HostTimeout,
 			TeardownTimeout:      cfg.Hooks.Grace + cfg.Hooks.StartMargin,
 			HistoryEvents:        cc.HistoryEvents,
+			BatchPages:           cc.BatchPages,
+			BatchTime:            cc.BatchTime,
 			AttrInterval:         cc.AttrInterval,
 			MaxDuration:          cfg.Job.MaxDuration,
 			SealTimeout:          cfg.WACZ.SealTimeout,

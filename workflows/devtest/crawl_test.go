@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -85,12 +86,29 @@ func fakeCrawlWorker(t *testing.T, c client.Client, q string, fake *crawltest.Fa
 // run, every run's real history stays within the budget plus what drains,
 // every page ends once, and each run's history replays.
 func TestCrawlOnDevServer(t *testing.T) {
+	crawlOnDevServer(t, "devtestcrawl", 0, 500)
+}
+
+// TestCrawlInBatchesOnDevServer is TestCrawlOnDevServer with page batches
+// of 20 (CrawlTiming.BatchPages) and a budget of 150 events: fewer events
+// per page, every run within its budget plus one batch's drain, every run
+// replays.
+func TestCrawlInBatchesOnDevServer(t *testing.T) {
+	crawlOnDevServer(t, "devtestcrawlbatch", 20, 150)
+}
+
+// crawlOnDevServer crawls 800 no-op pages with a history budget of
+// budget events, in page batches of batch pages (0: a page per activity).
+func crawlOnDevServer(t *testing.T, ident string, batch, budget int) {
 	e := start(t)
-	q := e.queue + "-crawl" // start's host polls e.queue without the fake activities
-	const pages, budget = 800, 500
+	q := e.queue + "-" + ident // start's host polls e.queue without the fake activities
+	const pages = 800
 	fake := crawltest.New(pages, 5)
 	fakeCrawlWorker(t, e.c, q, fake)
-	in := crawlInput("devtestcrawl", q, 10, budget)
+	in := crawlInput(ident, q, 10, budget)
+	if batch > 0 {
+		in.Timing.BatchPages, in.Timing.BatchTime = batch, 20*time.Second
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	_, st := finishedCrawl(ctx, t, e.c, q, in, fake, pages)
@@ -108,6 +126,11 @@ func TestCrawlOnDevServer(t *testing.T) {
 		for _, ev := range h.Events {
 			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.ActivityType.GetName() == "RunPage" {
 				runPages++
+			}
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.ActivityType.GetName() == "RunPageBatch" {
+				var bin activities.RunPageBatchInput
+				require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &bin))
+				runPages += len(bin.Pages)
 			}
 		}
 		replayCrawl(t, h)

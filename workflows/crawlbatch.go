@@ -1,0 +1,117 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// Page batches (issue 26): with CrawlTiming.BatchPages set, the crawl runs
+// one RunPageBatch activity at a time instead of one RunPage per page. The
+// workflow claims the batch's pages (ClaimPages, as for single pages: the
+// rules, the page and byte limits applied there) and the activity runs
+// them at the job's live concurrency, recording each page in the frontier
+// as it ends; history events per page fall from ~4 to a few per batch. An
+// input without BatchPages (every history recorded before) launches pages
+// one by one as before.
+
+// batched reports that this run launches page batches.
+func (c *crawl) batched() bool { return c.in.Timing.BatchPages > 0 }
+
+// busy reports that no claim may be made now: the job is paused, or its
+// concurrency is taken (single pages) or a batch runs (batches: one at a
+// time; the batch itself runs up to the concurrency's pages at once).
+func (c *crawl) busy(limit int) bool {
+	if c.batched() {
+		return limit == 0 || len(c.inflight) > 0
+	}
+	return len(c.inflight) >= limit
+}
+
+// claimSize is how many pages the next claim asks for.
+func (c *crawl) claimSize(limit int) int {
+	if c.batched() {
+		return min(model.MaxConcurrency, max(c.in.Timing.BatchPages, limit))
+	}
+	return limit - len(c.inflight)
+}
+
+// launchBatch runs claimed pages as one RunPageBatch activity on the
+// pool's queue. Its pages stay in flight until it ends: an abort cancels
+// it and releases them (a page already recorded stays as it is); a batch
+// that failed for good ends its pages still claimed transient
+// (batchFailed).
+func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
+	for _, p := range ps {
+		c.inflight[p.ID] = p
+	}
+	c.launched += int64(len(ps))
+	t := c.in.Timing
+	opts := workflow.ActivityOptions{
+		TaskQueue:  c.in.TaskQueue,
+		ActivityID: fmt.Sprintf("%s/r%d/batch-%d", c.ident(), c.carry.Run, c.claims),
+		Summary:    fmt.Sprintf("%d pages from %s", len(ps), summary(ps[0].URL)),
+		// The batch starts pages for BatchTime; each then runs for
+		// PageTimeout at most, and its writes retry for less than that.
+		StartToCloseTimeout: t.BatchTime + 2*t.PageTimeout,
+		HeartbeatTimeout:    t.HeartbeatTimeout,
+		WaitForCancellation: true,
+		RetryPolicy:         pageRetry(t),
+	}
+	in := activities.RunPageBatchInput{Crawl: c.in.Crawl, Pages: ps, Settings: c.settings.current, RulesVersion: rulesVersion,
+		PageTimeout: t.PageTimeout, Budget: t.BatchTime}
+	if d := c.settings.current.MaxDuration; d > 0 {
+		in.StopAt = c.durationStart().Add(d)
+	}
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(c.runCtx, opts), crawlActs.RunPageBatch, in)
+	workflow.Go(c.dctx, func(gc workflow.Context) {
+		var res activities.BatchResult
+		err := fut.Get(gc, &res)
+		switch {
+		case err == nil:
+		case c.stopping() && temporal.IsCanceledError(err):
+			for _, p := range ps {
+				c.released = append(c.released, p.ID)
+			}
+		default:
+			res.Counts = c.batchFailed(gc, ps, fmt.Sprintf("page batch activity failed: %v", err))
+		}
+		for _, p := range ps {
+			delete(c.inflight, p.ID)
+		}
+		c.completed += int64(len(ps))
+		if res.HostQueue != "" {
+			c.addHost(res.HostQueue)
+		}
+		c.setCounts(res.Counts)
+	})
+}
+
+// batchFailed ends every page of a failed batch that is still claimed by
+// its attempt transient (CompletePage leaves the others as they are): the
+// batch may not have started most of them, so each is READY again while
+// it has attempts (crawl.page_attempts bounds a page that kills its
+// worker every time), all at once; it returns the last counts.
+func (c *crawl) batchFailed(ctx workflow.Context, ps []activities.PageSpec, note string) activities.PageCounts {
+	futs := make([]workflow.Future, len(ps))
+	for i, p := range ps {
+		in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note, Transient: true}
+		futs[i] = workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.CompletePage, in)
+	}
+	var last activities.PageCounts
+	for i, f := range futs {
+		var counts activities.PageCounts
+		if err := f.Get(ctx, &counts); err != nil {
+			c.log().Error("record a page of a failed batch failed", "page", ps[i].ID, "error", err)
+			continue
+		}
+		if counts.Done >= last.Done {
+			last = counts
+		}
+	}
+	return last
+}
