@@ -36,6 +36,22 @@ type RunPageBatchInput struct {
 	// StopAt, when set, is the crawl's duration limit: no page starts
 	// after it.
 	StopAt time.Time `json:"stop_at,omitzero"`
+	// Share, when set, is the part of the job's concurrency this batch
+	// holds (crawl.batch_concurrency: several batches at once), of
+	// ShareOf, the concurrency at launch. A lowered live concurrency
+	// lowers the share in proportion (never above Share), so the batches
+	// together keep to it; 0: the batch runs at the live concurrency.
+	Share   int `json:"share,omitempty"`
+	ShareOf int `json:"share_of,omitempty"`
+}
+
+// concurrency is how many pages the batch runs at once at the live
+// concurrency live.
+func (in RunPageBatchInput) concurrency(live int) int {
+	if in.Share <= 0 || in.ShareOf <= 0 {
+		return live
+	}
+	return min(in.Share, live*in.Share/in.ShareOf)
 }
 
 // BatchResult is how a page batch ended. It is small: counts only.
@@ -58,6 +74,7 @@ type BatchResult struct {
 // Why a batch stops starting pages before its last one.
 const (
 	batchPaused    = "paused (concurrency 0)"
+	batchLowered   = "its share of the lowered concurrency is 0"
 	batchBudget    = "batch budget spent (crawl.batch_time)"
 	batchByteLimit = "byte limit reached"
 	batchDuration  = "duration limit reached"
@@ -258,6 +275,7 @@ func (b *pageBatch) slot(ctx context.Context) (settings model.Settings, why stri
 		if live.Concurrency >= 0 {
 			settings.Concurrency = live.Concurrency
 		}
+		share := b.in.concurrency(settings.Concurrency)
 		if live.DelayMinMS >= 0 && live.DelayMaxMS >= live.DelayMinMS {
 			settings.DelayMinMS, settings.DelayMaxMS = live.DelayMinMS, live.DelayMaxMS
 		}
@@ -265,6 +283,8 @@ func (b *pageBatch) slot(ctx context.Context) (settings model.Settings, why stri
 		switch {
 		case settings.Concurrency == 0:
 			return settings, batchPaused, true
+		case share == 0:
+			return settings, batchLowered, true
 		case now.Sub(b.start) >= b.in.Budget:
 			return settings, batchBudget, true
 		case !b.in.StopAt.IsZero() && !now.Before(b.in.StopAt):
@@ -273,7 +293,7 @@ func (b *pageBatch) slot(ctx context.Context) (settings model.Settings, why stri
 			return settings, batchByteLimit, true
 		}
 		b.mu.Lock()
-		free, failed := b.inflight < settings.Concurrency, b.err != nil
+		free, failed := b.inflight < share, b.err != nil
 		b.mu.Unlock()
 		if failed {
 			return settings, "", false

@@ -179,6 +179,30 @@ func TestPageBatchKeepsToTheLiveConcurrency(t *testing.T) {
 	assert.Equal(t, int64(12), res.Counts.Done)
 }
 
+// TestPageBatchKeepsToItsShare: a batch holding 4 of a concurrency of 8
+// (crawl.batch_concurrency) runs 4 pages at once at most; the live
+// concurrency lowered to 4 halves its share, to 1 leaves it none: it
+// stops and releases its pages for a batch the lower concurrency allows.
+func TestPageBatchKeepsToItsShare(t *testing.T) {
+	store, runner := newBatchStore(8), &batchRunner{}
+	in := RunPageBatchInput{Pages: batchPages(12), Settings: model.Settings{Concurrency: 8}, Share: 4, ShareOf: 8}
+	res, err := runBatch(t, store, runner, in)
+	require.NoError(t, err)
+	assert.Equal(t, 12, res.Ran)
+	assert.Equal(t, 4, runner.most, "its share, reached and never passed")
+
+	store, runner = newBatchStore(4), &batchRunner{}
+	_, err = runBatch(t, store, runner, in)
+	require.NoError(t, err)
+	assert.Equal(t, 2, runner.most, "half the concurrency, half the share")
+
+	store, runner = newBatchStore(1), &batchRunner{}
+	res, err = runBatch(t, store, runner, in)
+	require.NoError(t, err)
+	assert.Equal(t, batchLowered, res.Stopped)
+	assert.Equal(t, 12, res.Released)
+}
+
 // TestPageBatchStopsWhenPaused: concurrency 0 in Redis stops a running
 // batch: the pages in flight end and are recorded, the others are
 // released, none is both.

@@ -382,6 +382,11 @@ type Crawl struct {
 	// BatchTime is how long a page batch starts pages; then its pages
 	// not started are released and the next batch is claimed.
 	BatchTime time.Duration `mapstructure:"batch_time"`
+	// BatchConcurrency is how many of a crawl's pages one batch runs at
+	// once at most: a crawl whose concurrency is higher runs several
+	// batches at once, each with its share of the concurrency, on any of
+	// the pool's workers. 0 runs one batch at a time with all of it.
+	BatchConcurrency int `mapstructure:"batch_concurrency"`
 	// WARCMaxBytes rotates a host's job WARC file past this size.
 	WARCMaxBytes int64 `mapstructure:"warc_max_bytes"`
 	// AttrInterval is how often at most the pages done/queued search
@@ -669,6 +674,7 @@ func Default() Config {
 			HistoryEvents:     8000,
 			BatchPages:        200,
 			BatchTime:         20 * time.Second,
+			BatchConcurrency:  4,
 			WARCMaxBytes:      1 << 30,
 			AttrInterval:      5 * time.Second,
 			LiveInterval:      2 * time.Second,

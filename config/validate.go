@@ -147,6 +147,7 @@ func (c *Config) Validate() error {
 	v.positiveDur("crawl.page_timeout", c.Crawl.PageTimeout)
 	v.check(c.Crawl.HistoryEvents >= 500 && c.Crawl.HistoryEvents <= 40000, "crawl.history_events", c.Crawl.HistoryEvents, "must be 500..40000 (Temporal's limit is 51,200 events per run)")
 	v.check(c.Crawl.BatchPages >= 0 && c.Crawl.BatchPages <= model.MaxConcurrency, "crawl.batch_pages", c.Crawl.BatchPages, fmt.Sprintf("must be 0..%d (0 = every page its own activity)", model.MaxConcurrency))
+	v.check(c.Crawl.BatchConcurrency >= 0 && c.Crawl.BatchConcurrency <= model.MaxConcurrency, "crawl.batch_concurrency", c.Crawl.BatchConcurrency, fmt.Sprintf("must be 0..%d (0 = one batch at a time)", model.MaxConcurrency))
 	v.check(c.Crawl.BatchPages == 0 || c.Crawl.BatchTime > 0, "crawl.batch_time", c.Crawl.BatchTime, "must be > 0 when crawl.batch_pages is set")
 	v.check(c.Crawl.WARCMaxBytes >= 1<<20, "crawl.warc_max_bytes", c.Crawl.WARCMaxBytes, "must be >= 1 MiB")
 	v.positiveDur("crawl.attr_interval", c.Crawl.AttrInterval)

@@ -108,7 +108,10 @@ type crawl struct {
 	completed int64   // page activities ended in this run
 	claims    int     // claim requests of this run (token sequence)
 	launched  int64   // page activities launched in this run
-	counts    activities.PageCounts
+	// shares is the concurrency the batches in flight hold between them
+	// (BatchConcurrency: each batch's share).
+	shares int
+	counts activities.PageCounts
 	// continueAsNew: the history is long enough; the run drains and hands on.
 	continueAsNew bool
 	// limits: the crawl's page, byte and duration limits (limits.go).

@@ -11,7 +11,10 @@ import (
 )
 
 // Page batches (issue 26): with CrawlTiming.BatchPages set, the crawl runs
-// one RunPageBatch activity at a time instead of one RunPage per page. The
+// RunPageBatch activities instead of one RunPage per page: one at a time
+// holding the whole concurrency, or with BatchConcurrency several at once,
+// each holding a share of it (at most BatchConcurrency), so a crawl's
+// pages spread over the pool's workers. The
 // workflow claims the batch's pages (ClaimPages, as for single pages: the
 // rules, the page and byte limits applied there) and the activity runs
 // them at the job's live concurrency, recording each page in the frontier
@@ -23,18 +26,35 @@ import (
 func (c *crawl) batched() bool { return c.in.Timing.BatchPages > 0 }
 
 // busy reports that no claim may be made now: the job is paused, or its
-// concurrency is taken (single pages) or a batch runs (batches: one at a
-// time; the batch itself runs up to the concurrency's pages at once).
+// concurrency is taken: by pages in flight (single pages), by the batch
+// in flight (one at a time), or by the shares of the batches in flight.
 func (c *crawl) busy(limit int) bool {
-	if c.batched() {
+	switch {
+	case !c.batched():
+		return len(c.inflight) >= limit
+	case c.in.Timing.BatchConcurrency == 0:
 		return limit == 0 || len(c.inflight) > 0
 	}
-	return len(c.inflight) >= limit
+	return limit == 0 || c.shares >= limit
+}
+
+// share is the concurrency the next batch holds (0: the whole live
+// concurrency, one batch at a time).
+func (c *crawl) share(limit int) int {
+	if c.in.Timing.BatchConcurrency == 0 {
+		return 0
+	}
+	return min(c.in.Timing.BatchConcurrency, limit-c.shares)
 }
 
 // claimSize is how many pages the next claim asks for.
 func (c *crawl) claimSize(limit int) int {
 	if c.batched() {
+		if s := c.share(limit); s > 0 {
+			// Batches at once split the pages as they split the
+			// concurrency, so one does not take every ready page.
+			return min(model.MaxConcurrency, max(s, c.in.Timing.BatchPages*s/limit))
+		}
 		return min(model.MaxConcurrency, max(c.in.Timing.BatchPages, limit))
 	}
 	return limit - len(c.inflight)
@@ -50,6 +70,9 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 		c.inflight[p.ID] = p
 	}
 	c.launched += int64(len(ps))
+	limit := c.settings.current.Concurrency
+	share := c.share(limit)
+	c.shares += share
 	t := c.in.Timing
 	opts := workflow.ActivityOptions{
 		TaskQueue:  c.in.TaskQueue,
@@ -63,7 +86,7 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 		RetryPolicy:         pageRetry(t),
 	}
 	in := activities.RunPageBatchInput{Crawl: c.in.Crawl, Pages: ps, Settings: c.settings.current, RulesVersion: rulesVersion,
-		PageTimeout: t.PageTimeout, Budget: t.BatchTime}
+		PageTimeout: t.PageTimeout, Budget: t.BatchTime, Share: share, ShareOf: limit}
 	if d := c.settings.current.MaxDuration; d > 0 {
 		in.StopAt = c.durationStart().Add(d)
 	}
@@ -83,6 +106,7 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 		for _, p := range ps {
 			delete(c.inflight, p.ID)
 		}
+		c.shares -= share
 		c.completed += int64(len(ps))
 		if res.HostQueue != "" {
 			c.addHost(res.HostQueue)

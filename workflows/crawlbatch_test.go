@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +112,56 @@ func TestCrawlBatchFailureIsRecorded(t *testing.T) {
 	assert.Equal(t, int64(20), r.Done)
 	assert.Empty(t, r.Twice)
 	assert.Equal(t, 1, r.PageRuns[2], "page 2 ran in a later batch (its first batch failed before running it)")
+}
+
+// TestCrawlRunsBatchesAtOnceWithShares: with crawl.batch_concurrency 4 a
+// crawl of concurrency 8 runs two batches at once (on any workers), each
+// holding 4 of the 8, never more; every page ends once. A full batch (20
+// pages: 40 split as the concurrency) waits (2 s at most) for a second
+// one to be running, so a workflow that runs one batch at a time fails.
+func TestCrawlRunsBatchesAtOnceWithShares(t *testing.T) {
+	fake := crawltest.New(400, 6)
+	acts := fake.Activities()
+	in := batchInput(8, 40)
+	in.Timing.BatchConcurrency = 4
+	var mu sync.Mutex
+	running, most, shares := 0, 0, 0
+	two := make(chan struct{})
+	st, _ := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+		env.SetTestTimeout(time.Minute)
+		env.OnActivity("RunPageBatch", mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in activities.RunPageBatchInput) (activities.BatchResult, error) {
+				mu.Lock()
+				running++
+				shares += in.Share
+				most = max(most, running)
+				assert.Equal(t, 8, in.ShareOf)
+				assert.LessOrEqual(t, shares, 8, "the batches at once hold at most the concurrency")
+				if running == 2 {
+					select {
+					case <-two:
+					default:
+						close(two)
+					}
+				}
+				mu.Unlock()
+				if len(in.Pages) == 20 {
+					select {
+					case <-two:
+					case <-time.After(2 * time.Second):
+					}
+				}
+				res, err := acts.RunPageBatch(ctx, in)
+				mu.Lock()
+				running--
+				shares -= in.Share
+				mu.Unlock()
+				return res, err
+			})
+	})
+	assert.Equal(t, model.StateFinished, st.State)
+	r := fake.Report()
+	assert.Equal(t, int64(400), r.Done)
+	assert.Empty(t, r.Twice)
+	assert.Equal(t, 2, most, "two batches ran at once, never more")
 }

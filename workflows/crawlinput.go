@@ -41,6 +41,10 @@ type CrawlTiming struct {
 	// input from before batches) runs each page as its own RunPage.
 	BatchPages int           `json:"batch_pages,omitempty"`
 	BatchTime  time.Duration `json:"batch_time,omitempty"`
+	// BatchConcurrency > 0 runs several batches at once, each running at
+	// most that many pages at once (its share of the concurrency); 0
+	// (every input from before it) runs one batch at a time.
+	BatchConcurrency int `json:"batch_concurrency,omitempty"`
 	// MaxDuration bounds the whole crawl (0 = none); it ends failed.
 	MaxDuration time.Duration `json:"max_duration"`
 }
@@ -64,6 +68,8 @@ func (t CrawlTiming) Validate() error {
 		return fmt.Errorf("crawl timing attr_interval %s: must be > 0", t.AttrInterval)
 	case t.BatchPages < 0 || (t.BatchPages > 0 && t.BatchTime <= 0):
 		return fmt.Errorf("crawl timing batch_pages %d, batch_time %s: batch_pages must be >= 0 (0 = a page per activity), batch_time > 0 with batches", t.BatchPages, t.BatchTime)
+	case t.BatchConcurrency < 0:
+		return fmt.Errorf("crawl timing batch_concurrency %d: must be >= 0 (0 = one batch at a time)", t.BatchConcurrency)
 	case t.MaxDuration < 0:
 		return fmt.Errorf("crawl timing max_duration %s: must be >= 0 (0 = none)", t.MaxDuration)
 	}

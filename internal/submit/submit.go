@@ -128,6 +128,7 @@ func CrawlInput(cfg *config.Config, r Request) workflows.CrawlInput {
 			HistoryEvents:        cc.HistoryEvents,
 			BatchPages:           cc.BatchPages,
 			BatchTime:            cc.BatchTime,
+			BatchConcurrency:     cc.BatchConcurrency,
 			AttrInterval:         cc.AttrInterval,
 			MaxDuration:          cfg.Job.MaxDuration,
 			SealTimeout:          cfg.WACZ.SealTimeout,
