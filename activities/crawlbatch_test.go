@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -201,6 +202,15 @@ func TestPageBatchKeepsToItsShare(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, batchLowered, res.Stopped)
 	assert.Equal(t, 12, res.Released)
+
+	// A batch launched after the concurrency fell below the shares in
+	// flight holds 1 of an unreachable whole: it runs nothing.
+	store, runner = newBatchStore(8), &batchRunner{}
+	res, err = runBatch(t, store, runner, RunPageBatchInput{Pages: batchPages(3), Settings: model.Settings{Concurrency: 8}, Share: 1, ShareOf: math.MaxInt32})
+	require.NoError(t, err)
+	assert.Equal(t, batchLowered, res.Stopped)
+	assert.Equal(t, 3, res.Released)
+	assert.Zero(t, runner.most)
 }
 
 // TestPageBatchStopsWhenPaused: concurrency 0 in Redis stops a running

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"math"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -71,7 +72,13 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 	}
 	c.launched += int64(len(ps))
 	limit := c.settings.current.Concurrency
-	share := c.share(limit)
+	share, of := c.share(limit), limit
+	if c.in.Timing.BatchConcurrency > 0 && share <= 0 {
+		// The concurrency was lowered while the pages were claimed: the
+		// batch holds no share (a share of 1 in an unreachable whole runs
+		// no page), stops at once and releases its pages.
+		share, of = 1, math.MaxInt32
+	}
 	c.shares += share
 	t := c.in.Timing
 	opts := workflow.ActivityOptions{
@@ -86,7 +93,7 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 		RetryPolicy:         pageRetry(t),
 	}
 	in := activities.RunPageBatchInput{Crawl: c.in.Crawl, Pages: ps, Settings: c.settings.current, RulesVersion: rulesVersion,
-		PageTimeout: t.PageTimeout, Budget: t.BatchTime, Share: share, ShareOf: limit}
+		PageTimeout: t.PageTimeout, Budget: t.BatchTime, Share: share, ShareOf: of}
 	if d := c.settings.current.MaxDuration; d > 0 {
 		in.StopAt = c.durationStart().Add(d)
 	}
