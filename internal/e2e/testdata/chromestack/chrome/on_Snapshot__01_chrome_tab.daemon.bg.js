@@ -25,15 +25,24 @@ async function main() {
   s.writeAtomic(path.join(dir, 'target_id.txt'), id);
   s.event('tab', cdpUrl);
   console.log('chrome tab opened');
-  process.on('SIGTERM', async () => {
-    try {
-      await page.close();
-      await browser.disconnect();
-    } finally {
-      s.record('succeeded', { output_str: 'target_id.txt' });
-      process.exit(0);
+  // The tab lives until the seal's SIGTERM. The launcher is stopped at the
+  // same time and may take the browser down first: the connection then
+  // closes, and the tab ends the same way instead of leaving Node's event
+  // loop empty (an exit without a record).
+  let ended = false;
+  const end = async (close) => {
+    if (ended) return;
+    ended = true;
+    s.record('succeeded', { output_str: 'target_id.txt' });
+    if (close) {
+      const closing = page.close().then(() => browser.disconnect());
+      await Promise.race([closing.catch(() => {}), new Promise((r) => setTimeout(r, 2000))]);
     }
-  });
+    process.exit(0);
+  };
+  browser.on('disconnected', () => end(false));
+  process.on('SIGTERM', () => end(true));
+  setInterval(() => {}, 1 << 30);
 }
 
 s.main(main);
