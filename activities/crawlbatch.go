@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/archiveflow/archiveflow/internal/hostbudget"
+	"github.com/archiveflow/archiveflow/internal/hostname"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
@@ -237,7 +237,7 @@ func (b *pageBatch) next(waiting []PageSpec) int {
 // host is the page's target host as the host budget names it ("" when
 // it has none: never held back).
 func (b *pageBatch) host(p PageSpec) string {
-	h, err := hostbudget.Host(p.URL)
+	h, err := hostname.Of(p.URL)
 	if err != nil {
 		return ""
 	}

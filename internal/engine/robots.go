@@ -14,7 +14,7 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/egress"
-	"github.com/archiveflow/archiveflow/internal/hostbudget"
+	"github.com/archiveflow/archiveflow/internal/hostname"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/robots"
 	"github.com/archiveflow/archiveflow/internal/sitemap"
@@ -46,7 +46,7 @@ func (e *Engine) FetchRobots(ctx context.Context, in activities.RobotsFetch) (ro
 		// least delay in the fleet-wide budget (capped:
 		// crawl.per_host.max_crawl_delay).
 		if d := robots.Parse(rec, in.UserAgent).CrawlDelay(); d > 0 {
-			if host, herr := hostbudget.Host(rec.URL); herr == nil {
+			if host, herr := hostname.Of(rec.URL); herr == nil {
 				if serr := e.cfg.Hosts.SetCrawlDelay(ctx, host, d); serr != nil {
 					e.log.Warn("robots.txt Crawl-delay not applied to the host budget", logging.Ident(in.Ident), zap.String("host", host), zap.Error(serr))
 				}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/hostbudget"
+	"github.com/archiveflow/archiveflow/internal/hostname"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
 
@@ -107,7 +108,7 @@ func TestClaimLeavesBusyHostsReady(t *testing.T) {
 	require.NoError(t, err)
 	per := map[string]int{}
 	for _, p := range ps {
-		h, err := hostbudget.Host(p.URL)
+		h, err := hostname.Of(p.URL)
 		require.NoError(t, err)
 		per[h]++
 	}

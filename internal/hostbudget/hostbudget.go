@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -126,20 +125,6 @@ func New(rdb redis.UniversalClient, keys rkeys.Keys, cfg Config, log *zap.Logger
 		log = zap.NewNop()
 	}
 	return &Gate{rdb: rdb, keys: keys, cfg: cfg, log: log.Named("hostbudget")}, nil
-}
-
-// Host is the budget's name of a URL's host: its host name in lower
-// case, without port (LuaHostWait derives the same from a URL).
-func Host(rawURL string) (string, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "", err
-	}
-	h := strings.ToLower(u.Hostname())
-	if h == "" {
-		return "", fmt.Errorf("url %q has no host", rawURL)
-	}
-	return h, nil
 }
 
 // limits are host's configured limits (a live override is applied by the

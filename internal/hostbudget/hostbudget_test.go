@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/internal/hostname"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/testredis"
 )
@@ -333,7 +334,7 @@ if ARGV[1] == 'host' then return host_of(ARGV[2]) or false end
 return host_wait(ARGV[2], ARGV[3], now_ms(), tonumber(ARGV[4]), tonumber(ARGV[5]))
 `)
 	for _, u := range []string{"http://Example.COM/a", "https://user:pw@example.com:8443/?q", "http://[::1]:80/x", "http://127.0.0.2:9000"} {
-		want, err := Host(u)
+		want, err := hostname.Of(u)
 		require.NoError(t, err)
 		got, err := probe.Run(ctx, rdb, nil, "host", u).Text()
 		require.NoError(t, err, u)

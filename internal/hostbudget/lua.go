@@ -16,8 +16,8 @@ end
 // fetch (0: now), -1 when it is at its concurrency counting extra fetches
 // the caller already planned. prefix is rkeys.Keys.HostBudgetPrefix; conc
 // the default concurrency, used until a fetch recorded the host's own.
-// host_of(url) is Host's rule: the host name in lower case, no port, no
-// brackets.
+// host_of(url) is internal/hostname's rule (hostname.Of): the host name
+// in lower case, no port, no brackets.
 const LuaHostWait = `
 local function host_of(u)
   local a = string.match(u, '^[%a][%w+.-]*://([^/?#]*)')

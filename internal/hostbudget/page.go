@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveflow/archiveflow/internal/hostname"
 	"go.uber.org/zap"
 )
 
@@ -101,7 +102,7 @@ func (p *Page) Start(ctx context.Context, rawURL string, requisite bool) (*Fetch
 	if p == nil {
 		return nil, nil
 	}
-	host, err := Host(rawURL)
+	host, err := hostname.Of(rawURL)
 	if err != nil {
 		return nil, nil // not a fetch the budget can name; the fetcher fails it
 	}
