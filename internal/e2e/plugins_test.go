@@ -92,6 +92,21 @@ func TestBrokenPluginsAreSkippedAndReported(t *testing.T) {
 	}
 	assert.NoFileExists(t, filepath.Join(ran, "on_Crawl__70_needy_install.py"))
 
+	// Fleet health: a plugin that cannot run on this host is a warning of
+	// its host × plugin check naming the reason, never critical; the good
+	// plugin is ok.
+	health := runStarter(t, bin, s, "health")
+	require.Equal(t, 0, health.code, health.stderr)
+	hostRe := regexp.MustCompile(`(?m)^(\S+)\s+needy\s+warning\s`)
+	m := hostRe.FindStringSubmatch(health.stdout)
+	require.NotNil(t, m, "needy's check is a warning:\n%s", health.stdout)
+	assert.Regexp(t, `(?m)^\S+\s+cfg\s+warning\s`, health.stdout)
+	assert.Regexp(t, `(?m)^\S+\s+good\s+ok\s`, health.stdout)
+	assert.Empty(t, s.Redis.ZRange(t.Context(), "failed_checks", 0, -1).Val(), "no host × plugin check is critical")
+	detail := runStarter(t, bin, s, "health", m[1], "needy")
+	require.Equal(t, 0, detail.code, detail.stderr)
+	assert.Contains(t, detail.stdout, "needs binary archiveflow-e2e-no-such-binary")
+
 	// The worker's log names each.
 	for _, msg := range []string{"hook not run: its name breaks the grammar", "plugin disabled: its files are malformed", "plugin's hooks not run on this host: a dependency is missing"} {
 		assert.Positive(t, logs.FilterMessageSnippet(msg).Len(), msg)

@@ -23,6 +23,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/diskguard"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -148,7 +149,11 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 	if log == nil {
 		log = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
-	store := &jobstore.RedisStore{Redis: s.Store, PipelineID: pipe.ID()}
+	// Fleet health as a worker process wires it (pools.NewDeps): every final
+	// outcome updates its checks, under the pipeline's nickname.
+	health, err := fleethealth.FromConfig(s.Store, s.Config)
+	require.NoError(t, err)
+	store := &jobstore.RedisStore{Redis: s.Store, PipelineID: pipe.ID(), Host: pipe.Nickname(), Health: health}
 	be := &backend.Backend{Redis: s.Redis, Store: s.Store}
 	crawl, err := pools.NewCrawlStore(be, store, s.Config, nil)
 	require.NoError(t, err)
@@ -166,6 +171,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 		Lookup:    s.Lookup,
 		DiskFree:  s.DiskFree,
 		Hosts:     hosts,
+		Health:    health,
 	}
 	go func() { done <- pools.Run(ctx, deps, nil) }()
 	t.Cleanup(func() {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -62,6 +64,7 @@ func TestDiscoverSkipsWhatCannotRunOnThisHost(t *testing.T) {
 			continue
 		}
 		assert.Equal(t, activities.LaunchSkip, h.Launch(), key)
+		assert.True(t, strings.HasPrefix(h.SkipReason, fleethealth.CannotRunPrefix), "fleet health reads it as a warning: %s", h.SkipReason)
 		for _, w := range want {
 			assert.Contains(t, h.SkipReason, w, key)
 		}
@@ -135,5 +138,5 @@ func TestRunPageWithEveryHookSkippedSaysWhy(t *testing.T) {
 	out, err := e.RunPage(context.Background(), activities.PageRun{Crawl: testCrawl("needy"), Page: activities.PageSpec{ID: 4, URL: "http://site.test/q", Attempt: 1}})
 	require.NoError(t, err)
 	assert.Equal(t, activities.PageFailed, out.Status)
-	assert.Contains(t, out.Note, "on_Snapshot__50_needy.sh: skipped: plugin needy needs binary archiveflow-test-no-such-binary")
+	assert.Contains(t, out.Note, "on_Snapshot__50_needy.sh: skipped: "+fleethealth.CannotRunPrefix+"plugin needy needs binary archiveflow-test-no-such-binary")
 }

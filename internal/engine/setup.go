@@ -15,6 +15,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/builtin"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -175,6 +176,11 @@ func (e *Engine) plan(found hooks.Plan, overrides map[string]string, snapDir str
 			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true, SkipReason: h.Skip}
 		if spec.SkipReason == "" {
 			spec.SkipReason = unmet[h.Plugin]
+		}
+		if spec.SkipReason != "" {
+			// Fleet health reads a hook that cannot run here as a warning
+			// of its host × plugin check, not as a skip by configuration.
+			spec.SkipReason = fleethealth.CannotRunPrefix + spec.SkipReason
 		}
 		if msg, bad := configErr[h.Plugin]; bad {
 			spec.ConfigError = msg

@@ -46,13 +46,22 @@ const HostWide = "*"
 // as it is.
 const MaintenancePrefix = "in maintenance: "
 
+// CannotRunPrefix starts the output of a hook skipped because it cannot run
+// on the host that planned it: a required binary or plugin is missing, or
+// its plugin's files are malformed (engine's plan sets it). Such an outcome
+// is a soft failure of the host × plugin check, a warning naming the
+// reason: the host lacks something an operator installs, but nothing broke
+// at run time, so it is not critical and notifies no one. A hook disabled
+// by configuration, or one that skips itself, stays ok.
+const CannotRunPrefix = "cannot run on this host: "
+
 // Class is what one final outcome says about a host × plugin check.
 type Class byte
 
 // Outcome classes.
 const (
 	ClassOK      Class = 'o' // succeeded, noresults, skipped by its config
-	ClassSoft    Class = 'w' // the hook reported its own failure (exit 0)
+	ClassSoft    Class = 'w' // the hook reported its own failure (exit 0), or cannot run on this host
 	ClassHard    Class = 'c' // failed hard: exit != 0, a limit, could not start
 	ClassNeutral Class = 'n' // skipped by a maintenance: says nothing
 )
@@ -63,8 +72,11 @@ func Classify(r model.ArchiveResult) Class {
 	case model.StatusSucceeded, model.StatusNoResults:
 		return ClassOK
 	case model.StatusSkipped:
-		if strings.HasPrefix(r.OutputStr, MaintenancePrefix) {
+		switch {
+		case strings.HasPrefix(r.OutputStr, MaintenancePrefix):
 			return ClassNeutral
+		case strings.HasPrefix(r.OutputStr, CannotRunPrefix):
+			return ClassSoft
 		}
 		return ClassOK
 	}

@@ -177,6 +177,8 @@ func TestClassify(t *testing.T) {
 		{model.ArchiveResult{Status: model.StatusNoResults}, ClassOK},
 		{model.ArchiveResult{Status: model.StatusSkipped, OutputStr: "no video on the page"}, ClassOK},
 		{model.ArchiveResult{Status: model.StatusSkipped, OutputStr: MaintenancePrefix + "unscheduled maintenance of h:p"}, ClassNeutral},
+		{model.ArchiveResult{Status: model.StatusSkipped, OutputStr: CannotRunPrefix + "plugin wget needs binary wget (config.json): not found on the hooks' PATH"}, ClassSoft},
+		{model.ArchiveResult{Status: model.StatusSkipped, OutputStr: "disabled by configuration"}, ClassOK},
 		{model.ArchiveResult{Status: model.StatusFailed, Error: "the page has no PDF"}, ClassSoft},
 		{model.ArchiveResult{Status: model.StatusFailed, ExitCode: 127}, ClassHard},
 		{model.ArchiveResult{Status: model.StatusFailed, Limit: "memory"}, ClassHard},
