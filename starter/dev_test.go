@@ -64,6 +64,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"gate opened"}'
 
 const fetchHook = `#!/bin/sh
 case "$*" in *doomed-*) echo '{"type":"ArchiveResult","status":"failed","error":"told to fail"}'; exit 0;; esac
+case "$*" in *titled-*) echo '{"type":"Snapshot","title":"Tïtled by a hook"}';; esac
 echo "fetch hook says hello" >&2
 printf 'page' > page.txt
 echo '{"type":"Response","url":"http://example.invalid/","status":200,"bytes":4}'
@@ -429,6 +430,29 @@ func TestWebUIListsTheJobWithSearchAttributes(t *testing.T) {
 		assert.Contains(t, text, "Activity Type RunHook Summary "+hook, "the Web UI shows %s as its own activity", hook)
 	}
 	assert.NotContains(t, text, "RunSteps")
+}
+
+// A hook's Snapshot record sets the job's title: status shows it, and so
+// does the run's page in the Web UI (its memo, once the run has ended),
+// non-ASCII intact, read in headless Chromium.
+func TestWebUIShowsTheTitleAHookSet(t *testing.T) {
+	browser := chromium(t)
+	e := startSharedStack(t)
+	url := jobURL("titled")
+	id := identOf(t, url)
+	e.open(t, id)
+	require.Equal(t, exitOK, e.run(t, "submit", url, "--wait").code)
+	const title = "Tïtled by a hook"
+	assert.Equal(t, title, e.status(t, id).Title)
+
+	j := e.status(t, id)
+	require.NotEmpty(t, j.RunID)
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	page := webui.MetadataURL(e.cfg.Temporal.UIURL, "default", id, j.RunID)
+	dom, err := webui.WaitListed(ctx, browser, page, "Tïtled", time.Second)
+	require.NoError(t, err, "the Web UI shows the run's details")
+	assert.Contains(t, webui.Text(dom), `"title" : "`+title+`"`, "the run's memo")
 }
 
 // A job that failed is a Failed workflow: the Web UI's list query for

@@ -623,6 +623,7 @@ func (s *snapshot) finish() {
 	s.job.state = state
 	s.showNow()
 	workflow.SetCurrentDetails(s.dctx, s.details())
+	s.memoTitle()
 	c := s.claim.counters
 	s.hash.finish(activities.FinishInput{Ident: s.in.Job.Ident, State: state, Error: reason, Counters: c, Key: s.runID + "/finish"})
 	s.log().Info("snapshot done", "state", string(state), "reason", reason,
@@ -703,6 +704,22 @@ func (s *snapshot) showLater() {
 			s.upsertSearchAttributes()
 		}
 	})
+}
+
+// titleMemoChange versions putting the title a hook set in the run's memo.
+const titleMemoChange = "title-memo"
+
+// memoTitle puts the title the snapshot's hooks set in the run's memo
+// (key "title"), which the Web UI shows on the run's page after the run
+// ends, when the current details line is no longer queried.
+func (s *snapshot) memoTitle() {
+	t := s.title()
+	if t == "" || workflow.GetVersion(s.dctx, titleMemoChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	if err := workflow.UpsertMemo(s.dctx, map[string]interface{}{"title": t}); err != nil {
+		s.log().Warn("upsert memo", "error", err)
+	}
 }
 
 // showNow shows the final state (and the step of the end) at once.

@@ -39,6 +39,14 @@ func HistoryURL(base, namespace, workflowID, runID string) string {
 		neturl.PathEscape(runID) + "/history?per-page=500"
 }
 
+// MetadataURL is the UI page of one workflow run's User Metadata: its
+// summary and its current details (archiveflow's details line: URL, state,
+// step, title).
+func MetadataURL(base, namespace, workflowID, runID string) string {
+	return base + "/namespaces/" + neturl.PathEscape(namespace) + "/workflows/" + neturl.PathEscape(workflowID) + "/" +
+		neturl.PathEscape(runID) + "/metadata"
+}
+
 var (
 	styleOrScript = regexp.MustCompile(`(?s)<(style|script)[^>]*>.*?</(style|script)>`)
 	tag           = regexp.MustCompile(`<[^>]+>`)
