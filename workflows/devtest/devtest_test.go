@@ -22,6 +22,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -526,4 +527,25 @@ func TestRerunOnDevServer(t *testing.T) {
 	assert.Equal(t, []string{"start on_Snapshot__10_ok.sh", "end on_Snapshot__10_ok.sh",
 		"start on_Snapshot__20_flaky.sh", "end on_Snapshot__20_flaky.sh",
 		"start on_Snapshot__20_flaky.sh", "end on_Snapshot__20_flaky.sh"}, e.lines(), "only the failed hook ran again")
+}
+
+// A title a hook set is in the finished run's memo (key "title"), which
+// the Web UI shows after the run ends.
+func TestTitleMemoOnDevServer(t *testing.T) {
+	e := start(t)
+	e.hook("title", "on_Snapshot__10_title.sh", `echo '{"type":"Snapshot","title":"Tïtle from a hook"}'; echo '{"type":"ArchiveResult","status":"succeeded"}'`)
+
+	var run client.WorkflowRun
+	st := e.execute(e.input("devtesttitle", 1), func(r client.WorkflowRun) { run = r })
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	desc, err := e.c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	require.NoError(t, err)
+	field := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()["title"]
+	require.NotNil(t, field, "the memo has the title")
+	var title string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(field, &title))
+	assert.Equal(t, "Tïtle from a hook", title)
 }
