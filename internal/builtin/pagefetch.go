@@ -528,11 +528,16 @@ func (rf RecordedFetcher) Get(ctx context.Context, u string, limit int64) (Fetch
 	// The address the fetch reached, for WARC-IP-Address: the origin's,
 	// whether this process dials it (the worker's policy) or the attempt's
 	// fetch proxy does and names it (a tunnel); and the connection, for
-	// the bytes it carried (egress.Recorded).
+	// the bytes it carried in this exchange (egress.StartExchange: a
+	// connection to the host may be reused, egress.Recorded).
 	var origin netip.AddrPort
 	var conn net.Conn
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(ci httptrace.GotConnInfo) { conn = ci.Conn; origin, _ = egress.OriginAddr(ci.Conn) },
+		GotConn: func(ci httptrace.GotConnInfo) {
+			egress.StartExchange(ci.Conn)
+			conn = ci.Conn
+			origin, _ = egress.OriginAddr(ci.Conn)
+		},
 	}))
 	started := time.Now()
 	resp, err := rf.Client.Do(req)
