@@ -48,6 +48,8 @@ type Hook struct {
 	Policy  *netpolicy.Policy
 	Dir     string // the hook's working directory: SNAP_DIR/PLUGIN
 	SnapDir string // SNAP_DIR, or the parent of Dir when SNAP_DIR is unset
+	// inWorker: the hook runs inside the worker (RunIn with a dir).
+	inWorker bool
 }
 
 type hookFunc func(ctx context.Context, h *Hook) (hookio.Result, error)
@@ -161,7 +163,8 @@ func RunIn(ctx context.Context, dir string, args []string, env hookio.LookupEnv,
 		}
 		dir = wd
 	}
-	h := &Hook{Inv: inv, Out: out, Log: log.With(zap.String("url", inv.URL)), Stderr: stderr, Dir: dir, SnapDir: inv.SnapDir}
+	h := &Hook{Inv: inv, Out: out, Log: log.With(zap.String("url", inv.URL)), Stderr: stderr, Dir: dir, SnapDir: inv.SnapDir,
+		inWorker: dir != ""}
 	if p, ok := egress.PolicyFrom(ctx); ok {
 		h.Policy = p
 	}
@@ -206,7 +209,13 @@ func runHook(ctx context.Context, h *Hook, fn hookFunc) int {
 		}
 		return ExitTransient
 	}
-	h.Log.Info("done", zap.String("status", string(res.Status)), zap.String("output", res.OutputStr))
+	done := h.Log.Info
+	if h.inWorker {
+		// Its ArchiveResult record says the same; a hook that logs
+		// nothing else leaves no stderr log (procs.RunFunc).
+		done = h.Log.Debug
+	}
+	done("done", zap.String("status", string(res.Status)), zap.String("output", res.OutputStr))
 	return emit(h.Out, h.Log, res, ExitOK)
 }
 

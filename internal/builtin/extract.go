@@ -35,6 +35,9 @@ func (h *Hook) parsePage(ctx context.Context, sources ...string) (*page, *htmldo
 	if err != nil {
 		return nil, nil, err
 	}
+	if fetched, doc := crawlPageOf(ctx, h).parsed(); fetched == p {
+		return p, doc, nil // parsed once, by pagefetch
+	}
 	doc, err := htmldoc.Parse(p.Body, p.ContentType, p.URL)
 	if err != nil {
 		return nil, nil, err

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -132,6 +133,57 @@ func ForgetCrawl(crawlDir string) {
 	delete(requisiteCache.crawls, crawlDir)
 }
 
+type crawlPageKey struct{}
+
+// crawlPage is what a crawl page's built-ins run inside the worker share
+// in memory (WithCrawlPage).
+type crawlPage struct {
+	keep func(path string, data []byte)
+	mu   sync.Mutex
+	page *page // pagefetch's page, parsed as doc: the parsing hooks' pagefetch source
+	doc  *htmldoc.Doc
+}
+
+// WithCrawlPage marks ctx as one crawl page's run inside the worker
+// (RunIn): pagefetch hands its page WARC to keep (the path it would have
+// written, and the file's bytes) when it returns, instead of creating the
+// file, and the page it parsed for its requisites is the one the parsing
+// hooks after it (title, outlinks, htmltotext) read as their pagefetch
+// source, without reading its files back or parsing it again. The files
+// pagefetch leaves for them (pagefetch.json, page.body) are written all
+// the same. keep may be called from another goroutine, and late (a hook
+// abandoned after its timeout).
+func WithCrawlPage(ctx context.Context, keep func(path string, data []byte)) context.Context {
+	return context.WithValue(ctx, crawlPageKey{}, &crawlPage{keep: keep})
+}
+
+// crawlPageOf is the crawl page h runs for inside the worker, or nil.
+func crawlPageOf(ctx context.Context, h *Hook) *crawlPage {
+	if cp, ok := ctx.Value(crawlPageKey{}).(*crawlPage); ok && h.inWorker {
+		return cp
+	}
+	return nil
+}
+
+func (cp *crawlPage) setPage(p *page, doc *htmldoc.Doc) {
+	if cp == nil {
+		return
+	}
+	cp.mu.Lock()
+	cp.page, cp.doc = p, doc
+	cp.mu.Unlock()
+}
+
+// parsed is pagefetch's page and its parse (nil, nil: none).
+func (cp *crawlPage) parsed() (*page, *htmldoc.Doc) {
+	if cp == nil {
+		return nil, nil
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.page, cp.doc
+}
+
 // pageFetcher fetches one page into a WARC.
 type pageFetcher struct {
 	h      *Hook
@@ -149,11 +201,20 @@ type pageFetcher struct {
 // answered 2xx → succeeded; 4xx → failed (a final answer); 5xx, a network
 // error or a redirect loop → transient (the runner retries it).
 func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
-	f, err := os.Create(filepath.Join(h.Dir, PageFetchWARC))
-	if err != nil {
-		return hookio.Result{}, fmt.Errorf("pagefetch: create warc: %w", err)
+	var out io.Writer
+	path := filepath.Join(h.Dir, PageFetchWARC)
+	if cp := crawlPageOf(ctx, h); cp != nil {
+		buf := &bytes.Buffer{}
+		out = buf
+		defer func() { cp.keep(path, buf.Bytes()) }()
+	} else {
+		f, err := os.Create(path)
+		if err != nil {
+			return hookio.Result{}, fmt.Errorf("pagefetch: create warc: %w", err)
+		}
+		defer f.Close()
+		out = f
 	}
-	defer f.Close()
 	// Each fetch on a connection of its own whose bytes are kept: its
 	// WARC records are what went over the wire.
 	transport, err := h.recordingTransport()
@@ -167,7 +228,7 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 	pf := &pageFetcher{
 		h:        h,
 		maxBytes: int64(min(maxBytes, maxPageBytes)),
-		w:        warc.NewWriter(f),
+		w:        warc.NewWriter(out),
 		crawl:    h.Inv.String("CRAWL_DIR", ""),
 		client: &http.Client{Transport: transport, Timeout: h.Inv.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
@@ -236,6 +297,8 @@ func (pf *pageFetcher) final(ctx context.Context, u string, resp *http.Response,
 	switch mt := mediaType(s.ContentType); {
 	case strings.Contains(mt, "html"):
 		if doc, err := htmldoc.Parse(body, s.ContentType, u); err == nil {
+			crawlPageOf(ctx, pf.h).setPage(&page{Source: sourcePageFetch, Path: "pagefetch/" + pageFetchBodyFile, URL: u,
+				ContentType: s.ContentType, Body: body}, doc)
 			var found []requisite
 			for _, r := range doc.Requisites() {
 				found = append(found, requisite{url: r.URL, sheet: r.Stylesheet})
@@ -465,11 +528,16 @@ func (rf RecordedFetcher) Get(ctx context.Context, u string, limit int64) (Fetch
 	// The address the fetch reached, for WARC-IP-Address: the origin's,
 	// whether this process dials it (the worker's policy) or the attempt's
 	// fetch proxy does and names it (a tunnel); and the connection, for
-	// the bytes it carried (egress.Recorded).
+	// the bytes it carried in this exchange (egress.StartExchange: a
+	// connection to the host may be reused, egress.Recorded).
 	var origin netip.AddrPort
 	var conn net.Conn
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(ci httptrace.GotConnInfo) { conn = ci.Conn; origin, _ = egress.OriginAddr(ci.Conn) },
+		GotConn: func(ci httptrace.GotConnInfo) {
+			egress.StartExchange(ci.Conn)
+			conn = ci.Conn
+			origin, _ = egress.OriginAddr(ci.Conn)
+		},
 	}))
 	started := time.Now()
 	resp, err := rf.Client.Do(req)

@@ -265,3 +265,54 @@ func TestPageFetchImportChainIsBounded(t *testing.T) {
 	}
 	assert.Equal(t, want, hits)
 }
+
+// TestCrawlPageInTheWorkerSharesItsPageInMemory: a crawl page's built-ins
+// run inside the worker (RunIn, WithCrawlPage) keep pagefetch's WARC in
+// memory (handed over, no page.warc.gz) and read the page pagefetch
+// parsed, not its files: title and outlinks find it after page.body is
+// gone. Outside a crawl page they read the files (and find none).
+func TestCrawlPageInTheWorkerSharesItsPageInMemory(t *testing.T) {
+	site := newCountingSite(t, map[string]file{
+		"/p":     {ctype: "text/html", body: `<title>Shared</title><link rel=stylesheet href="/s.css"><a href="/next">n</a>`},
+		"/s.css": {ctype: "text/css", body: "a{}"},
+	})
+	snap := t.TempDir()
+	kept := map[string][]byte{}
+	ctx := WithCrawlPage(egress.WithPolicy(context.Background(), nil), func(path string, data []byte) { kept[path] = data })
+	run := func(ctx context.Context, hook string) (int, string) {
+		dir := snap + "/" + hook
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		var out, errb bytes.Buffer
+		code := RunIn(ctx, dir, []string{hook, "--url=" + site.URL + "/p"},
+			env(map[string]string{strings.ToUpper(hook) + "_ENABLED": "True", egress.EnvDeny: "[]", "SNAP_DIR": snap}), &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	code, out := run(ctx, "pagefetch")
+	require.Equal(t, ExitOK, code, out)
+	assert.NoFileExists(t, snap+"/pagefetch/"+PageFetchWARC, "the WARC stays in memory")
+	data := kept[snap+"/pagefetch/"+PageFetchWARC]
+	var uris []string
+	require.NoError(t, warc.Read(bytes.NewReader(data), func(h warc.Header, _ io.Reader) error {
+		if h.Type == "response" {
+			uris = append(uris, h.TargetURI)
+		}
+		return nil
+	}))
+	assert.Equal(t, []string{site.URL + "/p", site.URL + "/s.css"}, uris)
+	assert.FileExists(t, snap+"/pagefetch/"+pageFetchBodyFile, "its files are written for hooks run as processes")
+
+	require.NoError(t, os.Remove(snap+"/pagefetch/"+pageFetchBodyFile))
+	code, out = run(ctx, "title")
+	require.Equal(t, ExitOK, code, out)
+	assert.Contains(t, out, `"output_str":"Shared"`)
+	code, out = run(ctx, "outlinks")
+	require.Equal(t, ExitOK, code, out)
+	assert.Contains(t, out, `"url":"`+site.URL+`/next"`)
+	assert.NotContains(t, out, "INFO", "a built-in in the worker does not log its result a second time")
+
+	assert.Equal(t, map[string]int{"/p": 1, "/s.css": 1}, site.requested(), "the page was fetched once")
+
+	code, out = run(egress.WithPolicy(context.Background(), nil), "title")
+	require.Equal(t, ExitOK, code, out)
+	assert.Contains(t, out, `"source":"fetch"`, "without the crawl page, title looks for page.body, then fetches the page")
+}

@@ -67,6 +67,9 @@ func (h *Hook) pageFrom(ctx context.Context, src string) (*page, error) {
 	case sourceDOM:
 		return h.readPage(src, "dom/output.html", h.finalURL(), "text/html; charset=utf-8")
 	case sourcePageFetch:
+		if p, _ := crawlPageOf(ctx, h).parsed(); p != nil {
+			return p, nil
+		}
 		return h.pageFetchSource()
 	case sourceHeaders:
 		meta, err := readHeadersJSON(h.SnapDir)
@@ -167,18 +170,18 @@ func writeFileAtomic(path string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(0o644)
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err != nil {
+		_ = os.Remove(tmp.Name()) // only then: the parsing hooks write a file a page
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

@@ -16,9 +16,15 @@ import (
 // keeps the bytes written to it and read from it (Recorded), for a
 // fetcher that archives HTTP from the wire rather than from net/http's
 // parsed and re-serialised messages:
-//   - one request per connection (DisableKeepAlives: each request says
-//     Connection: close, and no connection is reused), so a connection's
-//     bytes are one exchange;
+//   - connections are reused (keep-alive, per host as t pools them: a
+//     crawl's pages on one host share a few connections rather than
+//     opening one per fetch); a fetcher calls StartExchange with the
+//     connection httptrace's GotConn names, before its request is
+//     written, so what Recorded returns is that one exchange. A reused
+//     connection reaches the address its dial checked against the fetch
+//     policy (t's dialer, or the proxy at its CONNECT): reuse never skips
+//     a check a new address would get, and a redirect to another host
+//     dials anew;
 //   - above TLS for https (the handshake is done here, on t's connection,
 //     offering HTTP/1.1 only), so the bytes are the HTTP/1.1 messages
 //     themselves, never HTTP/2 frames or ciphertext;
@@ -27,7 +33,6 @@ import (
 func RecordingTransport(t *http.Transport) *http.Transport {
 	c := t.Clone()
 	dial := c.DialContext
-	c.DisableKeepAlives = true
 	c.ForceAttemptHTTP2 = false
 	c.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
@@ -85,13 +90,15 @@ type recordingConn struct {
 }
 
 func (c *recordingConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for len(c.pending) == 0 && c.err == nil {
+		c.mu.Unlock()
 		n, err := c.Conn.Read(p)
+		c.mu.Lock()
 		if n > 0 {
-			c.mu.Lock()
 			c.received.Write(p[:n])
 			c.lines.method = c.method
-			c.mu.Unlock()
 			c.pending = c.lines.feed(p[:n])
 		}
 		if err != nil {
@@ -105,6 +112,26 @@ func (c *recordingConn) Read(p []byte) (int, error) {
 		return n, c.err
 	}
 	return n, nil
+}
+
+// StartExchange begins a new exchange on a connection of a
+// RecordingTransport (as httptrace.GotConnInfo.Conn names it; any other
+// connection is left alone): what it sent and received before is
+// forgotten, and the next request's method read from what is sent. A
+// fetcher calls it from GotConn, before its request is written; on a
+// reused connection the previous answer has been read to its end by
+// then (net/http pools a connection only after that).
+func StartExchange(c net.Conn) {
+	rc, ok := c.(*recordingConn)
+	if !ok {
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.sent.Reset()
+	rc.received.Reset()
+	rc.method = ""
+	rc.lines = sizeLines{}
 }
 
 // Write keeps p before writing it, so the bytes an answer already came for

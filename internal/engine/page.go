@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
@@ -174,6 +176,12 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	if err := keepEarlierAttempt(dir, p.Attempt); err != nil {
 		log.Warn("the page's earlier attempt stays where it is (this attempt may overwrite its outputs)", zap.Error(err))
 	}
+	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrNotExist) {
+		// The crawl's first page here: its pages/ directory is missing
+		// (later pages create theirs with one call, their hooks' with one
+		// each: procs.RunFunc).
+		_ = os.MkdirAll(dir, 0o755)
+	}
 	results := newPageResults(p.Attempt)
 	notRun := "not run"
 	job := cr.Job
@@ -183,6 +191,11 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 		settings.UserAgent = p.UA
 	}
 	recs := &pageRecords{max: e.cfg.MaxResponses}
+	// An in-process pagefetch keeps its page WARC in memory (it joins the
+	// job's WARC below as its file would have) and its parsed page for the
+	// parsing hooks after it.
+	mem := &memWARCs{m: map[string][]byte{}}
+	ctx = builtin.WithCrawlPage(ctx, mem.keep)
 	// The page's fetches take their hosts' turns (in-process built-ins:
 	// hostbudget.PageFrom), and the budget may postpone or fail the page.
 	ctx, budget := hostbudget.WithPage(ctx, e.cfg.Hosts)
@@ -306,7 +319,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	if err != nil {
 		log.Warn("write the page's captures WARC", zap.Error(err))
 	}
-	if err := e.collectWARCs(cr.Job.Ident, dir, true); err != nil {
+	if err := e.collectWARCs(cr.Job.Ident, dir, true, mem.take()); err != nil {
 		log.Warn("append page WARC to the job's WARC", zap.Error(err))
 	}
 	return out, nil
@@ -382,7 +395,7 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 			return out, err
 		}
 	}
-	if err := e.collectWARCs(in.Crawl.Job.Ident, snapDir, false); err != nil {
+	if err := e.collectWARCs(in.Crawl.Job.Ident, snapDir, false, nil); err != nil {
 		return out, fmt.Errorf("append the start page's WARC: %w", err)
 	}
 	return out, nil
@@ -450,9 +463,11 @@ func readRecords(path string, fn func(jsonl.Record)) error {
 	return nil
 }
 
-// collectWARCs appends every *.warc.gz below dir to the crawl's WARC of
-// this worker (remove: and deletes them, they are in the job's WARC now).
-func (e *Engine) collectWARCs(ident, dir string, remove bool) error {
+// collectWARCs appends every *.warc.gz below dir, and the page WARCs
+// kept in memory (mem, by the path their file would have had), in path
+// order, to the crawl's WARC of this worker (remove: and deletes the
+// files, they are in the job's WARC now).
+func (e *Engine) collectWARCs(ident, dir string, remove bool, mem map[string][]byte) error {
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -466,17 +481,51 @@ func (e *Engine) collectWARCs(ident, dir string, remove bool) error {
 		}
 		return nil
 	})
-	if err != nil || len(files) == 0 {
+	if err != nil {
 		return err
 	}
+	onDisk := len(files)
+	for path, data := range mem {
+		if len(data) > 0 && !slices.Contains(files[:onDisk], path) {
+			files = append(files, path)
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
 	sort.Strings(files)
-	if err := e.warcs.appendFiles(e, ident, files); err != nil {
+	if err := e.warcs.appendWARCs(e, ident, files, mem); err != nil {
 		return err
 	}
 	if remove {
 		for _, f := range files {
-			_ = os.Remove(f)
+			if _, ok := mem[f]; !ok {
+				_ = os.Remove(f)
+			}
 		}
 	}
 	return nil
+}
+
+// memWARCs are the page WARCs a page's in-process hooks kept in memory
+// (builtin.WithCrawlPage), by path; one kept after take is dropped.
+type memWARCs struct {
+	mu    sync.Mutex
+	m     map[string][]byte
+	taken bool
+}
+
+func (w *memWARCs) keep(path string, data []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.taken {
+		w.m[path] = data
+	}
+}
+
+func (w *memWARCs) take() map[string][]byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.taken = true
+	return w.m
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -212,6 +213,26 @@ func TestRunPageBuiltinsInProcess(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, map[string]int{"/one": 1, "/two": 1, "/s.css": 1}, hits, "each page fetched once, the shared stylesheet once per crawl")
 	mu.Unlock()
+	// What a page leaves: each hook's directory with its stdout log and its
+	// outputs, the page's index. No stderr log (the built-ins had nothing
+	// to say) and no page WARC (it joined the job's WARC from memory).
+	var left []string
+	page := e.pageDir("crawl1", 2)
+	require.NoError(t, filepath.WalkDir(page, func(path string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		rel, _ := filepath.Rel(page, path)
+		if rf, ok := procs.ParseRunnerFile(path); ok {
+			rel = filepath.Join(filepath.Dir(rel), rf.Stem+".ID"+rf.Suffix)
+		}
+		if d.IsDir() {
+			rel += "/"
+		}
+		left = append(left, rel)
+		return nil
+	}))
+	assert.Equal(t, []string{"./", "index.json", "index.jsonl", "outlinks/", "outlinks/on_Snapshot__70_outlinks.ID.stdout.log", "outlinks/urls.jsonl",
+		"pagefetch/", "pagefetch/on_Snapshot__21_pagefetch.ID.stdout.log", "pagefetch/page.body", "pagefetch/pagefetch.json",
+		"title/", "title/on_Snapshot__53_title.ID.stdout.log", "title/title.txt"}, left)
 	out, err := e.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 4, URL: srv.URL + "/gone", Attempt: 1}})
 	require.NoError(t, err)
 	assert.Equal(t, activities.PageFailed, out.Status)

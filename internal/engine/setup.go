@@ -82,7 +82,8 @@ func (c *crawlHosts) idents() []string {
 // TeardownCrawl. Concurrent callers wait for the first one's setup. A
 // setup hook that fails is logged (its status stays in its runner files):
 // the crawl goes on and the hooks that need it fail on their own. A crawl
-// without setup hooks records nothing.
+// without setup hooks runs none; that too is discovered once per crawl
+// here.
 func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 	e.crawls.mu.Lock()
 	ch, ok := e.crawls.m[job.Ident]
@@ -101,6 +102,11 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 		return fmt.Errorf("discover crawl setup hooks in %v: %w", e.cfg.PluginDirs, err)
 	}
 	if len(found.Hooks) == 0 {
+		// Kept as a setup that is done, as the page plan is (pagePlan):
+		// the crawl's later pages here do not discover the plugins again.
+		ch = &crawlHost{ready: make(chan struct{}), dir: e.crawlDir(job.Ident), cancelBG: func() {}}
+		close(ch.ready)
+		e.crawls.m[job.Ident] = ch
 		e.crawls.mu.Unlock()
 		return nil
 	}

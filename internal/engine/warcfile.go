@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,6 +42,7 @@ type jobWARC struct {
 	base    string // IDENT-INSTANCE
 	seq     int
 	f       *os.File
+	buf     *bufio.Writer // in front of f, flushed before appendWARCs returns
 	size    int64
 	files   int           // page files appended to f
 	digests *warc.Digests // opened with the first file
@@ -68,25 +72,41 @@ func (w *warcFiles) get(e *Engine, ident string) *jobWARC {
 // before a file that would take it past the size limit (a file is never
 // split).
 func (w *warcFiles) appendFiles(e *Engine, ident string, files []string) error {
+	return w.appendWARCs(e, ident, files, nil)
+}
+
+// appendWARCs is appendFiles where a path in mem is read from memory (a
+// page WARC an in-process pagefetch kept: builtin.WithCrawlPage) rather
+// than from disk. What one call appends is written through a buffer and
+// reaches the file before it returns: a page's records are in the job's
+// WARC before its outcome is recorded, with one write per page rather
+// than one per record.
+func (w *warcFiles) appendWARCs(e *Engine, ident string, files []string, mem map[string][]byte) error {
 	j := w.get(e, ident)
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	defer j.flush()
 	for _, path := range files {
-		src, err := os.Open(path)
-		if err != nil {
-			return fmt.Errorf("open page warc %s: %w", path, err)
+		var src io.ReaderAt
+		var size int64
+		if data, ok := mem[path]; ok {
+			src, size = bytes.NewReader(data), int64(len(data))
+		} else {
+			f, err := os.Open(path)
+			if err != nil {
+				return fmt.Errorf("open page warc %s: %w", path, err)
+			}
+			defer f.Close()
+			info, err := f.Stat()
+			if err != nil {
+				return fmt.Errorf("stat page warc %s: %w", path, err)
+			}
+			src, size = f, info.Size()
 		}
-		info, err := src.Stat()
-		if err != nil {
-			src.Close()
-			return fmt.Errorf("stat page warc %s: %w", path, err)
-		}
-		if err := j.ensureRoom(info.Size(), e.cfg.WARCMaxBytes); err != nil {
-			src.Close()
+		if err := j.ensureRoom(size, e.cfg.WARCMaxBytes); err != nil {
 			return err
 		}
-		st, err := warc.Append(j.f, src, info.Size(), j.digests)
-		src.Close()
+		st, err := warc.Append(j.buf, src, size, j.digests)
 		j.size += st.Written
 		j.files++
 		if err != nil {
@@ -102,6 +122,17 @@ func (w *warcFiles) appendFiles(e *Engine, ident string, files []string) error {
 		if derr := j.digests.Err(); derr != nil {
 			e.log.Warn("payload digest index", zap.String("ident", ident), zap.Error(derr))
 		}
+	}
+	return j.flush()
+}
+
+// flush writes what the buffer holds to the open file.
+func (j *jobWARC) flush() error {
+	if j.buf == nil || j.buf.Buffered() == 0 {
+		return nil
+	}
+	if err := j.buf.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", j.f.Name(), err)
 	}
 	return nil
 }
@@ -159,6 +190,11 @@ func (j *jobWARC) ensureRoom(n, max int64) error {
 			return fmt.Errorf("write warcinfo to %s: %w", name, err)
 		}
 		j.f, j.size, j.files = f, w.Written(), 0
+		if j.buf == nil {
+			j.buf = bufio.NewWriterSize(f, 256<<10)
+		} else {
+			j.buf.Reset(f)
+		}
 		return nil
 	}
 }
@@ -188,7 +224,7 @@ func (j *jobWARC) closeFile() error {
 		return nil
 	}
 	name := j.f.Name()
-	err := errors.Join(j.f.Sync(), j.f.Close())
+	err := errors.Join(j.flush(), j.f.Sync(), j.f.Close())
 	j.f = nil
 	if err != nil {
 		return fmt.Errorf("close job warc: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"time"
@@ -22,7 +23,8 @@ type Func func(ctx context.Context, dir string, stdout, stderr io.Writer) int
 // RunFunc runs fn as one hook attempt inside this process, with Run's
 // contract for everything a process is not needed for: the spec's Dir is
 // created, stdout and stderr are kept byte for byte in the attempt's runner
-// files (STEM.ID.stdout.log, .stderr.log) and parsed with the same line
+// files (STEM.ID.stdout.log, .stderr.log; each created at its stream's
+// first byte, none for a stream fn wrote nothing to) and parsed with the same line
 // caps and callbacks, the timeout and cancellation reach fn through its
 // context, outputs are listed and the exit is mapped to a status by the
 // same rules (decide). Spec.Path and Args are recorded only. A fn that does
@@ -43,26 +45,18 @@ func RunFunc(ctx context.Context, spec Spec, fn Func) (Result, error) {
 	if err := context.Cause(ctx); err != nil {
 		return Result{}, fmt.Errorf("run hook %s: not started: %w", s.Stem, err)
 	}
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+	if err := ensureDir(s.Dir); err != nil {
 		return Result{}, fmt.Errorf("run hook %s: create dir: %w", s.Stem, err)
 	}
 	files := runnerFiles(s.Dir, s.Stem, s.AttemptID)
 	files.PID, files.Sh = "", ""
-	stdoutF, err := createOutput(files.Stdout)
-	if err != nil {
-		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
-	}
-	defer stdoutF.Close()
-	stderrF, err := createOutput(files.Stderr)
-	if err != nil {
-		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
-	}
-	defer stderrF.Close()
 
 	out := &stdoutSink{onRecord: s.OnRecord, onReady: s.OnReady, log: log, lineCap: s.LineCap, snapID: s.SnapshotID}
 	errs := &stderrSink{onLine: s.OnStderr}
-	stdout := &teeLines{file: stdoutF, sp: &jsonl.Splitter{Cap: s.LineCap, Emit: out.line}}
-	stderr := &teeLines{file: stderrF, sp: &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}}
+	stdout := &teeLines{path: files.Stdout, sp: &jsonl.Splitter{Cap: s.LineCap, Emit: out.line}}
+	stderr := &teeLines{path: files.Stderr, sp: &jsonl.Splitter{Cap: s.StderrLineCap, Emit: errs.line}}
+	defer stdout.closeFile()
+	defer stderr.closeFile()
 
 	res := Result{AttemptID: s.AttemptID, Files: files, StartedAt: time.Now(), ExitCode: -1}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -103,6 +97,9 @@ func RunFunc(ctx context.Context, spec Spec, fn Func) (Result, error) {
 	res.EndedAt = time.Now()
 	stdout.close()
 	stderr.close()
+	if err := errors.Join(stdout.err, stderr.err); err != nil {
+		return Result{}, fmt.Errorf("run hook %s: %w", s.Stem, err)
+	}
 	res.finish(s, out, errs, log)
 	return res, nil
 }
@@ -112,11 +109,16 @@ func RunFunc(ctx context.Context, spec Spec, fn Func) (Result, error) {
 const exitSIGKILL = 128 + 9
 
 // teeLines keeps what a hook writes in its runner file and splits it into
-// lines for the sinks. Writes may come from several goroutines of the hook;
-// writes after close are refused.
+// lines for the sinks. The file is created at the first byte written: a
+// hook that writes nothing to a stream leaves no file for it (a crawl
+// page's built-ins print no stderr when all goes well, and a file costs
+// more than the page's other work on a slow disk). Writes may come from
+// several goroutines of the hook; writes after close are refused.
 type teeLines struct {
 	mu     sync.Mutex
-	file   *os.File
+	path   string
+	file   *os.File // nil until the first write
+	err    error    // the file could not be created: the attempt has no log
 	sp     *jsonl.Splitter
 	closed bool
 }
@@ -129,10 +131,48 @@ func (t *teeLines) Write(p []byte) (int, error) {
 	if t.closed {
 		return 0, errClosedOutput
 	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if t.err != nil {
+		return 0, t.err
+	}
+	if t.file == nil {
+		if t.file, t.err = createOutput(t.path); t.err != nil {
+			return 0, t.err
+		}
+	}
 	if _, err := t.file.Write(p); err != nil {
 		return 0, err
 	}
 	return t.sp.Write(p)
+}
+
+// ensureDir creates dir when it is missing, with one system call when its
+// parent exists (a crawl page's hook directory), MkdirAll's when not.
+func ensureDir(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrExist):
+		if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
+			return nil
+		}
+		return err
+	case errors.Is(err, fs.ErrNotExist):
+		return os.MkdirAll(dir, 0o755)
+	}
+	return err
+}
+
+// closeFile closes the runner file, if one was created.
+func (t *teeLines) closeFile() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.file != nil {
+		t.file.Close()
+	}
 }
 
 func (t *teeLines) close() {

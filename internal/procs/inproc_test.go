@@ -46,6 +46,34 @@ func TestRunFuncSameContractAsAProcess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "not json", "stdout is kept byte for byte")
 	assert.True(t, IsRunnerFile(res.Files.Stderr))
+	b, err = os.ReadFile(res.Files.Stderr)
+	require.NoError(t, err)
+	assert.Equal(t, "working\n", string(b))
+}
+
+// An in-process hook's runner logs are created at their first byte: a
+// stream the hook wrote nothing to leaves no file.
+func TestRunFuncCreatesALogOnlyForAStreamWrittenTo(t *testing.T) {
+	spec := inprocSpec(t)
+	res, err := RunFunc(context.Background(), spec, func(ctx context.Context, dir string, stdout, stderr io.Writer) int {
+		fmt.Fprintln(stdout, `{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}`)
+		return 0
+	})
+	require.NoError(t, err)
+	assert.Equal(t, model.StatusSucceeded, res.Status)
+	assert.FileExists(t, res.Files.Stdout)
+	assert.NoFileExists(t, res.Files.Stderr)
+	entries, err := os.ReadDir(spec.Dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "the stdout log alone")
+
+	spec = inprocSpec(t)
+	res, err = RunFunc(context.Background(), spec, func(context.Context, string, io.Writer, io.Writer) int { return 0 })
+	require.NoError(t, err)
+	assert.Equal(t, model.StatusNoResults, res.Status)
+	entries, err = os.ReadDir(spec.Dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing written, no log; the hook's directory is there")
 }
 
 func TestRunFuncExitMapping(t *testing.T) {

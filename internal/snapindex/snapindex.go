@@ -196,7 +196,6 @@ func writeAtomic(root *os.Root, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer root.Remove(tmp) // a no-op after the rename
 	_, err = f.Write(data)
 	if err == nil {
 		err = f.Chmod(0o644) // whatever the umask
@@ -206,6 +205,9 @@ func writeAtomic(root *os.Root, name string, data []byte) error {
 	}
 	if err == nil {
 		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = root.Remove(tmp) // only then: a page's index is written on every page
 	}
 	return err
 }
