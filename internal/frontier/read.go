@@ -148,7 +148,7 @@ func (f *Frontier) readPage(ctx context.Context, ident, what string, args ...any
 
 // pageScript reads one page by id or URL (read-only).
 // ARGV: 'id' ID | 'url' URL fingerprint
-// Reply: {code, page, note, claimer, due ms of a waiting page or ”}.
+// Reply: {code, page, note, claimer, due} (due: a waiting page's due ms, else empty).
 var pageScript = newScript(`
 if not load_meta() then return {NO_FRONTIER} end
 local id
