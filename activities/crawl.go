@@ -73,6 +73,9 @@ type CrawlStore interface {
 	// attempt kept.
 	Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, notBefore time.Time, t PageTally) (PageCounts, error)
 	Release(ctx context.Context, ident string, ids []int64) (PageCounts, error)
+	// FailWaiting ends every page waiting for a later retry as failed,
+	// note before its last note (a crawl that stopped).
+	FailWaiting(ctx context.Context, ident, note string) (PageCounts, error)
 	// Requeue makes the failed pages of a finished crawl READY again for a
 	// retry run (the frontier loses its retention until the job ends
 	// again), once per token.
@@ -168,7 +171,7 @@ func (o CrawlOptions) validate() error {
 
 // CrawlActivities are the crawl's activities on a pool's shared queue: the
 // frontier writes the workflow runs as local activities (SeedCrawl,
-// ClaimPages, CompletePage, ReleasePages, RequeueFailed, SetRules,
+// ClaimPages, CompletePage, ReleasePages, FailWaitingPages, RequeueFailed, SetRules,
 // FinishCrawl) and the page attempts any worker of the pool may run
 // (RunPage).
 type CrawlActivities struct {
@@ -304,6 +307,17 @@ func (a *CrawlActivities) ReleasePages(ctx context.Context, in ReleasePagesInput
 	c, err := a.store.Release(ctx, in.Ident, in.PageIDs)
 	if err != nil {
 		return PageCounts{}, crawlStoreError(err, "release pages of %s", in.Ident)
+	}
+	return c, nil
+}
+
+// FailWaitingPages ends a stopping crawl's pages waiting for a later
+// retry as failed (their later retry is not run; FailWaitingInput.Note
+// says why).
+func (a *CrawlActivities) FailWaitingPages(ctx context.Context, in FailWaitingInput) (PageCounts, error) {
+	c, err := a.store.FailWaiting(ctx, in.Ident, in.Note)
+	if err != nil {
+		return PageCounts{}, crawlStoreError(err, "fail waiting pages of %s", in.Ident)
 	}
 	return c, nil
 }

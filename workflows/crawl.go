@@ -124,6 +124,9 @@ type crawl struct {
 	// tornDown are the host queues the teardown ended the crawl on, with
 	// what each reported (teardownByLease), in the order they answered.
 	tornDown []tornDown
+	// retryAt is the due time the retry_at set has for the job (zero:
+	// not in it): crawllater.go.
+	retryAt time.Time
 }
 
 // tornDown is one host's answer to TeardownCrawl.
@@ -217,7 +220,7 @@ const seedSettingsChange = "crawl-seed-follows-settings"
 func (c *crawl) runSeed() {
 	var seeded activities.SeedCrawlResult
 	in := activities.SeedCrawlInput{Ident: c.ident(), URL: c.in.Crawl.Job.URL, MaxDepth: c.in.Crawl.MaxDepth,
-		PageAttempts: c.in.Crawl.PageAttempts, Token: fmt.Sprintf("%s/r%d/seed", c.runID, c.carry.Run)}
+		PageAttempts: c.in.Crawl.PageAttempts, Token: fmt.Sprintf("%s/r%d/seed", c.runID, c.carry.Run), RetryLater: c.in.PageRetryLater}
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.SeedCrawl, in).Get(c.dctx, &seeded); err != nil {
 		c.job.failure = fmt.Sprintf("seed the frontier: %v", err)
 		c.stop(c.job.failure, false)
@@ -308,7 +311,7 @@ func (c *crawl) runSeed() {
 func (c *crawl) runURLList() {
 	l := *c.in.URLList
 	in := activities.SeedURLListInput{Ident: c.ident(), List: l, MaxDepth: c.in.Crawl.MaxDepth,
-		PageAttempts: c.in.Crawl.PageAttempts, UserAgent: c.settings.current.UserAgent, Scope: c.in.Crawl.Scope}
+		PageAttempts: c.in.Crawl.PageAttempts, UserAgent: c.settings.current.UserAgent, Scope: c.in.Crawl.Scope, RetryLater: c.in.PageRetryLater}
 	actx := workflow.WithActivityOptions(c.runCtx, workflow.ActivityOptions{
 		TaskQueue:           c.in.TaskQueue,
 		ActivityID:          c.ident() + "/url-list",
@@ -425,6 +428,11 @@ func (c *crawl) loop() {
 			c.limits.reached = reason
 			break
 		}
+		if c.onlyWaiting() {
+			c.waitForLater()
+			idle = 0
+			continue
+		}
 		// Nothing claimable, nothing in flight, yet the frontier is not
 		// finished: a propagation backlog (claims settle it) or stale
 		// queue entries. Look again shortly; never spin.
@@ -448,6 +456,9 @@ func (c *crawl) loop() {
 			c.setCounts(counts)
 		}
 		c.released = nil
+	}
+	if !c.continueAsNew {
+		c.failWaiting()
 	}
 }
 
@@ -551,6 +562,7 @@ func (c *crawl) setCounts(n activities.PageCounts) {
 		return
 	}
 	c.counts = n
+	c.indexRetryAt()
 	if !c.stopping() && !c.job.state.Final() {
 		switch {
 		case n.Ready == 0 && len(c.inflight) > 0 && c.job.state == model.StateActive:
