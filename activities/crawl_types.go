@@ -132,6 +132,10 @@ type ClaimInput struct {
 	// Batch claims for a page batch (CrawlStore.ClaimBatch): the hosts'
 	// turns are taken when the batch fetches, not at the claim.
 	Batch bool `json:"batch,omitempty"`
+	// LockQueue, when set, is the pool's shared queue: the result's
+	// Locked names its host queues on the pipelines locked to the crawl
+	// (`starter lock`), read at most every CrawlOptions.LiveInterval.
+	LockQueue string `json:"lock_queue,omitempty"`
 }
 
 // ClaimResult is the claimed pages (skipped ones left out) and the counts.
@@ -143,6 +147,9 @@ type ClaimResult struct {
 	// ByteLimitReached): no new page is claimed any more; at the page
 	// limit a charged page READY again (a transient failure) still is.
 	Limit string `json:"limit,omitempty"`
+	// Locked are the host queues of the pipelines locked to the crawl
+	// (ClaimInput.LockQueue): its pages run there.
+	Locked []string `json:"locked,omitempty"`
 }
 
 // RunPageInput asks for one attempt of one page.

@@ -127,6 +127,10 @@ type crawl struct {
 	// retryAt is the due time the retry_at set has for the job (zero:
 	// not in it): crawllater.go.
 	retryAt time.Time
+	// lockRoute (asked once) and locked: the host queues of the pipelines
+	// locked to the crawl, as the last claim said (crawllock.go).
+	lockRoute *bool
+	locked    []string
 }
 
 // tornDown is one host's answer to TeardownCrawl.
@@ -474,6 +478,9 @@ func (c *crawl) claim(n int) activities.ClaimResult {
 	token := fmt.Sprintf("%s/r%d/claim-%d", c.runID, c.carry.Run, c.claims)
 	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: token, Rules: c.rules,
 		MaxPages: c.settings.current.MaxPages, MaxBytes: c.settings.current.MaxBytes, Batch: c.batched()}
+	if c.lockRoutes() {
+		in.LockQueue = c.in.TaskQueue
+	}
 	var res activities.ClaimResult
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.ClaimPages, in).Get(c.dctx, &res); err != nil {
 		// Only non-retryable errors get here (the frontier is gone).
@@ -482,6 +489,7 @@ func (c *crawl) claim(n int) activities.ClaimResult {
 		return activities.ClaimResult{}
 	}
 	c.limits.claim = res.Limit
+	c.locked = res.Locked
 	c.setCounts(res.Counts)
 	return res
 }
@@ -509,16 +517,18 @@ func summary(u string) string {
 
 // launch runs one page attempt as a RunPage activity on the pool's queue.
 func (c *crawl) launch(p activities.PageSpec) {
+	queue := c.pageQueue()
 	c.inflight[p.ID] = p
 	c.launched++
 	opts := workflow.ActivityOptions{
-		TaskQueue:           c.in.TaskQueue,
-		ActivityID:          fmt.Sprintf("%s/page-%d#a%d", c.ident(), p.ID, p.Attempt),
-		Summary:             summary(p.URL),
-		StartToCloseTimeout: c.in.Timing.PageTimeout,
-		HeartbeatTimeout:    c.in.Timing.HeartbeatTimeout,
-		WaitForCancellation: true,
-		RetryPolicy:         pageRetry(c.in.Timing),
+		TaskQueue:              queue,
+		ActivityID:             fmt.Sprintf("%s/page-%d#a%d", c.ident(), p.ID, p.Attempt),
+		Summary:                summary(p.URL),
+		ScheduleToStartTimeout: c.pageStartTimeout(queue),
+		StartToCloseTimeout:    c.in.Timing.PageTimeout,
+		HeartbeatTimeout:       c.in.Timing.HeartbeatTimeout,
+		WaitForCancellation:    true,
+		RetryPolicy:            pageRetry(c.in.Timing),
 	}
 	in := activities.RunPageInput{Crawl: c.in.Crawl, Page: p, Settings: c.settings.current}
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(c.runCtx, opts), crawlActs.RunPage, in)
@@ -530,6 +540,8 @@ func (c *crawl) launch(p activities.PageSpec) {
 		case c.stopping() && temporal.IsCanceledError(err):
 			c.released = append(c.released, p.ID)
 			res = activities.PageResult{PageID: p.ID, Attempt: p.Attempt}
+		case queue != c.in.TaskQueue && isScheduleToStart(err):
+			res = c.completeTransient(gc, p, fmt.Sprintf("the pipeline locked to the crawl did not start the page (%s): %v", queue, err))
 		default:
 			res = c.completeFailed(gc, p, fmt.Sprintf("page activity failed: %v", err))
 		}

@@ -48,6 +48,9 @@ type Fake struct {
 	// round makes the page wait for the next delay, by Clock, and a round
 	// past the last delay fails it; without, the first round fails it.
 	LaterTransient map[int64]int
+	// Locked are the host queues ClaimPages says are locked to the crawl
+	// (ClaimResult.Locked) when asked (ClaimInput.LockQueue).
+	Locked []string
 	// HoldAtLimit is a page whose run ends only once a claim came back
 	// empty at a limit (at most 10 s): the crawl then sees its limit with
 	// that page still in flight, whatever the goroutines' timing.
@@ -86,6 +89,7 @@ type Fake struct {
 	rounds  map[int64]int       // page → rounds ended transiently
 	waiting map[int64]time.Time // page → due (READY, out of the queue)
 	retryAt []time.Time         // SetRetryAt's calls
+	queues  map[string]int      // task queue → page runs on it
 }
 
 // New returns a Fake crawl of pages pages with fanout links per page.
@@ -262,6 +266,9 @@ func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (ac
 	f.ready = append(over, f.ready...)
 	f.tokens[in.Token] = pages
 	res := activities.ClaimResult{Pages: pages, Counts: f.countsLocked()}
+	if in.LockQueue != "" {
+		res.Locked = slices.Clone(f.Locked)
+	}
 	if in.MaxPages > 0 && int64(len(f.charged)) >= in.MaxPages {
 		res.Limit = model.PageLimitReached(in.MaxPages)
 		if len(pages) == 0 {
@@ -272,9 +279,13 @@ func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (ac
 }
 
 // RunPage is activities.CrawlActivities.RunPage: the page takes no time.
-func (a *Activities) RunPage(_ context.Context, in activities.RunPageInput) (activities.PageResult, error) {
+func (a *Activities) RunPage(ctx context.Context, in activities.RunPageInput) (activities.PageResult, error) {
 	f := a.f
 	f.mu.Lock()
+	if f.queues == nil {
+		f.queues = map[string]int{}
+	}
+	f.queues[activity.GetInfo(ctx).TaskQueue]++
 	f.runs++
 	f.pageRuns[in.Page.ID]++
 	hold := in.Page.ID == f.HoldAtLimit
@@ -555,6 +566,8 @@ type Report struct {
 	Archives []activities.ArchiveInput
 	// RetryAt are SetRetryAt's due times in call order.
 	RetryAt []time.Time
+	// Queues counts the page runs per task queue.
+	Queues map[string]int
 }
 
 // Seal is one SealCrawl call: the host queue it ran on, its input.
@@ -571,7 +584,7 @@ func (f *Fake) Report() Report {
 		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
 		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...),
 		Seals: append([]Seal(nil), f.seals...), Archives: append([]activities.ArchiveInput(nil), f.archives...),
-		RetryAt: append([]time.Time(nil), f.retryAt...)}
+		RetryAt: append([]time.Time(nil), f.retryAt...), Queues: maps.Clone(f.queues)}
 	for id, n := range f.done {
 		if n > 1 {
 			r.Twice = append(r.Twice, id)

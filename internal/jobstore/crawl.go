@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/metrics"
@@ -239,6 +241,18 @@ func (s *CrawlStore) Release(ctx context.Context, ident string, ids []int64) (ac
 		return activities.PageCounts{}, crawlErr(err)
 	}
 	return pageCounts(c), nil
+}
+
+// LockedHostQueues are the host queues of queue's pool on the pipelines
+// locked to the crawl (a tag's queue, POOLQUEUE#TAG, is its pool's: host
+// queues are POOLQUEUE@INSTANCE).
+func (s *CrawlStore) LockedHostQueues(ctx context.Context, ident, queue string) ([]string, error) {
+	base, _, _ := strings.Cut(queue, config.TagSeparator)
+	qs, err := s.Redis.LockedHostQueues(ctx, ident, base)
+	if err != nil {
+		return nil, notWritable(err)
+	}
+	return qs, nil
 }
 
 // FailWaiting ends the pages waiting for a later retry as failed.
