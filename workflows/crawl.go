@@ -370,12 +370,22 @@ func firstNonEmpty(s ...string) string {
 // panics the workflow task (a page whose activity failed did, from its
 // launch coroutine); the command issued is the same whichever it is.
 func (c *crawl) completeFailed(ctx workflow.Context, p activities.PageSpec, note string) activities.PageResult {
-	in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note}
+	return c.completeAttempt(ctx, p, note, false)
+}
+
+// completeAttempt records a page attempt failed, or transient (the page
+// is claimed again while it has attempts), for its activity.
+func (c *crawl) completeAttempt(ctx workflow.Context, p activities.PageSpec, note string, transient bool) activities.PageResult {
+	in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note, Transient: transient}
 	var counts activities.PageCounts
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.CompletePage, in).Get(ctx, &counts); err != nil {
-		c.log().Error("record a page failed", "page", p.ID, "error", err)
+		c.log().Error("record a page attempt", "page", p.ID, "transient", transient, "error", err)
 	}
-	return activities.PageResult{PageID: p.ID, Attempt: p.Attempt, Status: activities.PageFailed, Error: note, Counts: counts}
+	status := activities.PageFailed
+	if transient {
+		status = activities.PageTransient
+	}
+	return activities.PageResult{PageID: p.ID, Attempt: p.Attempt, Status: status, Error: note, Counts: counts}
 }
 
 // loop claims pages and runs them until the frontier is finished, the
@@ -541,7 +551,7 @@ func (c *crawl) launch(p activities.PageSpec) {
 			c.released = append(c.released, p.ID)
 			res = activities.PageResult{PageID: p.ID, Attempt: p.Attempt}
 		case queue != c.in.TaskQueue && isScheduleToStart(err):
-			res = c.completeTransient(gc, p, fmt.Sprintf("the pipeline locked to the crawl did not start the page (%s): %v", queue, err))
+			res = c.completeAttempt(gc, p, fmt.Sprintf("the pipeline locked to the crawl did not start the page (%s): %v", queue, err), true)
 		default:
 			res = c.completeFailed(gc, p, fmt.Sprintf("page activity failed: %v", err))
 		}

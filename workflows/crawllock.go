@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/archiveflow/archiveflow/activities"
 )
 
 // Claim locks (`starter lock PIPELINE IDENT`, internal/pipelinelock): a
@@ -49,15 +47,4 @@ func (c *crawl) pageStartTimeout(queue string) time.Duration {
 		return 0
 	}
 	return c.in.Timing.HostScheduleToStart
-}
-
-// completeTransient ends a page attempt transient when its activity did
-// not start on a locked pipeline's host queue (the page is claimed again).
-func (c *crawl) completeTransient(ctx workflow.Context, p activities.PageSpec, note string) activities.PageResult {
-	in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note, Transient: true}
-	var counts activities.PageCounts
-	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.CompletePage, in).Get(ctx, &counts); err != nil {
-		c.log().Error("record a page transient", "page", p.ID, "error", err)
-	}
-	return activities.PageResult{PageID: p.ID, Attempt: p.Attempt, Status: activities.PageTransient, Error: note, Counts: counts}
 }
