@@ -27,6 +27,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/pipelinelock"
 	"github.com/archiveflow/archiveflow/internal/pools"
 	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -78,6 +79,8 @@ type Stack struct {
 	// DiskFree, when set, is the pools' reading of the archive disk's free
 	// space (the disk guard; nil: the real one).
 	DiskFree diskguard.FreeFunc
+	// Lock is the pools' claim lock watcher (set by StartPools).
+	Lock *pipelinelock.Watcher
 }
 
 var queueSeq atomic.Int64
@@ -154,6 +157,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 	require.NoError(t, err)
 	hosts, err := pools.NewHostBudget(s.Config, be, log)
 	require.NoError(t, err)
+	s.Lock = pipelinelock.New(s.Store, pipe.ID(), log)
 	deps := pools.Deps{
 		Config:    s.Config,
 		Client:    s.Client,
@@ -166,6 +170,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 		Lookup:    s.Lookup,
 		DiskFree:  s.DiskFree,
 		Hosts:     hosts,
+		Lock:      s.Lock,
 	}
 	go func() { done <- pools.Run(ctx, deps, nil) }()
 	t.Cleanup(func() {
