@@ -75,9 +75,10 @@ func (c *crawl) indexRetryAt() {
 	})
 }
 
-// failWaiting fails the waiting pages of a crawl that stopped.
+// failWaiting fails the waiting pages of a crawl that stopped (asked
+// whatever the last counts say: a batch's counts may be older).
 func (c *crawl) failWaiting() {
-	if !c.laterOn() || c.counts.Waiting == 0 || (!c.stopping() && c.job.failure == "") {
+	if !c.laterOn() || (!c.stopping() && c.job.failure == "") {
 		return
 	}
 	why := c.job.stopReason
@@ -90,6 +91,6 @@ func (c *crawl) failWaiting() {
 		c.log().Error("fail the pages waiting for a later retry", "waiting", c.counts.Waiting, "error", err)
 		return
 	}
-	c.log().Info("pages waiting for a later retry failed: the crawl stopped", "pages", c.counts.Waiting, "reason", why)
+	c.log().Info("pages waiting for a later retry failed: the crawl stopped", "reason", why)
 	c.setCounts(counts)
 }
