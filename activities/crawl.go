@@ -73,6 +73,12 @@ type CrawlStore interface {
 	// attempt kept.
 	Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, notBefore time.Time, t PageTally) (PageCounts, error)
 	Release(ctx context.Context, ident string, ids []int64) (PageCounts, error)
+	// LockedHostQueues are the host queues of shared queue queue on the
+	// pipelines locked to the crawl (rkeys.Store.LockedHostQueues).
+	LockedHostQueues(ctx context.Context, ident, queue string) ([]string, error)
+	// FailWaiting ends every page waiting for a later retry as failed,
+	// note before its last note (a crawl that stopped).
+	FailWaiting(ctx context.Context, ident, note string) (PageCounts, error)
 	// Requeue makes the failed pages of a finished crawl READY again for a
 	// retry run (the frontier loses its retention until the job ends
 	// again), once per token.
@@ -168,7 +174,7 @@ func (o CrawlOptions) validate() error {
 
 // CrawlActivities are the crawl's activities on a pool's shared queue: the
 // frontier writes the workflow runs as local activities (SeedCrawl,
-// ClaimPages, CompletePage, ReleasePages, RequeueFailed, SetRules,
+// ClaimPages, CompletePage, ReleasePages, FailWaitingPages, RequeueFailed, SetRules,
 // FinishCrawl) and the page attempts any worker of the pool may run
 // (RunPage).
 type CrawlActivities struct {
@@ -180,6 +186,7 @@ type CrawlActivities struct {
 	deny      scope.Denier
 	live      liveCache
 	robots    robotsCache
+	locks     lockCache
 }
 
 // NewCrawl builds the crawl activities. hostQueue is the task queue only
@@ -201,7 +208,7 @@ func NewCrawl(store CrawlStore, pages PageRunner, hostQueue string, deny scope.D
 		log = zap.NewNop()
 	}
 	return &CrawlActivities{store: store, pages: pages, hostQueue: hostQueue, opts: opts, log: log, deny: deny,
-		live: liveCache{entries: map[string]*liveEntry{}}}, nil
+		live: liveCache{entries: map[string]*liveEntry{}}, locks: lockCache{entries: map[string]lockEntry{}}}, nil
 }
 
 // SeedCrawl creates the frontier with the start URL and claims it.
@@ -248,6 +255,11 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 		return ClaimResult{}, crawlStoreError(err, "claim pages of %s", in.Ident)
 	}
 	out := ClaimResult{Counts: counts}
+	if in.LockQueue != "" {
+		if out.Locked, err = a.locks.get(ctx, a, in.Ident, in.LockQueue); err != nil {
+			return ClaimResult{}, crawlStoreError(err, "claim pages of %s: read the pipelines locked to it", in.Ident)
+		}
+	}
 	if in.MaxPages > 0 && counts.Charged >= in.MaxPages {
 		out.Limit = model.PageLimitReached(in.MaxPages)
 	}
@@ -304,6 +316,17 @@ func (a *CrawlActivities) ReleasePages(ctx context.Context, in ReleasePagesInput
 	c, err := a.store.Release(ctx, in.Ident, in.PageIDs)
 	if err != nil {
 		return PageCounts{}, crawlStoreError(err, "release pages of %s", in.Ident)
+	}
+	return c, nil
+}
+
+// FailWaitingPages ends a stopping crawl's pages waiting for a later
+// retry as failed (their later retry is not run; FailWaitingInput.Note
+// says why).
+func (a *CrawlActivities) FailWaitingPages(ctx context.Context, in FailWaitingInput) (PageCounts, error) {
+	c, err := a.store.FailWaiting(ctx, in.Ident, in.Note)
+	if err != nil {
+		return PageCounts{}, crawlStoreError(err, "fail waiting pages of %s", in.Ident)
 	}
 	return c, nil
 }
@@ -637,6 +660,37 @@ func crawlStoreError(err error, format string, args ...any) error {
 }
 
 // liveCache keeps each crawl's live settings and judge for a short while.
+// lockCache keeps each crawl's locked host queues (ClaimResult.Locked)
+// for CrawlOptions.LiveInterval: a lock or unlock reaches the crawl's
+// claims that much later.
+type lockCache struct {
+	mu      sync.Mutex
+	entries map[string]lockEntry
+}
+
+type lockEntry struct {
+	at     time.Time
+	queues []string
+}
+
+func (c *lockCache) get(ctx context.Context, a *CrawlActivities, ident, queue string) ([]string, error) {
+	key := ident + " " + queue
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && time.Since(e.at) < a.opts.LiveInterval {
+		return e.queues, nil
+	}
+	qs, err := a.store.LockedHostQueues(ctx, ident, queue)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.entries[key] = lockEntry{at: time.Now(), queues: qs}
+	c.mu.Unlock()
+	return qs, nil
+}
+
 type liveCache struct {
 	mu      sync.Mutex
 	entries map[string]*liveEntry

@@ -81,6 +81,10 @@ type PageCounts struct {
 	// Charged is the pages charged to the crawl's page limit (fetched as
 	// pages, requisites not counted; internal/frontier ClaimWithin).
 	Charged int64 `json:"charged,omitempty"`
+	// Waiting is the READY pages waiting for a later retry
+	// (CrawlInput.PageRetryLater), RetryAt when the first is due.
+	Waiting int64     `json:"waiting,omitempty"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
 // Finished reports that no page is READY or CLAIMED and no depth
@@ -98,6 +102,9 @@ type SeedCrawlInput struct {
 	PageAttempts int    `json:"page_attempts"`
 	// Token names the claim of the start page (repeat-safe).
 	Token string `json:"token"`
+	// RetryLater are the pages' later-retry delays (frontier
+	// Config.RetryLater; none: a page is failed when its attempts run out).
+	RetryLater []time.Duration `json:"retry_later,omitempty"`
 }
 
 // SeedCrawlResult is the claimed start page (nil when the start page was
@@ -125,6 +132,10 @@ type ClaimInput struct {
 	// Batch claims for a page batch (CrawlStore.ClaimBatch): the hosts'
 	// turns are taken when the batch fetches, not at the claim.
 	Batch bool `json:"batch,omitempty"`
+	// LockQueue, when set, is the pool's shared queue: the result's
+	// Locked names its host queues on the pipelines locked to the crawl
+	// (`starter lock`), read at most every CrawlOptions.LiveInterval.
+	LockQueue string `json:"lock_queue,omitempty"`
 }
 
 // ClaimResult is the claimed pages (skipped ones left out) and the counts.
@@ -136,6 +147,9 @@ type ClaimResult struct {
 	// ByteLimitReached): no new page is claimed any more; at the page
 	// limit a charged page READY again (a transient failure) still is.
 	Limit string `json:"limit,omitempty"`
+	// Locked are the host queues of the pipelines locked to the crawl
+	// (ClaimInput.LockQueue): its pages run there.
+	Locked []string `json:"locked,omitempty"`
 }
 
 // RunPageInput asks for one attempt of one page.
@@ -190,6 +204,13 @@ type RequeueResult struct {
 	Pages  int64      `json:"pages"`
 	Seed   bool       `json:"seed,omitempty"`
 	Counts PageCounts `json:"counts"`
+}
+
+// FailWaitingInput ends a stopped crawl's pages waiting for a later retry
+// as failed, Note (why the retry is not run) before each one's last note.
+type FailWaitingInput struct {
+	Ident string `json:"ident"`
+	Note  string `json:"note"`
 }
 
 // ReleasePagesInput returns claimed pages to READY (an abort, or a run
@@ -412,6 +433,8 @@ type SeedURLListInput struct {
 	// Scope is the crawl's scope configuration (what the start URLs
 	// returned need: one per host, or per directory with path_prefix).
 	Scope scope.Config `json:"scope"`
+	// RetryLater: SeedCrawlInput.RetryLater.
+	RetryLater []time.Duration `json:"retry_later,omitempty"`
 }
 
 // SeedURLListResult is what the list gave.
@@ -470,6 +493,7 @@ type SeedListInput struct {
 	URLs         []string
 	MaxDepth     int
 	PageAttempts int
+	RetryLater   []time.Duration
 }
 
 // ErrURLListRefused marks a list that another download would not change:

@@ -84,7 +84,7 @@ func (a *CrawlActivities) SeedURLList(ctx context.Context, in SeedURLListInput) 
 		return res, nonRetryable(ErrTypeURLList, "url list %s: names no URL to crawl (%d bad lines, %d URLs denied by the fetch policy): must name at least one http(s) URL, one per line",
 			in.List.URL, res.Bad, res.Denied)
 	}
-	seed := SeedListInput{Ident: in.Ident, List: in.List.URL, URLs: urls, MaxDepth: in.MaxDepth, PageAttempts: in.PageAttempts}
+	seed := SeedListInput{Ident: in.Ident, List: in.List.URL, URLs: urls, MaxDepth: in.MaxDepth, PageAttempts: in.PageAttempts, RetryLater: in.RetryLater}
 	err = retryWrite(ctx, func() (err error) { res.Counts, err = a.store.SeedList(ctx, seed); return err })
 	if err != nil {
 		return res, crawlStoreError(err, "seed url list of %s", in.Ident)

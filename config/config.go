@@ -253,7 +253,9 @@ type Hooks struct {
 	// plan's retry_at): a foreground hook whose attempts all failed
 	// transiently waits the first delay, unattended, then runs again with
 	// its retry policy's attempts, and so on down the list; after the last
-	// it is failed for good. Empty (the default): no later retry.
+	// it is failed for good. Empty (the default): no later retry. A crawl
+	// page whose attempts (crawl.page_attempts) all ended transiently
+	// waits these delays the same way (docs/crawls.md).
 	RetryLater []time.Duration `mapstructure:"retry_later"`
 	// RetryLaterPlugins overrides RetryLater per plugin name (an empty
 	// list turns later retries off for that plugin).

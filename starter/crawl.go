@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -47,6 +48,10 @@ type crawlJSON struct {
 	// MaxDepth is the crawl's depth limit in links from the start page
 	// (-1: none, submit --depth inf).
 	MaxDepth int `json:"max_depth"`
+	// Waiting is the READY pages waiting for a later retry
+	// (hooks.retry_later), RetryAt when the first is due.
+	Waiting int64      `json:"waiting,omitempty"`
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // depthLimit says a crawl's depth limit in words.
@@ -71,7 +76,11 @@ func crawlStatus(ctx context.Context, b *backend.Backend, id string) (*crawlJSON
 	if by == nil {
 		by = []frontier.DepthCounts{}
 	}
-	return &crawlJSON{Pages: c.StateCounts, Total: c.Total, Propagating: c.Propagating, ByDepth: by, MaxDepth: c.MaxDepth}, nil
+	out := &crawlJSON{Pages: c.StateCounts, Total: c.Total, Propagating: c.Propagating, ByDepth: by, MaxDepth: c.MaxDepth, Waiting: c.Waiting}
+	if c.Waiting > 0 {
+		out.RetryAt = &c.RetryAt
+	}
+	return out, nil
 }
 
 // printCrawl prints a crawl's pages by state and by depth.
@@ -87,6 +96,9 @@ func printCrawl(w io.Writer, c *crawlJSON) {
 	fmt.Fprintf(w, "  depth:    %s\n", c.depthLimit())
 	fmt.Fprintf(w, "  pages:    %d: %d ready, %d claimed, %d done (%d succeeded, %d failed), %d skipped, %d beyond the depth limit\n",
 		c.Total, p.Ready, p.Claimed, p.Done, p.Succeeded, p.Failed, p.Skipped, p.Deferred)
+	if c.Waiting > 0 && c.RetryAt != nil {
+		fmt.Fprintf(w, "  waiting:  %d ready page(s) %s: their attempts ended transiently (hooks.retry_later)\n", c.Waiting, waitingWords(*c.RetryAt))
+	}
 	if len(c.ByDepth) == 0 {
 		return
 	}
@@ -142,6 +154,10 @@ type pageJSON struct {
 	RulesVersion      int64  `json:"rules_version,omitempty"`
 	NoRecurse         bool   `json:"no_recurse,omitempty"`
 	Note              string `json:"note,omitempty"`
+	// LaterRetries counts the page's later retries (hooks.retry_later),
+	// RetryAt is when a waiting one is due.
+	LaterRetries int        `json:"later_retries,omitempty"`
+	RetryAt      *time.Time `json:"retry_at,omitempty"`
 	// Results are the page's hook results, attempt by attempt (--url).
 	Results []pageAttemptJSON `json:"results,omitempty"`
 }
@@ -153,6 +169,26 @@ type pageAttemptJSON struct {
 	Error   string         `json:"error,omitempty"`
 	Dir     string         `json:"dir"`
 	Hooks   []hookRow      `json:"hooks"`
+}
+
+// newPageJSON is p as `pages` shows it.
+func newPageJSON(p frontier.Page) pageJSON {
+	pj := pageJSON{ID: p.ID, URL: p.URL, Depth: p.Depth, State: string(p.State), Status: string(p.Status), Attempts: p.Attempts,
+		AttemptsRemaining: p.AttemptsRemaining, Parent: p.Parent, RulesVersion: p.RulesVersion, NoRecurse: p.NoRecurse, Note: p.Note,
+		LaterRetries: p.LaterRetries}
+	if !p.RetryAt.IsZero() {
+		pj.RetryAt = &p.RetryAt
+	}
+	return pj
+}
+
+// statusWords is a page's status column: waiting (retry at …) for a page
+// waiting for a later retry, else its status.
+func (p pageJSON) statusWords() string {
+	if p.RetryAt != nil {
+		return waitingWords(*p.RetryAt)
+	}
+	return dash(p.Status)
 }
 
 func runPages(ctx context.Context, a *app, inv *invocation) error {
@@ -205,8 +241,7 @@ func runPages(ctx context.Context, a *app, inv *invocation) error {
 	parents := map[int64]string{}
 	out := make([]pageJSON, 0, len(pages))
 	for _, p := range pages {
-		pj := pageJSON{ID: p.ID, URL: p.URL, Depth: p.Depth, State: string(p.State), Status: string(p.Status), Attempts: p.Attempts,
-			AttemptsRemaining: p.AttemptsRemaining, Parent: p.Parent, RulesVersion: p.RulesVersion, NoRecurse: p.NoRecurse, Note: p.Note}
+		pj := newPageJSON(p)
 		if p.Parent > 0 {
 			u, ok := parents[p.Parent]
 			if !ok {
@@ -232,7 +267,7 @@ func runPages(ctx context.Context, a *app, inv *invocation) error {
 	}
 	fmt.Fprintf(a.stdout, "%7s  %5s  %-8s  %-9s  %8s  %7s  %s\n", "ID", "DEPTH", "STATE", "STATUS", "ATTEMPTS", "PARENT", "URL")
 	for _, p := range out {
-		fmt.Fprintf(a.stdout, "%7d  %5d  %-8s  %-9s  %8s  %7d  %s\n", p.ID, p.Depth, p.State, dash(p.Status),
+		fmt.Fprintf(a.stdout, "%7d  %5d  %-8s  %-9s  %8s  %7d  %s\n", p.ID, p.Depth, p.State, p.statusWords(),
 			strconv.Itoa(p.Attempts)+"/"+strconv.Itoa(p.Attempts+p.AttemptsRemaining), p.Parent, p.URL)
 		if p.Note != "" {
 			fmt.Fprintf(a.stdout, "%7s  note: %s\n", "", p.Note)
@@ -257,8 +292,7 @@ func (a *app) showPage(ctx context.Context, inv *invocation, f *frontier.Frontie
 	case err != nil:
 		return withCode(exitUnavailable, err)
 	}
-	pj := pageJSON{ID: p.ID, URL: p.URL, Depth: p.Depth, State: string(p.State), Status: string(p.Status), Attempts: p.Attempts,
-		AttemptsRemaining: p.AttemptsRemaining, Parent: p.Parent, RulesVersion: p.RulesVersion, NoRecurse: p.NoRecurse, Note: p.Note}
+	pj := newPageJSON(p)
 	dir := engine.PageDir(inv.cfg.ArchiveDir, id, p.ID)
 	if p.Parent == 0 && p.ID == 1 {
 		// The start page runs as the crawl's snapshot: its index is the
@@ -269,7 +303,7 @@ func (a *app) showPage(ctx context.Context, inv *invocation, f *frontier.Frontie
 	if inv.json {
 		return writeJSON(a.stdout, pj)
 	}
-	fmt.Fprintf(a.stdout, "page %d  %s\n  depth %d, %s %s, attempts %d/%d\n", pj.ID, pj.URL, pj.Depth, pj.State, dash(pj.Status),
+	fmt.Fprintf(a.stdout, "page %d  %s\n  depth %d, %s %s, attempts %d/%d\n", pj.ID, pj.URL, pj.Depth, pj.State, pj.statusWords(),
 		pj.Attempts, pj.Attempts+pj.AttemptsRemaining)
 	if pj.Note != "" {
 		fmt.Fprintf(a.stdout, "  note: %s\n", pj.Note)

@@ -114,11 +114,17 @@ func (r hookRow) detail() string {
 	return r.Output
 }
 
+// waitingWords is how a hook or a crawl page waiting for a later retry
+// due at shows: waiting (retry at …).
+func waitingWords(at time.Time) string {
+	return "waiting (retry at " + at.Local().Format(time.DateTime) + ")"
+}
+
 // state is the row's status column: waiting (retry at …) for a hook
 // waiting for a later retry, the final status, else the phase.
 func (r hookRow) state() string {
 	if r.RetryAt != nil {
-		return "waiting (retry at " + r.RetryAt.Local().Format(time.DateTime) + ")"
+		return waitingWords(*r.RetryAt)
 	}
 	if r.Status != "" {
 		return string(r.Status)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -251,4 +252,22 @@ func TestCrawlStatusSaysItsDepthLimit(t *testing.T) {
 	b.Reset()
 	printCrawl(&b, &crawlJSON{MaxDepth: -1})
 	assert.Contains(t, b.String(), "  depth:    no depth limit (--depth inf)\n")
+}
+
+// TestCrawlShowsPagesWaitingForALaterRetry: `status` says how many pages
+// wait for a later retry and when the first is due; `pages` shows such a
+// page as waiting (retry at …), as a hook's row does.
+func TestCrawlShowsPagesWaitingForALaterRetry(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	printCrawl(&b, &crawlJSON{MaxDepth: 1, Waiting: 2, RetryAt: &at})
+	assert.Contains(t, b.String(), "  waiting:  2 ready page(s) waiting (retry at "+at.Local().Format(time.DateTime)+")")
+	b.Reset()
+	printCrawl(&b, &crawlJSON{MaxDepth: 1})
+	assert.NotContains(t, b.String(), "waiting")
+
+	p := newPageJSON(frontier.Page{ID: 3, State: frontier.StateReady, Status: frontier.StatusWaiting, LaterRetries: 1, RetryAt: at})
+	assert.Equal(t, "waiting (retry at "+at.Local().Format(time.DateTime)+")", p.statusWords())
+	assert.Equal(t, 1, p.LaterRetries)
+	assert.Equal(t, "succeeded", newPageJSON(frontier.Page{Status: frontier.StatusSucceeded}).statusWords())
 }

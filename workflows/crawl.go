@@ -124,6 +124,13 @@ type crawl struct {
 	// tornDown are the host queues the teardown ended the crawl on, with
 	// what each reported (teardownByLease), in the order they answered.
 	tornDown []tornDown
+	// retryAt is the due time the retry_at set has for the job (zero:
+	// not in it): crawllater.go.
+	retryAt time.Time
+	// lockRoute (asked once) and locked: the host queues of the pipelines
+	// locked to the crawl, as the last claim said (crawllock.go).
+	lockRoute *bool
+	locked    []string
 }
 
 // tornDown is one host's answer to TeardownCrawl.
@@ -217,7 +224,7 @@ const seedSettingsChange = "crawl-seed-follows-settings"
 func (c *crawl) runSeed() {
 	var seeded activities.SeedCrawlResult
 	in := activities.SeedCrawlInput{Ident: c.ident(), URL: c.in.Crawl.Job.URL, MaxDepth: c.in.Crawl.MaxDepth,
-		PageAttempts: c.in.Crawl.PageAttempts, Token: fmt.Sprintf("%s/r%d/seed", c.runID, c.carry.Run)}
+		PageAttempts: c.in.Crawl.PageAttempts, Token: fmt.Sprintf("%s/r%d/seed", c.runID, c.carry.Run), RetryLater: c.in.PageRetryLater}
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.SeedCrawl, in).Get(c.dctx, &seeded); err != nil {
 		c.job.failure = fmt.Sprintf("seed the frontier: %v", err)
 		c.stop(c.job.failure, false)
@@ -308,7 +315,7 @@ func (c *crawl) runSeed() {
 func (c *crawl) runURLList() {
 	l := *c.in.URLList
 	in := activities.SeedURLListInput{Ident: c.ident(), List: l, MaxDepth: c.in.Crawl.MaxDepth,
-		PageAttempts: c.in.Crawl.PageAttempts, UserAgent: c.settings.current.UserAgent, Scope: c.in.Crawl.Scope}
+		PageAttempts: c.in.Crawl.PageAttempts, UserAgent: c.settings.current.UserAgent, Scope: c.in.Crawl.Scope, RetryLater: c.in.PageRetryLater}
 	actx := workflow.WithActivityOptions(c.runCtx, workflow.ActivityOptions{
 		TaskQueue:           c.in.TaskQueue,
 		ActivityID:          c.ident() + "/url-list",
@@ -363,12 +370,22 @@ func firstNonEmpty(s ...string) string {
 // panics the workflow task (a page whose activity failed did, from its
 // launch coroutine); the command issued is the same whichever it is.
 func (c *crawl) completeFailed(ctx workflow.Context, p activities.PageSpec, note string) activities.PageResult {
-	in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note}
+	return c.completeAttempt(ctx, p, note, false)
+}
+
+// completeAttempt records a page attempt failed, or transient (the page
+// is claimed again while it has attempts), for its activity.
+func (c *crawl) completeAttempt(ctx workflow.Context, p activities.PageSpec, note string, transient bool) activities.PageResult {
+	in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note, Transient: transient}
 	var counts activities.PageCounts
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.CompletePage, in).Get(ctx, &counts); err != nil {
-		c.log().Error("record a page failed", "page", p.ID, "error", err)
+		c.log().Error("record a page attempt", "page", p.ID, "transient", transient, "error", err)
 	}
-	return activities.PageResult{PageID: p.ID, Attempt: p.Attempt, Status: activities.PageFailed, Error: note, Counts: counts}
+	status := activities.PageFailed
+	if transient {
+		status = activities.PageTransient
+	}
+	return activities.PageResult{PageID: p.ID, Attempt: p.Attempt, Status: status, Error: note, Counts: counts}
 }
 
 // loop claims pages and runs them until the frontier is finished, the
@@ -425,6 +442,11 @@ func (c *crawl) loop() {
 			c.limits.reached = reason
 			break
 		}
+		if c.onlyWaiting() {
+			c.waitForLater()
+			idle = 0
+			continue
+		}
 		// Nothing claimable, nothing in flight, yet the frontier is not
 		// finished: a propagation backlog (claims settle it) or stale
 		// queue entries. Look again shortly; never spin.
@@ -449,6 +471,9 @@ func (c *crawl) loop() {
 		}
 		c.released = nil
 	}
+	if !c.continueAsNew {
+		c.failWaiting()
+	}
 }
 
 // historyFull reports that this run's history reached its budget.
@@ -463,6 +488,9 @@ func (c *crawl) claim(n int) activities.ClaimResult {
 	token := fmt.Sprintf("%s/r%d/claim-%d", c.runID, c.carry.Run, c.claims)
 	in := activities.ClaimInput{Ident: c.ident(), N: n, Token: token, Rules: c.rules,
 		MaxPages: c.settings.current.MaxPages, MaxBytes: c.settings.current.MaxBytes, Batch: c.batched()}
+	if c.lockRoutes() {
+		in.LockQueue = c.in.TaskQueue
+	}
 	var res activities.ClaimResult
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.ClaimPages, in).Get(c.dctx, &res); err != nil {
 		// Only non-retryable errors get here (the frontier is gone).
@@ -471,6 +499,7 @@ func (c *crawl) claim(n int) activities.ClaimResult {
 		return activities.ClaimResult{}
 	}
 	c.limits.claim = res.Limit
+	c.locked = res.Locked
 	c.setCounts(res.Counts)
 	return res
 }
@@ -498,16 +527,18 @@ func summary(u string) string {
 
 // launch runs one page attempt as a RunPage activity on the pool's queue.
 func (c *crawl) launch(p activities.PageSpec) {
+	queue := c.pageQueue()
 	c.inflight[p.ID] = p
 	c.launched++
 	opts := workflow.ActivityOptions{
-		TaskQueue:           c.in.TaskQueue,
-		ActivityID:          fmt.Sprintf("%s/page-%d#a%d", c.ident(), p.ID, p.Attempt),
-		Summary:             summary(p.URL),
-		StartToCloseTimeout: c.in.Timing.PageTimeout,
-		HeartbeatTimeout:    c.in.Timing.HeartbeatTimeout,
-		WaitForCancellation: true,
-		RetryPolicy:         pageRetry(c.in.Timing),
+		TaskQueue:              queue,
+		ActivityID:             fmt.Sprintf("%s/page-%d#a%d", c.ident(), p.ID, p.Attempt),
+		Summary:                summary(p.URL),
+		ScheduleToStartTimeout: c.pageStartTimeout(queue),
+		StartToCloseTimeout:    c.in.Timing.PageTimeout,
+		HeartbeatTimeout:       c.in.Timing.HeartbeatTimeout,
+		WaitForCancellation:    true,
+		RetryPolicy:            pageRetry(c.in.Timing),
 	}
 	in := activities.RunPageInput{Crawl: c.in.Crawl, Page: p, Settings: c.settings.current}
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(c.runCtx, opts), crawlActs.RunPage, in)
@@ -519,6 +550,8 @@ func (c *crawl) launch(p activities.PageSpec) {
 		case c.stopping() && temporal.IsCanceledError(err):
 			c.released = append(c.released, p.ID)
 			res = activities.PageResult{PageID: p.ID, Attempt: p.Attempt}
+		case queue != c.in.TaskQueue && isScheduleToStart(err):
+			res = c.completeAttempt(gc, p, fmt.Sprintf("the pipeline locked to the crawl did not start the page (%s): %v", queue, err), true)
 		default:
 			res = c.completeFailed(gc, p, fmt.Sprintf("page activity failed: %v", err))
 		}
@@ -551,6 +584,7 @@ func (c *crawl) setCounts(n activities.PageCounts) {
 		return
 	}
 	c.counts = n
+	c.indexRetryAt()
 	if !c.stopping() && !c.job.state.Final() {
 		switch {
 		case n.Ready == 0 && len(c.inflight) > 0 && c.job.state == model.StateActive:

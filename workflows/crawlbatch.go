@@ -81,10 +81,12 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 	}
 	c.shares += share
 	t := c.in.Timing
+	queue := c.pageQueue()
 	opts := workflow.ActivityOptions{
-		TaskQueue:  c.in.TaskQueue,
-		ActivityID: fmt.Sprintf("%s/r%d/batch-%d", c.ident(), c.carry.Run, c.claims),
-		Summary:    fmt.Sprintf("%d pages from %s", len(ps), summary(ps[0].URL)),
+		TaskQueue:              queue,
+		ScheduleToStartTimeout: c.pageStartTimeout(queue),
+		ActivityID:             fmt.Sprintf("%s/r%d/batch-%d", c.ident(), c.carry.Run, c.claims),
+		Summary:                fmt.Sprintf("%d pages from %s", len(ps), summary(ps[0].URL)),
 		// The batch starts pages for BatchTime; each then runs for
 		// PageTimeout at most, and its writes retry for less than that.
 		StartToCloseTimeout: t.BatchTime + 2*t.PageTimeout,

@@ -103,6 +103,12 @@ type CrawlInput struct {
 	// it names is a start page at depth 0 (SeedURLList); Seed is not run.
 	// Absent: the single start URL of Crawl.Job.URL.
 	URLList *activities.URLList `json:"url_list,omitempty"`
+	// PageRetryLater are the delays of a page's later retries
+	// (hooks.retry_later, crawllater.go): a page whose attempts all ended
+	// transiently waits in the frontier for the next delay instead of
+	// failing. Absent, as in every input recorded before it: the page is
+	// failed when its attempts run out.
+	PageRetryLater []time.Duration `json:"page_retry_later,omitempty"`
 }
 
 // CrawlRerun makes a CrawlWorkflow run a retry of a finished crawl: a new
@@ -220,6 +226,14 @@ func (in CrawlInput) Validate() error {
 	if in.Rerun != nil {
 		if err := in.Rerun.Validate(); err != nil {
 			return fmt.Errorf("crawl %s: %w", job.Ident, err)
+		}
+	}
+	if len(in.PageRetryLater) > maxPageRetryLater {
+		return fmt.Errorf("crawl %s: page_retry_later: %d delays: must be at most %d", job.Ident, len(in.PageRetryLater), maxPageRetryLater)
+	}
+	for i, d := range in.PageRetryLater {
+		if d < time.Millisecond {
+			return fmt.Errorf("crawl %s: page_retry_later[%d] %s: must be >= 1ms", job.Ident, i, d)
 		}
 	}
 	return nil

@@ -43,6 +43,14 @@ type Fake struct {
 	// PageBytes is what each completed page adds to bytes_downloaded
 	// (a crawl's byte limit, ClaimInput.MaxBytes).
 	PageBytes int64
+	// LaterTransient lists pages whose first N rounds of attempts end
+	// transiently: with later retries (SeedCrawlInput.RetryLater) each
+	// round makes the page wait for the next delay, by Clock, and a round
+	// past the last delay fails it; without, the first round fails it.
+	LaterTransient map[int64]int
+	// Locked are the host queues ClaimPages says are locked to the crawl
+	// (ClaimResult.Locked) when asked (ClaimInput.LockQueue).
+	Locked []string
 	// HoldAtLimit is a page whose run ends only once a claim came back
 	// empty at a limit (at most 10 s): the crawl then sees its limit with
 	// that page still in flight, whatever the goroutines' timing.
@@ -75,6 +83,13 @@ type Fake struct {
 	checked   map[string]int // host queue → HostLiveness calls
 	charged   map[int64]bool // pages charged to a page limit
 	limit     string         // FinishInput.Limit
+
+	clock   func() time.Time
+	later   []time.Duration     // SeedCrawlInput.RetryLater
+	rounds  map[int64]int       // page → rounds ended transiently
+	waiting map[int64]time.Time // page → due (READY, out of the queue)
+	retryAt []time.Time         // SetRetryAt's calls
+	queues  map[string]int      // task queue → page runs on it
 }
 
 // New returns a Fake crawl of pages pages with fanout links per page.
@@ -121,7 +136,40 @@ func (f *Fake) countsLocked() activities.PageCounts {
 	c.Failed = f.failed
 	c.Succeeded = c.Done - c.Failed
 	c.Charged = int64(len(f.charged))
+	c.Ready += int64(len(f.waiting))
+	c.Waiting = int64(len(f.waiting))
+	for _, due := range f.waiting {
+		if c.RetryAt.IsZero() || due.Before(c.RetryAt) {
+			c.RetryAt = due
+		}
+	}
 	return c
+}
+
+// SetClock sets the clock waiting pages are due by (default time.Now):
+// a workflow test passes its environment's.
+func (f *Fake) SetClock(now func() time.Time) {
+	f.mu.Lock()
+	f.clock = now
+	f.mu.Unlock()
+}
+
+func (f *Fake) nowLocked() time.Time {
+	if f.clock == nil {
+		return time.Now()
+	}
+	return f.clock()
+}
+
+// promoteLocked makes the waiting pages that are due READY (first in line).
+func (f *Fake) promoteLocked() {
+	now := f.nowLocked()
+	for _, id := range slices.Sorted(maps.Keys(f.waiting)) {
+		if !f.waiting[id].After(now) {
+			delete(f.waiting, id)
+			f.ready = append([]int64{id}, f.ready...)
+		}
+	}
 }
 
 // discover makes page id's children known and READY.
@@ -141,6 +189,7 @@ func (a *Activities) SeedCrawl(_ context.Context, in activities.SeedCrawlInput) 
 	f := a.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.later = slices.Clone(in.RetryLater)
 	if f.known == 0 {
 		f.known = 1
 		f.seen[1] = true
@@ -199,6 +248,7 @@ func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (ac
 		got := f.PageBytes * int64(len(f.done))
 		return activities.ClaimResult{Counts: f.countsLocked(), Limit: model.ByteLimitReached(in.MaxBytes, got)}, nil
 	}
+	f.promoteLocked()
 	var pages []activities.PageSpec
 	var over []int64 // READY pages past the page limit: they stay READY
 	for len(pages) < in.N && len(f.ready) > 0 {
@@ -216,6 +266,9 @@ func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (ac
 	f.ready = append(over, f.ready...)
 	f.tokens[in.Token] = pages
 	res := activities.ClaimResult{Pages: pages, Counts: f.countsLocked()}
+	if in.LockQueue != "" {
+		res.Locked = slices.Clone(f.Locked)
+	}
 	if in.MaxPages > 0 && int64(len(f.charged)) >= in.MaxPages {
 		res.Limit = model.PageLimitReached(in.MaxPages)
 		if len(pages) == 0 {
@@ -226,9 +279,13 @@ func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (ac
 }
 
 // RunPage is activities.CrawlActivities.RunPage: the page takes no time.
-func (a *Activities) RunPage(_ context.Context, in activities.RunPageInput) (activities.PageResult, error) {
+func (a *Activities) RunPage(ctx context.Context, in activities.RunPageInput) (activities.PageResult, error) {
 	f := a.f
 	f.mu.Lock()
+	if f.queues == nil {
+		f.queues = map[string]int{}
+	}
+	f.queues[activity.GetInfo(ctx).TaskQueue]++
 	f.runs++
 	f.pageRuns[in.Page.ID]++
 	hold := in.Page.ID == f.HoldAtLimit
@@ -275,6 +332,19 @@ func (f *Fake) complete(p activities.PageSpec, host string) (activities.PageResu
 	case f.TransientOnce[p.ID] && p.Attempt == 1:
 		f.ready = append(f.ready, p.ID)
 		res.Status = activities.PageTransient
+	case f.rounds[p.ID] < f.LaterTransient[p.ID]:
+		if f.rounds == nil {
+			f.rounds, f.waiting = map[int64]int{}, map[int64]time.Time{}
+		}
+		f.rounds[p.ID]++
+		res.Status = activities.PageTransient
+		if n := f.rounds[p.ID]; n <= len(f.later) {
+			f.waiting[p.ID] = f.nowLocked().Add(f.later[n-1])
+			break
+		}
+		f.done[p.ID]++
+		f.failed++
+		f.failedIDs[p.ID] = true
 	case f.Failing[p.ID]:
 		f.done[p.ID]++
 		f.failed++
@@ -333,6 +403,29 @@ func (a *Activities) RequeueFailed(_ context.Context, in activities.RequeueInput
 	f.requeues[in.Token] = res.Pages
 	res.Counts = f.countsLocked()
 	return res, nil
+}
+
+// FailWaitingPages is activities.CrawlActivities.FailWaitingPages.
+func (a *Activities) FailWaitingPages(_ context.Context, in activities.FailWaitingInput) (activities.PageCounts, error) {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range f.waiting {
+		delete(f.waiting, id)
+		f.done[id]++
+		f.failed++
+		f.failedIDs[id] = true
+	}
+	return f.countsLocked(), nil
+}
+
+// SetRetryAt is activities.PoolActivities.SetRetryAt; it records the due
+// times it was given (zero: out of the set).
+func (a *Activities) SetRetryAt(_ context.Context, in activities.RetryAtInput) error {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	a.f.retryAt = append(a.f.retryAt, in.At)
+	return nil
 }
 
 // ReopenJob is activities.PoolActivities.ReopenJob.
@@ -471,6 +564,10 @@ type Report struct {
 	// Seals are SealCrawl's calls, Archives SetArchive's.
 	Seals    []Seal
 	Archives []activities.ArchiveInput
+	// RetryAt are SetRetryAt's due times in call order.
+	RetryAt []time.Time
+	// Queues counts the page runs per task queue.
+	Queues map[string]int
 }
 
 // Seal is one SealCrawl call: the host queue it ran on, its input.
@@ -486,7 +583,8 @@ func (f *Fake) Report() Report {
 	r := Report{Known: f.known, Done: int64(len(f.done)), Failed: f.failed, Runs: f.runs, Batches: f.batches, Final: f.final, Limit: f.limit,
 		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
 		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...),
-		Seals: append([]Seal(nil), f.seals...), Archives: append([]activities.ArchiveInput(nil), f.archives...)}
+		Seals: append([]Seal(nil), f.seals...), Archives: append([]activities.ArchiveInput(nil), f.archives...),
+		RetryAt: append([]time.Time(nil), f.retryAt...), Queues: maps.Clone(f.queues)}
 	for id, n := range f.done {
 		if n > 1 {
 			r.Twice = append(r.Twice, id)

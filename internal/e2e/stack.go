@@ -28,6 +28,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/pipelinelock"
 	"github.com/archiveflow/archiveflow/internal/pools"
 	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -79,6 +80,8 @@ type Stack struct {
 	// DiskFree, when set, is the pools' reading of the archive disk's free
 	// space (the disk guard; nil: the real one).
 	DiskFree diskguard.FreeFunc
+	// Lock is the pools' claim lock watcher (set by StartPools).
+	Lock *pipelinelock.Watcher
 }
 
 var queueSeq atomic.Int64
@@ -159,6 +162,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 	require.NoError(t, err)
 	hosts, err := pools.NewHostBudget(s.Config, be, log)
 	require.NoError(t, err)
+	s.Lock = pipelinelock.New(s.Store, pipe.ID(), log)
 	deps := pools.Deps{
 		Config:    s.Config,
 		Client:    s.Client,
@@ -172,6 +176,7 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 		DiskFree:  s.DiskFree,
 		Hosts:     hosts,
 		Health:    health,
+		Lock:      s.Lock,
 	}
 	go func() { done <- pools.Run(ctx, deps, nil) }()
 	t.Cleanup(func() {

@@ -10,7 +10,10 @@ import (
 type Outcome struct {
 	// Status: StatusSucceeded or StatusFailed end the page (DONE);
 	// StatusTransient spends one attempt and makes the page READY again
-	// while attempts remain, else DONE failed. StatusPostponed makes it
+	// while attempts remain, else waiting for its next later retry while
+	// Config.RetryLater has a delay left for it (READY, StatusWaiting, not
+	// claimed before the delay is over, then with fresh attempts), else
+	// DONE failed. StatusPostponed makes it
 	// READY again after NotBefore without spending an attempt (its host
 	// was busy or rate-limited: internal/hostbudget).
 	Status Status
@@ -192,7 +195,7 @@ elseif status == ST_TRANSIENT then
   if p.remaining > 0 then
     p.state = READY
     enqueue(p, false)
-  else
+  elseif not retry_later(p) then
     p.state, p.status = DONE, ST_FAILED
   end
 else

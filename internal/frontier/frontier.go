@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -108,10 +111,14 @@ const (
 	// StatusPostponed: the page's host was busy or rate-limited; the page
 	// is READY again after Outcome.NotBefore, its attempt kept.
 	StatusPostponed Status = "postponed"
+	// StatusWaiting: the page's attempts ran out on transient outcomes and
+	// it waits READY for its next later retry (Config.RetryLater), not
+	// claimed before Page.RetryAt.
+	StatusWaiting Status = "waiting"
 )
 
 // statuses is indexed by the record's status code.
-var statuses = []Status{StatusNone, StatusSucceeded, StatusFailed, StatusTransient, StatusSkipped, StatusPostponed}
+var statuses = []Status{StatusNone, StatusSucceeded, StatusFailed, StatusTransient, StatusSkipped, StatusPostponed, StatusWaiting}
 
 // Config is a frontier's configuration, fixed at Seed.
 type Config struct {
@@ -129,9 +136,38 @@ type Config struct {
 	// pages waiting, never negative, 0 when the crawl is finished). The seed
 	// counts. The job hash must exist at Seed; later scripts never create it.
 	QueuedField string
+	// RetryLater are the delays of a page's later retries (the ArchiveBox
+	// plan's retry_at for crawl pages): a page whose attempts all ended
+	// transiently waits the first delay (StatusWaiting), then gets
+	// MaxAttempts fresh attempts, and so on down the list; after the last
+	// it is DONE failed. Empty (every frontier before it): failed at once.
+	// At most MaxRetryLater delays, each at least a millisecond.
+	RetryLater []time.Duration
+}
+
+// MaxRetryLater bounds Config.RetryLater (the record counts a page's later
+// retries in one byte).
+const MaxRetryLater = 255
+
+// retryLaterArg is Config.RetryLater as the metadata hash keeps it:
+// milliseconds, comma-separated ("" for none).
+func (c Config) retryLaterArg() string {
+	ms := make([]string, len(c.RetryLater))
+	for i, d := range c.RetryLater {
+		ms[i] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	return strings.Join(ms, ",")
 }
 
 func (c Config) validate() error {
+	if len(c.RetryLater) > MaxRetryLater {
+		return fmt.Errorf("retry later: %d delays: %w: at most %d", len(c.RetryLater), ErrInvalidArgument, MaxRetryLater)
+	}
+	for i, d := range c.RetryLater {
+		if d < time.Millisecond {
+			return fmt.Errorf("retry later delay %d (%s): %w: must be >= 1ms", i, d, ErrInvalidArgument)
+		}
+	}
 	switch {
 	case c.MaxDepth < -1:
 		return fmt.Errorf("max depth %d: %w: must be -1 (unlimited) or >= 0", c.MaxDepth, ErrInvalidArgument)
@@ -157,10 +193,15 @@ type Page struct {
 	// completion of a released claim is told apart.
 	Attempts int `json:"attempts"`
 	// AttemptsRemaining is spent by outcomes only (a transient failure
-	// spends one; success and failure set it to 0; a release spends none).
-	AttemptsRemaining int  `json:"attempts_remaining"`
-	NoRecurse         bool `json:"no_recurse,omitempty"`
-	Requisite         bool `json:"requisite,omitempty"`
+	// spends one; success and failure set it to 0; a release spends none;
+	// a later retry gives Config.MaxAttempts again).
+	AttemptsRemaining int `json:"attempts_remaining"`
+	// LaterRetries counts the later retries the page took
+	// (Config.RetryLater), RetryAt is when a waiting page is due.
+	LaterRetries int       `json:"later_retries,omitempty"`
+	RetryAt      time.Time `json:"retry_at,omitzero"`
+	NoRecurse    bool      `json:"no_recurse,omitempty"`
+	Requisite    bool      `json:"requisite,omitempty"`
 	// Charged: the page counts against a page budget (ClaimWithin).
 	Charged      bool   `json:"charged,omitempty"`
 	RulesVersion int64  `json:"rules_version,omitempty"` // of the last claim

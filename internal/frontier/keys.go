@@ -31,6 +31,7 @@ var scriptKeys = []struct{ name, suffix string }{
 	{"robots", "_frontier_robots"}, // hash: origin -> its robots.txt record (KeepRobots)
 	{"again", "_frontier_again"},   // list: ids of charged pages made READY again (ClaimWithin's budget)
 	{"later", "_frontier_later"},   // zset: READY pages not before a time (page id -> ms, Redis' clock)
+	{"retry", "_frontier_retry"},   // zset: READY pages waiting for a later retry (page id -> due ms, Redis' clock)
 	{"urls_p", "_frontier_urls:"},  // list per page bucket: URLs by slot
 	{"pages_p", "_frontier_pages:"},
 	{"links_p", "_frontier_links:"},

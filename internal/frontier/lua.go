@@ -21,7 +21,7 @@ const (
 	// recordSize is the packed page record (recordFormat).
 	recordSize = 32
 	// recordFormat is the record's Lua struct format (big-endian): state
-	// flags status reserved | attempts done_attempt remaining links_chunk |
+	// flags status later (later retries taken, Config.RetryLater) | attempts done_attempt remaining links_chunk |
 	// depth parent rules links_batch last_segment. decodeRecord reads it.
 	recordFormat = ">BBBBHHHHI4I4I4I4I4"
 	// lhLoad is the mean number of fingerprints per dedupe bucket before
@@ -44,6 +44,7 @@ const (
 	statusTransient = 3
 	statusSkipped   = 4
 	statusPostponed = 5
+	statusWaiting   = 6
 
 	flagNoRecurse = 1
 	flagRequisite = 2
@@ -75,7 +76,7 @@ var luaPrelude = fmt.Sprintf(`
 local PB, RS, LH_LOAD = %d, %d, %d
 local REC = '%s'
 local READY, CLAIMED, SKIPPED, DONE, DEFERRED = %d, %d, %d, %d, %d
-local ST_NONE, ST_SUCCEEDED, ST_FAILED, ST_TRANSIENT, ST_SKIPPED, ST_POSTPONED = %d, %d, %d, %d, %d, %d
+local ST_NONE, ST_SUCCEEDED, ST_FAILED, ST_TRANSIENT, ST_SKIPPED, ST_POSTPONED, ST_WAITING = %d, %d, %d, %d, %d, %d, %d
 local F_NORECURSE, F_REQUISITE, F_NOTE, F_CHARGED = %d, %d, %d, %d
 local APPLIED, REPEAT, NO_FRONTIER, UNKNOWN_PAGE, NOT_CLAIMED = %d, %d, %d, %d, %d
 local OUT_OF_ORDER, CONFLICT, INVALID_STATE, NO_JOB, LEFTOVER = %d, %d, %d, %d, %d
@@ -83,7 +84,7 @@ local STATE_NAMES = {%s}
 `,
 	pagesPerBucket, recordSize, lhLoad, recordFormat,
 	codeReady, codeClaimed, codeSkipped, codeDone, codeDeferred,
-	statusNone, statusSucceeded, statusFailed, statusTransient, statusSkipped, statusPostponed,
+	statusNone, statusSucceeded, statusFailed, statusTransient, statusSkipped, statusPostponed, statusWaiting,
 	flagNoRecurse, flagRequisite, flagNote, flagCharged,
 	retApplied, retRepeat, retNoFrontier, retUnknownPage, retNotClaimed,
 	retOutOfOrder, retConflict, retInvalidState, retNoJob, retLeftover, luaStateNames()) + `
@@ -98,8 +99,10 @@ local function touch(k) touched[k] = true end
 -- load_meta reads the configuration; false when there is no frontier or
 -- it is being deleted.
 local function load_meta()
-  local v = redis.call('HMGET', meta, 'max_depth', 'max_attempts', 'queued_field', 'lh_level', 'lh_split', 'lh_n', 'deleting')
+  local v = redis.call('HMGET', meta, 'max_depth', 'max_attempts', 'queued_field', 'lh_level', 'lh_split', 'lh_n', 'deleting', 'retry_later')
   if not v[1] or v[7] then return false end
+  cfg.later = {}
+  for ms in string.gmatch(v[8] or '', '[^,]+') do cfg.later[#cfg.later + 1] = tonumber(ms) end
   cfg.max_depth, cfg.max_attempts = tonumber(v[1]), tonumber(v[2])
   cfg.queued_field = v[3] or ''
   cfg.lh_level, cfg.lh_split, cfg.lh_n = tonumber(v[4]), tonumber(v[5]), tonumber(v[6])
@@ -117,14 +120,14 @@ local function get(id)
   local off = slot(id) * RS
   local s = redis.call('GETRANGE', pages_p .. bucket(id), off, off + RS - 1)
   if #s < RS then return nil end
-  local st, fl, stat, _, att, da, rem, lch, depth, parent, rules, lb, ls = struct.unpack(REC, s)
+  local st, fl, stat, lat, att, da, rem, lch, depth, parent, rules, lb, ls = struct.unpack(REC, s)
   if st == 0 then return nil end
-  return {id = id, state = st, flags = fl, status = stat, attempts = att, done_attempt = da,
+  return {id = id, state = st, flags = fl, status = stat, later = lat, attempts = att, done_attempt = da,
     remaining = rem, lchunk = lch, depth = depth, parent = parent, rules = rules, lbatch = lb, lastseg = ls}
 end
 
 local function encode(p)
-  return struct.pack(REC, p.state, p.flags, p.status, 0, p.attempts, p.done_attempt, p.remaining,
+  return struct.pack(REC, p.state, p.flags, p.status, p.later or 0, p.attempts, p.done_attempt, p.remaining,
     p.lchunk, p.depth, p.parent, p.rules, p.lbatch, p.lastseg)
 end
 
@@ -139,7 +142,12 @@ end
 -- page_reply is what Go decodes into a Page.
 local function page_reply(p) return {p.id, url_of(p.id), encode(p)} end
 
-local function counts_reply() return {redis.call('HGETALL', meta), redis.call('LLEN', prop)} end
+-- counts_reply: the metadata hash, the propagation backlog, the pages
+-- waiting for a later retry and the earliest one's due time (ms).
+local function counts_reply()
+  local first = redis.call('ZRANGE', retry, 0, 0, 'WITHSCORES')
+  return {redis.call('HGETALL', meta), redis.call('LLEN', prop), redis.call('ZCARD', retry), first[2] or ''}
+end
 
 -- Counts: n:STATE and dDEPTH:STATE (plus succeeded/failed for DONE).
 local function add(f, n) delta[f] = (delta[f] or 0) + n end
@@ -266,6 +274,10 @@ local function create(url, fp, fp_free, depth, parent, flags)
   return p
 end
 
+-- waits_later: p waits for a later retry, out of the ready queues (in
+-- retry: see retry_later).
+local function waits_later(p) return p.state == READY and p.status == ST_WAITING end
+
 -- lower moves page c to depth d found through parent: a DEFERRED page
 -- inside the limit becomes READY, a READY page joins its new depth's
 -- queue, and a page that delivered links is queued for propagation.
@@ -276,7 +288,7 @@ local function lower(c, d, parent)
     c.state = READY
     promoted = promoted + 1
   end
-  if c.state == READY then enqueue(c, false) end
+  if c.state == READY and not waits_later(c) then enqueue(c, false) end
   tally(c, 1)
   put(c)
   if c.lastseg > 0 then
@@ -358,13 +370,38 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- promote_due puts the pages of later and retry that are due at the head
+-- of their depth's queue; a page back from waiting for a later retry is
+-- transient again (its last outcome).
 local function promote_due(now, limit)
-  local due = redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, limit)
-  for i = #due, 1, -1 do
-    redis.call('ZREM', later, due[i])
-    local p = get(tonumber(due[i]))
-    if p and p.state == READY then enqueue(p, true) end
+  for _, z in ipairs({later, retry}) do
+    local due = redis.call('ZRANGEBYSCORE', z, '-inf', now, 'LIMIT', 0, limit)
+    for i = #due, 1, -1 do
+      redis.call('ZREM', z, due[i])
+      local p = get(tonumber(due[i]))
+      if p and p.state == READY then
+        if z == retry and p.status == ST_WAITING then
+          p.status = ST_TRANSIENT
+          put(p)
+        end
+        enqueue(p, true)
+      end
+    end
   end
+end
+
+-- Later retries (Config.RetryLater): retry_later makes p, whose attempts
+-- ran out on transient outcomes, wait READY with status waiting and
+-- fresh attempts, out of the ready queues, in retry (id -> due ms) until
+-- promote_due puts it back; p.later counts the later retries it took.
+-- False when no delay is left (the page fails).
+local function retry_later(p)
+  local n = (p.later or 0) + 1
+  if n > #cfg.later or n > 255 then return false end
+  p.later, p.state, p.status, p.remaining = n, READY, ST_WAITING, cfg.max_attempts
+  redis.call('ZADD', retry, now_ms() + cfg.later[n], p.id)
+  touch(retry)
+  return true
 end
 
 local function set_note(p, note)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -42,6 +43,11 @@ type Counts struct {
 	// Charged is the pages charged to a page budget (ClaimWithin): pages
 	// claimed as pages, not requisites, less those given back unfetched.
 	Charged int64 `json:"charged"`
+	// Waiting is the READY pages waiting for a later retry
+	// (StatusWaiting, Config.RetryLater), RetryAt when the first of them
+	// is due (Redis' clock; zero when none waits).
+	Waiting int64     `json:"waiting,omitempty"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
 // Finished reports that no page is READY or CLAIMED and no propagation is
@@ -57,10 +63,13 @@ func (f *Frontier) Counts(ctx context.Context, ident string) (Counts, error) {
 		return Counts{}, err
 	}
 	var meta *redis.MapStringStringCmd
-	var prop *redis.IntCmd
+	var prop, waiting *redis.IntCmd
+	var first *redis.ZSliceCmd
 	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		meta = p.HGetAll(ctx, f.key(ident, "meta"))
 		prop = p.LLen(ctx, f.key(ident, "prop"))
+		waiting = p.ZCard(ctx, f.key(ident, "retry"))
+		first = p.ZRangeWithScores(ctx, f.key(ident, "retry"), 0, 0)
 		return nil
 	})
 	if err != nil {
@@ -72,6 +81,10 @@ func (f *Frontier) Counts(ctx context.Context, ident string) (Counts, error) {
 	c, err := countsFromFields(meta.Val(), prop.Val())
 	if err != nil {
 		return Counts{}, fmt.Errorf("counts of job %s: %w", ident, err)
+	}
+	c.Waiting = waiting.Val()
+	if z := first.Val(); len(z) > 0 {
+		c.RetryAt = time.UnixMilli(int64(z[0].Score))
 	}
 	return c, nil
 }
@@ -124,19 +137,27 @@ func (f *Frontier) readPage(ctx context.Context, ident, what string, args ...any
 	}
 	p.Note, _ = rest[1].(string)
 	p.Claimer, _ = rest[2].(string)
+	if due, _ := rest[3].(string); due != "" {
+		p.RetryAt, err = parseMillis(due)
+		if err != nil {
+			return Page{}, fmt.Errorf("%s of job %s: retry at: %w", what, ident, err)
+		}
+	}
 	return p, nil
 }
 
 // pageScript reads one page by id or URL (read-only).
 // ARGV: 'id' ID | 'url' URL fingerprint
-// Reply: {code, page, note, claimer}.
+// Reply: {code, page, note, claimer, due} (due: a waiting page's due ms, else empty).
 var pageScript = newScript(`
 if not load_meta() then return {NO_FRONTIER} end
 local id
 if ARGV[1] == 'id' then id = tonumber(ARGV[2]) else id = find(ARGV[2], ARGV[3]) end
 local p = id and get(id)
 if not p then return {UNKNOWN_PAGE} end
-return {APPLIED, page_reply(p), redis.call('HGET', notes, id) or '', redis.call('HGET', claims, 'p:' .. id) or ''}
+local due = ''
+if waits_later(p) then due = redis.call('ZSCORE', retry, id) or '' end
+return {APPLIED, page_reply(p), redis.call('HGET', notes, id) or '', redis.call('HGET', claims, 'p:' .. id) or '', due}
 `)
 
 // Filter selects pages; the zero value selects all.
@@ -219,6 +240,7 @@ func (f *Frontier) Pages(ctx context.Context, ident string, filter Filter, curso
 	urls := make([]*redis.StringCmd, len(hits))
 	claimers := make([]*redis.StringCmd, len(hits))
 	notes := make([]*redis.StringCmd, len(hits))
+	dues := make([]*redis.FloatCmd, len(hits))
 	_, err = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, h := range hits {
 			b, slot := (h.id-1)/pagesPerBucket, (h.id-1)%pagesPerBucket
@@ -228,6 +250,9 @@ func (f *Frontier) Pages(ctx context.Context, ident string, filter Filter, curso
 			}
 			if h.rec.flags&flagNote != 0 {
 				notes[i] = p.HGet(ctx, f.key(ident, "notes"), strconv.FormatInt(h.id, 10))
+			}
+			if h.rec.waiting() {
+				dues[i] = p.ZScore(ctx, f.key(ident, "retry"), strconv.FormatInt(h.id, 10))
 			}
 		}
 		return nil
@@ -243,6 +268,9 @@ func (f *Frontier) Pages(ctx context.Context, ident string, filter Filter, curso
 		}
 		if notes[i] != nil {
 			pages[i].Note = notes[i].Val()
+		}
+		if dues[i] != nil && dues[i].Err() == nil {
+			pages[i].RetryAt = time.UnixMilli(int64(dues[i].Val()))
 		}
 	}
 	return pages, next, nil

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/archiveflow/archiveflow/internal/ident"
 )
@@ -14,6 +15,7 @@ import (
 // record is the decoded packed page record (recordFormat, 32 bytes).
 type record struct {
 	state, flags, status    uint8
+	later                   uint8
 	attempts, doneAttempt   uint16
 	remaining, linksChunk   uint16
 	depth, parent, rules    uint32
@@ -26,7 +28,7 @@ func decodeRecord(b []byte) (record, error) {
 	}
 	be := binary.BigEndian
 	r := record{
-		state: b[0], flags: b[1], status: b[2],
+		state: b[0], flags: b[1], status: b[2], later: b[3],
 		attempts: be.Uint16(b[4:]), doneAttempt: be.Uint16(b[6:]),
 		remaining: be.Uint16(b[8:]), linksChunk: be.Uint16(b[10:]),
 		depth: be.Uint32(b[12:]), parent: be.Uint32(b[16:]), rules: be.Uint32(b[20:]),
@@ -45,7 +47,7 @@ func (r record) page(id int64, url string) Page {
 	return Page{
 		ID: id, URL: url, Depth: int(r.depth), Parent: int64(r.parent),
 		State: States[r.state-1], Status: statuses[r.status],
-		Attempts: int(r.attempts), AttemptsRemaining: int(r.remaining),
+		Attempts: int(r.attempts), AttemptsRemaining: int(r.remaining), LaterRetries: int(r.later),
 		NoRecurse: r.flags&flagNoRecurse != 0, Requisite: r.flags&flagRequisite != 0,
 		Charged:      r.flags&flagCharged != 0,
 		RulesVersion: int64(r.rules),
@@ -83,11 +85,24 @@ func fingerprint(url string) string {
 	return string(sum[:8])
 }
 
-// parseCounts decodes a counts reply: the metadata hash (HGETALL) and the
-// propagation backlog.
+// waiting reports a page waiting for a later retry (StatusWaiting).
+func (r record) waiting() bool { return r.state == codeReady && r.status == statusWaiting }
+
+// parseMillis parses a Unix time in milliseconds (a retry zset score).
+func parseMillis(s string) (time.Time, error) {
+	ms, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(int64(ms)), nil
+}
+
+// parseCounts decodes a counts reply (counts_reply): the metadata hash
+// (HGETALL), the propagation backlog, the pages waiting for a later retry
+// and the first one's due time.
 func parseCounts(v any) (Counts, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 2 {
+	if !ok || len(arr) != 4 {
 		return Counts{}, fmt.Errorf("counts reply: unexpected shape %T", v)
 	}
 	flat, ok := arr[0].([]any)
@@ -101,7 +116,17 @@ func parseCounts(v any) (Counts, error) {
 		val, _ := flat[i+1].(string)
 		fields[k] = val
 	}
-	return countsFromFields(fields, prop)
+	c, err := countsFromFields(fields, prop)
+	if err != nil {
+		return c, err
+	}
+	c.Waiting, _ = arr[2].(int64)
+	if due, _ := arr[3].(string); due != "" {
+		if c.RetryAt, err = parseMillis(due); err != nil {
+			return c, fmt.Errorf("counts reply: retry at %q: %w", due, err)
+		}
+	}
+	return c, nil
 }
 
 // countsFromFields decodes the n:STATE and dDEPTH:STATE fields.

@@ -24,7 +24,7 @@ type Requeued struct {
 
 // Requeue makes every page whose final status is failed (DONE, failed:
 // attempts exhausted or a fatal failure) READY again at its recorded depth
-// with fresh attempts (Config.MaxAttempts), for a retry of the crawl
+// with fresh attempts (Config.MaxAttempts) and later retries, for a retry of the crawl
 // (`starter retry`). Relations, depths and every other page stay as they
 // are; items_queued (Config.QueuedField) counts a requeued page as waiting
 // again. It reads the page records in id order, batch records per script
@@ -90,7 +90,7 @@ for id = cursor + 1, stop do
   local p = get(id)
   if p and p.state == DONE and p.status == ST_FAILED then
     tally(p, -1)
-    p.state, p.status, p.remaining = READY, ST_NONE, cfg.max_attempts
+    p.state, p.status, p.remaining, p.later = READY, ST_NONE, cfg.max_attempts, 0
     enqueue(p, false)
     tally(p, 1)
     put(p)

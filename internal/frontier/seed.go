@@ -27,7 +27,7 @@ func (f *Frontier) Seed(ctx context.Context, ident, url string, cfg Config) (Pag
 		return Page{}, fmt.Errorf("seed frontier of job %s: %w", ident, err)
 	}
 	v, err := f.run(ctx, seedScript, ident, u, fingerprint(u),
-		strconv.Itoa(cfg.MaxDepth), strconv.Itoa(cfg.MaxAttempts), cfg.QueuedField).Result()
+		strconv.Itoa(cfg.MaxDepth), strconv.Itoa(cfg.MaxAttempts), cfg.QueuedField, cfg.retryLaterArg()).Result()
 	if err != nil {
 		return Page{}, fmt.Errorf("seed frontier of job %s: %w", ident, err)
 	}
@@ -65,19 +65,20 @@ func seedError(ident, seed string, cfg Config, code int64, rest []any) error {
 }
 
 // seedScript creates the metadata hash and page 1.
-// ARGV: url fingerprint max_depth max_attempts queued_field
+// ARGV: url fingerprint max_depth max_attempts queued_field retry_later
 var seedScript = newScript(`
 local url, fp = ARGV[1], ARGV[2]
-local cur = redis.call('HMGET', meta, 'seed', 'max_depth', 'max_attempts', 'queued_field', 'deleting')
+local cur = redis.call('HMGET', meta, 'seed', 'max_depth', 'max_attempts', 'queued_field', 'deleting', 'retry_later')
 if cur[1] then
   if cur[5] then return {NO_FRONTIER} end
-  if cur[1] == url and cur[2] == ARGV[3] and cur[3] == ARGV[4] and (cur[4] or '') == ARGV[5] then return {REPEAT} end
+  if cur[1] == url and cur[2] == ARGV[3] and cur[3] == ARGV[4] and (cur[4] or '') == ARGV[5] and (cur[6] or '') == ARGV[6] then return {REPEAT} end
   return {CONFLICT, cur[1], cur[2], cur[3], cur[4] or ''}
 end
 if redis.call('EXISTS', urls_p .. '0', pages_p .. '0', fp_p .. '0') > 0 then return {LEFTOVER} end
 if ARGV[5] ~= '' and redis.call('EXISTS', job) == 0 then return {NO_JOB} end
 redis.call('HSET', meta, 'seed', url, 'max_depth', ARGV[3], 'max_attempts', ARGV[4], 'queued_field', ARGV[5],
   'next_id', 0, 'lh_level', 0, 'lh_split', 0, 'lh_n', 0, 'format', 1)
+if ARGV[6] ~= '' then redis.call('HSET', meta, 'retry_later', ARGV[6]) end
 load_meta()
 create(url, fp, true, 0, 0, 0)
 finish()
@@ -125,8 +126,8 @@ func (f *Frontier) SeedList(ctx context.Context, ident, list string, urls []stri
 	}
 	for c := 0; c*f.opts.Chunk < len(prepared); c++ {
 		part := prepared[c*f.opts.Chunk : min((c+1)*f.opts.Chunk, len(prepared))]
-		args := make([]any, 0, 4+2*len(part))
-		args = append(args, list, strconv.Itoa(cfg.MaxDepth), strconv.Itoa(cfg.MaxAttempts), cfg.QueuedField)
+		args := make([]any, 0, 5+2*len(part))
+		args = append(args, list, strconv.Itoa(cfg.MaxDepth), strconv.Itoa(cfg.MaxAttempts), cfg.QueuedField, cfg.retryLaterArg())
 		for _, l := range part {
 			args = append(args, l.url, l.fp)
 		}
@@ -151,13 +152,13 @@ func (f *Frontier) SeedList(ctx context.Context, ident, list string, urls []stri
 
 // seedListScript creates the metadata hash (first call) and a depth-0
 // page for every URL the frontier does not have yet.
-// ARGV: list max_depth max_attempts queued_field, then url fingerprint per URL.
+// ARGV: list max_depth max_attempts queued_field retry_later, then url fingerprint per URL.
 // Reply: {code, added, known}.
 var seedListScript = newScript(`
-local cur = redis.call('HMGET', meta, 'seed', 'max_depth', 'max_attempts', 'queued_field', 'deleting')
+local cur = redis.call('HMGET', meta, 'seed', 'max_depth', 'max_attempts', 'queued_field', 'deleting', 'retry_later')
 if cur[1] then
   if cur[5] then return {NO_FRONTIER} end
-  if not (cur[1] == ARGV[1] and cur[2] == ARGV[2] and cur[3] == ARGV[3] and (cur[4] or '') == ARGV[4]) then
+  if not (cur[1] == ARGV[1] and cur[2] == ARGV[2] and cur[3] == ARGV[3] and (cur[4] or '') == ARGV[4] and (cur[6] or '') == ARGV[5]) then
     return {CONFLICT, cur[1], cur[2], cur[3], cur[4] or ''}
   end
 else
@@ -165,10 +166,11 @@ else
   if ARGV[4] ~= '' and redis.call('EXISTS', job) == 0 then return {NO_JOB} end
   redis.call('HSET', meta, 'seed', ARGV[1], 'max_depth', ARGV[2], 'max_attempts', ARGV[3], 'queued_field', ARGV[4],
     'next_id', 0, 'lh_level', 0, 'lh_split', 0, 'lh_n', 0, 'format', 1)
+  if ARGV[5] ~= '' then redis.call('HSET', meta, 'retry_later', ARGV[5]) end
 end
 if not load_meta() then return {NO_FRONTIER} end
 local added, known = 0, 0
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local id, free = find(ARGV[i], ARGV[i + 1])
   if id then
     known = known + 1

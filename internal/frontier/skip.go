@@ -50,6 +50,7 @@ if p.state ~= READY and p.state ~= CLAIMED then return {INVALID_STATE, p.state} 
 tally(p, -1)
 detach(id)
 uncharge_unfetched(p)
+if waits_later(p) then redis.call('ZREM', retry, id) end
 p.state, p.status = SKIPPED, ST_SKIPPED
 set_note(p, ARGV[2])
 tally(p, 1)

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/metrics"
@@ -53,7 +55,7 @@ func pageCounts(c frontier.Counts) activities.PageCounts {
 	return activities.PageCounts{
 		Total: c.Total, Ready: c.Ready, Claimed: c.Claimed, Skipped: c.Skipped, Done: c.Done,
 		Succeeded: c.Succeeded, Failed: c.Failed, Deferred: c.Deferred, Propagating: c.Propagating,
-		Charged: c.Charged,
+		Charged: c.Charged, Waiting: c.Waiting, RetryAt: c.RetryAt,
 	}
 }
 
@@ -78,7 +80,8 @@ func (s *CrawlStore) SucceededPages(ctx context.Context, ident string) ([]activi
 // SeedCrawl seeds the frontier (items_queued counts the start page) and
 // claims the start page with the input's token.
 func (s *CrawlStore) SeedCrawl(ctx context.Context, in activities.SeedCrawlInput) (activities.SeedCrawlResult, error) {
-	_, err := s.Frontier.Seed(ctx, in.Ident, in.URL, frontier.Config{MaxDepth: in.MaxDepth, MaxAttempts: in.PageAttempts, QueuedField: queuedField})
+	_, err := s.Frontier.Seed(ctx, in.Ident, in.URL, frontier.Config{MaxDepth: in.MaxDepth, MaxAttempts: in.PageAttempts, QueuedField: queuedField,
+		RetryLater: in.RetryLater})
 	if err != nil {
 		return activities.SeedCrawlResult{}, fmt.Errorf("seed crawl %s: %w", in.Ident, crawlErr(err))
 	}
@@ -99,7 +102,8 @@ func (s *CrawlStore) SeedCrawl(ctx context.Context, in activities.SeedCrawlInput
 // SeedList seeds the frontier from a URL list (items_queued counts each
 // start page once).
 func (s *CrawlStore) SeedList(ctx context.Context, in activities.SeedListInput) (activities.PageCounts, error) {
-	_, err := s.Frontier.SeedList(ctx, in.Ident, in.List, in.URLs, frontier.Config{MaxDepth: in.MaxDepth, MaxAttempts: in.PageAttempts, QueuedField: queuedField})
+	_, err := s.Frontier.SeedList(ctx, in.Ident, in.List, in.URLs, frontier.Config{MaxDepth: in.MaxDepth, MaxAttempts: in.PageAttempts, QueuedField: queuedField,
+		RetryLater: in.RetryLater})
 	if err != nil {
 		return activities.PageCounts{}, fmt.Errorf("seed crawl %s from %s: %w", in.Ident, in.List, crawlErr(err))
 	}
@@ -233,6 +237,27 @@ func (s *CrawlStore) fetchCounters(ft activities.FetchTally) []frontier.JobCount
 // Release returns claimed pages to READY.
 func (s *CrawlStore) Release(ctx context.Context, ident string, ids []int64) (activities.PageCounts, error) {
 	_, c, err := s.Frontier.ReleasePages(ctx, ident, ids)
+	if err != nil {
+		return activities.PageCounts{}, crawlErr(err)
+	}
+	return pageCounts(c), nil
+}
+
+// LockedHostQueues are the host queues of queue's pool on the pipelines
+// locked to the crawl (a tag's queue, POOLQUEUE#TAG, is its pool's: host
+// queues are POOLQUEUE@INSTANCE).
+func (s *CrawlStore) LockedHostQueues(ctx context.Context, ident, queue string) ([]string, error) {
+	base, _, _ := strings.Cut(queue, config.TagSeparator)
+	qs, err := s.Redis.LockedHostQueues(ctx, ident, base)
+	if err != nil {
+		return nil, notWritable(err)
+	}
+	return qs, nil
+}
+
+// FailWaiting ends the pages waiting for a later retry as failed.
+func (s *CrawlStore) FailWaiting(ctx context.Context, ident, note string) (activities.PageCounts, error) {
+	_, c, err := s.Frontier.FailWaiting(ctx, ident, note)
 	if err != nil {
 		return activities.PageCounts{}, crawlErr(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
@@ -453,6 +454,10 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 	host := worker.New(d.Client, HostQueue(p, instance), opts)
 	host.RegisterActivity(hostActs)
 	host.RegisterActivity(activities.NewCrawlHost(crawlActs))
+	// A crawl locked to this process (`starter lock`) runs its pages on
+	// its host queue: the shared queues' slots wait while it is locked.
+	host.RegisterActivityWithOptions(crawlActs.RunPage, activity.RegisterOptions{Name: "RunPage"})
+	host.RegisterActivityWithOptions(crawlActs.RunPageBatch, activity.RegisterOptions{Name: "RunPageBatch"})
 	return append(ws, host), eng, nil
 }
 

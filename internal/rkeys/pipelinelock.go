@@ -2,8 +2,10 @@ package rkeys
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -79,3 +81,35 @@ var unlockPipelineScript = newScript([]string{"lock"}, false, `
 if ARGV[1] ~= '' and redis.call('HGET', lock, 'ident') ~= ARGV[1] then return 0 end
 return redis.call('DEL', lock)
 `)
+
+// LockedHostQueues are the host queues (QUEUE@INSTANCE, one per pipeline)
+// of shared queue queue on the live pipelines locked to job ident, in
+// pipeline order: where a locked crawl's pages go (its pipelines take no
+// work from the shared queue). None when no live pipeline is locked to it.
+func (s *Store) LockedHostQueues(ctx context.Context, ident, queue string) ([]string, error) {
+	ps, err := s.ListPipelines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range ps {
+		l, ok, err := s.PipelineLockOf(ctx, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || l.Ident != ident {
+			continue
+		}
+		var queues []string
+		if err := json.Unmarshal([]byte(p.Fields["task_queues"]), &queues); err != nil {
+			return nil, fmt.Errorf("pipeline %s task_queues %q: %w: %w", p.ID, p.Fields["task_queues"], errMalformed, err)
+		}
+		for _, q := range queues {
+			if strings.HasPrefix(q, queue+"@") {
+				out = append(out, q)
+				break
+			}
+		}
+	}
+	return out, nil
+}

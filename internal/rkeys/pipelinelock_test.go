@@ -2,6 +2,7 @@ package rkeys
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,4 +42,33 @@ func TestPipelineLock(t *testing.T) {
 	require.NoError(t, e.store.Finish(ctx, j.Ident, model.StateFinished))
 	require.ErrorIs(t, e.store.LockPipeline(ctx, "p1", PipelineLock{Ident: j.Ident}), ErrJobFinal, "an ended job takes no lock")
 	require.ErrorIs(t, e.store.LockPipeline(ctx, "", PipelineLock{Ident: j.Ident}), ErrInvalid)
+}
+
+// LockedHostQueues finds the host queue of the shared queue on each live
+// pipeline locked to the job, and nothing for other jobs or queues.
+func TestLockedHostQueues(t *testing.T) {
+	e := newEnv(t, Options{PipelineTTL: time.Minute})
+	ctx := ctxT(t)
+	j := testJob(t, "http://example.com/locked-crawl")
+	require.NoError(t, e.store.CreateJob(ctx, j))
+	p1, p2 := testPipeline(t), testPipeline(t)
+	p1.TaskQueues = []string{"default", "default@w1-1", "shots", "shots@w1-1"}
+	p2.ID, p2.PID, p2.TaskQueues = PipelineID("worker2", "worker2.example", 7), 7, []string{"default", "default@w2-7"}
+	for _, p := range []Pipeline{p1, p2} {
+		require.NoError(t, e.store.RegisterPipeline(ctx, p))
+	}
+	qs, err := e.store.LockedHostQueues(ctx, j.Ident, "default")
+	require.NoError(t, err)
+	assert.Empty(t, qs, "no lock")
+
+	require.NoError(t, e.store.LockPipeline(ctx, p1.ID, PipelineLock{Ident: j.Ident}))
+	qs, err = e.store.LockedHostQueues(ctx, j.Ident, "default")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"default@w1-1"}, qs)
+	qs, err = e.store.LockedHostQueues(ctx, j.Ident, "shots")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"shots@w1-1"}, qs)
+	qs, err = e.store.LockedHostQueues(ctx, "otherjob", "default")
+	require.NoError(t, err)
+	assert.Empty(t, qs)
 }

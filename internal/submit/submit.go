@@ -134,6 +134,9 @@ func CrawlInput(cfg *config.Config, r Request) workflows.CrawlInput {
 			SealTimeout:          cfg.WACZ.SealTimeout,
 		},
 		URLList: list,
+		// A page's later retries are the hooks' default list
+		// (hooks.retry_later): a crawl page is one unit, not a plugin's.
+		PageRetryLater: slices.Clone(cfg.Hooks.RetryLater),
 	}
 }
 

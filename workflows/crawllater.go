@@ -1,0 +1,96 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+)
+
+// Later retries of crawl pages (CrawlInput.PageRetryLater, the crawl's
+// side of retrylater.go): the frontier keeps a page whose attempts all
+// ended transiently READY, waiting for its next delay (internal/frontier
+// Config.RetryLater), and claims skip it until it is due, so the crawl is
+// not finished while pages wait. This file is what the workflow adds:
+//
+//   - when nothing is in flight and every READY page waits, the run waits
+//     on one durable timer until the first is due (a stop, a settings
+//     change or a limit ends the wait early) instead of looking again
+//     every second, so a wait of hours costs a few history events; a run
+//     whose history grows long continues as new as ever;
+//   - while pages wait, the job is in the retry_at set due when the first
+//     is (SetRetryAt; finishing takes it out);
+//   - a crawl that stops (aborted, failed) fails its waiting pages: their
+//     later retry is not run, their note says why (FailWaitingPages);
+//     a crawl that ends at a limit leaves them READY for a continue.
+//
+// A page's earlier attempts keep their results (the page's attempts
+// directories), and the job's counters move once: a waiting page is
+// still queued, and failed only when its last later retry fails.
+
+// maxPageRetryLater bounds CrawlInput.PageRetryLater (the frontier counts
+// a page's later retries in one byte).
+const maxPageRetryLater = 255
+
+// laterOn reports that the crawl's pages get later retries.
+func (c *crawl) laterOn() bool { return len(c.in.PageRetryLater) > 0 }
+
+// onlyWaiting reports that every READY page waits for a later retry and
+// no page is claimed or propagation pending: nothing can run before the
+// first is due.
+func (c *crawl) onlyWaiting() bool {
+	n := c.counts
+	return c.laterOn() && n.Waiting > 0 && n.Waiting >= n.Ready && n.Claimed == 0 && n.Propagating == 0
+}
+
+// waitForLater waits until the first waiting page is due (at least a
+// second: Redis' clock may run behind the workflow's), a stop, a settings
+// change or a limit's wake-up.
+func (c *crawl) waitForLater() {
+	wait := max(c.counts.RetryAt.Sub(workflow.Now(c.dctx)), time.Second)
+	c.log().Info("pages wait for a later retry", "waiting", c.counts.Waiting, "retry_at", c.counts.RetryAt)
+	version, wake := c.settings.version, c.limits.wake
+	_, _ = workflow.AwaitWithOptions(c.dctx, workflow.AwaitOptions{Timeout: wait, TimerOptions: workflow.TimerOptions{Summary: "later retry"}},
+		func() bool { return c.stopping() || c.settings.version != version || c.limits.wake != wake })
+}
+
+// indexRetryAt keeps the job in the retry_at set, due when the first
+// waiting page is, while pages wait (to the second, as the set scores).
+func (c *crawl) indexRetryAt() {
+	if !c.laterOn() || c.job.state.Final() {
+		return
+	}
+	var due time.Time
+	if c.counts.Waiting > 0 {
+		due = c.counts.RetryAt.Truncate(time.Second)
+	}
+	if due.Equal(c.retryAt) {
+		return
+	}
+	c.retryAt = due
+	in := activities.RetryAtInput{Ident: c.ident(), At: due}
+	c.writes.enqueue("set retry_at", func(wc workflow.Context) error {
+		return workflow.ExecuteLocalActivity(c.redisCtx(wc), poolActs.SetRetryAt, in).Get(wc, nil)
+	})
+}
+
+// failWaiting fails the waiting pages of a crawl that stopped (asked
+// whatever the last counts say: a batch's counts may be older).
+func (c *crawl) failWaiting() {
+	if !c.laterOn() || (!c.stopping() && c.job.failure == "") {
+		return
+	}
+	why := c.job.stopReason
+	if why == "" {
+		why = c.job.failure
+	}
+	in := activities.FailWaitingInput{Ident: c.ident(), Note: "later retry not run (" + why + ")"}
+	var counts activities.PageCounts
+	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.FailWaitingPages, in).Get(c.dctx, &counts); err != nil {
+		c.log().Error("fail the pages waiting for a later retry", "waiting", c.counts.Waiting, "error", err)
+		return
+	}
+	c.log().Info("pages waiting for a later retry failed: the crawl stopped", "reason", why)
+	c.setCounts(counts)
+}

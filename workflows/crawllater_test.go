@@ -1,0 +1,85 @@
+package workflows_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/internal/crawltest"
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// TestCrawlPagesWaitForTheirLaterRetries: a page whose attempts end
+// transiently waits for its later retry instead of failing and then
+// succeeds; one that keeps failing is failed after its last delay. The
+// crawl waits hours for them on durable timers in one run (polling every
+// second would have filled many histories), every page ends once, and
+// the job is in the retry_at set while pages wait, out of it at the end.
+func TestCrawlPagesWaitForTheirLaterRetries(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.LaterTransient = map[int64]int{5: 1, 7: 3}
+	in := crawlInput(4)
+	in.PageRetryLater = []time.Duration{time.Hour, 6 * time.Hour}
+	var started, ended time.Time
+	st, perRun := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+		fake.SetClock(env.Now)
+		started = env.Now()
+		env.RegisterDelayedCallback(func() { ended = env.Now() }, 7*time.Hour-time.Minute)
+	})
+	require.Equal(t, model.StateFinished, st.State)
+	require.Len(t, perRun, 1, "the waits took no polling")
+	require.False(t, ended.IsZero(), "the crawl ran past both delays: %s", ended.Sub(started))
+	r := fake.Report()
+	assert.EqualValues(t, 27, r.Done, "every page discovered (page 7's three children never are) ended")
+	assert.Equal(t, r.Known, r.Done)
+	assert.EqualValues(t, 1, r.Failed, "page 7 failed after its last later retry, and only then")
+	assert.Empty(t, r.Twice)
+	assert.Equal(t, 2, r.PageRuns[5], "page 5: its round, then its later retry")
+	assert.Equal(t, 3, r.PageRuns[7], "page 7: its round and both later retries")
+	assert.EqualValues(t, 0, st.Counts.Waiting)
+	assert.EqualValues(t, 26, st.Counts.Succeeded)
+	require.NotEmpty(t, r.RetryAt)
+	assert.False(t, r.RetryAt[0].IsZero(), "indexed in retry_at while pages wait")
+	assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at at the end")
+}
+
+// TestCrawlAbortEndsTheLaterWait: an abort while a page waits ends the
+// wait at once; the page is failed (its later retry not run), the crawl
+// aborted.
+func TestCrawlAbortEndsTheLaterWait(t *testing.T) {
+	fake := crawltest.New(10, 3)
+	fake.LaterTransient = map[int64]int{4: 1}
+	in := crawlInput(4)
+	in.PageRetryLater = []time.Duration{24 * time.Hour}
+	st, perRun := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+		fake.SetClock(env.Now)
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflows.SignalAbort, workflows.AbortRequest{Reason: "test", By: "me"})
+		}, time.Hour)
+	})
+	require.Equal(t, model.StateAborted, st.State)
+	require.Len(t, perRun, 1)
+	r := fake.Report()
+	assert.EqualValues(t, 1, r.Failed)
+	assert.Equal(t, 1, r.PageRuns[4], "never retried")
+	assert.EqualValues(t, 0, st.Counts.Waiting)
+	require.NotEmpty(t, r.RetryAt)
+	assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at")
+}
+
+// TestCrawlWithoutLaterRetriesFailsAtOnce: without PageRetryLater (every
+// input before it) a page whose attempts ran out fails, and retry_at is
+// never written.
+func TestCrawlWithoutLaterRetriesFailsAtOnce(t *testing.T) {
+	fake := crawltest.New(10, 3)
+	fake.LaterTransient = map[int64]int{4: 1}
+	st, _ := runCrawlWith(t, fake, crawlInput(4), func(env *crawlEnv) { fake.SetClock(env.Now) })
+	require.Equal(t, model.StateFinished, st.State)
+	r := fake.Report()
+	assert.EqualValues(t, 1, r.Failed)
+	assert.Equal(t, 1, r.PageRuns[4])
+	assert.Empty(t, r.RetryAt)
+}

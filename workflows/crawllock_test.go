@@ -1,0 +1,39 @@
+package workflows_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/archiveflow/archiveflow/internal/crawltest"
+	"github.com/archiveflow/archiveflow/internal/model"
+)
+
+// TestLockedCrawlRunsItsPagesOnTheLockedPipeline: while a pipeline is
+// locked to the crawl (the claim says which host queues), every page and
+// every page batch runs on the locked pipeline's host queue, not on the
+// pool's shared queue (whose slots a locked pipeline does not serve);
+// unlocked, they run on the shared queue.
+func TestLockedCrawlRunsItsPagesOnTheLockedPipeline(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		for _, locked := range []bool{false, true} {
+			fake := crawltest.New(40, 3)
+			want := "q"
+			if locked {
+				fake.Locked = []string{"q@locked-1"}
+				want = "q@locked-1"
+			}
+			in := crawlInput(4)
+			if batched {
+				in.Timing.BatchPages, in.Timing.BatchTime = 10, time.Minute
+			}
+			st, _ := runCrawl(t, fake, in)
+			require.Equal(t, model.StateFinished, st.State)
+			r := fake.Report()
+			assert.EqualValues(t, 40, r.Done)
+			assert.Equal(t, map[string]int{want: 39}, r.Queues, "batched %v, locked %v: every page but the start page", batched, locked)
+		}
+	}
+}
