@@ -325,9 +325,10 @@ func TestChromeStackSinglePage(t *testing.T) {
 // TestChromeStackCrawlSharesOneBrowser crawls 20 pages that all run the
 // browser plugins with CHROME_ISOLATION=crawl (the start page all of them,
 // the others the session's, screenshot and title: 2 cores run it well
-// in about 30 s; E2E_CHROME_PAGES sets another size): one browser on the
-// host serves every page, every page's hooks succeed, and the browser ends
-// with the crawl.
+// in 23–30 s; E2E_CHROME_PAGES sets another size, E2E_CHROME_ALL_HOOKS=1
+// runs all eight hooks on every page: 62–84 s on 2 cores at load 14–25,
+// docs/benchmarks.md §22-abx): one browser on the host serves every page,
+// every page's hooks succeed, and the browser ends with the crawl.
 func TestChromeStackCrawlSharesOneBrowser(t *testing.T) {
 	deps := chromeDeps(t)
 	pages := 20
@@ -342,6 +343,9 @@ func TestChromeStackCrawlSharesOneBrowser(t *testing.T) {
 		c.Job.Concurrency = 4
 		c.Crawl.PerHost.Concurrency = 4 // one host: its pages run side by side in the one browser
 		c.Crawl.PagePlugins = []string{"chrome", "screenshot", "title"}
+		if os.Getenv("E2E_CHROME_ALL_HOOKS") == "1" {
+			c.Crawl.PagePlugins = []string{"chrome", "headers", "screenshot", "pdf", "dom", "title"}
+		}
 	})
 	s.StartPools(t, append(run.env(deps, "crawl"), builtinEnv(t)[len(os.Environ()):]...))
 	job := s.SubmitCrawl(t, site.URL+"/", 1, func(r *submit.Request) { r.Settings.Concurrency = 4 })

@@ -84,7 +84,7 @@ func TestEveryPathStartsAHookTheSameWay(t *testing.T) {
 	setupDir := filepath.Join(e.crawlDir(cr.Job.Ident), "probe")
 
 	// The same environment but for where the hook runs and what it runs on.
-	perRun := map[string]bool{"SNAP_DIR": true, "CRAWL_DIR": true, "EXTRA_CONTEXT": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true,
+	perRun := map[string]bool{"SNAP_DIR": true, "CRAWL_DIR": true, "PERSONAS_DIR": true, "EXTRA_CONTEXT": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true,
 		procs.MarkerEnv: true}
 	envOf := func(dir string) map[string]string {
 		b, err := os.ReadFile(filepath.Join(dir, "env"))

@@ -3,7 +3,9 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,6 +63,7 @@ func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved, f
 	env, dropped := hookenv.Build(hookenv.Sources{
 		Worker: e.environ(), PassEnv: e.cfg.PassEnv, Plugin: r.Env(), Runner: runner,
 	}, e.cfg.Secrets)
+	env = withPersonasDir(env, inv)
 	for _, d := range dropped {
 		// Once per variable and plugin: the operator only needs to hear it once.
 		if _, seen := e.warned.LoadOrStore(inv.hook.Plugin+"\x00"+d.Name, true); !seen {
@@ -69,4 +72,40 @@ func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved, f
 		}
 	}
 	return env, nil
+}
+
+// personasKey names the browser profiles' root of ArchiveBox's plugins
+// (abx-plugins' chrome and base declare it, empty by default).
+const personasKey = "PERSONAS_DIR"
+
+// withPersonasDir gives env abx-dl's PERSONAS_DIR when nothing configured
+// one (unset or empty): the crawl's CRAWL_DIR/.persona, or the snapshot's
+// SNAP_DIR/.persona under CHROME_ISOLATION=snapshot, so each crawl's (or
+// snapshot's) browser has a profile of its own. Without it abx-plugins'
+// launchers fall back to one profile under HOME that every job of the
+// host shares, kept from job to job.
+func withPersonasDir(env []string, inv invocation) []string {
+	at, isolation := -1, ""
+	for i, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case personasKey:
+			if strings.TrimSpace(v) != "" {
+				return env
+			}
+			at = i
+		case "CHROME_ISOLATION":
+			isolation = strings.ToLower(strings.TrimSpace(v))
+		}
+	}
+	dir := inv.crawlDir
+	if isolation == "snapshot" || dir == "" {
+		dir = inv.snapDir
+	}
+	kv := personasKey + "=" + filepath.Join(dir, ".persona")
+	if at >= 0 {
+		env[at] = kv
+		return env
+	}
+	return append(env, kv)
 }
