@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,27 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/bench/benchkit"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
-
-// roundTrips counts a client's round trips: a command, or a pipeline.
-type roundTrips struct{ n atomic.Int64 }
-
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
 
 // recordCrawl is a crawl whose start page linked pages pages, all claimed
 // (attempt 1), with fleet health on.
@@ -100,11 +83,11 @@ func TestRecordPagesInAFewRoundTrips(t *testing.T) {
 	const n = 50
 	cs, c, claimed := recordCrawl(t, n)
 	ws := pageWrites(claimed)
-	rt := &roundTrips{}
+	rt := &benchkit.RoundTrips{}
 	c.AddHook(rt)
 	written, counts, err := cs.RecordPages(ctx, "crawl1", ws)
 	require.NoError(t, err)
-	assert.Equal(t, int64(3), rt.n.Load(), "round trips for %d pages", n)
+	assert.Equal(t, int64(3), rt.Load(), "round trips for %d pages", n)
 	for i, w := range written {
 		assert.NoError(t, w.Superseded, "page %d", ws[i].PageID)
 		assert.Equal(t, 2, w.Queued, "page %d", ws[i].PageID)
