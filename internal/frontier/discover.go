@@ -196,16 +196,38 @@ func (f *Frontier) DiscoverOps(ctx context.Context, ident string, parentID int64
 // Read reads the chunks' commands (in DiscoverOps' order; fewer when the
 // caller stopped at an error) and settles what they left to propagate.
 func (d Discovery) Read(ctx context.Context, cmds []redis.Cmder) (DiscoverResult, error) {
+	res, backlog, err := d.Replies(cmds)
+	if err != nil || !backlog {
+		return res, err
+	}
+	promoted, err := d.f.Settle(ctx, d.ident)
+	res.Promoted += promoted
+	if err != nil {
+		return res, fmt.Errorf("discover on job %s page %d: %w", d.ident, d.parent, err)
+	}
+	return res, nil
+}
+
+// Settle propagates the depths discoveries lowered (what DiscoverOps'
+// replies left, Replies' backlog; several pages' at once) and returns the
+// pages it promoted into the depth limit.
+func (f *Frontier) Settle(ctx context.Context, ident string) (int, error) {
+	return f.settle(ctx, ident)
+}
+
+// Replies is Read without the settling: the chunks' result, and whether
+// depths are left to propagate (Settle).
+func (d Discovery) Replies(cmds []redis.Cmder) (DiscoverResult, bool, error) {
 	res, ident, parentID, attempt, batch := d.res, d.ident, d.parent, d.attempt, d.batch
 	backlog := false
 	for c, cmd := range cmds {
 		v, err := cmd.(*redis.Cmd).Result()
 		if err != nil {
-			return res, fmt.Errorf("discover on job %s page %d attempt %d batch %d chunk %d: %w", ident, parentID, attempt, batch, c, err)
+			return res, false, fmt.Errorf("discover on job %s page %d attempt %d batch %d chunk %d: %w", ident, parentID, attempt, batch, c, err)
 		}
 		code, rest, err := replyCode(v)
 		if err != nil {
-			return res, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, err)
+			return res, false, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, err)
 		}
 		switch code {
 		case retApplied:
@@ -221,31 +243,24 @@ func (d Discovery) Read(ctx context.Context, cmds []redis.Cmder) (DiscoverResult
 			res.Repeated++
 			backlog = true // a retry: finish what an interrupted call may have left
 		case retNoFrontier:
-			return res, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, ErrNoFrontier)
+			return res, false, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, ErrNoFrontier)
 		case retUnknownPage:
-			return res, fmt.Errorf("discover on job %s: parent page %d: %w", ident, parentID, ErrUnknownPage)
+			return res, false, fmt.Errorf("discover on job %s: parent page %d: %w", ident, parentID, ErrUnknownPage)
 		case retNotClaimed:
-			return res, fmt.Errorf("discover on job %s page %d attempt %d: %w (page is %s at attempt %d)",
+			return res, false, fmt.Errorf("discover on job %s page %d attempt %d: %w (page is %s at attempt %d)",
 				ident, parentID, attempt, ErrNotClaimed, stateName(replyInt(rest, 0)), replyInt(rest, 1))
 		case retOutOfOrder:
-			return res, fmt.Errorf("discover on job %s page %d attempt %d: batch %d chunk %d: %w: expected batch %d chunk %d",
+			return res, false, fmt.Errorf("discover on job %s page %d attempt %d: batch %d chunk %d: %w: expected batch %d chunk %d",
 				ident, parentID, attempt, batch, c, ErrOutOfOrder, replyInt(rest, 0), replyInt(rest, 1))
 		default:
-			return res, fmt.Errorf("discover on job %s page %d: unexpected reply code %d", ident, parentID, code)
-		}
-	}
-	if backlog {
-		promoted, err := d.f.settle(ctx, ident)
-		res.Promoted += promoted
-		if err != nil {
-			return res, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, err)
+			return res, false, fmt.Errorf("discover on job %s page %d: unexpected reply code %d", ident, parentID, code)
 		}
 	}
 	if res.Repeated > 0 {
 		d.f.log.Debug("discover repeated", zap.String("ident", ident), zap.Int64("page", parentID),
 			zap.Int("attempt", attempt), zap.Int("batch", batch), zap.Int("chunks", res.Repeated))
 	}
-	return res, nil
+	return res, backlog, nil
 }
 
 // discoverScript applies one chunk of a batch of links.

@@ -257,8 +257,8 @@ func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedP
 }
 
 // RecordPages records finished page attempts in three round trips for all
-// of them (more only to settle depths their links lowered, rare): their
-// log packets and links, then the outcomes of those whose links were
+// of them (more only to settle depths their links lowered, once for all):
+// their log packets and links, then the outcomes of those whose links were
 // applied, then what follows an applied outcome (counted). Each part is
 // repeat-safe (a log batch per page attempt, Discover's batches, an
 // outcome applied once), so a failed call is made again whole.
@@ -298,11 +298,12 @@ func (s *CrawlStore) RecordPages(ctx context.Context, ident string, ws []activit
 			return nil, activities.PageCounts{}, fmt.Errorf("log page %d of %s: %w", ws[i].PageID, ident, notWritable(err))
 		}
 	}
+	settle := -1 // the first page that left depths to propagate
 	for _, l := range links {
 		if out[l.page].Superseded != nil {
 			continue
 		}
-		added, err := l.d.Read(ctx, cmds[l.first:l.first+l.n])
+		added, backlog, err := l.d.Replies(cmds[l.first : l.first+l.n])
 		if errors.Is(err, frontier.ErrNotClaimed) {
 			out[l.page].Superseded = crawlErr(err)
 			continue
@@ -311,6 +312,17 @@ func (s *CrawlStore) RecordPages(ctx context.Context, ident string, ws []activit
 			return nil, activities.PageCounts{}, fmt.Errorf("add links of page %d of %s: %w", ws[l.page].PageID, ident, crawlErr(err))
 		}
 		out[l.page].Queued += added.Queued()
+		if backlog && settle < 0 {
+			settle = l.page
+		}
+	}
+	if settle >= 0 {
+		// Once for every page, before their outcomes (as Discover does).
+		promoted, err := s.Frontier.Settle(ctx, ident)
+		if err != nil {
+			return nil, activities.PageCounts{}, fmt.Errorf("add links of %d pages of %s: %w", len(ws), ident, crawlErr(err))
+		}
+		out[settle].Queued += promoted
 	}
 	ops = ops[:0]
 	type outcome struct {
