@@ -9,6 +9,9 @@
 // the script's EXTRA table (scripts over a variable number of keys). The
 // prelude is the layout's shared Lua — return codes, helpers — and may read
 // the named keys.
+//
+// Pipeline sends many scripts' runs (each layout's op forms: Op) in one
+// round trip, loading the scripts a restarted Redis forgot.
 package luascript
 
 import (
