@@ -62,9 +62,6 @@ type CrawlStore interface {
 	// BytesDownloaded reads the job's bytes_downloaded.
 	BytesDownloaded(ctx context.Context, ident string) (int64, error)
 	Skip(ctx context.Context, ident string, pageID int64, reason string) error
-	// Discover adds batch (0, 1, 2, … per attempt) of a page's links and
-	// returns how many pages it queued.
-	Discover(ctx context.Context, ident string, pageID int64, attempt, batch int, links []Link) (LinksAdded, error)
 	// Complete ends a page attempt and counts what it tallied with the
 	// job's counters (items_downloaded, bytes_downloaded, r1xx..r5xx,
 	// runk, error_count, cut_count) in the same write; ErrPageNotClaimed
@@ -72,6 +69,15 @@ type CrawlStore interface {
 	// A postponed attempt's page is READY again after notBefore, its
 	// attempt kept.
 	Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, notBefore time.Time, t PageTally) (PageCounts, error)
+	// RecordPages records finished attempts of a crawl's pages, each as
+	// AppendLog, Discover and Complete would one after the other, in a few
+	// round trips for all of them (a page batch's flush), and returns the
+	// counts after them. Safe to repeat: each outcome applies once. An
+	// error means some of it may be applied and the call is to be made
+	// again.
+	RecordPages(ctx context.Context, ident string, ws []PageWrite) ([]PageWritten, PageCounts, error)
+	// RefusedLinks are the links Discover would refuse (no I/O).
+	RefusedLinks(links []Link) []RefusedLink
 	Release(ctx context.Context, ident string, ids []int64) (PageCounts, error)
 	// LockedHostQueues are the host queues of shared queue queue on the
 	// pipelines locked to the crawl (rkeys.Store.LockedHostQueues).
@@ -401,6 +407,47 @@ func (a *CrawlActivities) RunPage(ctx context.Context, in RunPageInput) (PageRes
 // the end of ctx (the activity's) stops it unrecorded: a canceled error,
 // or a retryable one when the worker is shutting down.
 func (a *CrawlActivities) attempt(ctx, pageCtx context.Context, timeout time.Duration, log *zap.Logger, in RunPageInput, logKey string) (PageResult, error) {
+	d, err := a.runAttempt(ctx, pageCtx, timeout, log, in, logKey)
+	if err != nil {
+		return PageResult{}, err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.WriteTimeout)
+	defer cancel()
+	return a.recordPage(wctx, d)
+}
+
+// crawlPageKey marks the context of a crawl page attempt (CrawlPage).
+type crawlPageKey struct{}
+
+// CrawlPage says whether ctx is a crawl page attempt's, and how old what
+// the page reads of the crawl's live state may be (crawl.live_interval, as
+// its ignores and rules): the page runner's reads of state that changes
+// rarely (a plugin's maintenance: internal/pools) may be kept that long
+// instead of costing a round trip per hook of every page.
+func CrawlPage(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(crawlPageKey{}).(time.Duration)
+	return d, ok
+}
+
+// CrawlPageContext marks ctx as a crawl page attempt's whose reads may be
+// maxAge old (CrawlPage).
+func CrawlPageContext(ctx context.Context, maxAge time.Duration) context.Context {
+	return context.WithValue(ctx, crawlPageKey{}, maxAge)
+}
+
+// donePage is a page attempt that ended, to be recorded: its outcome, its
+// attempt log's key, whether its responses are logged (download packets).
+type donePage struct {
+	log          *zap.Logger
+	in           RunPageInput
+	out          PageOutcome
+	logKey       string
+	logResponses bool
+}
+
+// runAttempt is attempt without the recording: the page's outcome, to be
+// recorded now (attempt) or with others (a page batch's pageSink).
+func (a *CrawlActivities) runAttempt(ctx, pageCtx context.Context, timeout time.Duration, log *zap.Logger, in RunPageInput, logKey string) (donePage, error) {
 	p, ident := in.Page, in.Crawl.Job.Ident
 	stopped := func() error {
 		if workerStopping(ctx) {
@@ -411,15 +458,15 @@ func (a *CrawlActivities) attempt(ctx, pageCtx context.Context, timeout time.Dur
 	}
 	delayErr := politeDelay(pageCtx, in.Settings)
 	if ctx.Err() != nil {
-		return PageResult{}, stopped()
+		return donePage{}, stopped()
 	}
 	var out PageOutcome
 	var runErr error
 	if delayErr == nil {
-		out, runErr = a.pages.RunPage(pageCtx, PageRun{Crawl: in.Crawl, Page: p, Settings: in.Settings})
+		out, runErr = a.pages.RunPage(CrawlPageContext(pageCtx, a.opts.LiveInterval), PageRun{Crawl: in.Crawl, Page: p, Settings: in.Settings})
 	}
 	if ctx.Err() != nil {
-		return PageResult{}, stopped()
+		return donePage{}, stopped()
 	}
 	if pageCtx.Err() != nil {
 		runErr = fmt.Errorf("page attempt timed out after %s (crawl.page_timeout)", timeout)
@@ -431,43 +478,84 @@ func (a *CrawlActivities) attempt(ctx, pageCtx context.Context, timeout time.Dur
 		}
 		out = PageOutcome{Status: status, Note: runErr.Error()}
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.WriteTimeout)
-	defer cancel()
-	return a.recordPage(wctx, log, in, out, logKey, true)
+	return donePage{log: log, in: in, out: out, logKey: logKey, logResponses: true}, nil
 }
 
-// recordPage writes what a page attempt did: log packets (download packets
-// only when logResponses), links, outcome with its response counters.
-func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in RunPageInput, out PageOutcome, logKey string, logResponses bool) (PageResult, error) {
-	p, ident := in.Page, in.Crawl.Job.Ident
+// recordPage records one page attempt (recordPages).
+func (a *CrawlActivities) recordPage(ctx context.Context, d donePage) (PageResult, error) {
+	res, err := a.recordPages(ctx, []donePage{d})
+	if err != nil {
+		return PageResult{}, err
+	}
+	return res[0], nil
+}
+
+// recordPages writes what page attempts of one crawl did, together
+// (CrawlStore.RecordPages, retried until ctx ends): each page's log packets
+// (download packets only when logResponses), links, outcome with its
+// response counters.
+func (a *CrawlActivities) recordPages(ctx context.Context, pages []donePage) ([]PageResult, error) {
+	ident := pages[0].in.Crawl.Job.Ident
+	res := make([]PageResult, len(pages))
+	ws := make([]PageWrite, len(pages))
+	for i, d := range pages {
+		var err error
+		if res[i], ws[i], err = a.pageWrite(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	var written []PageWritten
+	var counts PageCounts
+	err := retryWrite(ctx, func() (err error) { written, counts, err = a.store.RecordPages(ctx, ident, ws); return err })
+	if err != nil {
+		return nil, fmt.Errorf("record %d pages of %s (page %d first): %w", len(pages), ident, ws[0].PageID, err)
+	}
+	for i, w := range written {
+		res[i].Queued, res[i].Counts = w.Queued, counts
+		if w.Superseded != nil {
+			pages[i].log.Warn("outcome not recorded: the page attempt no longer holds its page", zap.Error(w.Superseded))
+			res[i].Error = "superseded: " + w.Superseded.Error()
+		}
+	}
+	return res, nil
+}
+
+// pageWrite is what recording a page attempt writes: its log packets
+// (download packets only when logResponses), the links judged by the
+// crawl's scope, rules, ignores, deny policy and robots.txt (one ignore
+// packet per ignored URL, and per link the frontier refuses), its outcome
+// with its response counters.
+func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult, PageWrite, error) {
+	log, in, out := d.log, d.in, d.out
+	p := in.Page
 	res := PageResult{PageID: p.ID, Attempt: p.Attempt, Status: out.Status, HostQueue: a.hostQueue,
 		Responses: len(out.Responses), Error: out.Note}
 	var links []Link
 	var entries []LogEntry
 	now := time.Now()
 	for _, r := range out.Responses {
-		if !logResponses {
+		if !d.logResponses {
 			break
 		}
 		r.URL = truncate(r.URL, a.opts.LogLineBytes)
 		entries = append(entries, LogEntry{Kind: LogDownload, Time: now, Hook: "page", Response: &r})
 	}
-	for _, d := range out.Notices {
-		if !logResponses {
+	for _, n := range out.Notices {
+		if !d.logResponses {
 			break
 		}
 		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
-			Message: truncate(d, a.opts.LogLineBytes)})
+			Message: truncate(n, a.opts.LogLineBytes)})
 	}
 	if out.Status == PageSucceeded {
 		live, judge, err := a.live.get(ctx, a, in.Crawl)
 		if err != nil {
-			return res, err
+			return res, PageWrite{}, err
 		}
 		links, entries = judgeLinks(ctx, log, judge, live, p, out.Links, entries, now, a.opts.LogLineBytes)
 		if in.Crawl.ObeysRobots() {
 			if links, entries, err = a.obeyRobots(ctx, in.Crawl, links, entries, live.SuppressIgnoreReports, now); err != nil {
-				return res, err
+				return res, PageWrite{}, err
 			}
 		}
 	}
@@ -484,51 +572,17 @@ func (a *CrawlActivities) recordPage(ctx context.Context, log *zap.Logger, in Ru
 			Message: truncate(fmt.Sprintf("page %s attempt %d postponed until %s, its attempt kept: %s", p.URL, p.Attempt,
 				out.NotBefore.UTC().Format(time.RFC3339), out.Note), a.opts.LogLineBytes)})
 	}
-	if len(entries) > 0 {
-		if err := retryWrite(ctx, func() error { return a.store.AppendLog(ctx, ident, logKey, 0, entries) }); err != nil {
-			return res, fmt.Errorf("log page %d of %s: %w", p.ID, ident, err)
-		}
-	}
-	const batchSize = 1000
-	refused := 0
-	for b := 0; b*batchSize < len(links); b++ {
-		part := links[b*batchSize : min((b+1)*batchSize, len(links))]
-		var d LinksAdded
-		err := retryWrite(ctx, func() (err error) { d, err = a.store.Discover(ctx, ident, p.ID, p.Attempt, b, part); return err })
-		if errors.Is(err, ErrPageNotClaimed) {
-			log.Warn("links not added: the page attempt no longer holds its page", zap.Error(err))
-			res.Error = "superseded: " + err.Error()
-			return res, nil
-		}
-		if err != nil {
-			return res, fmt.Errorf("add links of page %d of %s: %w", p.ID, ident, err)
-		}
-		res.Queued += d.Queued
-		refused += len(d.Refused)
-		if err := a.logRefused(ctx, ident, fmt.Sprintf("%s/refused-%d", logKey, b), d.Refused, now); err != nil {
-			return res, fmt.Errorf("log refused links of page %d of %s: %w", p.ID, ident, err)
-		}
-	}
+	refused := a.store.RefusedLinks(links)
+	entries = append(entries, a.refusedEntries(refused, now)...)
 	tally := Tally(out.Responses)
-	tally.Cuts = int64(out.Cuts + refused)
+	tally.Cuts = int64(out.Cuts + len(refused))
 	tally.Results, tally.PageURL = out.Results, p.URL
 	note := out.Note
-	if refused > 0 {
-		note = joinNote(note, fmt.Sprintf("cut: %d of its links refused by the frontier (see the job log's ignore packets)", refused))
+	if len(refused) > 0 {
+		note = joinNote(note, fmt.Sprintf("cut: %d of its links refused by the frontier (see the job log's ignore packets)", len(refused)))
 	}
-	err := retryWrite(ctx, func() (err error) {
-		res.Counts, err = a.store.Complete(ctx, ident, p.ID, p.Attempt, out.Status, note, out.NotBefore, tally)
-		return err
-	})
-	if errors.Is(err, ErrPageNotClaimed) {
-		log.Warn("outcome not recorded: the page attempt no longer holds its page", zap.Error(err))
-		res.Error = "superseded: " + err.Error()
-		res.Counts, err = a.store.Counts(ctx, ident)
-	}
-	if err != nil {
-		return res, fmt.Errorf("complete page %d of %s: %w", p.ID, ident, err)
-	}
-	return res, nil
+	return res, PageWrite{PageID: p.ID, Attempt: p.Attempt, Status: out.Status, Note: note, NotBefore: out.NotBefore,
+		Tally: tally, Links: links, LogKey: d.logKey, Entries: entries}, nil
 }
 
 // joinNote appends more to a page's note.
@@ -539,19 +593,16 @@ func joinNote(note, more string) string {
 	return note + "; " + more
 }
 
-// logRefused reports each link the frontier refused (too long to be a
+// refusedEntries report each link the frontier refuses (too long to be a
 // page, not a URL) as an ArchiveBot ignore packet naming the rule, source
 // "frontier": a dropped link is never silent.
-func (a *CrawlActivities) logRefused(ctx context.Context, ident, key string, refused []RefusedLink, now time.Time) error {
-	if len(refused) == 0 {
-		return nil
+func (a *CrawlActivities) refusedEntries(refused []RefusedLink, now time.Time) []LogEntry {
+	var entries []LogEntry
+	for _, r := range refused {
+		entries = append(entries, LogEntry{Kind: LogIgnore, Time: now, Hook: "page", URL: truncate(r.URL, a.opts.LogLineBytes),
+			Pattern: fmt.Sprintf("%s (%d bytes)", r.Rule, r.Bytes), Source: "frontier"})
 	}
-	entries := make([]LogEntry, len(refused))
-	for i, r := range refused {
-		entries[i] = LogEntry{Kind: LogIgnore, Time: now, Hook: "page", URL: truncate(r.URL, a.opts.LogLineBytes),
-			Pattern: fmt.Sprintf("%s (%d bytes)", r.Rule, r.Bytes), Source: "frontier"}
-	}
-	return retryWrite(ctx, func() error { return a.store.AppendLog(ctx, ident, key, 0, entries) })
+	return entries
 }
 
 // judgeLinks decides which links become pages and adds an ignore packet
@@ -784,7 +835,7 @@ func (h *CrawlHostActivities) CompleteSeedPage(ctx context.Context, in SeedPageI
 	}
 	// The snapshot's hooks logged their responses already; they are
 	// counted here, with the page's outcome.
-	return a.recordPage(ctx, log, RunPageInput{Crawl: in.Crawl, Page: in.Page}, out, logKey, false)
+	return a.recordPage(ctx, donePage{log: log, in: RunPageInput{Crawl: in.Crawl, Page: in.Page}, out: out, logKey: logKey})
 }
 
 // TeardownCrawl stops the crawl's setup hooks on this host and reports

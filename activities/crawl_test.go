@@ -71,33 +71,15 @@ func TestJudgeLinksReportsFetchDenyEvenWhenSuppressed(t *testing.T) {
 	}
 }
 
-// logStore is a CrawlStore that keeps what AppendLog is given (the other
-// methods are not called).
-type logStore struct {
-	CrawlStore
-	keys    []string
-	entries []LogEntry
-}
-
-func (s *logStore) AppendLog(_ context.Context, _, key string, _ int, entries []LogEntry) error {
-	s.keys = append(s.keys, key)
-	s.entries = append(s.entries, entries...)
-	return nil
-}
-
 // TestRefusedLinksAreReported: a link the frontier refuses (a 100 KB URL)
 // is an ignore packet naming the rule and the link's size, source
 // "frontier", never dropped without a word.
 func TestRefusedLinksAreReported(t *testing.T) {
-	store := &logStore{}
-	a := &CrawlActivities{store: store, opts: CrawlOptions{LogLineBytes: 300}}
+	a := &CrawlActivities{opts: CrawlOptions{LogLineBytes: 300}}
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	long := "http://site.example/" + string(make([]byte, 10))
-	require.NoError(t, a.logRefused(context.Background(), "job1", "run/act/attempt-1/refused-0",
-		[]RefusedLink{{URL: long, Bytes: 102400, Rule: "longer than 8192 bytes"}}, now))
-	assert.Equal(t, []string{"run/act/attempt-1/refused-0"}, store.keys, "its own repeat-safe batch")
 	assert.Equal(t, []LogEntry{{Kind: LogIgnore, Time: now, Hook: "page", URL: long,
-		Pattern: "longer than 8192 bytes (102400 bytes)", Source: "frontier"}}, store.entries)
-	require.NoError(t, a.logRefused(context.Background(), "job1", "k", nil, now))
-	assert.Len(t, store.keys, 1, "nothing refused, nothing written")
+		Pattern: "longer than 8192 bytes (102400 bytes)", Source: "frontier"}},
+		a.refusedEntries([]RefusedLink{{URL: long, Bytes: 102400, Rule: "longer than 8192 bytes"}}, now))
+	assert.Empty(t, a.refusedEntries(nil, now), "nothing refused, nothing written")
 }

@@ -383,6 +383,34 @@ type LinksAdded struct {
 	Refused []RefusedLink
 }
 
+// PageWrite is what recording one finished page attempt writes
+// (CrawlStore.RecordPages), in this order: its log packets (Entries, a
+// repeat-safe batch named LogKey), its links (in batches of
+// LinkBatch: Discover's 0, 1, …), its outcome with its tally (Complete).
+type PageWrite struct {
+	PageID    int64
+	Attempt   int
+	Status    string
+	Note      string
+	NotBefore time.Time
+	Tally     PageTally
+	Links     []Link
+	LogKey    string
+	Entries   []LogEntry
+}
+
+// LinkBatch is how many of a page's links one Discover batch holds.
+const LinkBatch = 1000
+
+// PageWritten is how one PageWrite went.
+type PageWritten struct {
+	// Queued: links that became pages.
+	Queued int
+	// Superseded (wraps ErrPageNotClaimed): the attempt no longer holds
+	// its page; its links and outcome were not applied by this write.
+	Superseded error
+}
+
 // RefusedLink is a link the frontier refused, and the rule it broke.
 type RefusedLink struct {
 	URL   string // cut to 200 bytes

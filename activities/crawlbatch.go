@@ -82,17 +82,21 @@ const (
 
 // RunPageBatch runs a batch of claimed page attempts on this worker, each
 // exactly as RunPage runs one (attempt: polite delay, page plugin set,
-// links, log packets, outcome in the frontier as soon as the page ends),
+// links, log packets, outcome in the frontier), its pages' writes
+// gathered and made together a moment after they end (pageSink: a few
+// round trips per many pages, never per page),
 // at most the job's live concurrency at once. Before each page starts it
 // reads the live settings (at most LiveInterval old): concurrency 0
 // (paused), the batch's budget or StopAt spent, or the byte limit reached
 // stop starting pages, and the rest are released. A worker lost mid-batch
-// loses only its pages in flight: Temporal runs the batch again (after the
-// heartbeat timeout), and that attempt runs only the pages still CLAIMED
-// by their attempt (StillClaimed), as a retried RunPage runs its page
-// again. The activity fails only when a page could not be recorded or the
-// worker is stopping; the workflow cancels it on abort and releases its
-// pages.
+// loses only its pages in flight and those that ended but were not
+// recorded yet (at most sinkEvery old): Temporal runs the batch again
+// (after the heartbeat timeout), and that attempt runs only the pages
+// still CLAIMED by their attempt (StillClaimed), as a retried RunPage runs
+// its page again. The activity fails only when a page could not be
+// recorded or the worker is stopping; the workflow cancels it on abort and
+// releases its pages. The pages that ended are recorded before it
+// returns, canceled or not.
 func (a *CrawlActivities) RunPageBatch(ctx context.Context, in RunPageBatchInput) (BatchResult, error) {
 	ident := in.Crawl.Job.Ident
 	if ident == "" || len(in.Pages) == 0 || in.PageTimeout <= 0 || in.Budget <= 0 {
@@ -117,9 +121,11 @@ func (a *CrawlActivities) RunPageBatch(ctx context.Context, in RunPageBatchInput
 	}
 	b := &pageBatch{a: a, in: in, log: log, start: time.Now(), ended: make(chan struct{}, len(pages)), hosts: map[string]int{},
 		res: BatchResult{HostQueue: a.hostQueue, Statuses: map[string]int{}}}
+	b.sink = newPageSink(ctx, b)
 	logKey := fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 	rest := b.run(ctx, pages, logKey)
 	b.wg.Wait()
+	b.sink.close()
 	if ctx.Err() != nil {
 		return BatchResult{}, b.stoppedErr(ctx)
 	}
@@ -160,6 +166,7 @@ type pageBatch struct {
 	hosts    map[string]int // the batch's pages running per host
 	err      error          // the first page that could not be recorded
 	res      BatchResult
+	sink     *pageSink
 }
 
 // run starts the pages in order as slots free up, passing over a page
@@ -338,18 +345,24 @@ func (b *pageBatch) page(ctx context.Context, p PageSpec, settings model.Setting
 	log := b.log.With(zap.Int64("page", p.ID), logging.Attempt(p.Attempt))
 	pctx, cancel := context.WithTimeout(ctx, b.in.PageTimeout)
 	defer cancel()
-	res, err := b.a.attempt(ctx, pctx, b.in.PageTimeout, log, RunPageInput{Crawl: b.in.Crawl, Page: p, Settings: settings}, logKey)
+	d, err := b.a.runAttempt(ctx, pctx, b.in.PageTimeout, log, RunPageInput{Crawl: b.in.Crawl, Page: p, Settings: settings}, logKey)
 	if err != nil {
 		if ctx.Err() == nil {
 			b.fail(err)
 		}
 		return
 	}
-	log.Debug("page done", zap.String("status", res.Status), zap.Int("responses", res.Responses), zap.Int("queued", res.Queued))
+	b.sink.add(d)
+}
+
+// recorded counts pages the sink recorded.
+func (b *pageBatch) recorded(res []PageResult) {
 	b.mu.Lock()
-	b.res.Ran++
-	b.res.Statuses[res.Status]++
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	for _, r := range res {
+		b.res.Ran++
+		b.res.Statuses[r.Status]++
+	}
 }
 
 // fail keeps the first error that ends the batch.

@@ -25,6 +25,7 @@ type batchStore struct {
 	mu        sync.Mutex
 	live      LiveSettings
 	completed map[int64]string // page → status
+	flushes   []int            // pages per RecordPages call
 	released  []int64
 	skipped   []int64
 }
@@ -41,16 +42,19 @@ func (s *batchStore) setConcurrency(n int) {
 	s.mu.Unlock()
 }
 
-func (s *batchStore) AppendLog(context.Context, string, string, int, []LogEntry) error { return nil }
+func (s *batchStore) RefusedLinks([]Link) []RefusedLink { return nil }
 
-func (s *batchStore) Complete(_ context.Context, _ string, id int64, _ int, status, _ string, _ time.Time, _ PageTally) (PageCounts, error) {
+func (s *batchStore) RecordPages(_ context.Context, _ string, ws []PageWrite) ([]PageWritten, PageCounts, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.completed[id]; ok {
-		return PageCounts{}, fmt.Errorf("page %d completed twice", id)
+	s.flushes = append(s.flushes, len(ws))
+	for _, w := range ws {
+		if _, ok := s.completed[w.PageID]; ok {
+			return nil, PageCounts{}, fmt.Errorf("page %d completed twice", w.PageID)
+		}
+		s.completed[w.PageID] = w.Status
 	}
-	s.completed[id] = status
-	return PageCounts{Done: int64(len(s.completed))}, nil
+	return make([]PageWritten, len(ws)), PageCounts{Done: int64(len(s.completed))}, nil
 }
 
 func (s *batchStore) Counts(context.Context, string) (PageCounts, error) {
@@ -311,4 +315,22 @@ func TestPageBatchSharesItsSlotsAmongHosts(t *testing.T) {
 	assert.Equal(t, 3, runner.hostMost["fast.test"], "the default concurrency")
 	first := slices.Index(runner.ran, 10)
 	assert.Less(t, first, 4, "fast.test's first page ran among the first, behind slow.test's line (order %v)", runner.ran)
+}
+
+// TestPageBatchRecordsManyPagesPerWrite: a batch's ended pages are
+// recorded together (pageSink), each exactly once, never more than
+// sinkPages in one write, all of them before the batch returns.
+func TestPageBatchRecordsManyPagesPerWrite(t *testing.T) {
+	store, runner := newBatchStore(8), &batchRunner{}
+	res, err := runBatch(t, store, runner, RunPageBatchInput{Pages: batchPages(300), Settings: model.Settings{Concurrency: 8}})
+	require.NoError(t, err)
+	assert.Equal(t, 300, res.Ran)
+	assert.Len(t, store.completed, 300, "every page recorded once")
+	total := 0
+	for _, n := range store.flushes {
+		assert.LessOrEqual(t, n, sinkPages)
+		total += n
+	}
+	assert.Equal(t, 300, total)
+	assert.LessOrEqual(t, len(store.flushes), 300/4, "several pages per write (writes: %v)", store.flushes)
 }

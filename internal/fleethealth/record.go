@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveflow/archiveflow/internal/luascript"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
@@ -86,19 +89,30 @@ func hostState(c Class) string {
 // every final hook outcome goes through: snapshot hooks (internal/jobstore
 // RecordResult) and crawl page hooks alike.
 func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
+	op, result, err := h.RecordOp(ctx, o)
+	if err != nil {
+		return false, err
+	}
+	return result(op(h.store.Client()))
+}
+
+// RecordOp is Record as an op of a pipeline (luascript.Pipeline: many
+// outcomes in one round trip); result reads its command once the
+// pipeline ran.
+func (h *Health) RecordOp(ctx context.Context, o Outcome) (op luascript.Op, result func(redis.Cmder) (bool, error), err error) {
 	r := o.Result
 	switch {
 	case o.Ident == "":
-		return false, fmt.Errorf("record health of hook %s: %w: job ident must not be empty", r.Hook, ErrInvalid)
+		return nil, nil, fmt.Errorf("record health of hook %s: %w: job ident must not be empty", r.Hook, ErrInvalid)
 	case o.OpID == "" && !o.Once:
-		return false, fmt.Errorf("record health of job %s hook %s: %w: op id must not be empty (repeat-safety key)", o.Ident, r.Hook, ErrInvalid)
+		return nil, nil, fmt.Errorf("record health of job %s hook %s: %w: op id must not be empty (repeat-safety key)", o.Ident, r.Hook, ErrInvalid)
 	case r.Hook == "" || strings.Contains(r.Hook, ":"):
-		return false, fmt.Errorf("record health of job %s: %w: hook %q: must be non-empty without ':'", o.Ident, ErrInvalid, r.Hook)
+		return nil, nil, fmt.Errorf("record health of job %s: %w: hook %q: must be non-empty without ':'", o.Ident, ErrInvalid, r.Hook)
 	case o.Host != "" && (r.Plugin == "" || strings.ContainsAny(r.Plugin, ":*") || strings.ContainsAny(o.Host, ":*")):
-		return false, fmt.Errorf("record health of job %s hook %s: %w: host %q and plugin %q: must be non-empty without ':' or '*'", o.Ident, r.Hook, ErrInvalid, o.Host, r.Plugin)
+		return nil, nil, fmt.Errorf("record health of job %s hook %s: %w: host %q and plugin %q: must be non-empty without ':' or '*'", o.Ident, r.Hook, ErrInvalid, o.Host, r.Plugin)
 	}
 	if _, err := model.ParseStatus(string(r.Status)); err != nil {
-		return false, fmt.Errorf("record health of job %s hook %s: %w: %w", o.Ident, r.Hook, ErrInvalid, err)
+		return nil, nil, fmt.Errorf("record health of job %s hook %s: %w: %w", o.Ident, r.Hook, ErrInvalid, err)
 	}
 	at := r.EndedAt
 	if at.IsZero() {
@@ -123,12 +137,12 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 		if o.Host != "" {
 			if hostEv, err = json.Marshal(event{Type: "service", State: hostState(class), Entity: o.Host, Check: r.Plugin,
 				Time: at.Unix(), Summary: sum, Tags: []string{"archiveflow", "host"}, Duration: dur}); err != nil {
-				return false, err
+				return nil, nil, err
 			}
 		}
 		if jobEv, err = json.Marshal(event{Type: "service", State: jobState, Entity: o.Ident, Check: r.Hook,
 			Time: at.Unix(), Summary: sum, Details: r.Plugin, Tags: []string{"archiveflow", "job"}, Duration: dur}); err != nil {
-			return false, err
+			return nil, nil, err
 		}
 	}
 	outbox := ""
@@ -136,21 +150,28 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 		outbox = h.WebhookOutbox()
 	}
 	keys := h.store.Keys()
-	code, err := h.store.RunScript(ctx, recordScript, map[string]string{"job": keys.Job(o.Ident), "ops": keys.Ops(o.Ident)}, nil,
-		h.ns, at.Unix(), opKey(o), h.opts.OKAfter, h.opts.CriticalAfter, h.opts.HistoryCap,
-		h.QueueKey(), outbox, int64(h.opts.JobTTL/time.Second), feedArg(h.opts.Feed),
+	args := []any{h.ns, at.Unix(), opKey(o), h.opts.OKAfter, h.opts.CriticalAfter, h.opts.HistoryCap,
+		h.QueueKey(), outbox, int64(h.opts.JobTTL / time.Second), feedArg(h.opts.Feed),
 		o.Host, r.Plugin, string(class), sum, o.Ident, r.Hook, jobState,
-		latency, string(hostEv), string(jobEv)).Int()
-	if err != nil {
-		return false, fmt.Errorf("record health of job %s hook %s: %w", o.Ident, r.Hook, err)
+		latency, string(hostEv), string(jobEv)}
+	named := map[string]string{"job": keys.Job(o.Ident), "ops": keys.Ops(o.Ident)}
+	op = func(c redis.Cmdable) redis.Cmder {
+		return h.store.RunScriptOn(ctx, c, recordScript, named, nil, args...)
 	}
-	switch code {
-	case rkeys.CodeNotFound:
-		return false, fmt.Errorf("record health of job %s hook %s: %w", o.Ident, r.Hook, rkeys.ErrJobNotFound)
-	case rkeys.CodeNoop:
-		return false, nil
+	result = func(c redis.Cmder) (bool, error) {
+		code, err := c.(*redis.Cmd).Int()
+		if err != nil {
+			return false, fmt.Errorf("record health of job %s hook %s: %w", o.Ident, r.Hook, err)
+		}
+		switch code {
+		case rkeys.CodeNotFound:
+			return false, fmt.Errorf("record health of job %s hook %s: %w", o.Ident, r.Hook, rkeys.ErrJobNotFound)
+		case rkeys.CodeNoop:
+			return false, nil
+		}
+		return true, nil
 	}
-	return true, nil
+	return op, result, nil
 }
 
 // opKey is the outcome's entry in the job's ops set; "" keeps none.

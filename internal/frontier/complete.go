@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveflow/archiveflow/internal/luascript"
 )
 
 // Outcome is how a claimed attempt ended.
@@ -83,45 +87,66 @@ type Completed struct {
 // it added to the job hash: what a caller counting the same increments
 // elsewhere (internal/metrics) adds exactly.
 func (f *Frontier) CompleteCounted(ctx context.Context, ident string, pageID int64, attempt int, o Outcome) (Completed, error) {
-	if err := checkIdent(ident); err != nil {
+	op, result, err := f.CompleteOp(ctx, ident, pageID, attempt, o)
+	if err != nil {
 		return Completed{}, err
+	}
+	return result(op(f.rdb))
+}
+
+// CompleteOp is CompleteCounted as an op of a pipeline (luascript.Pipeline:
+// many pages' outcomes in one round trip); result reads the op's command
+// once the pipeline ran.
+func (f *Frontier) CompleteOp(ctx context.Context, ident string, pageID int64, attempt int, o Outcome) (op luascript.Op, result func(redis.Cmder) (Completed, error), err error) {
+	if err := checkIdent(ident); err != nil {
+		return nil, nil, err
 	}
 	if err := checkPageID(ident, pageID); err != nil {
-		return Completed{}, err
+		return nil, nil, err
 	}
 	if err := checkAttempt(ident, pageID, attempt); err != nil {
-		return Completed{}, err
+		return nil, nil, err
 	}
 	code, ok := completeCodes[o.Status]
 	if !ok {
-		return Completed{}, fmt.Errorf("complete job %s page %d: status %q: %w: must be succeeded, failed, transient or postponed", ident, pageID, o.Status, ErrInvalidArgument)
+		return nil, nil, fmt.Errorf("complete job %s page %d: status %q: %w: must be succeeded, failed, transient or postponed", ident, pageID, o.Status, ErrInvalidArgument)
 	}
 	if len(o.JobCounters) > maxJobCounters {
-		return Completed{}, fmt.Errorf("complete job %s page %d: %d job counters: %w: at most %d", ident, pageID, len(o.JobCounters), ErrInvalidArgument, maxJobCounters)
+		return nil, nil, fmt.Errorf("complete job %s page %d: %d job counters: %w: at most %d", ident, pageID, len(o.JobCounters), ErrInvalidArgument, maxJobCounters)
 	}
 	if len(o.Once) > maxOnce {
-		return Completed{}, fmt.Errorf("complete job %s page %d: %d once-counted keys: %w: at most %d", ident, pageID, len(o.Once), ErrInvalidArgument, maxOnce)
+		return nil, nil, fmt.Errorf("complete job %s page %d: %d once-counted keys: %w: at most %d", ident, pageID, len(o.Once), ErrInvalidArgument, maxOnce)
 	}
 	var notBefore int64
 	if !o.NotBefore.IsZero() {
 		notBefore = o.NotBefore.UnixMilli()
 	}
 	args := []any{pageID, attempt, code, truncateNote(o.Note), notBefore, len(o.JobCounters)}
-	var err error
 	if args, err = appendCounters(args, o.JobCounters); err != nil {
-		return Completed{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
+		return nil, nil, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
 	}
 	for _, once := range o.Once {
 		if once.Key == "" || len(once.Counters) > maxJobCounters {
-			return Completed{}, fmt.Errorf("complete job %s page %d: once-counted key %q with %d counters: %w: a key must not be empty, at most %d counters",
+			return nil, nil, fmt.Errorf("complete job %s page %d: once-counted key %q with %d counters: %w: a key must not be empty, at most %d counters",
 				ident, pageID, once.Key, len(once.Counters), ErrInvalidArgument, maxJobCounters)
 		}
 		args = append(args, fingerprint(once.Key), len(once.Counters))
 		if args, err = appendCounters(args, once.Counters); err != nil {
-			return Completed{}, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
+			return nil, nil, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
 		}
 	}
-	v, err := f.run(ctx, completeScript, ident, args...).Result()
+	op = func(c redis.Cmdable) redis.Cmder { return f.runOn(ctx, c, completeScript, ident, args...) }
+	result = func(c redis.Cmder) (Completed, error) { return completed(c, ident, pageID, attempt, o) }
+	return op, result, nil
+}
+
+// completed reads a complete script's reply.
+func completed(c redis.Cmder, ident string, pageID int64, attempt int, o Outcome) (Completed, error) {
+	cmd, _ := c.(*redis.Cmd)
+	if cmd == nil {
+		return Completed{}, fmt.Errorf("complete job %s page %d: not a script's reply (a bug)", ident, pageID)
+	}
+	v, err := cmd.Result()
 	if err != nil {
 		return Completed{}, fmt.Errorf("complete job %s page %d attempt %d: %w", ident, pageID, attempt, err)
 	}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/archiveflow/archiveflow/internal/luascript"
 )
 
 // Link is one link found on a page.
@@ -119,30 +122,62 @@ func prepare(links []Link, res *DiscoverResult) []preparedLink {
 // batch that skips one gives ErrOutOfOrder. Invalid links are returned in
 // the result, the others are applied.
 func (f *Frontier) Discover(ctx context.Context, ident string, parentID int64, attempt, batch int, links []Link) (DiscoverResult, error) {
-	var res DiscoverResult
+	ops, result, err := f.DiscoverOps(ctx, ident, parentID, attempt, batch, links)
+	if err != nil {
+		return result.res, err
+	}
+	cmds := make([]redis.Cmder, 0, len(ops))
+	for _, op := range ops {
+		c := op(f.rdb)
+		cmds = append(cmds, c)
+		if c.Err() != nil {
+			break // the chunks after it would be out of order
+		}
+	}
+	return result.Read(ctx, cmds)
+}
+
+// Discovery reads the replies of DiscoverOps' ops.
+type Discovery struct {
+	f              *Frontier
+	ident          string
+	parent         int64
+	attempt, batch int
+	res            DiscoverResult
+}
+
+// Invalid are the links refused before any was sent (no I/O).
+func (d Discovery) Invalid() []InvalidLink { return d.res.Invalid }
+
+// DiscoverOps is Discover as ops of a pipeline (luascript.Pipeline: many
+// pages' links in one round trip), one per chunk, in order; result.Read
+// reads their commands once the pipeline ran (and settles the depth
+// propagation they left, in round trips of its own: rare).
+func (f *Frontier) DiscoverOps(ctx context.Context, ident string, parentID int64, attempt, batch int, links []Link) ([]luascript.Op, Discovery, error) {
+	d := Discovery{f: f, ident: ident, parent: parentID, attempt: attempt, batch: batch}
 	if err := checkIdent(ident); err != nil {
-		return res, err
+		return nil, d, err
 	}
 	if err := checkPageID(ident, parentID); err != nil {
-		return res, err
+		return nil, d, err
 	}
 	if err := checkAttempt(ident, parentID, attempt); err != nil {
-		return res, err
+		return nil, d, err
 	}
 	if batch < 0 || int64(batch) >= math.MaxUint32-1 {
-		return res, fmt.Errorf("discover on job %s page %d: batch %d: %w: must be 0..%d", ident, parentID, batch, ErrInvalidArgument, math.MaxUint32-2)
+		return nil, d, fmt.Errorf("discover on job %s page %d: batch %d: %w: must be 0..%d", ident, parentID, batch, ErrInvalidArgument, math.MaxUint32-2)
 	}
-	prepared := prepare(links, &res)
+	prepared := prepare(links, &d.res)
 	chunks := (len(prepared) + f.opts.Chunk - 1) / f.opts.Chunk
 	if chunks == 0 {
 		chunks = 1 // an empty batch still takes its place in the sequence
 	}
 	if chunks > math.MaxUint16 {
-		return res, fmt.Errorf("discover on job %s page %d batch %d: %d links: %w: at most %d per batch",
+		return nil, d, fmt.Errorf("discover on job %s page %d batch %d: %d links: %w: at most %d per batch",
 			ident, parentID, batch, len(prepared), ErrInvalidArgument, math.MaxUint16*f.opts.Chunk)
 	}
-	backlog := false
-	for c := 0; c < chunks; c++ {
+	ops := make([]luascript.Op, chunks)
+	for c := range chunks {
 		part := prepared[min(c*f.opts.Chunk, len(prepared)):min((c+1)*f.opts.Chunk, len(prepared))]
 		args := make([]any, 0, 5+3*len(part))
 		last := 0
@@ -153,13 +188,46 @@ func (f *Frontier) Discover(ctx context.Context, ident string, parentID int64, a
 		for _, l := range part {
 			args = append(args, l.url, l.fp, l.flags)
 		}
-		v, err := f.run(ctx, discoverScript, ident, args...).Result()
+		ops[c] = func(cl redis.Cmdable) redis.Cmder { return f.runOn(ctx, cl, discoverScript, ident, args...) }
+	}
+	return ops, d, nil
+}
+
+// Read reads the chunks' commands (in DiscoverOps' order; fewer when the
+// caller stopped at an error) and settles what they left to propagate.
+func (d Discovery) Read(ctx context.Context, cmds []redis.Cmder) (DiscoverResult, error) {
+	res, backlog, err := d.Replies(cmds)
+	if err != nil || !backlog {
+		return res, err
+	}
+	promoted, err := d.f.Settle(ctx, d.ident)
+	res.Promoted += promoted
+	if err != nil {
+		return res, fmt.Errorf("discover on job %s page %d: %w", d.ident, d.parent, err)
+	}
+	return res, nil
+}
+
+// Settle propagates the depths discoveries lowered (what DiscoverOps'
+// replies left, Replies' backlog; several pages' at once) and returns the
+// pages it promoted into the depth limit.
+func (f *Frontier) Settle(ctx context.Context, ident string) (int, error) {
+	return f.settle(ctx, ident)
+}
+
+// Replies is Read without the settling: the chunks' result, and whether
+// depths are left to propagate (Settle).
+func (d Discovery) Replies(cmds []redis.Cmder) (DiscoverResult, bool, error) {
+	res, ident, parentID, attempt, batch := d.res, d.ident, d.parent, d.attempt, d.batch
+	backlog := false
+	for c, cmd := range cmds {
+		v, err := cmd.(*redis.Cmd).Result()
 		if err != nil {
-			return res, fmt.Errorf("discover on job %s page %d attempt %d batch %d chunk %d: %w", ident, parentID, attempt, batch, c, err)
+			return res, false, fmt.Errorf("discover on job %s page %d attempt %d batch %d chunk %d: %w", ident, parentID, attempt, batch, c, err)
 		}
 		code, rest, err := replyCode(v)
 		if err != nil {
-			return res, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, err)
+			return res, false, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, err)
 		}
 		switch code {
 		case retApplied:
@@ -175,31 +243,24 @@ func (f *Frontier) Discover(ctx context.Context, ident string, parentID int64, a
 			res.Repeated++
 			backlog = true // a retry: finish what an interrupted call may have left
 		case retNoFrontier:
-			return res, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, ErrNoFrontier)
+			return res, false, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, ErrNoFrontier)
 		case retUnknownPage:
-			return res, fmt.Errorf("discover on job %s: parent page %d: %w", ident, parentID, ErrUnknownPage)
+			return res, false, fmt.Errorf("discover on job %s: parent page %d: %w", ident, parentID, ErrUnknownPage)
 		case retNotClaimed:
-			return res, fmt.Errorf("discover on job %s page %d attempt %d: %w (page is %s at attempt %d)",
+			return res, false, fmt.Errorf("discover on job %s page %d attempt %d: %w (page is %s at attempt %d)",
 				ident, parentID, attempt, ErrNotClaimed, stateName(replyInt(rest, 0)), replyInt(rest, 1))
 		case retOutOfOrder:
-			return res, fmt.Errorf("discover on job %s page %d attempt %d: batch %d chunk %d: %w: expected batch %d chunk %d",
+			return res, false, fmt.Errorf("discover on job %s page %d attempt %d: batch %d chunk %d: %w: expected batch %d chunk %d",
 				ident, parentID, attempt, batch, c, ErrOutOfOrder, replyInt(rest, 0), replyInt(rest, 1))
 		default:
-			return res, fmt.Errorf("discover on job %s page %d: unexpected reply code %d", ident, parentID, code)
-		}
-	}
-	if backlog {
-		promoted, err := f.settle(ctx, ident)
-		res.Promoted += promoted
-		if err != nil {
-			return res, fmt.Errorf("discover on job %s page %d: %w", ident, parentID, err)
+			return res, false, fmt.Errorf("discover on job %s page %d: unexpected reply code %d", ident, parentID, code)
 		}
 	}
 	if res.Repeated > 0 {
-		f.log.Debug("discover repeated", zap.String("ident", ident), zap.Int64("page", parentID),
+		d.f.log.Debug("discover repeated", zap.String("ident", ident), zap.Int64("page", parentID),
 			zap.Int("attempt", attempt), zap.Int("batch", batch), zap.Int("chunks", res.Repeated))
 	}
-	return res, nil
+	return res, backlog, nil
 }
 
 // discoverScript applies one chunk of a batch of links.
@@ -286,3 +347,11 @@ settle(tonumber(ARGV[1]))
 finish()
 return {APPLIED, promoted, redis.call('LLEN', prop)}
 `)
+
+// Refused returns the links Discover would refuse (InvalidLink), without
+// I/O: what a caller reports before it sends them.
+func Refused(links []Link) []InvalidLink {
+	var res DiscoverResult
+	prepare(links, &res)
+	return res.Invalid
+}

@@ -453,5 +453,10 @@ func newScript(body string) *luascript.Script {
 
 // run runs a frontier script for one job with every named key.
 func (f *Frontier) run(ctx context.Context, sc *luascript.Script, ident string, args ...any) *redis.Cmd {
-	return sc.Run(ctx, f.rdb, f.keyNames(ident), nil, args...)
+	return f.runOn(ctx, f.rdb, sc, ident, args...)
+}
+
+// runOn is run on c: the client, or a pipeline (DiscoverOps, CompleteOp).
+func (f *Frontier) runOn(ctx context.Context, c redis.Scripter, sc *luascript.Script, ident string, args ...any) *redis.Cmd {
+	return sc.Run(ctx, c, f.keyNames(ident), nil, args...)
 }

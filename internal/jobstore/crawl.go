@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
+	"github.com/archiveflow/archiveflow/internal/luascript"
 	"github.com/archiveflow/archiveflow/internal/metrics"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/robots"
@@ -150,13 +153,11 @@ func (s *CrawlStore) Skip(ctx context.Context, ident string, pageID int64, reaso
 	return nil
 }
 
-// Discover adds one batch of links.
+// Discover adds one batch (0, 1, 2, … per attempt) of a page's links
+// (a page's links one call at a time; RecordPages adds many pages' at
+// once).
 func (s *CrawlStore) Discover(ctx context.Context, ident string, pageID int64, attempt, batch int, links []activities.Link) (activities.LinksAdded, error) {
-	ls := make([]frontier.Link, len(links))
-	for i, l := range links {
-		ls[i] = frontier.Link{URL: l.URL, NoRecurse: l.NoRecurse, Requisite: l.Requisite}
-	}
-	res, err := s.Frontier.Discover(ctx, ident, pageID, attempt, batch, ls)
+	res, err := s.Frontier.Discover(ctx, ident, pageID, attempt, batch, frontierLinks(links))
 	if err != nil {
 		return activities.LinksAdded{}, crawlErr(err)
 	}
@@ -173,6 +174,20 @@ func (s *CrawlStore) Discover(ctx context.Context, ident string, pageID int64, a
 // pages are its liveness, as a hook's pulses are a snapshot's, so
 // ArchiveBot's reaper never sees a crawl that completes pages as dead.
 func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, attempt int, status, note string, notBefore time.Time, t activities.PageTally) (activities.PageCounts, error) {
+	o, urls := s.outcome(status, note, notBefore, t)
+	done, err := s.Frontier.CompleteCounted(ctx, ident, pageID, attempt, o)
+	if err != nil {
+		return activities.PageCounts{}, crawlErr(err)
+	}
+	if done.Counted {
+		s.counted(ctx, ident, []countedPage{{pageID, attempt, t, urls, done}})
+	}
+	return pageCounts(done.Counts), nil
+}
+
+// outcome is a page attempt's outcome for the frontier, with the
+// requisite URLs its Once counters name (in that order).
+func (s *CrawlStore) outcome(status, note string, notBefore time.Time, t activities.PageTally) (frontier.Outcome, []string) {
 	counters := s.fetchCounters(t.FetchTally)
 	if t.Cuts > 0 {
 		counters = append(counters, frontier.JobCounter{Field: rkeys.FieldCutCount, Delta: t.Cuts})
@@ -186,31 +201,193 @@ func (s *CrawlStore) Complete(ctx context.Context, ident string, pageID int64, a
 	for _, u := range urls {
 		o.Once = append(o.Once, frontier.OnceCounters{Key: "requisite " + u, Counters: s.fetchCounters(t.Requisites[u])})
 	}
-	done, err := s.Frontier.CompleteCounted(ctx, ident, pageID, attempt, o)
-	if err != nil {
-		return activities.PageCounts{}, crawlErr(err)
-	}
-	if done.Counted {
-		// A recorded page pulses the job's heartbeat, and its hooks are
-		// events, once, with the outcome the frontier applied (a crash
-		// right after it loses them, never counts them twice; a lost pulse
-		// is the next page's to give).
-		opID := fmt.Sprintf("%s/page-%d/attempt-%d", ident, pageID, attempt)
-		if err := s.Redis.RecordPageEvents(ctx, ident, opID, t.PageURL, t.Results); err != nil && s.Log != nil {
-			s.Log.Warn("the page's heartbeat and hook events are not recorded", zap.String("ident", ident), zap.Int64("page", pageID), zap.Error(err))
+	return o, urls
+}
+
+// countedPage is a page attempt whose outcome a write applied and counted.
+type countedPage struct {
+	id      int64
+	attempt int
+	t       activities.PageTally
+	urls    []string
+	done    frontier.Completed
+}
+
+// counted writes what follows an applied outcome, for each page, in one
+// round trip: the job's heartbeat pulse and the page's hook events, and
+// its hooks' outcomes in the fleet's health, once, with the outcome the
+// frontier applied (a crash right after it loses them, never counts them
+// twice; a lost pulse is the next page's to give). The metrics count
+// exactly what the job's counters got.
+func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedPage) {
+	var ops []luascript.Op
+	var results []func(redis.Cmder) (bool, error) // nil: the command's error is all
+	var what []string
+	for _, p := range pages {
+		opID := fmt.Sprintf("%s/page-%d/attempt-%d", ident, p.id, p.attempt)
+		op, err := s.Redis.RecordPageEventsOp(ctx, ident, opID, p.t.PageURL, p.t.Results)
+		if err != nil && s.Log != nil {
+			s.Log.Warn("the page's heartbeat and hook events are not recorded", zap.String("ident", ident), zap.Int64("page", p.id), zap.Error(err))
 		}
-		if err := s.RecordPageHealth(ctx, ident, t.Results); err != nil && s.Log != nil {
-			s.Log.Warn("the page's hook outcomes are not in the fleet's health", zap.String("ident", ident), zap.Int64("page", pageID), zap.Error(err))
+		if op != nil {
+			ops, results = append(ops, op), append(results, nil)
+			what = append(what, fmt.Sprintf("page %d's heartbeat and hook events", p.id))
 		}
-		// The metrics count exactly what the job's counters got.
-		metrics.Fetched(metrics.FetchPage, t.Responses)
-		for i, u := range urls {
-			if done.Once[i] {
-				metrics.Fetched(metrics.FetchRequisite, t.Requisites[u].Responses)
+		for _, res := range p.t.Results {
+			if op, read := s.healthOp(ctx, ident, fleethealth.Outcome{Once: true, Result: res}); op != nil {
+				ops, results = append(ops, op), append(results, read)
+				what = append(what, fmt.Sprintf("page %d's hook %s in the fleet's health", p.id, res.Hook))
+			}
+		}
+		metrics.Fetched(metrics.FetchPage, p.t.Responses)
+		for i, u := range p.urls {
+			if p.done.Once[i] {
+				metrics.Fetched(metrics.FetchRequisite, p.t.Requisites[u].Responses)
 			}
 		}
 	}
-	return pageCounts(done.Counts), nil
+	if len(ops) == 0 {
+		return
+	}
+	for i, c := range luascript.Pipeline(ctx, s.Redis.Client(), ops) {
+		err := c.Err()
+		if results[i] != nil {
+			_, err = results[i](c)
+		}
+		if err != nil && s.Log != nil {
+			s.Log.Warn("not recorded: "+what[i], zap.String("ident", ident), zap.Error(err))
+		}
+	}
+}
+
+// RecordPages records finished page attempts in three round trips for all
+// of them (more only to settle depths their links lowered, once for all):
+// their log packets and links, then the outcomes of those whose links were
+// applied, then what follows an applied outcome (counted). Each part is
+// repeat-safe (a log batch per page attempt, Discover's batches, an
+// outcome applied once), so a failed call is made again whole.
+func (s *CrawlStore) RecordPages(ctx context.Context, ident string, ws []activities.PageWrite) ([]activities.PageWritten, activities.PageCounts, error) {
+	out := make([]activities.PageWritten, len(ws))
+	rdb := s.Redis.Client()
+	type link struct {
+		page, first, n int
+		d              frontier.Discovery
+	}
+	var ops []luascript.Op
+	logs := map[int]func(redis.Cmder) (int64, error){}
+	logAt := map[int]int{}
+	var links []link
+	for i, w := range ws {
+		if len(w.Entries) > 0 {
+			op, res, err := s.Redis.AppendLogOp(ctx, ident, w.LogKey+"#0", packets(w.Entries))
+			if err != nil {
+				return nil, activities.PageCounts{}, notWritable(err)
+			}
+			logs[i], logAt[i] = res, len(ops)
+			ops = append(ops, op)
+		}
+		for b := 0; b*activities.LinkBatch < len(w.Links); b++ {
+			part := w.Links[b*activities.LinkBatch : min((b+1)*activities.LinkBatch, len(w.Links))]
+			dops, d, err := s.Frontier.DiscoverOps(ctx, ident, w.PageID, w.Attempt, b, frontierLinks(part))
+			if err != nil {
+				return nil, activities.PageCounts{}, crawlErr(err)
+			}
+			links = append(links, link{page: i, first: len(ops), n: len(dops), d: d})
+			ops = append(ops, dops...)
+		}
+	}
+	cmds := luascript.Pipeline(ctx, rdb, ops)
+	for i, res := range logs {
+		if _, err := res(cmds[logAt[i]]); err != nil {
+			return nil, activities.PageCounts{}, fmt.Errorf("log page %d of %s: %w", ws[i].PageID, ident, notWritable(err))
+		}
+	}
+	settle := -1 // the first page that left depths to propagate
+	for _, l := range links {
+		if out[l.page].Superseded != nil {
+			continue
+		}
+		added, backlog, err := l.d.Replies(cmds[l.first : l.first+l.n])
+		if errors.Is(err, frontier.ErrNotClaimed) {
+			out[l.page].Superseded = crawlErr(err)
+			continue
+		}
+		if err != nil {
+			return nil, activities.PageCounts{}, fmt.Errorf("add links of page %d of %s: %w", ws[l.page].PageID, ident, crawlErr(err))
+		}
+		out[l.page].Queued += added.Queued()
+		if backlog && settle < 0 {
+			settle = l.page
+		}
+	}
+	if settle >= 0 {
+		// Once for every page, before their outcomes (as Discover does).
+		promoted, err := s.Frontier.Settle(ctx, ident)
+		if err != nil {
+			return nil, activities.PageCounts{}, fmt.Errorf("add links of %d pages of %s: %w", len(ws), ident, crawlErr(err))
+		}
+		out[settle].Queued += promoted
+	}
+	ops = ops[:0]
+	type outcome struct {
+		page int
+		urls []string
+		res  func(redis.Cmder) (frontier.Completed, error)
+	}
+	var outcomes []outcome
+	for i, w := range ws {
+		if out[i].Superseded != nil {
+			continue
+		}
+		o, urls := s.outcome(w.Status, w.Note, w.NotBefore, w.Tally)
+		op, res, err := s.Frontier.CompleteOp(ctx, ident, w.PageID, w.Attempt, o)
+		if err != nil {
+			return nil, activities.PageCounts{}, crawlErr(err)
+		}
+		outcomes = append(outcomes, outcome{page: i, urls: urls, res: res})
+		ops = append(ops, op)
+	}
+	var counts *frontier.Counts
+	var counted []countedPage
+	for i, c := range luascript.Pipeline(ctx, rdb, ops) {
+		o := outcomes[i]
+		w := ws[o.page]
+		done, err := o.res(c)
+		if errors.Is(err, frontier.ErrNotClaimed) {
+			out[o.page].Superseded = crawlErr(err)
+			continue
+		}
+		if err != nil {
+			return nil, activities.PageCounts{}, fmt.Errorf("complete page %d of %s: %w", w.PageID, ident, crawlErr(err))
+		}
+		counts = &done.Counts
+		if done.Counted {
+			counted = append(counted, countedPage{w.PageID, w.Attempt, w.Tally, o.urls, done})
+		}
+	}
+	s.counted(ctx, ident, counted)
+	if counts == nil {
+		c, err := s.Counts(ctx, ident)
+		return out, c, err
+	}
+	return out, pageCounts(*counts), nil
+}
+
+// RefusedLinks are the links the frontier refuses (frontier.Refused).
+func (s *CrawlStore) RefusedLinks(links []activities.Link) []activities.RefusedLink {
+	var out []activities.RefusedLink
+	for _, l := range frontier.Refused(frontierLinks(links)) {
+		out = append(out, activities.RefusedLink{URL: l.URL, Bytes: l.Bytes, Rule: l.Rule})
+	}
+	return out
+}
+
+func frontierLinks(links []activities.Link) []frontier.Link {
+	ls := make([]frontier.Link, len(links))
+	for i, l := range links {
+		ls[i] = frontier.Link{URL: l.URL, NoRecurse: l.NoRecurse, Requisite: l.Requisite}
+	}
+	return ls
 }
 
 // fetchCounters are ArchiveBot's job counters of fetches: items_downloaded

@@ -13,8 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/fleethealth"
+	"github.com/archiveflow/archiveflow/internal/luascript"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 )
@@ -103,23 +106,11 @@ func (s *RedisStore) RecordResult(ctx context.Context, in activities.ResultInput
 // worker's when empty), exactly once per key
 // (the outcome's idempotency key, unique per hook outcome in its workflow
 // run). RecordResult calls it for every result it records; a crawl page's
-// hooks go through RecordPageHealth. An
+// hooks go through CrawlStore's counted writes (healthOp). An
 // outcome the health cannot hold (a name it refuses) is left out: health
 // never fails a job.
 func (s *RedisStore) RecordHealth(ctx context.Context, ident, key string, res model.ArchiveResult) error {
 	return s.recordHealth(ctx, ident, fleethealth.Outcome{OpID: key, Result: res})
-}
-
-// RecordPageHealth feeds the fleet's health with the final results of a
-// crawl page attempt's hooks, as RecordHealth does a snapshot hook's; its
-// caller calls it once per page attempt whose outcome the frontier
-// applied (CrawlStore.Complete), so no repeat-safety key is kept.
-func (s *RedisStore) RecordPageHealth(ctx context.Context, ident string, results []model.ArchiveResult) error {
-	var errs []error
-	for _, res := range results {
-		errs = append(errs, s.recordHealth(ctx, ident, fleethealth.Outcome{Once: true, Result: res}))
-	}
-	return errors.Join(errs...)
 }
 
 // recordHealth records o for job ident on this worker's host (or the
@@ -128,6 +119,19 @@ func (s *RedisStore) recordHealth(ctx context.Context, ident string, o fleetheal
 	if s.Health == nil {
 		return nil
 	}
+	_, err := s.Health.Record(ctx, s.healthOutcome(ident, o))
+	if errors.Is(err, fleethealth.ErrInvalid) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record health of job %s hook %s: %w", ident, o.Result.Hook, notWritable(err))
+	}
+	return nil
+}
+
+// healthOutcome is o of job ident as the fleet's health records it: on
+// the host that ran it (its result's, else this worker's).
+func (s *RedisStore) healthOutcome(ident string, o fleethealth.Outcome) fleethealth.Outcome {
 	res := o.Result
 	o.Host = res.Host // the host that ran it, wherever it is recorded
 	if o.Host == "" {
@@ -135,14 +139,21 @@ func (s *RedisStore) recordHealth(ctx context.Context, ident string, o fleetheal
 	}
 	o.Ident = ident
 	o.NotStarted = strings.Contains(res.Error, activities.ErrTypeConfig) // the workflow's words for a hook that could not start
-	_, err := s.Health.Record(ctx, o)
-	if errors.Is(err, fleethealth.ErrInvalid) {
-		return nil
+	return o
+}
+
+// healthOp is recordHealth as an op of a pipeline (luascript.Pipeline),
+// with its result; nil when there is nothing to write (no fleet health,
+// or an outcome it cannot hold: health never fails a job).
+func (s *RedisStore) healthOp(ctx context.Context, ident string, o fleethealth.Outcome) (luascript.Op, func(redis.Cmder) (bool, error)) {
+	if s.Health == nil {
+		return nil, nil
 	}
+	op, res, err := s.Health.RecordOp(ctx, s.healthOutcome(ident, o))
 	if err != nil {
-		return fmt.Errorf("record health of job %s hook %s: %w", ident, res.Hook, notWritable(err))
+		return nil, nil // fleethealth.ErrInvalid: its only error before a write
 	}
-	return nil
+	return op, res
 }
 
 // FinishJob logs why a job did not finish cleanly, then finishes it once.
@@ -205,6 +216,15 @@ func (s *RedisStore) ApplySettings(ctx context.Context, in activities.SettingsIn
 // the pipeline's own output) prefixed with the plugin, and responses as
 // download packets, in one batch.
 func (s *RedisStore) AppendLog(ctx context.Context, ident, key string, seq int, entries []activities.LogEntry) error {
+	packets := packets(entries)
+	if _, err := s.Redis.AppendLog(ctx, ident, key+"#"+strconv.Itoa(seq), packets); err != nil {
+		return fmt.Errorf("append %d log entries of %s: %w", len(packets), ident, notWritable(err))
+	}
+	return nil
+}
+
+// packets are log entries as ArchiveBot's packets.
+func packets(entries []activities.LogEntry) []rkeys.Packet {
 	packets := make([]rkeys.Packet, 0, len(entries))
 	for _, e := range entries {
 		switch {
@@ -216,10 +236,7 @@ func (s *RedisStore) AppendLog(ctx context.Context, ident, key string, seq int, 
 			packets = append(packets, rkeys.Stdout(e.Time, "["+e.Hook+"] "+e.Message))
 		}
 	}
-	if _, err := s.Redis.AppendLog(ctx, ident, key+"#"+strconv.Itoa(seq), packets); err != nil {
-		return fmt.Errorf("append %d log entries of %s: %w", len(packets), ident, notWritable(err))
-	}
-	return nil
+	return packets
 }
 
 // Heartbeat pulses the job's heartbeat field.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/fleethealth"
@@ -81,4 +82,31 @@ func TestPipelineRecordCountsCriticalChecks(t *testing.T) {
 	}
 	require.NoError(t, pipe.Refresh(ctx))
 	assert.Equal(t, "2", srv.Client().HGet(ctx, key, "critical_checks").Val())
+}
+
+// A crawl page's hooks take the plugin's maintenance as read up to
+// crawl.live_interval ago (activities.CrawlPage), not a read per hook of
+// every page; any other hook reads it each time.
+func TestCrawlPagesKeepThePluginMaintenanceAWhile(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := config.Default()
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
+	require.NoError(t, err)
+	health, err := fleethealth.FromConfig(store, &cfg)
+	require.NoError(t, err)
+	ask := pluginMaintenance(Deps{Config: &cfg, Health: health, Nickname: "host-a"}, zap.NewNop())
+	ctx := context.Background()
+	page := activities.CrawlPageContext(ctx, time.Hour)
+
+	require.NoError(t, srv.Client().HSet(ctx, "job1", "state", "active").Err())
+	_, err = health.Record(ctx, fleethealth.Outcome{Host: "host-a", Ident: "job1", OpID: "k", Result: model.ArchiveResult{
+		Plugin: "wget", Hook: "h", Status: model.StatusSucceeded}}) // wget ran on host-a
+	require.NoError(t, err)
+	assert.Empty(t, ask(page, "wget"))
+	_, err = health.Start(ctx, fleethealth.Maintenance{Host: "host-a", Check: "wget", End: time.Now().Add(time.Hour), Summary: "reinstalling"},
+		fleethealth.Known{Hosts: []string{"host-a"}})
+	require.NoError(t, err)
+	assert.Empty(t, ask(page, "wget"), "a crawl page: the answer read a moment ago")
+	assert.Contains(t, ask(ctx, "wget"), "reinstalling", "any other hook: read now")
+	assert.Contains(t, ask(activities.CrawlPageContext(ctx, 0), "wget"), "reinstalling", "an answer older than the interval is read again")
 }

@@ -846,21 +846,50 @@ func watchMaintenance(d Deps, guard *diskguard.Guard, log *zap.Logger) func() {
 // pluginMaintenance is the engine's question before a hook attempt: the
 // maintenance of the plugin on this host in force now ("" when none, or
 // when it cannot be read: a hook is not skipped on a reading that failed).
+//
+// A crawl page's hooks (activities.CrawlPage) take an answer up to
+// crawl.live_interval old, as the page takes its crawl's ignores and
+// rules: not a round trip per hook of every page.
 func pluginMaintenance(d Deps, log *zap.Logger) func(ctx context.Context, plugin string) string {
 	if d.Health == nil || d.Nickname == "" {
 		return nil
 	}
-	return func(ctx context.Context, plugin string) string {
-		m, ok, err := d.Health.Active(ctx, d.Nickname, plugin)
-		if err != nil {
-			log.Warn("look for a maintenance of the plugin on this host; running the hook", zap.String("plugin", plugin), zap.Error(err))
-			return ""
-		}
-		if !ok || m.Check == fleethealth.HostWide {
-			return "" // a host-wide one drains the worker; claimed work runs on
-		}
-		return m.Reason()
+	type answer struct {
+		at  time.Time
+		why string
 	}
+	var mu sync.Mutex
+	kept := map[string]answer{}
+	return func(ctx context.Context, plugin string) string {
+		maxAge, page := activities.CrawlPage(ctx)
+		if page {
+			mu.Lock()
+			a, ok := kept[plugin]
+			mu.Unlock()
+			if ok && time.Since(a.at) < maxAge {
+				return a.why
+			}
+		}
+		why := activeMaintenance(ctx, d, log, plugin)
+		mu.Lock()
+		kept[plugin] = answer{at: time.Now(), why: why}
+		mu.Unlock()
+		return why
+	}
+}
+
+// activeMaintenance reads the maintenance of plugin on this host in force
+// now (pluginMaintenance).
+func activeMaintenance(ctx context.Context, d Deps, log *zap.Logger, plugin string) string {
+	m, ok, err := d.Health.Active(ctx, d.Nickname, plugin)
+	if err != nil {
+		log.Warn("look for a maintenance of the plugin on this host; running the hook", zap.String("plugin", plugin), zap.Error(err))
+		return ""
+	}
+	if !ok || m.Check == fleethealth.HostWide {
+		return "" // a host-wide one drains the worker; claimed work runs on
+	}
+	return m.Reason()
 }
 
 // startWebhook runs the fleet health's webhook sender (config

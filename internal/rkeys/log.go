@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/logging"
+	"github.com/archiveflow/archiveflow/internal/luascript"
 )
 
 // AppendLog appends packets to IDENT_log in one round trip (one Lua script
@@ -29,6 +30,17 @@ func (s *Store) AppendLog(ctx context.Context, ident, batchID string, packets []
 	if len(packets) == 0 {
 		return 0, nil
 	}
+	op, result, err := s.AppendLogOp(ctx, ident, batchID, packets)
+	if err != nil {
+		return 0, err
+	}
+	return result(op(s.rdb))
+}
+
+// AppendLogOp is AppendLog as an op of a pipeline (luascript.Pipeline:
+// many pages' packets in one round trip); result reads its command once
+// the pipeline ran. packets must not be empty.
+func (s *Store) AppendLogOp(ctx context.Context, ident, batchID string, packets []Packet) (op luascript.Op, result func(redis.Cmder) (int64, error), err error) {
 	own := "0"
 	if *s.opts.OwnResponseCounters {
 		own = "1"
@@ -42,19 +54,23 @@ func (s *Store) AppendLog(ctx context.Context, ident, batchID string, packets []
 		}
 		enc, err := p.Encode(s.opts.PacketCap)
 		if err != nil {
-			return 0, fmt.Errorf("append log of job %s: packet %d: %w", ident, i, err)
+			return nil, nil, fmt.Errorf("append log of job %s: packet %d: %w", ident, i, err)
 		}
 		args = append(args, enc)
 	}
 	keys := map[string]string{"job": s.keys.Job(ident), "log": s.keys.Log(ident), "logbatches": s.keys.LogBatches(ident)}
-	score, err := s.run(ctx, appendLogScript, keys, args...).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("append log of job %s (%d packets): %w", ident, len(packets), err)
+	op = func(c redis.Cmdable) redis.Cmder { return s.runOn(ctx, c, appendLogScript, keys, nil, args...) }
+	result = func(c redis.Cmder) (int64, error) {
+		score, err := c.(*redis.Cmd).Int64()
+		if err != nil {
+			return 0, fmt.Errorf("append log of job %s (%d packets): %w", ident, len(packets), err)
+		}
+		if score < 0 {
+			return 0, codeErr(int(score), "append log of job %s", ident)
+		}
+		return score, nil
 	}
-	if score < 0 {
-		return 0, codeErr(int(score), "append log of job %s", ident)
-	}
-	return score, nil
+	return op, result, nil
 }
 
 // appendLogScript appends a batch of packets with ArchiveBot's logger

@@ -99,6 +99,12 @@ func (s *Store) run(ctx context.Context, sc *script, keys map[string]string, arg
 // runExtra runs sc with its keys given by name and extra keys after them
 // (the script's EXTRA table).
 func (s *Store) runExtra(ctx context.Context, sc *script, keys map[string]string, extra []string, args ...any) *redis.Cmd {
+	return s.runOn(ctx, s.rdb, sc, keys, extra, args...)
+}
+
+// runOn is runExtra on c: the client, or a pipeline (the ops of
+// luascript.Pipeline).
+func (s *Store) runOn(ctx context.Context, c redis.Scripter, sc *script, keys map[string]string, extra []string, args ...any) *redis.Cmd {
 	if sc.states {
 		named := make(map[string]string, len(keys)+len(model.JobStates))
 		for k, v := range keys {
@@ -109,7 +115,7 @@ func (s *Store) runExtra(ctx context.Context, sc *script, keys map[string]string
 		}
 		keys = named
 	}
-	return sc.lua.RunNamed(ctx, s.rdb, keys, extra, args...)
+	return sc.lua.RunNamed(ctx, c, keys, extra, args...)
 }
 
 // jobKeys are the named keys of one job that scripts read as job, log,
@@ -138,6 +144,12 @@ func NewScript(keys []string, body string) *Script { return &Script{sc: newScrip
 // (the script's EXTRA table).
 func (s *Store) RunScript(ctx context.Context, sc *Script, keys map[string]string, extra []string, args ...any) *redis.Cmd {
 	return s.runExtra(ctx, sc.sc, keys, extra, args...)
+}
+
+// RunScriptOn is RunScript on c: the client, or a pipeline (the ops of
+// luascript.Pipeline).
+func (s *Store) RunScriptOn(ctx context.Context, c redis.Scripter, sc *Script, keys map[string]string, extra []string, args ...any) *redis.Cmd {
+	return s.runOn(ctx, c, sc.sc, keys, extra, args...)
 }
 
 // The return codes a Script shares with rkeys' scripts (CODE_NOT_FOUND,

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveflow/archiveflow/internal/luascript"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -189,11 +192,25 @@ var errMalformed = errors.New("malformed redis value")
 // frontier applied (jobstore CrawlStore.Complete). opID names the attempt
 // in each event's op_id (opID/HOOK). A missing job hash is not recreated.
 func (s *Store) RecordPageEvents(ctx context.Context, ident, opID, pageURL string, results []model.ArchiveResult) error {
+	op, err := s.RecordPageEventsOp(ctx, ident, opID, pageURL, results)
+	if err != nil {
+		return err
+	}
+	if err := op(s.rdb).Err(); err != nil {
+		return fmt.Errorf("record page events of job %s: %w", ident, err)
+	}
+	return nil
+}
+
+// RecordPageEventsOp is RecordPageEvents as an op of a pipeline
+// (luascript.Pipeline: many pages' events in one round trip); its
+// command's error is the write's.
+func (s *Store) RecordPageEventsOp(ctx context.Context, ident, opID, pageURL string, results []model.ArchiveResult) (luascript.Op, error) {
 	now := s.now()
 	args := []any{seconds(s.opts.EventsTTL), unixInt(now)}
 	for _, r := range results {
 		if _, err := model.ParseStatus(string(r.Status)); err != nil {
-			return fmt.Errorf("record page events of job %s hook %s: %w: %w", ident, r.Hook, ErrInvalid, err)
+			return nil, fmt.Errorf("record page events of job %s hook %s: %w: %w", ident, r.Hook, ErrInvalid, err)
 		}
 		ev := s.event(ident, opID+"/"+r.Hook, r, 0)
 		ev.Page = pageURL
@@ -201,7 +218,7 @@ func (s *Store) RecordPageEvents(ctx context.Context, ident, opID, pageURL strin
 		if ev.State != "ok" || s.opts.AllPageEvents {
 			b, err := json.Marshal(ev)
 			if err != nil {
-				return fmt.Errorf("record page events of job %s hook %s: encode event: %w", ident, r.Hook, err)
+				return nil, fmt.Errorf("record page events of job %s hook %s: encode event: %w", ident, r.Hook, err)
 			}
 			evJSON = string(b)
 		}
@@ -209,10 +226,7 @@ func (s *Store) RecordPageEvents(ctx context.Context, ident, opID, pageURL strin
 	}
 	keys := map[string]string{"job": s.keys.Job(ident), "events": s.keys.EventsArchive(now),
 		"counters": s.keys.EventCounters(), "instance_counters": s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID)}
-	if err := s.run(ctx, recordPageEventsScript, keys, args...).Err(); err != nil {
-		return fmt.Errorf("record page events of job %s: %w", ident, err)
-	}
-	return nil
+	return func(c redis.Cmdable) redis.Cmder { return s.runOn(ctx, c, recordPageEventsScript, keys, nil, args...) }, nil
 }
 
 // recordPageEventsScript pulses the job's heartbeat, counts a page
