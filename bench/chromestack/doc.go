@@ -10,7 +10,7 @@
 // skipped under CHROME_ISOLATION=crawl, as abx-plugins does) in both.
 //
 // Neither tool is in a registry CI reaches, so the bench skips unless both
-// are named (docs/benchmarks.md §22-abx says how they were set up):
+// are named (docs/benchmarks.md §25 says how they were set up):
 //
 //	ABX_PLUGINS_DIR=/path/to/abx-plugins/abx_plugins/plugins \
 //	ABXDL_BIN=/path/to/abx-dl \

@@ -327,7 +327,7 @@ func TestChromeStackSinglePage(t *testing.T) {
 // the others the session's, screenshot and title: 2 cores run it well
 // in 23–30 s; E2E_CHROME_PAGES sets another size, E2E_CHROME_ALL_HOOKS=1
 // runs all eight hooks on every page: 62–84 s on 2 cores at load 14–25,
-// docs/benchmarks.md §22-abx): one browser on the host serves every page,
+// docs/benchmarks.md §25): one browser on the host serves every page,
 // every page's hooks succeed, and the browser ends with the crawl.
 func TestChromeStackCrawlSharesOneBrowser(t *testing.T) {
 	deps := chromeDeps(t)
