@@ -46,9 +46,8 @@ func recordedGet(t *testing.T, c *http.Client, u string) (resp *http.Response, b
 // RecordingTransport keeps the request as the origin received it and the
 // answer as the origin wrote it (ResponseMessage finds its end), for every
 // answer of egresstest.UnusualAnswers, dialled directly (Transport) and
-// through the fetch proxy's tunnel (TunnelTransport); connections are
-// reused, and each exchange's recording is that exchange alone
-// (StartExchange); the payload is the body net/http read. PathChunked's
+// through the fetch proxy's tunnel (TunnelTransport); one request per
+// connection; the payload is the body net/http read. PathChunked's
 // whitespace before a chunk extension's ";" (valid per RFC 9112, "invalid
 // byte in chunk length" to net/http's own reader) is read too: the client
 // is handed its size lines without it (sizeLines), the recording keeps
@@ -67,19 +66,20 @@ func TestRecordingTransportKeepsTheWireBytes(t *testing.T) {
 
 	for name, base := range map[string]*http.Transport{"direct": Transport(pol), "tunnel": TunnelTransport(proxyURL)} {
 		c := &http.Client{Transport: RecordingTransport(base)}
-		before := origin.Connections()
 		for target, a := range answers {
+			before := origin.Connections()
 			_, body, sent, received := recordedGet(t, c, origin.URL(target))
 			got := origin.Received(target)
 			require.NotEmpty(t, got, target)
-			assert.Equal(t, string(got[len(got)-1]), string(sent), "%s %s: the request as the origin received it, alone", name, target)
+			assert.Equal(t, string(got[len(got)-1]), string(sent), "%s %s: the request as the origin received it", name, target)
+			assert.Contains(t, string(sent), "\r\nConnection: close\r\n", "%s %s: one request per connection", name, target)
 			msg, payload, cut := ResponseMessage(received, http.MethodGet, -1)
 			assert.Equal(t, string(a.Bytes), string(msg), "%s %s: the answer as the origin wrote it", name, target)
 			assert.True(t, bytes.HasPrefix(received, a.Bytes), "%s %s: nothing of an earlier answer before it", name, target)
 			assert.Equal(t, string(body), string(payload), "%s %s: the payload is the body without its transfer coding", name, target)
 			assert.False(t, cut)
+			assert.Equal(t, before+1, origin.Connections(), "%s %s: a connection of its own", name, target)
 		}
-		assert.Less(t, origin.Connections()-before, len(answers), "%s: connections are reused", name)
 	}
 }
 
