@@ -398,11 +398,12 @@ func TestChromeStackCrawlSharesOneBrowser(t *testing.T) {
 	run.requireNoBrowser(t, s.Config.ArchiveDir)
 }
 
-// holdHook is a hook after the navigation that says it started and waits
-// for the test to release it: the job is then mid-page with its browser
-// and tab up.
-const holdHook = `touch "$E2E_EVENTS.hold"
-echo "$PPID" > "$E2E_EVENTS.owner"
+// holdHook is a hook after the navigation that says it started (its
+// owner's pid first, then the .hold file the test waits for, so the owner
+// is there when the test reads it) and waits for the test to release it:
+// the job is then mid-page with its browser and tab up.
+const holdHook = `echo "$PPID" > "$E2E_EVENTS.owner"
+touch "$E2E_EVENTS.hold"
 while [ ! -e "$E2E_EVENTS.release" ]; do sleep 0.05; done
 echo '{"type":"ArchiveResult","status":"succeeded"}'
 `
