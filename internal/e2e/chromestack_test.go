@@ -322,20 +322,22 @@ func TestChromeStackSinglePage(t *testing.T) {
 	}
 }
 
-// TestChromeStackCrawlSharesOneBrowser crawls 20 pages that all run every
-// browser plugin with CHROME_ISOLATION=crawl (62–84 s on 2 cores at load
-// 14–25, docs/benchmarks.md §25; E2E_CHROME_PAGES sets another size,
-// E2E_CHROME_ALL_HOOKS=0 runs only the session's, screenshot and title on
-// the pages after the start page, 23–30 s): one browser on the host serves
-// every page, every page's hooks succeed with their outputs, and the
-// browser ends with the crawl.
+// TestChromeStackCrawlSharesOneBrowser crawls 20 pages that all run the
+// browser plugins with CHROME_ISOLATION=crawl (the start page all of them,
+// the others the session's, screenshot and title; E2E_CHROME_ALL_HOOKS=1
+// runs all eight on every page and checks each page's outputs: 25 s on a
+// quiet machine, 62–84 s at load 14–25, docs/benchmarks.md §25 — not the
+// default, because beside the plugins package's Chrome memory test in one
+// CI run it made that test's PDF hang to its timeout; E2E_CHROME_PAGES
+// sets another size): one browser on the host serves every page, every
+// page's hooks succeed, and the browser ends with the crawl.
 func TestChromeStackCrawlSharesOneBrowser(t *testing.T) {
 	deps := chromeDeps(t)
 	pages := 20
 	if v, err := strconv.Atoi(os.Getenv("E2E_CHROME_PAGES")); err == nil {
 		pages = v
 	}
-	allHooks := os.Getenv("E2E_CHROME_ALL_HOOKS") != "0"
+	allHooks := os.Getenv("E2E_CHROME_ALL_HOOKS") == "1"
 	site := chromeSite(t, pages-1)
 	run := newChromeRun(t)
 	s := NewStack(t, server, chromePlugins(t, "pagefetch", "outlinks"), func(c *config.Config) {
