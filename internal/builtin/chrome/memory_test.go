@@ -89,11 +89,18 @@ func TestRunIgnoresSmallProcessesEnding(t *testing.T) {
 // once, and every process of it is ended.
 func TestRunStopsAtAnOOMKill(t *testing.T) {
 	bin, pidFile := fakeBrowser(t, "")
-	var kills atomic.Int64
-	kills.Store(2) // kills before the start do not count
-	timer := time.AfterFunc(500*time.Millisecond, func() { kills.Add(1) })
-	defer timer.Stop()
-	took, err := runWith(t, bin, Memory{Limit: 1 << 30, OOMKills: kills.Load, Peak: func() int64 { return 1 << 30 }})
+	// The cgroup had 2 kills before the start (they do not count: the
+	// first reading is the baseline); every later reading sees a third.
+	// No timer: one that fired before the capture took its baseline hid
+	// the kill (a flake under load).
+	var reads atomic.Int64
+	kills := func() int64 {
+		if reads.Add(1) == 1 {
+			return 2
+		}
+		return 3
+	}
+	took, err := runWith(t, bin, Memory{Limit: 1 << 30, OOMKills: kills, Peak: func() int64 { return 1 << 30 }})
 	var merr *MemoryError
 	require.True(t, errors.As(err, &merr), "got %v", err)
 	assert.False(t, merr.PerProcess)
