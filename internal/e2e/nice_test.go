@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,30 +18,38 @@ import (
 	"github.com/archiveflow/archiveflow/internal/abbot"
 )
 
-// orderHook appends "PATH STEP" to $E2E_EVENTS when it starts; the job of
-// /blocker holds its first hook (and so the pool's one slot) until
-// $E2E_RELEASE exists. The other jobs' hooks work for a second: longer
-// than a workflow takes to schedule its next hook once one ends, so
-// whenever the slot frees, each job's next task is already waiting and
-// the queue's order (FIFO within a priority) decides.
+// orderHook appends "PATH STEP" to $E2E_EVENTS when it starts. The
+// blocker's hooks and A's and B's first hooks hold the pool's one slot
+// until the test creates their gate file in $E2E_RELEASE; the second
+// hooks of A and B end at once. The test opens each gate when the queue holds what the next check
+// needs, so the order is the queue's (by priority, FIFO within one), not a
+// race between a hook's run time and a workflow scheduling its next hook.
 const orderHook = `url=""
 for a in "$@"; do case "$a" in --url=*) url="${a#--url=}";; esac; done
 path="/${url#http://*/}"
 echo "$path $STEP" >> "$E2E_EVENTS"
-if [ "$path" = /blocker ]; then
-  [ "$STEP" = first ] && while [ ! -e "$E2E_RELEASE" ]; do sleep 0.05; done
-else
-  sleep 1
-fi
+case "${path}_$STEP" in
+/blocker_first|/blocker_second|/a_first|/b_first)
+  while [ ! -e "$E2E_RELEASE/${path#/}_$STEP" ]; do sleep 0.05; done;;
+esac
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 `
 
 // TestNiceReordersWaitingJobsOnAOneSlotPool is issue 25 item 8: on a pool
 // with one slot, jobs A then B (both nice 0) wait behind a job holding the
 // slot; `starter set B nice=-10` (the binary) raises B's priority live, so
-// the work B starts from then on (its hooks) runs before A's waiting work:
-// B's second hook before A's. Without the change the queue is FIFO and A's
-// second hook runs first. status and list show the nice, the hash keeps it.
+// the work B starts from then on runs before A's waiting work: B's second
+// hook, scheduled after the change, before A's, scheduled before it.
+// Without the change the queue is FIFO and A's second hook runs first.
+// status and list show the nice, the hash keeps it.
+//
+// The slot's order, each hook held by its gate until the queue holds what
+// the next one needs: the blocker's first hook; A's first hook; B's first
+// hook, during which B's nice changes (none of B's work waits then, so
+// what the change does to waiting work does not matter); the blocker's
+// second hook, queued before A's second one, which holds the slot until
+// A's and B's second hooks were both scheduled; then those two, by
+// priority.
 func TestNiceReordersWaitingJobsOnAOneSlotPool(t *testing.T) {
 	root := t.TempDir()
 	for _, h := range []struct{ name, step string }{{"on_Snapshot__10_first.sh", "first"}, {"on_Snapshot__20_second.sh", "second"}} {
@@ -48,7 +57,15 @@ func TestNiceReordersWaitingJobsOnAOneSlotPool(t *testing.T) {
 	}
 	dir := t.TempDir()
 	events, release := filepath.Join(dir, "events"), filepath.Join(dir, "release")
-	s := NewStack(t, server, root, func(c *config.Config) { c.Pools[0].Slots = 1 })
+	require.NoError(t, os.Mkdir(release, 0o755))
+	// A hook that waits for its host longer than job.host_timeout is
+	// requeued: scheduled again, behind what is queued then and with the
+	// job's priority then. The stack's 5 s would reorder the queue while
+	// the test holds the slot; the default does not.
+	s := NewStack(t, server, root, func(c *config.Config) {
+		c.Pools[0].Slots = 1
+		c.Job.HostTimeout = config.Default().Job.HostTimeout
+	})
 	s.StartPools(t, append(builtinEnv(t), "E2E_EVENTS="+events, "E2E_RELEASE="+release))
 	bin := BuildCommand(t, "github.com/archiveflow/archiveflow/starter")
 	ctx := t.Context()
@@ -60,16 +77,50 @@ func TestNiceReordersWaitingJobsOnAOneSlotPool(t *testing.T) {
 	blocker := s.Submit(t, "http://127.0.0.1:9/blocker", nil)
 	require.Eventually(t, func() bool { return slices.Contains(started(), "/blocker_first") },
 		60*time.Second, 20*time.Millisecond, "the blocker holds the slot")
-	a := s.Submit(t, "http://127.0.0.1:9/a", nil)
-	b := s.Submit(t, "http://127.0.0.1:9/b", nil)
-	// Both wait with work scheduled on the pool (an activity task each)
-	// before B's nice changes.
-	waiting := func(id string) bool {
+	// The queue's order is when a task was scheduled, not when its job
+	// was submitted: B is submitted once A's first hook waits.
+	var a, b Job
+	waiting := func(id, hook string) bool {
 		d, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
-		return err == nil && len(d.GetPendingActivities()) > 0
+		if err != nil {
+			return false
+		}
+		for _, p := range d.GetPendingActivities() {
+			if strings.Contains(p.GetActivityId(), hook) {
+				return true
+			}
+		}
+		return false
 	}
-	require.Eventually(t, func() bool { return waiting(a.Ident) && waiting(b.Ident) },
-		60*time.Second, 20*time.Millisecond, "A and B wait for the slot")
+	// queue says what waits and what ran, for a failure's message.
+	queue := func() string {
+		var w strings.Builder
+		for _, id := range []string{blocker.Ident, a.Ident, b.Ident} {
+			d, _ := s.Client.DescribeWorkflowExecution(ctx, id, "")
+			for _, p := range d.GetPendingActivities() {
+				fmt.Fprintf(&w, "%s %s; ", p.GetActivityId(), p.GetState())
+			}
+		}
+		return fmt.Sprintf("pending: %s started: %v", w.String(), started())
+	}
+	until := func(cond func() bool, what string) {
+		t.Helper()
+		if !assert.Eventually(t, cond, 60*time.Second, 20*time.Millisecond, what) {
+			t.Fatal(queue())
+		}
+	}
+	open := func(gate string) { require.NoError(t, os.WriteFile(filepath.Join(release, gate), nil, 0o644)) }
+	a = s.Submit(t, "http://127.0.0.1:9/a", nil)
+	until(func() bool { return waiting(a.Ident, "first") }, "A's first hook waits for the slot")
+	b = s.Submit(t, "http://127.0.0.1:9/b", nil)
+	until(func() bool { return waiting(b.Ident, "first") }, "B's first hook waits for the slot")
+
+	open("blocker_first")
+	until(func() bool { return waiting(blocker.Ident, "second") }, "the blocker's second hook is queued")
+	open("a_first")
+	until(func() bool { return slices.Contains(started(), "/b_first") }, "B's first hook runs")
+	require.Equal(t, []string{"/blocker_first", "/a_first", "/b_first"}, started(), "the queue's order: %s", queue())
+	until(func() bool { return waiting(a.Ident, "second") }, "A's second hook waits")
 
 	res := runStarter(t, bin, s, "set", b.Ident, "nice=-10")
 	require.Zero(t, res.code, res.stderr)
@@ -80,7 +131,14 @@ func TestNiceReordersWaitingJobsOnAOneSlotPool(t *testing.T) {
 	assert.NotZero(t, res.code)
 	assert.Contains(t, res.stderr, "nice=20: nice 20: must be between -20 and 19")
 
-	require.NoError(t, os.WriteFile(release, nil, 0o644))
+	open("b_first")
+	// B's second hook may take the slot before the blocker's second one
+	// when B's workflow schedules it before the worker asks for its next
+	// task; either way A's waits.
+	until(func() bool {
+		return slices.Contains(started(), "/blocker_second") && (waiting(b.Ident, "second") || slices.Contains(started(), "/b_second"))
+	}, "the blocker holds the slot again and B's second hook was scheduled")
+	open("blocker_second")
 	for _, j := range []Job{blocker, a, b} {
 		require.NoError(t, s.Wait(t, j, 2*time.Minute))
 	}

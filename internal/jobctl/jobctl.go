@@ -59,7 +59,7 @@ func SetSettings(ctx context.Context, c client.Client, workflowID, updateID stri
 // workflow execution options, model.PriorityKey of the job's nice). Every
 // task the workflow schedules from then on (a claim, a hook, a crawl
 // page, a child workflow) inherits it and is dispatched before waiting
-// tasks of lower priority on its task queue; tasks already waiting keep
+// tasks of lower priority on its task queue; tasks already waiting may keep
 // the priority they were scheduled with. The workflow itself is not
 // touched: no history event of its own, nothing to replay.
 func SetPriority(ctx context.Context, c client.Client, namespace, workflowID string, key int) error {
