@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/internal/cdptest"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/hostile"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -26,6 +27,7 @@ func TestBrowserHooksStopAtTheMemoryLimit(t *testing.T) {
 	if !haveChromium() {
 		t.Skip("no Chromium")
 	}
+	cdptest.Exclusive(t) // its hooks' timeouts are part of what it checks
 	bomb := hostile.NewGzipBomb(10 << 30)
 	srv := httptest.NewServer(bomb)
 	t.Cleanup(srv.Close)

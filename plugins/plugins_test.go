@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/internal/cdptest"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
@@ -97,6 +98,9 @@ func TestDiscoveryAndConfig(t *testing.T) {
 // TestSnapshotShallow archives the test site's home page with every
 // built-in plugin, in plan order, through the real runner.
 func TestSnapshotShallow(t *testing.T) {
+	if haveChromium() {
+		cdptest.Exclusive(t) // its browser hooks must answer within their timeouts
+	}
 	ctx := context.Background()
 	s := newSite(t)
 	snap := newSnapshot(t, s.URL+"/")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/cdptest"
 	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
@@ -108,6 +110,7 @@ func chromeDeps(t *testing.T) []string {
 	if err != nil {
 		missing("chromium on PATH")
 	}
+	cdptest.Exclusive(t)
 	return []string{
 		"PATH=" + filepath.Dir(node) + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"NODE_PATH=" + modules,
@@ -324,34 +327,50 @@ func TestChromeStackSinglePage(t *testing.T) {
 
 // TestChromeStackCrawlSharesOneBrowser crawls 20 pages that all run the
 // browser plugins with CHROME_ISOLATION=crawl (the start page all of them,
-// the others the session's, screenshot and title; E2E_CHROME_ALL_HOOKS=1
-// runs all eight on every page and checks each page's outputs: 25 s on a
-// quiet machine, 62–84 s at load 14–25, docs/benchmarks.md §25 — not the
-// default, because beside the plugins package's Chrome memory test in one
-// CI run it made that test's PDF hang to its timeout; E2E_CHROME_PAGES
-// sets another size): one browser on the host serves every page, every
-// page's hooks succeed, and the browser ends with the crawl.
+// and every other page all eight, whose outputs it checks per page: 25 s on
+// a quiet machine, 62–84 s at load 14–25, docs/benchmarks.md §25;
+// E2E_CHROME_SESSION_HOOKS=1 runs only the session's, screenshot and title
+// on the pages after the start page; E2E_CHROME_PAGES sets another size):
+// one browser on the host serves every page, every page's hooks succeed,
+// and the browser ends with the crawl. Like every Chrome stack test it
+// holds cdptest.Exclusive: beside the plugins package's Chrome memory test
+// in one CI run it made that test's PDF hook hang to its timeout.
 func TestChromeStackCrawlSharesOneBrowser(t *testing.T) {
-	deps := chromeDeps(t)
 	pages := 20
 	if v, err := strconv.Atoi(os.Getenv("E2E_CHROME_PAGES")); err == nil {
 		pages = v
 	}
-	allHooks := os.Getenv("E2E_CHROME_ALL_HOOKS") == "1"
+	chromeCrawl(t, "crawl", pages, 4)
+}
+
+// TestChromeStackCrawlBrowserPerPage crawls 4 pages with
+// CHROME_ISOLATION=snapshot: every page launches its own browser (the
+// page's background launcher, a daemon of the page), its tab is in that
+// browser, every hook succeeds, and no browser outlives its page's crawl.
+func TestChromeStackCrawlBrowserPerPage(t *testing.T) {
+	chromeCrawl(t, "snapshot", 4, 2)
+}
+
+// chromeCrawl crawls a site of pages pages at concurrency with the
+// browser plugins on every page under the isolation mode and checks the
+// browsers, every page's results and outputs, and that none is left.
+func chromeCrawl(t *testing.T, isolation string, pages, concurrency int) {
+	deps := chromeDeps(t)
+	allHooks := os.Getenv("E2E_CHROME_SESSION_HOOKS") != "1"
 	site := chromeSite(t, pages-1)
 	run := newChromeRun(t)
 	s := NewStack(t, server, chromePlugins(t, "pagefetch", "outlinks"), func(c *config.Config) {
 		crawlConfig(c)
 		chromeConfig(c)
-		c.Job.Concurrency = 4
-		c.Crawl.PerHost.Concurrency = 4 // one host: its pages run side by side in the one browser
+		c.Job.Concurrency = concurrency
+		c.Crawl.PerHost.Concurrency = concurrency // one host: its pages run side by side
 		c.Crawl.PagePlugins = []string{"chrome", "headers", "screenshot", "pdf", "dom", "title"}
 		if !allHooks {
 			c.Crawl.PagePlugins = []string{"chrome", "screenshot", "title"}
 		}
 	})
-	s.StartPools(t, append(run.env(deps, "crawl"), builtinEnv(t)[len(os.Environ()):]...))
-	job := s.SubmitCrawl(t, site.URL+"/", 1, func(r *submit.Request) { r.Settings.Concurrency = 4 })
+	s.StartPools(t, append(run.env(deps, isolation), builtinEnv(t)[len(os.Environ()):]...))
+	job := s.SubmitCrawl(t, site.URL+"/", 1, func(r *submit.Request) { r.Settings.Concurrency = concurrency })
 	seen := run.watchBrowsers(s.Config.ArchiveDir)
 	require.NoError(t, s.Wait(t, job, chromeTimeout))
 	require.Positive(t, seen(), "no Chromium process of the crawl seen while it ran")
@@ -359,12 +378,21 @@ func TestChromeStackCrawlSharesOneBrowser(t *testing.T) {
 	require.NoError(t, job.Run.Get(context.Background(), &st))
 	require.Equal(t, model.StateFinished, st.State, st.Error)
 
-	launches := run.eventsOf(t, "crawl-launch")
-	require.Len(t, launches, 1, "one browser per host for the whole crawl")
+	launches := run.eventsOf(t, isolation+"-launch")
 	tabs := run.eventsOf(t, "tab")
 	assert.Len(t, tabs, pages, "a tab per page")
-	for _, cdp := range tabs {
-		assert.Equal(t, launches[0], cdp, "every page's tab is in the crawl's browser")
+	skippedLauncher := "on_Snapshot__00_chrome_launch.daemon.bg.js"
+	if isolation == "crawl" {
+		require.Len(t, launches, 1, "one browser per host for the whole crawl")
+		for _, cdp := range tabs {
+			assert.Equal(t, launches[0], cdp, "every page's tab is in the crawl's browser")
+		}
+	} else {
+		skippedLauncher = ""
+		require.Len(t, launches, pages, "a browser per page")
+		assert.Empty(t, run.eventsOf(t, "crawl-launch"), "no crawl browser")
+		assert.ElementsMatch(t, launches, tabs, "every page's tab is in its own browser")
+		assert.Len(t, slices.Compact(slices.Sorted(slices.Values(launches))), pages, "distinct browsers")
 	}
 	// The start page is a snapshot of its own, the others crawl pages.
 	indexes, err := filepath.Glob(filepath.Join(s.Config.ArchiveDir, "crawls", "*", "pages", "*", "index.json"))
@@ -379,7 +407,7 @@ func TestChromeStackCrawlSharesOneBrowser(t *testing.T) {
 				continue
 			}
 			want := model.StatusSucceeded
-			if r.Hook == "on_Snapshot__00_chrome_launch.daemon.bg.js" {
+			if r.Hook == skippedLauncher {
 				want = model.StatusSkipped
 			}
 			assert.Equal(t, want, r.Status, "%s %s: %s", idx, r.Hook, r.Error)
