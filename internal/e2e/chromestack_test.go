@@ -25,6 +25,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/cdptest"
+	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
@@ -460,6 +461,42 @@ func TestChromeStackAbortLeavesNoBrowser(t *testing.T) {
 	state, err := s.Redis.HGet(ctx, job.Ident, "state").Result()
 	require.NoError(t, err)
 	assert.Equal(t, string(model.StateAborted), state)
+	run.requireNoBrowser(t, s.Config.ArchiveDir)
+}
+
+// TestChromeStackHookTimeoutLeavesNoBrowser: a hook after the navigation
+// hangs past its timeout (CHROME_ISOLATION=snapshot, the browser the
+// snapshot's daemon): the runner kills it, the hook ends failed naming its
+// timeout, the job still finishes, and its seal leaves no browser.
+func TestChromeStackHookTimeoutLeavesNoBrowser(t *testing.T) {
+	deps := chromeDeps(t)
+	site := chromeSite(t, 0)
+	run := newChromeRun(t)
+	root := chromePlugins(t)
+	writeHook(t, root, "hold", "on_Snapshot__40_hold.sh", holdHook)
+	s := NewStack(t, server, root, func(c *config.Config) {
+		chromeConfig(c)
+		c.Retry.MaximumAttempts = 1
+	})
+	s.StartPools(t, append(run.env(deps, "snapshot"), hooks.TimeoutKey("hold")+"=3"))
+	job := s.Submit(t, site.URL+"/", nil)
+	waitForFile(t, run.events+".hold", "the hold hook")
+	require.NotEmpty(t, run.chromium(s.Config.ArchiveDir), "the job's browser runs")
+	require.NoError(t, s.Wait(t, job, chromeTimeout))
+	var st workflows.Status
+	require.NoError(t, job.Run.Get(context.Background(), &st))
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	_, results, err := snapindex.Read(s.SnapDir(job))
+	require.NoError(t, err)
+	var hold *model.ArchiveResult
+	for i := range results {
+		if results[i].Plugin == "hold" {
+			hold = &results[i]
+		}
+	}
+	require.NotNil(t, hold, "the hold hook has a result")
+	assert.Equal(t, model.StatusFailed, hold.Status)
+	assert.Contains(t, hold.Error, "timed out after 3s")
 	run.requireNoBrowser(t, s.Config.ArchiveDir)
 }
 
