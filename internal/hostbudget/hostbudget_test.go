@@ -188,8 +188,8 @@ func TestLeaseOfAKilledFetchExpires(t *testing.T) {
 	g, ctx := gates[0], ctxT(t)
 	s, err := g.Acquire(ctx, "k.example")
 	require.NoError(t, err)
-	close(s.stop) // the worker dies: no renewal, no release
-	<-s.done
+	close(s.l.stop) // the worker dies: no renewal, no release
+	<-s.l.done
 	start := time.Now()
 	s2, err := g.Acquire(ctx, "k.example")
 	require.NoError(t, err)

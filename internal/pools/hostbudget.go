@@ -26,6 +26,7 @@ func NewHostBudget(cfg *config.Config, be *backend.Backend, log *zap.Logger) (*h
 		Lease:         p.Lease,
 		MaxWait:       p.MaxWait,
 		MaxCrawlDelay: p.MaxCrawlDelay,
+		Reuse:         p.Reuse,
 		RateLimit: hostbudget.RateLimit{Statuses: r.Statuses, RetryAfterStatuses: r.RetryAfterStatuses, MaxRetryAfter: r.MaxRetryAfter,
 			Backoff: r.Backoff, MaxBackoff: r.MaxBackoff, GiveUpAfter: r.GiveUpAfter},
 	}
