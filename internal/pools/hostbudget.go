@@ -26,9 +26,14 @@ func NewHostBudget(cfg *config.Config, be *backend.Backend, log *zap.Logger) (*h
 		Lease:         p.Lease,
 		MaxWait:       p.MaxWait,
 		MaxCrawlDelay: p.MaxCrawlDelay,
-		Reuse:         p.Reuse,
 		RateLimit: hostbudget.RateLimit{Statuses: r.Statuses, RetryAfterStatuses: r.RetryAfterStatuses, MaxRetryAfter: r.MaxRetryAfter,
 			Backoff: r.Backoff, MaxBackoff: r.MaxBackoff, GiveUpAfter: r.GiveUpAfter},
+	}
+	if cfg.Crawl.BatchPages > 0 {
+		// Kept turns only with page batches: the page-per-activity
+		// path's claim counts a kept turn as a fetch in flight and
+		// would leave the host's pages in line while it is kept.
+		hc.Reuse = p.Reuse
 	}
 	for _, h := range p.Hosts {
 		hc.Hosts[h.Host] = hostbudget.Limits{Concurrency: h.Concurrency, Delay: h.Delay}
