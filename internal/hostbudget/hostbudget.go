@@ -118,8 +118,15 @@ type Gate struct {
 	// for reuse (idle) and how many in all, busy ones included (holds).
 	idle  map[string][]*lease
 	holds map[string]int
+	// fresh is when Redis last granted a turn of the host that may be
+	// reused (local clock, taken before asking): at that moment the host
+	// had no delay, streak or waiting worker, and every turn held, this
+	// Gate's kept ones included, fitted its concurrency, so reusing a
+	// kept turn until fresh+Reuse adds none. Absent: the host's turns are
+	// given back when their fetch ends.
+	fresh map[string]time.Time
 	// epoch counts the times a host's turns stopped being reusable
-	// (forget); a turn granted in an older epoch is given back.
+	// (forget): an answer asked for in an older epoch sets no fresh.
 	epoch map[string]uint64
 }
 
@@ -149,7 +156,7 @@ func New(rdb redis.UniversalClient, keys rkeys.Keys, cfg Config, log *zap.Logger
 		log = zap.NewNop()
 	}
 	return &Gate{rdb: rdb, keys: keys, cfg: cfg, log: log.Named("hostbudget"),
-		idle: map[string][]*lease{}, holds: map[string]int{}, epoch: map[string]uint64{}}, nil
+		idle: map[string][]*lease{}, holds: map[string]int{}, fresh: map[string]time.Time{}, epoch: map[string]uint64{}}, nil
 }
 
 // limits are host's configured limits (a live override is applied by the
@@ -175,15 +182,9 @@ type Slot struct {
 // this Gate holds it (busy with a fetch, or kept idle for reuse).
 type lease struct {
 	host, token string
-	// checked is when Redis last granted the turn (local clock);
-	// reusable whether it then may be reused without asking (guarded by
-	// Gate.mu, as gen, bumped each time it is kept idle).
-	checked  time.Time
-	reusable bool
-	epoch    uint64
-	gen      uint64
-	stop     chan struct{}
-	done     chan struct{}
+	gen         uint64 // bumped each time it is kept idle or taken (Gate.mu)
+	stop        chan struct{}
+	done        chan struct{}
 }
 
 // turn is one acquire script's answer.
@@ -261,7 +262,7 @@ func (g *Gate) take(ctx context.Context, host string, l Limits) (*Slot, turn, er
 	for {
 		g.mu.Lock()
 		kept := g.pop(host)
-		if kept != nil && kept.reusable && time.Since(kept.checked) < g.cfg.Reuse {
+		if f, ok := g.fresh[host]; kept != nil && ok && time.Since(f) < g.cfg.Reuse {
 			g.mu.Unlock()
 			return &Slot{g: g, l: kept, host: host}, turn{granted: true}, nil
 		}
@@ -295,7 +296,12 @@ func (g *Gate) take(ctx context.Context, host string, l Limits) (*Slot, turn, er
 		if kept == nil {
 			g.holds[host]++
 		}
-		ls.checked, ls.reusable, ls.epoch = checked, t.reusable && g.cfg.Reuse > 0, epoch
+		switch {
+		case !t.reusable || g.cfg.Reuse <= 0:
+			delete(g.fresh, host)
+		case epoch == g.epoch[host] && checked.After(g.fresh[host]):
+			g.fresh[host] = checked
+		}
 		g.mu.Unlock()
 		return &Slot{g: g, l: ls, host: host, streak: t.since > 0}, t, nil
 	}
@@ -342,7 +348,7 @@ func (s *Slot) Release() {
 	s.once.Do(func() {
 		g, l := s.g, s.l
 		g.mu.Lock()
-		if l.reusable && l.epoch == g.epoch[s.host] {
+		if _, ok := g.fresh[s.host]; ok {
 			l.gen++
 			gen := l.gen
 			g.idle[s.host] = append(g.idle[s.host], l)
@@ -389,7 +395,8 @@ func (g *Gate) unkeep(l *lease) bool {
 // ends.
 func (g *Gate) forget(host string) {
 	g.mu.Lock()
-	g.epoch[host]++ // busy turns: given back when their fetch ends
+	g.epoch[host]++
+	delete(g.fresh, host) // busy turns: given back when their fetch ends
 	ls := g.idle[host]
 	delete(g.idle, host)
 	for _, l := range ls {
@@ -415,6 +422,7 @@ func (g *Gate) drop(ls []*lease, release bool) {
 	g.mu.Lock()
 	if g.holds[host] -= len(ls); g.holds[host] <= 0 {
 		delete(g.holds, host)
+		delete(g.fresh, host) // a new turn is asked for anyway
 	}
 	g.mu.Unlock()
 	if !release {
