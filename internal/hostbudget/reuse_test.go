@@ -75,6 +75,24 @@ func fleet(t *testing.T, gates []*Gate, host string, fetchers, fetches int, work
 	return peak.Load(), done
 }
 
+// repeat runs f again and again in a goroutine until the returned stop
+// is called (it waits for the last run).
+func repeat(f func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				f()
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
 // TestKeptTurnsCutRoundTrips: with Reuse, a host without delay costs a
 // round trip per turn and Reuse, not two per fetch; without it, two per
 // fetch (take and give back). The concurrency holds either way.
@@ -111,25 +129,15 @@ func TestKeptTurnsHoldTheBudgetAcrossGates(t *testing.T) {
 	cfg.Reuse = 200 * time.Millisecond
 	gates, _, srv := countedGates(t, 2, cfg)
 	rdb := srv.Client()
-	stop := make(chan struct{})
 	var most atomic.Int64
-	var watch sync.WaitGroup
-	watch.Go(func() { // Redis' own count, as the claim and other gates see it
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			n, err := rdb.ZCard(context.Background(), gates[0].keys.HostInflight("shared.example")).Result()
-			if err == nil && n > most.Load() {
-				most.Store(n)
-			}
+	stop := repeat(func() { // Redis' own count, as the claim and other gates see it
+		n, err := rdb.ZCard(context.Background(), gates[0].keys.HostInflight("shared.example")).Result()
+		if err == nil && n > most.Load() {
+			most.Store(n)
 		}
 	})
 	peak, done := fleet(t, gates, "shared.example", 4, 40, 2*time.Millisecond)
-	close(stop)
-	watch.Wait()
+	stop()
 	require.Equal(t, []int64{160, 160}, done, "every fetch of both gates got its turn")
 	require.LessOrEqual(t, peak, int64(3), "fetches in flight across both gates")
 	require.LessOrEqual(t, most.Load(), int64(3), "turns held in Redis")
@@ -144,19 +152,9 @@ func TestAWaitingGateGetsATurn(t *testing.T) {
 	cfg.MaxWait = 5 * time.Second
 	gates, _, _ := countedGates(t, 2, cfg)
 	ctx := ctxT(t)
-	stop := make(chan struct{})
-	var busy sync.WaitGroup
-	busy.Go(func() { // gate 0 fetches the host back to back
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			s, err := gates[0].Acquire(ctx, "one.example")
-			if !assertNoErr(t, err) {
-				return
-			}
+	stop := repeat(func() { // gate 0 fetches the host back to back
+		s, err := gates[0].Acquire(ctx, "one.example")
+		if assertNoErr(t, err) {
 			time.Sleep(time.Millisecond)
 			s.Release()
 		}
@@ -167,8 +165,7 @@ func TestAWaitingGateGetsATurn(t *testing.T) {
 		require.NoError(t, err, "the waiting gate gets a turn within max_wait")
 		s.Release()
 	}
-	close(stop)
-	busy.Wait()
+	stop()
 }
 
 // TestChangesReachKeptTurnsWithinReuse: a live override (lower
