@@ -19,6 +19,18 @@ func NewHostBudget(cfg *config.Config, be *backend.Backend, log *zap.Logger) (*h
 	if cfg == nil || !cfg.Crawl.PerHost.Enabled || be.Redis == nil || be.Store == nil {
 		return nil, nil
 	}
+	hc, err := hostBudgetConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return hostbudget.New(be.Redis, be.Store.Keys(), hc, log)
+}
+
+// hostBudgetConfig is the host budget's configuration from cfg's.
+func hostBudgetConfig(cfg *config.Config) (hostbudget.Config, error) {
 	p, r := cfg.Crawl.PerHost, cfg.Crawl.RateLimit
 	hc := hostbudget.Config{
 		Default:       hostbudget.Limits{Concurrency: p.Concurrency, Delay: p.Delay},
@@ -43,16 +55,13 @@ func NewHostBudget(cfg *config.Config, be *backend.Backend, log *zap.Logger) (*h
 		if m.Body != "" {
 			re, err := regexp.Compile(m.Body)
 			if err != nil {
-				return nil, fmt.Errorf("crawl.rate_limit.markers[%d].body: %w", i, err)
+				return hostbudget.Config{}, fmt.Errorf("crawl.rate_limit.markers[%d].body: %w", i, err)
 			}
 			mk.Body = re
 		}
 		hc.RateLimit.Markers = append(hc.RateLimit.Markers, mk)
 	}
-	if log == nil {
-		log = zap.NewNop()
-	}
-	return hostbudget.New(be.Redis, be.Store.Keys(), hc, log)
+	return hc, nil
 }
 
 // frontierOptions are a process's frontier options: with the host budget
