@@ -103,7 +103,7 @@ func TestKeptTurnsCutRoundTrips(t *testing.T) {
 		min, max int64
 	}{
 		{0, 2 * fetchers * fetches, 2*fetchers*fetches + 20},
-		{time.Minute, fetchers, 3 * fetchers},
+		{time.Minute, fetchers, 4 * fetchers}, // a turn each, and a new connection's handshake
 	} {
 		cfg := testConfig()
 		cfg.Default = Limits{Concurrency: fetchers}
@@ -195,19 +195,26 @@ func TestChangesReachKeptTurnsWithinReuse(t *testing.T) {
 			s.Release()
 		}
 	}
-	release(take(3)) // kept, reusable
+	inflight := func() int {
+		st, err := g.HostState(ctx, "c.example")
+		require.NoError(t, err)
+		return st.Inflight
+	}
+	// Each change comes while the gate's turns are busy; Reuse passes;
+	// then they end and are kept: the next fetch asks Redis again.
+	ss := take(3)
 	require.NoError(t, SetOverride(ctx, rdb, keys, "c.example", Limits{Concurrency: 1}))
 	time.Sleep(cfg.Reuse)
-	ss := take(1)
-	requireNoTurn(t, g, "c.example", "the lowered concurrency holds the kept turns")
-	st, err := g.HostState(ctx, "c.example")
-	require.NoError(t, err)
-	require.Equal(t, 1, st.Inflight, "the kept turns beyond it were given back")
 	release(ss)
+	require.Equal(t, 3, inflight(), "kept turns still count in the host's concurrency")
+	ss = take(1)
+	requireNoTurn(t, g, "c.example", "the lowered concurrency holds the kept turns")
+	require.Equal(t, 1, inflight(), "the kept turns beyond it were given back")
 
 	// A delay: turns are given back and fetch starts spaced.
 	require.NoError(t, SetOverride(ctx, rdb, keys, "c.example", Limits{Concurrency: 3, Delay: 150 * time.Millisecond}))
 	time.Sleep(cfg.Reuse)
+	release(ss)
 	g.cfg.MaxWait = 5 * time.Second
 	var starts []time.Time
 	for range 3 {
@@ -217,16 +224,18 @@ func TestChangesReachKeptTurnsWithinReuse(t *testing.T) {
 		s.Release()
 	}
 	for i := 1; i < len(starts); i++ {
-		require.GreaterOrEqual(t, starts[i].Sub(starts[i-1]), 140*time.Millisecond, "start %d: the delay", i)
+		require.GreaterOrEqual(t, starts[i].Sub(starts[i-1]), 120*time.Millisecond, "start %d: the delay (on Redis' clock; this process notices a grant late by its scheduling)", i)
 	}
 	require.NoError(t, ClearOverride(ctx, rdb, keys, "c.example"))
 
 	// Another gate's backoff.
-	release(take(1))
-	g.cfg.MaxWait = 100 * time.Millisecond
-	_, err = gates[1].Observe(ctx, nil, "c.example", 429, "30", nil)
+	ss = take(1)
+	_, err := gates[1].Observe(ctx, nil, "c.example", 429, "30", nil)
 	require.NoError(t, err)
 	time.Sleep(cfg.Reuse)
+	release(ss)
+	require.Equal(t, 1, inflight(), "kept")
+	g.cfg.MaxWait = 100 * time.Millisecond
 	w := requireNoTurn(t, g, "c.example", "the other gate's backoff reaches the kept turn")
 	require.Equal(t, "backoff", w.Reason)
 }
