@@ -456,6 +456,12 @@ type PerHost struct {
 	// crawl with --robots obey), which then is the host's least delay for
 	// every worker and job; 0 ignores Crawl-delay.
 	MaxCrawlDelay time.Duration `mapstructure:"max_crawl_delay"`
+	// Reuse: a worker process keeps the turn of a fetch on a host without
+	// delay and reuses it for its next fetch of the host without a Redis
+	// round trip, asking Redis again once this long after its last grant
+	// (changed limits, a backoff or a waiting worker apply within it);
+	// 0 asks Redis on every fetch.
+	Reuse time.Duration `mapstructure:"reuse"`
 }
 
 // HostLimits are one host's politeness limits.
@@ -689,7 +695,7 @@ func Default() Config {
 			// sitemaps.org's limits for one file (50 MiB, 50,000 URLs),
 			// and room for a modest sitemap index.
 			Sitemaps: Sitemaps{MaxBytes: 50 << 20, MaxURLs: 100_000, MaxFiles: 50},
-			PerHost:  PerHost{Enabled: true, Concurrency: 2, Lease: 15 * time.Second, MaxWait: 10 * time.Second, MaxCrawlDelay: 30 * time.Second},
+			PerHost:  PerHost{Enabled: true, Concurrency: 2, Lease: 15 * time.Second, MaxWait: 10 * time.Second, MaxCrawlDelay: 30 * time.Second, Reuse: time.Second},
 			RateLimit: RateLimit{Statuses: []int{429}, RetryAfterStatuses: []int{503}, MaxRetryAfter: 10 * time.Minute,
 				Backoff: 5 * time.Second, MaxBackoff: 10 * time.Minute, GiveUpAfter: time.Hour},
 		},

@@ -339,6 +339,7 @@ func (v *validator) perHost(p PerHost, r RateLimit) {
 	v.check(p.Lease >= time.Second, "crawl.per_host.lease", p.Lease, "must be >= 1s")
 	v.check(p.MaxWait >= 0, "crawl.per_host.max_wait", p.MaxWait, "must be >= 0")
 	v.check(p.MaxCrawlDelay >= 0 && p.MaxCrawlDelay <= time.Hour, "crawl.per_host.max_crawl_delay", p.MaxCrawlDelay, "must be 0..1h")
+	v.check(p.Reuse >= 0 && p.Reuse <= time.Minute, "crawl.per_host.reuse", p.Reuse, "must be 0..1m")
 	seen := map[string]bool{}
 	for i, h := range p.Hosts {
 		key := fmt.Sprintf("crawl.per_host.hosts[%d]", i)

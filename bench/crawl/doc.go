@@ -24,7 +24,9 @@
 // (one worker process, job concurrency 1 and 8), alternating -wirerounds
 // times in one run, served by nginx when it is on PATH (one process,
 // master_process off) or by this binary as a Go file server in its own
-// process (-wireserver). It prints, per crawl, pages/s, CPU per page of
+// process (-wireserver). The worker runs the default politeness machinery
+// (crawl.per_host on: every fetch takes its host's turn), with the host's
+// concurrency the largest job concurrency (8) and no delay. It prints, per crawl, pages/s, CPU per page of
 // every process involved and the cores busy, and for archiveflow its
 // history events and Redis round trips (total_reads_processed) and
 // commands per page; then the medians' ratios to wget's:

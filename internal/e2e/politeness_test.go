@@ -241,7 +241,7 @@ func TestPolitenessAcrossWorkersAndJobs(t *testing.T) {
 func TestRateLimitBackoff(t *testing.T) {
 	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks"), builtinEnv(t)
 	rateLimitedCrawl(t, 1, func(c *config.Config) {
-		c.Crawl.PerHost = config.PerHost{Enabled: true, Concurrency: 2, Lease: time.Minute, MaxWait: time.Second,
+		c.Crawl.PerHost = config.PerHost{Enabled: true, Concurrency: 2, Lease: time.Minute, MaxWait: time.Second, Reuse: time.Second,
 			Hosts: []config.HostLimits{{Host: rateLimitedHost, Concurrency: 1}}}
 	}, root, func(s *Stack) func() {
 		s.StartPools(t, env)
@@ -399,7 +399,7 @@ func TestSlowHostDoesNotHoldOthersUp(t *testing.T) {
 	s := NewStack(t, server, root, func(c *config.Config) {
 		crawlConfig(c)
 		c.Job.Concurrency = 4
-		c.Crawl.PerHost = config.PerHost{Enabled: true, Concurrency: 2, Lease: time.Minute, MaxWait: 10 * time.Second,
+		c.Crawl.PerHost = config.PerHost{Enabled: true, Concurrency: 2, Lease: time.Minute, MaxWait: 10 * time.Second, Reuse: time.Second,
 			Hosts: []config.HostLimits{{Host: "127.0.0.5", Concurrency: 1, Delay: time.Second}}}
 	})
 	s.StartPools(t, env)

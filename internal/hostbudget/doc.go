@@ -4,7 +4,11 @@
 //   - the host budget: at most Limits.Concurrency fetches in flight per
 //     host and at least Limits.Delay between two fetch starts, fleet-wide;
 //     a fetch holds a lease (Config.Lease, renewed while it runs) so a
-//     killed worker's slot frees itself;
+//     killed worker's slot frees itself; on a host without delay a Gate
+//     keeps a finished fetch's turn and reuses it for its next fetch of
+//     the host without a round trip, asking Redis again after
+//     Config.Reuse (issue 26: a turn per many fetches, not two round
+//     trips per fetch), still counted in the concurrency while kept;
 //   - rate-limit backoff: an answer the rate-limit rules match (429, 503,
 //     configured markers: status plus optional body regex) backs the
 //     whole host off until its Retry-After (seconds or HTTP date, capped)

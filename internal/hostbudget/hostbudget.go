@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -87,7 +88,18 @@ type Config struct {
 	MaxWait time.Duration
 	// Poll is the wait between two tries while a host is at its
 	// concurrency (default 50ms).
-	Poll      time.Duration
+	Poll time.Duration
+	// Reuse: a turn taken on a host without delay (no configured, live
+	// or Crawl-delay delay, no rate-limit streak, no other worker
+	// waiting for the host) is kept by this Gate when its fetch ends and
+	// reused by its next fetch of the host without a Redis round trip,
+	// for Reuse after Redis last granted it; then the next fetch asks
+	// Redis again with the same turn (one round trip, which sees changed
+	// limits, a backoff or a waiting worker). A kept turn still counts in
+	// the host's concurrency, so the budget holds exactly; one left idle
+	// for Reuse/2 is given back. 0: every fetch asks Redis and gives its
+	// turn back when it ends.
+	Reuse     time.Duration
 	RateLimit RateLimit
 	// MaxCrawlDelay caps a robots.txt's Crawl-delay (SetCrawlDelay); 0
 	// ignores Crawl-delay.
@@ -100,6 +112,22 @@ type Gate struct {
 	keys rkeys.Keys
 	cfg  Config
 	log  *zap.Logger
+
+	mu sync.Mutex
+	// held are the turns this Gate holds in Redis by host: kept idle
+	// for reuse (idle) and how many in all, busy ones included (holds).
+	idle  map[string][]*lease
+	holds map[string]int
+	// fresh is when Redis last granted a turn of the host that may be
+	// reused (local clock, taken before asking): at that moment the host
+	// had no delay, streak or waiting worker, and every turn held, this
+	// Gate's kept ones included, fitted its concurrency, so reusing a
+	// kept turn until fresh+Reuse adds none. Absent: the host's turns are
+	// given back when their fetch ends.
+	fresh map[string]time.Time
+	// epoch counts the times a host's turns stopped being reusable
+	// (forget): an answer asked for in an older epoch sets no fresh.
+	epoch map[string]uint64
 }
 
 // New returns a Gate on rdb.
@@ -121,10 +149,14 @@ func New(rdb redis.UniversalClient, keys rkeys.Keys, cfg Config, log *zap.Logger
 	if cfg.Poll <= 0 {
 		cfg.Poll = 50 * time.Millisecond
 	}
+	if cfg.Reuse < 0 {
+		return nil, fmt.Errorf("crawl.per_host.reuse %s: must be >= 0", cfg.Reuse)
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Gate{rdb: rdb, keys: keys, cfg: cfg, log: log.Named("hostbudget")}, nil
+	return &Gate{rdb: rdb, keys: keys, cfg: cfg, log: log.Named("hostbudget"),
+		idle: map[string][]*lease{}, holds: map[string]int{}, fresh: map[string]time.Time{}, epoch: map[string]uint64{}}, nil
 }
 
 // limits are host's configured limits (a live override is applied by the
@@ -136,23 +168,33 @@ func (g *Gate) limits(host string) Limits {
 	return g.cfg.Default
 }
 
-// Slot is one fetch's place in its host's budget.
+// Slot is one fetch's place in its host's budget: a turn (lease) the
+// Gate holds in Redis, for this fetch until Release.
 type Slot struct {
 	g      *Gate
+	l      *lease
 	host   string
-	token  string
 	streak bool // the host was in a rate-limit streak when the slot was taken
-	stop   chan struct{}
-	done   chan struct{}
+	once   sync.Once
+}
+
+// lease is one member of a host's in-flight set in Redis, renewed while
+// this Gate holds it (busy with a fetch, or kept idle for reuse).
+type lease struct {
+	host, token string
+	gen         uint64 // bumped each time it is kept idle or taken (Gate.mu)
+	stop        chan struct{}
+	done        chan struct{}
 }
 
 // turn is one acquire script's answer.
 type turn struct {
-	granted bool
-	now     int64 // Redis' clock, ms
-	at      int64 // when the host may take the fetch (0: unknown, busy)
-	reason  string
-	since   int64 // start of the host's rate-limit streak (0: none)
+	granted  bool
+	now      int64 // Redis' clock, ms
+	at       int64 // when the host may take the fetch (0: unknown, busy)
+	reason   string
+	since    int64 // start of the host's rate-limit streak (0: none)
+	reusable bool  // granted with no delay, streak or waiting worker
 }
 
 // Wait is a fetch that did not get its host's turn within MaxWait.
@@ -169,22 +211,20 @@ func (w *Wait) Error() string {
 
 // Acquire waits for host's turn and takes a slot, or returns a *Wait when
 // the turn is further than MaxWait away (a backoff or delay known to end
-// later, or the host busy for MaxWait).
+// later, or the host busy for MaxWait). A turn this Gate keeps idle for
+// the host is taken first (Config.Reuse).
 func (g *Gate) Acquire(ctx context.Context, host string) (*Slot, error) {
 	l := g.limits(host)
-	token := newToken()
 	var waited time.Duration
 	for {
-		t, err := g.try(ctx, host, token, l)
+		s, t, err := g.take(ctx, host, l)
 		if err != nil {
 			return nil, err
 		}
-		if t.granted {
+		if s != nil {
 			if waited > 0 {
 				metrics.HostBudgetWait(waited)
 			}
-			s := &Slot{g: g, host: host, token: token, streak: t.since > 0, stop: make(chan struct{}), done: make(chan struct{})}
-			go s.renew()
 			return s, nil
 		}
 		d := g.cfg.Poll
@@ -213,55 +253,204 @@ func (g *Gate) Acquire(ctx context.Context, host string) (*Slot, error) {
 	}
 }
 
-func (g *Gate) try(ctx context.Context, host, token string, l Limits) (turn, error) {
+// take is one try for host's turn: a kept turn reused without Redis
+// while Redis granted it less than Reuse ago, else asked again (its
+// token: the same turn; one refused is given up and the next kept one
+// asked), else a new turn. A nil Slot with the script's answer: no turn
+// now.
+func (g *Gate) take(ctx context.Context, host string, l Limits) (*Slot, turn, error) {
+	for {
+		g.mu.Lock()
+		kept := g.pop(host)
+		if f, ok := g.fresh[host]; kept != nil && ok && time.Since(f) < g.cfg.Reuse {
+			g.mu.Unlock()
+			return &Slot{g: g, l: kept, host: host}, turn{granted: true}, nil
+		}
+		holds, epoch := g.holds[host], g.epoch[host]
+		g.mu.Unlock()
+		token := newToken()
+		if kept != nil {
+			token = kept.token
+		}
+		checked := time.Now()
+		t, err := g.try(ctx, host, token, l, holds)
+		if err != nil {
+			if kept != nil {
+				g.drop([]*lease{kept}, true)
+			}
+			return nil, turn{}, err
+		}
+		if !t.granted {
+			if kept != nil {
+				g.drop([]*lease{kept}, false) // the script took it out
+				continue
+			}
+			return nil, t, nil
+		}
+		ls := kept
+		if ls == nil {
+			ls = &lease{host: host, token: token, stop: make(chan struct{}), done: make(chan struct{})}
+			go g.renew(ls)
+		}
+		g.mu.Lock()
+		if kept == nil {
+			g.holds[host]++
+		}
+		switch {
+		case !t.reusable || g.cfg.Reuse <= 0:
+			delete(g.fresh, host)
+		case epoch == g.epoch[host] && checked.After(g.fresh[host]):
+			g.fresh[host] = checked
+		}
+		g.mu.Unlock()
+		return &Slot{g: g, l: ls, host: host, streak: t.since > 0}, t, nil
+	}
+}
+
+// pop takes the last kept turn of host, or nil (g.mu held).
+func (g *Gate) pop(host string) *lease {
+	ls := g.idle[host]
+	n := len(ls)
+	if n == 0 {
+		return nil
+	}
+	l := ls[n-1]
+	if n == 1 {
+		delete(g.idle, host)
+	} else {
+		g.idle[host] = ls[:n-1]
+	}
+	l.gen++ // its idle expiry no longer applies
+	return l
+}
+
+func (g *Gate) try(ctx context.Context, host, token string, l Limits, holds int) (turn, error) {
 	keys := []string{g.keys.HostBudget(host), g.keys.HostInflight(host), g.keys.HostOverrides()}
-	v, err := acquireScript.Run(ctx, g.rdb, keys, nil, host, token, l.Concurrency, l.Delay.Milliseconds(), g.cfg.Lease.Milliseconds()).Slice()
+	v, err := acquireScript.Run(ctx, g.rdb, keys, nil, host, token, l.Concurrency, l.Delay.Milliseconds(), g.cfg.Lease.Milliseconds(),
+		holds, g.cfg.Reuse.Milliseconds()).Slice()
 	if err != nil {
 		return turn{}, fmt.Errorf("host budget of %s: %w", host, err)
 	}
-	if len(v) != 5 {
+	if len(v) != 6 {
 		return turn{}, fmt.Errorf("host budget of %s: reply of %d parts", host, len(v))
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
 	reason, _ := v[3].(string)
-	return turn{granted: n(0) == 1, now: n(1), at: n(2), reason: reason, since: n(4)}, nil
+	return turn{granted: n(0) == 1, now: n(1), at: n(2), reason: reason, since: n(4), reusable: n(5) == 1}, nil
 }
 
-// Release frees the slot (repeatable).
+// Release ends the slot's fetch (repeatable): its turn is kept for the
+// Gate's next fetch of the host when it may be reused, else given back.
 func (s *Slot) Release() {
 	if s == nil {
 		return
 	}
-	select {
-	case <-s.stop:
+	s.once.Do(func() {
+		g, l := s.g, s.l
+		g.mu.Lock()
+		if _, ok := g.fresh[s.host]; ok {
+			l.gen++
+			gen := l.gen
+			g.idle[s.host] = append(g.idle[s.host], l)
+			g.mu.Unlock()
+			time.AfterFunc(g.cfg.Reuse/2, func() { g.expire(l, gen) })
+			return
+		}
+		g.mu.Unlock()
+		g.drop([]*lease{l}, true)
+	})
+}
+
+// expire gives back a kept turn still idle since it was kept (gen).
+func (g *Gate) expire(l *lease, gen uint64) {
+	g.mu.Lock()
+	if l.gen != gen || !g.unkeep(l) {
+		g.mu.Unlock()
 		return
-	default:
-		close(s.stop)
 	}
-	<-s.done
+	g.mu.Unlock()
+	g.drop([]*lease{l}, true)
+}
+
+// unkeep takes l out of the idle turns (g.mu held); false when it is not
+// there.
+func (g *Gate) unkeep(l *lease) bool {
+	ls := g.idle[l.host]
+	for i, x := range ls {
+		if x == l {
+			ls = append(ls[:i], ls[i+1:]...)
+			if len(ls) == 0 {
+				delete(g.idle, l.host)
+			} else {
+				g.idle[l.host] = ls
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// forget stops reusing host's turns (a rate limit, a Crawl-delay): the
+// idle ones are given back (one round trip), busy ones when their fetch
+// ends.
+func (g *Gate) forget(host string) {
+	g.mu.Lock()
+	g.epoch[host]++
+	delete(g.fresh, host) // busy turns: given back when their fetch ends
+	ls := g.idle[host]
+	delete(g.idle, host)
+	for _, l := range ls {
+		l.gen++
+	}
+	g.mu.Unlock()
+	g.drop(ls, true)
+}
+
+// drop stops renewing ls (one host's) and, when release, takes them out
+// of the host's in-flight set in one round trip.
+func (g *Gate) drop(ls []*lease, release bool) {
+	if len(ls) == 0 {
+		return
+	}
+	host := ls[0].host
+	tokens := make([]any, 0, len(ls))
+	for _, l := range ls {
+		close(l.stop)
+		<-l.done
+		tokens = append(tokens, l.token)
+	}
+	g.mu.Lock()
+	if g.holds[host] -= len(ls); g.holds[host] <= 0 {
+		delete(g.holds, host)
+		delete(g.fresh, host) // a new turn is asked for anyway
+	}
+	g.mu.Unlock()
+	if !release {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.g.rdb.ZRem(ctx, s.g.keys.HostInflight(s.host), s.token).Err(); err != nil {
+	if err := g.rdb.ZRem(ctx, g.keys.HostInflight(host), tokens...).Err(); err != nil {
 		// The lease expires on its own.
-		s.g.log.Warn("release a host budget slot", zap.String("host", s.host), zap.Error(err))
+		g.log.Warn("release a host budget slot", zap.String("host", host), zap.Error(err))
 	}
 }
 
-// renew keeps the slot's lease while the fetch runs.
-func (s *Slot) renew() {
-	defer close(s.done)
-	tick := time.NewTicker(s.g.cfg.Lease / 3)
+// renew keeps a held turn's lease while the Gate holds it.
+func (g *Gate) renew(l *lease) {
+	defer close(l.done)
+	tick := time.NewTicker(g.cfg.Lease / 3)
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-l.stop:
 			return
 		case <-tick.C:
-			ctx, cancel := context.WithTimeout(context.Background(), s.g.cfg.Lease/3)
-			err := renewScript.Run(ctx, s.g.rdb, []string{s.g.keys.HostInflight(s.host)}, nil, s.token, s.g.cfg.Lease.Milliseconds()).Err()
+			ctx, cancel := context.WithTimeout(context.Background(), g.cfg.Lease/3)
+			err := renewScript.Run(ctx, g.rdb, []string{g.keys.HostInflight(l.host)}, nil, l.token, g.cfg.Lease.Milliseconds()).Err()
 			cancel()
 			if err != nil && !errors.Is(err, redis.Nil) {
-				s.g.log.Warn("renew a host budget slot", zap.String("host", s.host), zap.Error(err))
+				g.log.Warn("renew a host budget slot", zap.String("host", l.host), zap.Error(err))
 			}
 		}
 	}
@@ -336,6 +525,7 @@ func (g *Gate) Observe(ctx context.Context, s *Slot, host string, status int, re
 		ra = min(ra, g.cfg.RateLimit.MaxRetryAfter)
 		raMS = ra.Milliseconds()
 	}
+	g.forget(host)
 	v, err := backoffScript.Run(ctx, g.rdb, []string{g.keys.HostBudget(host)}, nil, raMS,
 		g.cfg.RateLimit.Backoff.Milliseconds(), g.cfg.RateLimit.MaxBackoff.Milliseconds()).Int64Slice()
 	if err != nil {
@@ -442,6 +632,7 @@ func (g *Gate) SetCrawlDelay(ctx context.Context, host string, d time.Duration) 
 	if err := g.rdb.PExpire(ctx, k, d+24*time.Hour).Err(); err != nil {
 		return fmt.Errorf("crawl-delay of host %s: %w", host, err)
 	}
+	g.forget(strings.ToLower(host))
 	return nil
 }
 

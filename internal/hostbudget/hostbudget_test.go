@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"regexp"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 
 	"github.com/archiveflow/archiveflow/internal/hostname"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
-	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
 func ctxT(t testing.TB) context.Context {
@@ -37,19 +35,7 @@ func testConfig() Config {
 
 func newGates(t *testing.T, n int, cfg Config) ([]*Gate, *redis.Client) {
 	t.Helper()
-	srv := testredis.Start(t)
-	if !srv.Real() {
-		t.Skip("needs a real redis-server (TIME in scripts)")
-	}
-	keys, err := rkeys.NewKeys("ns:")
-	require.NoError(t, err)
-	var gates []*Gate
-	for range n {
-		// Each gate has its own client: two worker processes.
-		g, err := New(srv.Client(), keys, cfg, nil)
-		require.NoError(t, err)
-		gates = append(gates, g)
-	}
+	gates, _, srv := countedGates(t, n, cfg)
 	return gates, srv.Client()
 }
 
@@ -59,30 +45,9 @@ func newGates(t *testing.T, n int, cfg Config) ([]*Gate, *redis.Client) {
 func TestConcurrencyIsSharedByEveryGate(t *testing.T) {
 	gates, _ := newGates(t, 2, testConfig())
 	ctx := ctxT(t)
-	var inflight, most, done atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 20 {
-		wg.Go(func() {
-			s, err := gates[i%2].Acquire(ctx, "example.com")
-			if !assertNoErr(t, err) {
-				return
-			}
-			n := inflight.Add(1)
-			for {
-				m := most.Load()
-				if n <= m || most.CompareAndSwap(m, n) {
-					break
-				}
-			}
-			time.Sleep(10 * time.Millisecond) // the fetch
-			inflight.Add(-1)
-			s.Release()
-			done.Add(1)
-		})
-	}
-	wg.Wait()
-	require.EqualValues(t, 20, done.Load())
-	require.EqualValues(t, 2, most.Load(), "at most the host's concurrency in flight, and the budget used")
+	most, done := fleet(t, gates, "example.com", 10, 1, 10*time.Millisecond)
+	require.Equal(t, []int64{10, 10}, done)
+	require.EqualValues(t, 2, most, "at most the host's concurrency in flight, and the budget used")
 	// Another host is not held up by this one.
 	s, err := gates[0].Acquire(ctx, "other.example")
 	require.NoError(t, err)
@@ -188,8 +153,8 @@ func TestLeaseOfAKilledFetchExpires(t *testing.T) {
 	g, ctx := gates[0], ctxT(t)
 	s, err := g.Acquire(ctx, "k.example")
 	require.NoError(t, err)
-	close(s.stop) // the worker dies: no renewal, no release
-	<-s.done
+	close(s.l.stop) // the worker dies: no renewal, no release
+	<-s.l.done
 	start := time.Now()
 	s2, err := g.Acquire(ctx, "k.example")
 	require.NoError(t, err)

@@ -47,9 +47,16 @@ local function host_wait(prefix, h, now, extra, conc)
 end
 `
 
-// acquireScript takes a fetch slot on a host when its turn has come.
-// KEYS: state inflight overrides. ARGV: host token conc delay_ms lease_ms.
-// Reply: {granted, now, at (0 = unknown), reason, since}.
+// acquireScript takes a fetch slot on a host when its turn has come, or
+// asks again for a turn the caller holds (its token in the in-flight set:
+// it does not count against itself; a refused one is taken out).
+// KEYS: state inflight overrides. ARGV: host token conc delay_ms lease_ms
+// holds reuse_ms. A refusal for concurrency of a caller that holds no
+// turn of the host records it as waiting ('waited'), so holders stop
+// reusing their turns for reuse_ms.
+// Reply: {granted, now, at (0 = unknown), reason, since, reusable}:
+// reusable when the host has no delay, no rate-limit streak and no other
+// caller waited within reuse_ms.
 var acquireScript = luascript.New(luaNow, []string{"state", "inflight", "overrides"}, `
 local now = now_ms()
 local conc, delay, lease = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -59,20 +66,33 @@ if o then
   if c then conc, delay = tonumber(c), tonumber(d) end
 end
 redis.call('ZREMRANGEBYSCORE', inflight, '-inf', '(' .. now)
-local v = redis.call('HMGET', state, 'next', 'until', 'since', 'crawl_delay')
+local mine = redis.call('ZSCORE', inflight, ARGV[2])
+local function refuse(at, why, since)
+  if mine then redis.call('ZREM', inflight, ARGV[2]) end
+  if why == 'busy' and tonumber(ARGV[6]) == 0 then
+    redis.call('HSET', state, 'waited', now)
+    if redis.call('PTTL', state) < 0 then redis.call('PEXPIRE', state, lease + 86400000) end
+  end
+  return {0, now, at, why, since, 0}
+end
+local v = redis.call('HMGET', state, 'next', 'until', 'since', 'crawl_delay', 'waited')
 local since = tonumber(v[3] or 0)
 delay = math.max(delay, tonumber(v[4] or 0))
 local u = tonumber(v[2] or 0)
-if u > now then return {0, now, u, 'backoff', since} end
+if u > now then return refuse(u, 'backoff', since) end
 local nx = tonumber(v[1] or 0)
-if nx > now then return {0, now, nx, 'delay', since} end
-if redis.call('ZCARD', inflight) >= conc then return {0, now, 0, 'busy', since} end
+if nx > now then return refuse(nx, 'delay', since) end
+local busy = redis.call('ZCARD', inflight)
+if mine then busy = busy - 1 end
+if busy >= conc then return refuse(0, 'busy', since) end
 redis.call('ZADD', inflight, now + lease, ARGV[2])
 redis.call('HSET', state, 'next', now + delay, 'conc', conc)
 local keep = math.max(u - now, delay, lease) + 86400000
 redis.call('PEXPIRE', state, keep)
 redis.call('PEXPIRE', inflight, lease + 1000)
-return {1, now, 0, '', since}
+local reusable = 0
+if delay == 0 and since == 0 and tonumber(v[5] or 0) + tonumber(ARGV[7]) <= now then reusable = 1 end
+return {1, now, 0, '', since, reusable}
 `)
 
 // renewScript extends a slot's lease. KEYS: inflight. ARGV: token lease_ms.

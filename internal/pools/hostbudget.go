@@ -19,6 +19,18 @@ func NewHostBudget(cfg *config.Config, be *backend.Backend, log *zap.Logger) (*h
 	if cfg == nil || !cfg.Crawl.PerHost.Enabled || be.Redis == nil || be.Store == nil {
 		return nil, nil
 	}
+	hc, err := hostBudgetConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return hostbudget.New(be.Redis, be.Store.Keys(), hc, log)
+}
+
+// hostBudgetConfig is the host budget's configuration from cfg's.
+func hostBudgetConfig(cfg *config.Config) (hostbudget.Config, error) {
 	p, r := cfg.Crawl.PerHost, cfg.Crawl.RateLimit
 	hc := hostbudget.Config{
 		Default:       hostbudget.Limits{Concurrency: p.Concurrency, Delay: p.Delay},
@@ -29,6 +41,12 @@ func NewHostBudget(cfg *config.Config, be *backend.Backend, log *zap.Logger) (*h
 		RateLimit: hostbudget.RateLimit{Statuses: r.Statuses, RetryAfterStatuses: r.RetryAfterStatuses, MaxRetryAfter: r.MaxRetryAfter,
 			Backoff: r.Backoff, MaxBackoff: r.MaxBackoff, GiveUpAfter: r.GiveUpAfter},
 	}
+	if cfg.Crawl.BatchPages > 0 {
+		// Kept turns only with page batches: the page-per-activity
+		// path's claim counts a kept turn as a fetch in flight and
+		// would leave the host's pages in line while it is kept.
+		hc.Reuse = p.Reuse
+	}
 	for _, h := range p.Hosts {
 		hc.Hosts[h.Host] = hostbudget.Limits{Concurrency: h.Concurrency, Delay: h.Delay}
 	}
@@ -37,16 +55,13 @@ func NewHostBudget(cfg *config.Config, be *backend.Backend, log *zap.Logger) (*h
 		if m.Body != "" {
 			re, err := regexp.Compile(m.Body)
 			if err != nil {
-				return nil, fmt.Errorf("crawl.rate_limit.markers[%d].body: %w", i, err)
+				return hostbudget.Config{}, fmt.Errorf("crawl.rate_limit.markers[%d].body: %w", i, err)
 			}
 			mk.Body = re
 		}
 		hc.RateLimit.Markers = append(hc.RateLimit.Markers, mk)
 	}
-	if log == nil {
-		log = zap.NewNop()
-	}
-	return hostbudget.New(be.Redis, be.Store.Keys(), hc, log)
+	return hc, nil
 }
 
 // frontierOptions are a process's frontier options: with the host budget
