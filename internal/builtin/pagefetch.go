@@ -31,6 +31,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
 
@@ -303,7 +304,7 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 	} else {
 		f, err := os.Create(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			if err = os.MkdirAll(h.Dir, 0o755); err == nil {
+			if err = procs.EnsureDir(h.Dir); err == nil {
 				f, err = os.Create(path)
 			}
 		}

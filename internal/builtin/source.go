@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/builtin/snapfiles"
+	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
 // Page sources, in the vocabulary of output_json's "source" field.
@@ -167,7 +168,7 @@ func writeJSON(path string, v any) error {
 func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+		if err = procs.EnsureDir(filepath.Dir(path)); err == nil {
 			tmp, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 		}
 	}
@@ -198,7 +199,7 @@ func writeFileAtomic(path string, data []byte) error {
 func writeOutput(path string, data []byte) error {
 	err := os.WriteFile(path, data, 0o644)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+		if err = procs.EnsureDir(filepath.Dir(path)); err == nil {
 			err = os.WriteFile(path, data, 0o644)
 		}
 	}

@@ -50,7 +50,7 @@ func RunFunc(ctx context.Context, spec Spec, fn Func) (Result, error) {
 	files.PID, files.Sh = "", ""
 	if s.NoRunnerFiles {
 		files = Files{}
-	} else if err := ensureDir(s.Dir); err != nil {
+	} else if err := EnsureDir(s.Dir); err != nil {
 		return Result{}, fmt.Errorf("run hook %s: create dir: %w", s.Stem, err)
 	}
 
@@ -154,9 +154,9 @@ func (t *teeLines) Write(p []byte) (int, error) {
 	return t.sp.Write(p)
 }
 
-// ensureDir creates dir when it is missing, with one system call when its
+// EnsureDir creates dir when it is missing, with one system call when its
 // parent exists (a crawl page's hook directory), MkdirAll's when not.
-func ensureDir(dir string) error {
+func EnsureDir(dir string) error {
 	err := os.Mkdir(dir, 0o755)
 	switch {
 	case err == nil:
