@@ -64,7 +64,7 @@ func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
 	if title == "" {
 		return hookio.Result{Status: model.StatusNoResults, OutputStr: "page has no title", OutputJSON: out}, nil
 	}
-	if err := os.WriteFile(filepath.Join(h.Dir, titleFile), []byte(title+"\n"), 0o644); err != nil {
+	if err := writeOutput(filepath.Join(h.Dir, titleFile), []byte(title+"\n")); err != nil {
 		return hookio.Result{}, fmt.Errorf("save title: %w", err)
 	}
 	// The snapshot's title (job hash, index, status) comes from this
@@ -77,7 +77,9 @@ func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
 }
 
 // runOutlinks reports every hyperlink of the page as a Snapshot record
-// (depth = this page's depth + 1) and keeps the same records in urls.jsonl.
+// (depth = this page's depth + 1) and keeps the same records in urls.jsonl
+// (on a crawl page inside the worker only when a later hook reads it:
+// WithCrawlPage).
 // wget may still be running in step 7: the rendered DOM is preferred, then
 // wget's saved page, then the headers hook's body, then a fetch.
 func runOutlinks(ctx context.Context, h *Hook) (hookio.Result, error) {
@@ -103,7 +105,7 @@ func runOutlinks(ctx context.Context, h *Hook) (hookio.Result, error) {
 	if len(links) == 0 {
 		return hookio.Result{Status: model.StatusNoResults, OutputStr: "no links on the page", OutputJSON: out}, nil
 	}
-	if err := writeFileAtomic(filepath.Join(h.Dir, outlinksFile), buf.Bytes()); err != nil {
+	if err := crawlPageOf(ctx, h).writeFile(filepath.Join(h.Dir, outlinksFile), buf.Bytes(), true); err != nil {
 		return hookio.Result{}, err
 	}
 	for _, l := range links {
@@ -131,7 +133,7 @@ func runHTMLToText(ctx context.Context, h *Hook) (hookio.Result, error) {
 	if text == "" {
 		return hookio.Result{Status: model.StatusNoResults, OutputStr: "page has no text", OutputJSON: out}, nil
 	}
-	if err := os.WriteFile(filepath.Join(h.Dir, htmlToTextFile), []byte(text), 0o644); err != nil {
+	if err := writeOutput(filepath.Join(h.Dir, htmlToTextFile), []byte(text)); err != nil {
 		return hookio.Result{}, fmt.Errorf("save text: %w", err)
 	}
 	out["file"], out["chars"] = htmlToTextFile, len([]rune(text))

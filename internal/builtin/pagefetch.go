@@ -3,9 +3,12 @@ package builtin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -13,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +31,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/hostbudget"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
 
@@ -142,6 +147,42 @@ type crawlPage struct {
 	mu   sync.Mutex
 	page *page // pagefetch's page, parsed as doc: the parsing hooks' pagefetch source
 	doc  *htmldoc.Doc
+	// files are the outputs only a hook run as a process would read
+	// (pagefetch.json, page.body, urls.jsonl), by path, not yet written:
+	// WriteCrawlPageFiles writes them.
+	files   map[string]pendingFile
+	written bool // WriteCrawlPageFiles ran: later files are written at once
+	// sum and body are what pagefetch.json and page.body say (done: set),
+	// for the parsing hooks when the page was not parsed (not HTML, an
+	// error answer).
+	sum  pageFetchSummary
+	body []byte
+	done bool
+}
+
+// setFetched keeps pagefetch's summary and page body (nil: none).
+func (cp *crawlPage) setFetched(sum pageFetchSummary, body []byte) {
+	if cp == nil {
+		return
+	}
+	cp.mu.Lock()
+	cp.sum, cp.body, cp.done = sum, body, true
+	cp.mu.Unlock()
+}
+
+// fetched is pagefetch's summary and page body, if it ran in memory.
+func (cp *crawlPage) fetched() (pageFetchSummary, []byte, bool) {
+	if cp == nil {
+		return pageFetchSummary{}, nil, false
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.sum, cp.body, cp.done
+}
+
+type pendingFile struct {
+	data   []byte
+	atomic bool
 }
 
 // WithCrawlPage marks ctx as one crawl page's run inside the worker
@@ -150,11 +191,63 @@ type crawlPage struct {
 // file, and the page it parsed for its requisites is the one the parsing
 // hooks after it (title, outlinks, htmltotext) read as their pagefetch
 // source, without reading its files back or parsing it again. The files
-// pagefetch leaves for them (pagefetch.json, page.body) are written all
-// the same. keep may be called from another goroutine, and late (a hook
-// abandoned after its timeout).
+// only a hook run as a process reads (pagefetch's pagefetch.json and
+// page.body, outlinks' urls.jsonl: the same page and records the engine
+// has in memory) are kept until WriteCrawlPageFiles writes them, which the
+// engine calls before it starts a page hook as a process; a page whose
+// hooks all run inside the worker never writes them. keep may be called
+// from another goroutine, and late (a hook abandoned after its timeout).
 func WithCrawlPage(ctx context.Context, keep func(path string, data []byte)) context.Context {
 	return context.WithValue(ctx, crawlPageKey{}, &crawlPage{keep: keep})
+}
+
+// WriteCrawlPageFiles writes the files the crawl page of ctx
+// (WithCrawlPage) kept back so far, and from now on those of later hooks
+// as they come: a hook about to run as a process may read them. Without a
+// crawl page it does nothing.
+func WriteCrawlPageFiles(ctx context.Context) error {
+	cp, _ := ctx.Value(crawlPageKey{}).(*crawlPage)
+	if cp == nil {
+		return nil
+	}
+	cp.mu.Lock()
+	files := cp.files
+	cp.files, cp.written = nil, true
+	cp.mu.Unlock()
+	var errs []error
+	for _, path := range slices.Sorted(maps.Keys(files)) {
+		errs = append(errs, writeFile(path, files[path]))
+	}
+	return errors.Join(errs...)
+}
+
+// writeFile writes an output file of a hook, or keeps it back for
+// WriteCrawlPageFiles on a crawl page inside the worker (cp non-nil).
+func (cp *crawlPage) writeFile(path string, data []byte, atomic bool) error {
+	f := pendingFile{data: data, atomic: atomic}
+	if cp != nil {
+		cp.mu.Lock()
+		if !cp.written {
+			if cp.files == nil {
+				cp.files = map[string]pendingFile{}
+			}
+			cp.files[path] = f
+			cp.mu.Unlock()
+			return nil
+		}
+		cp.mu.Unlock()
+	}
+	return writeFile(path, f)
+}
+
+func writeFile(path string, f pendingFile) error {
+	if f.atomic {
+		return writeFileAtomic(path, f.data)
+	}
+	if err := writeOutput(path, f.data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 // crawlPageOf is the crawl page h runs for inside the worker, or nil.
@@ -191,6 +284,7 @@ type pageFetcher struct {
 	w      *warc.Writer
 	sum    pageFetchSummary
 	crawl  string
+	body   []byte // the page's body, saved as page.body
 	// maxBytes bounds the page's body (PAGEFETCH_MAX_BYTES).
 	maxBytes int64
 }
@@ -209,6 +303,11 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 		defer func() { cp.keep(path, buf.Bytes()) }()
 	} else {
 		f, err := os.Create(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err = procs.EnsureDir(h.Dir); err == nil {
+				f, err = os.Create(path)
+			}
+		}
 		if err != nil {
 			return hookio.Result{}, fmt.Errorf("pagefetch: create warc: %w", err)
 		}
@@ -239,7 +338,13 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 		return hookio.Result{}, err
 	}
 	res, err := pf.fetchPage(ctx)
-	if werr := writeJSON(filepath.Join(h.Dir, pageFetchSummaryFile), pf.sum); werr != nil {
+	crawlPageOf(ctx, h).setFetched(pf.sum, pf.body)
+	sum, werr := json.MarshalIndent(pf.sum, "", "  ")
+	if werr == nil {
+		// Atomic: other hooks may read it while this one runs.
+		werr = crawlPageOf(ctx, h).writeFile(filepath.Join(h.Dir, pageFetchSummaryFile), append(sum, '\n'), true)
+	}
+	if werr != nil {
 		h.Log.Warn("cannot write pagefetch summary", zap.Error(werr))
 	}
 	return res, err
@@ -279,7 +384,8 @@ func (pf *pageFetcher) fetchPage(ctx context.Context) (hookio.Result, error) {
 func (pf *pageFetcher) final(ctx context.Context, u string, resp *http.Response, body []byte, truncated bool) (hookio.Result, error) {
 	s := &pf.sum
 	s.FinalURL, s.Status, s.ContentType, s.Truncated = u, resp.StatusCode, resp.Header.Get("Content-Type"), truncated
-	if err := os.WriteFile(filepath.Join(pf.h.Dir, pageFetchBodyFile), body, 0o644); err != nil {
+	pf.body = body
+	if err := crawlPageOf(ctx, pf.h).writeFile(filepath.Join(pf.h.Dir, pageFetchBodyFile), body, false); err != nil {
 		return hookio.Result{}, fmt.Errorf("pagefetch: save body: %w", err)
 	}
 	s.BodyFile = pageFetchBodyFile
@@ -626,10 +732,18 @@ func ipAddress(req *http.Request, origin netip.AddrPort) string {
 }
 
 // pageFetchSource is the page pagefetch saved, for the parsing hooks.
-func (h *Hook) pageFetchSource() (*page, error) {
-	sum, err := readPageFetchJSON(h.SnapDir)
-	if err != nil {
-		return nil, err
+func (h *Hook) pageFetchSource(ctx context.Context) (*page, error) {
+	cp := crawlPageOf(ctx, h)
+	if p, _ := cp.parsed(); p != nil {
+		return p, nil
+	}
+	sum, body, ok := cp.fetched()
+	if !ok {
+		read, err := readPageFetchJSON(h.SnapDir)
+		if err != nil {
+			return nil, err
+		}
+		sum = *read
 	}
 	if sum.Denied != "" {
 		return nil, fmt.Errorf("pagefetch: %s: %w", sum.Denied, errNoPage)
@@ -642,5 +756,11 @@ func (h *Hook) pageFetchSource() (*page, error) {
 	if sum.Status < 200 || sum.Status > 299 {
 		return nil, fmt.Errorf("pagefetch got HTTP %d for %s: %w", sum.Status, sum.FinalURL, errNoPage)
 	}
-	return h.readPage(sourcePageFetch, "pagefetch/"+sum.BodyFile, sum.FinalURL, sum.ContentType)
+	if !ok {
+		return h.readPage(sourcePageFetch, "pagefetch/"+sum.BodyFile, sum.FinalURL, sum.ContentType)
+	}
+	if len(body) == 0 {
+		return nil, fmt.Errorf("pagefetch/%s is empty", sum.BodyFile)
+	}
+	return &page{Source: sourcePageFetch, Path: "pagefetch/" + sum.BodyFile, URL: sum.FinalURL, ContentType: sum.ContentType, Body: body}, nil
 }

@@ -268,9 +268,11 @@ func TestPageFetchImportChainIsBounded(t *testing.T) {
 
 // TestCrawlPageInTheWorkerSharesItsPageInMemory: a crawl page's built-ins
 // run inside the worker (RunIn, WithCrawlPage) keep pagefetch's WARC in
-// memory (handed over, no page.warc.gz) and read the page pagefetch
-// parsed, not its files: title and outlinks find it after page.body is
-// gone. Outside a crawl page they read the files (and find none).
+// memory (handed over, no page.warc.gz), read the page pagefetch parsed,
+// not its files, and write the files only a process reads (page.body,
+// pagefetch.json, urls.jsonl) only once WriteCrawlPageFiles asks: the
+// engine's call before a page hook runs as a process. Outside a crawl page
+// they read the files (and find none).
 func TestCrawlPageInTheWorkerSharesItsPageInMemory(t *testing.T) {
 	site := newCountingSite(t, map[string]file{
 		"/p":     {ctype: "text/html", body: `<title>Shared</title><link rel=stylesheet href="/s.css"><a href="/next">n</a>`},
@@ -280,8 +282,7 @@ func TestCrawlPageInTheWorkerSharesItsPageInMemory(t *testing.T) {
 	kept := map[string][]byte{}
 	ctx := WithCrawlPage(egress.WithPolicy(context.Background(), nil), func(path string, data []byte) { kept[path] = data })
 	run := func(ctx context.Context, hook string) (int, string) {
-		dir := snap + "/" + hook
-		require.NoError(t, os.MkdirAll(dir, 0o755))
+		dir := snap + "/" + hook // not created: a built-in in the worker makes it when it writes an output
 		var out, errb bytes.Buffer
 		code := RunIn(ctx, dir, []string{hook, "--url=" + site.URL + "/p"},
 			env(map[string]string{strings.ToUpper(hook) + "_ENABLED": "True", egress.EnvDeny: "[]", "SNAP_DIR": snap}), &out, &errb)
@@ -299,19 +300,35 @@ func TestCrawlPageInTheWorkerSharesItsPageInMemory(t *testing.T) {
 		return nil
 	}))
 	assert.Equal(t, []string{site.URL + "/p", site.URL + "/s.css"}, uris)
-	assert.FileExists(t, snap+"/pagefetch/"+pageFetchBodyFile, "its files are written for hooks run as processes")
+	assert.NoDirExists(t, snap+"/pagefetch", "its files wait for a hook run as a process: none yet")
 
-	require.NoError(t, os.Remove(snap+"/pagefetch/"+pageFetchBodyFile))
 	code, out = run(ctx, "title")
 	require.Equal(t, ExitOK, code, out)
 	assert.Contains(t, out, `"output_str":"Shared"`)
+	assert.FileExists(t, snap+"/title/"+titleFile, "title.txt is read by the WACZ's pages and `starter pages`")
 	code, out = run(ctx, "outlinks")
 	require.Equal(t, ExitOK, code, out)
 	assert.Contains(t, out, `"url":"`+site.URL+`/next"`)
 	assert.NotContains(t, out, "INFO", "a built-in in the worker does not log its result a second time")
+	assert.NoDirExists(t, snap+"/outlinks")
+
+	// Before a page hook runs as a process, the kept files are written
+	// (and a later built-in's at once) for it to read.
+	require.NoError(t, WriteCrawlPageFiles(ctx))
+	for _, f := range []string{"pagefetch/" + pageFetchBodyFile, "pagefetch/" + pageFetchSummaryFile, "outlinks/" + outlinksFile} {
+		assert.FileExists(t, snap+"/"+f)
+	}
+	sum, err := readPageFetchJSON(snap)
+	require.NoError(t, err)
+	assert.Equal(t, 200, sum.Status)
+	require.NoError(t, os.RemoveAll(snap+"/outlinks"))
+	code, out = run(ctx, "outlinks")
+	require.Equal(t, ExitOK, code, out)
+	assert.FileExists(t, snap+"/outlinks/"+outlinksFile)
 
 	assert.Equal(t, map[string]int{"/p": 1, "/s.css": 1}, site.requested(), "the page was fetched once")
 
+	require.NoError(t, os.RemoveAll(snap+"/pagefetch"))
 	code, out = run(egress.WithPolicy(context.Background(), nil), "title")
 	require.Equal(t, ExitOK, code, out)
 	assert.Contains(t, out, `"source":"fetch"`, "without the crawl page, title looks for page.body, then fetches the page")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/builtin/snapfiles"
+	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
 // Page sources, in the vocabulary of output_json's "source" field.
@@ -67,10 +69,7 @@ func (h *Hook) pageFrom(ctx context.Context, src string) (*page, error) {
 	case sourceDOM:
 		return h.readPage(src, "dom/output.html", h.finalURL(), "text/html; charset=utf-8")
 	case sourcePageFetch:
-		if p, _ := crawlPageOf(ctx, h).parsed(); p != nil {
-			return p, nil
-		}
-		return h.pageFetchSource()
+		return h.pageFetchSource(ctx)
 	case sourceHeaders:
 		meta, err := readHeadersJSON(h.SnapDir)
 		if err != nil {
@@ -165,8 +164,14 @@ func writeJSON(path string, v any) error {
 }
 
 // writeFileAtomic writes data to a temporary file next to path and renames it.
+// path's directory is created when missing (writeOutput).
 func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = procs.EnsureDir(filepath.Dir(path)); err == nil {
+			tmp, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -185,4 +190,18 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// writeOutput writes an output file of a hook, creating its directory when
+// missing: a built-in run inside the worker for a crawl page has no
+// directory until it writes an output (procs.Spec.NoRunnerFiles), and one
+// that writes none leaves none.
+func writeOutput(path string, data []byte) error {
+	err := os.WriteFile(path, data, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = procs.EnsureDir(filepath.Dir(path)); err == nil {
+			err = os.WriteFile(path, data, 0o644)
+		}
+	}
+	return err
 }

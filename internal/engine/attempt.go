@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/jsonl"
@@ -75,10 +76,20 @@ func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (res
 	}
 	spec.OnReady = io.onReady
 	if inProc {
+		// A crawl page's built-in keeps no runner files: its records are
+		// in the page's index and the frontier (docs/crawls.md).
+		spec.NoRunnerFiles = true
 		// The built-in decides its fetches with this worker's policy
 		// object (its resolver included), as the proxy does for a process.
 		res, err = procs.RunFunc(egress.WithPolicy(ctx, e.cfg.Fetch), spec, inProcessFunc(name, spec))
 	} else {
+		if inv.inProcessOK {
+			// A crawl page's hook run as a process may read the files the
+			// page's built-ins kept in memory so far.
+			if err := builtin.WriteCrawlPageFiles(ctx); err != nil {
+				return procs.Result{}, fmt.Errorf("run hook %s: write the page's earlier outputs: %w", key, err)
+			}
+		}
 		res, err = procs.Run(ctx, spec)
 	}
 	if err != nil {

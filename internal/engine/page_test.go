@@ -37,7 +37,7 @@ func writeHook(t *testing.T, path, script string) {
 	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755))
 }
 
-func pageEngine(t *testing.T, plugins string, configure func(*Config)) *Engine {
+func pageEngine(t testing.TB, plugins string, configure func(*Config)) *Engine {
 	t.Helper()
 	cfg := Config{PluginDirs: []string{plugins}, ArchiveDir: t.TempDir(),
 		Env: []string{"PATH=" + os.Getenv("PATH")}, Timeout: 20 * time.Second, Grace: time.Second, LineCap: 1 << 20,
@@ -213,9 +213,12 @@ func TestRunPageBuiltinsInProcess(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, map[string]int{"/one": 1, "/two": 1, "/s.css": 1}, hits, "each page fetched once, the shared stylesheet once per crawl")
 	mu.Unlock()
-	// What a page leaves: each hook's directory with its stdout log and its
-	// outputs, the page's index. No stderr log (the built-ins had nothing
-	// to say) and no page WARC (it joined the job's WARC from memory).
+	// What a page leaves: its index and the title (the WACZ's pages and
+	// `starter pages` read title.txt). The built-ins in the worker keep no
+	// runner logs (their records are in the index and the frontier), no
+	// page WARC (it joined the job's WARC from memory), and no files only
+	// a hook run as a process would read (page.body, pagefetch.json,
+	// urls.jsonl): no directory for pagefetch and outlinks.
 	var left []string
 	page := e.pageDir("crawl1", 2)
 	require.NoError(t, filepath.WalkDir(page, func(path string, d fs.DirEntry, err error) error {
@@ -230,9 +233,7 @@ func TestRunPageBuiltinsInProcess(t *testing.T) {
 		left = append(left, rel)
 		return nil
 	}))
-	assert.Equal(t, []string{"./", "index.json", "index.jsonl", "outlinks/", "outlinks/on_Snapshot__70_outlinks.ID.stdout.log", "outlinks/urls.jsonl",
-		"pagefetch/", "pagefetch/on_Snapshot__21_pagefetch.ID.stdout.log", "pagefetch/page.body", "pagefetch/pagefetch.json",
-		"title/", "title/on_Snapshot__53_title.ID.stdout.log", "title/title.txt"}, left)
+	assert.Equal(t, []string{"./", "index.json", "index.jsonl", "title/", "title/title.txt"}, left)
 	out, err := e.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 4, URL: srv.URL + "/gone", Attempt: 1}})
 	require.NoError(t, err)
 	assert.Equal(t, activities.PageFailed, out.Status)
@@ -465,4 +466,42 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"navigated"}'
 	}
 	require.NotNil(t, navigate, "%+v", out.Results)
 	assert.Equal(t, model.StatusSucceeded, navigate.Status, navigate.Error)
+}
+
+// TestRunPageWritesTheBuiltinsFilesForAHookRunAsAProcess: the files a
+// crawl page's built-ins in the worker keep back (page.body,
+// pagefetch.json) are on disk before a later page hook runs as a process,
+// which reads them as the hook contract says.
+func TestRunPageWritesTheBuiltinsFilesForAHookRunAsAProcess(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<html><head><title>Read</title></head><body>body text</body></html>`)
+	}))
+	defer srv.Close()
+	plugins := t.TempDir()
+	for _, f := range []string{"config.json", "on_Snapshot__21_pagefetch.sh"} {
+		data, err := os.ReadFile(filepath.Join("../../plugins/pagefetch", f))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(plugins, "pagefetch"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(plugins, "pagefetch", f), data, 0o755))
+	}
+	writeHook(t, filepath.Join(plugins, "reader", "on_Snapshot__60_reader.sh"), `
+grep -q '"status": 200' ../pagefetch/pagefetch.json && cp ../pagefetch/page.body copy.html
+echo '{"type":"ArchiveResult","status":"succeeded","output_str":"copied"}'
+`)
+	e := pageEngine(t, plugins, func(c *Config) { c.InProcessBuiltins = true })
+	cr := testCrawl("pagefetch", "reader")
+	out, err := e.RunPage(context.Background(), activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 2, URL: srv.URL + "/", Attempt: 1}})
+	require.NoError(t, err)
+	require.Equal(t, activities.PageSucceeded, out.Status, out.Note)
+	dir := e.pageDir("crawl1", 2)
+	copied, err := os.ReadFile(filepath.Join(dir, "reader", "copy.html"))
+	require.NoError(t, err, "the process hook read pagefetch's files")
+	assert.Contains(t, string(copied), "body text")
+	logs, err := filepath.Glob(filepath.Join(dir, "pagefetch", "*.log"))
+	require.NoError(t, err)
+	assert.Empty(t, logs, "the built-in in the worker keeps no runner logs")
+	logs, err = filepath.Glob(filepath.Join(dir, "reader", "*.stdout.log"))
+	require.NoError(t, err)
+	assert.Len(t, logs, 1, "a hook run as a process keeps its own")
 }

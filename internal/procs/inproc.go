@@ -24,7 +24,8 @@ type Func func(ctx context.Context, dir string, stdout, stderr io.Writer) int
 // contract for everything a process is not needed for: the spec's Dir is
 // created, stdout and stderr are kept byte for byte in the attempt's runner
 // files (STEM.ID.stdout.log, .stderr.log; each created at its stream's
-// first byte, none for a stream fn wrote nothing to) and parsed with the same line
+// first byte, none for a stream fn wrote nothing to; none at all under
+// Spec.NoRunnerFiles) and parsed with the same line
 // caps and callbacks, the timeout and cancellation reach fn through its
 // context, outputs are listed and the exit is mapped to a status by the
 // same rules (decide). Spec.Path and Args are recorded only. A fn that does
@@ -45,11 +46,13 @@ func RunFunc(ctx context.Context, spec Spec, fn Func) (Result, error) {
 	if err := context.Cause(ctx); err != nil {
 		return Result{}, fmt.Errorf("run hook %s: not started: %w", s.Stem, err)
 	}
-	if err := ensureDir(s.Dir); err != nil {
-		return Result{}, fmt.Errorf("run hook %s: create dir: %w", s.Stem, err)
-	}
 	files := runnerFiles(s.Dir, s.Stem, s.AttemptID)
 	files.PID, files.Sh = "", ""
+	if s.NoRunnerFiles {
+		files = Files{}
+	} else if err := EnsureDir(s.Dir); err != nil {
+		return Result{}, fmt.Errorf("run hook %s: create dir: %w", s.Stem, err)
+	}
 
 	out := &stdoutSink{onRecord: s.OnRecord, onReady: s.OnReady, log: log, lineCap: s.LineCap, snapID: s.SnapshotID}
 	errs := &stderrSink{onLine: s.OnStderr}
@@ -112,7 +115,8 @@ const exitSIGKILL = 128 + 9
 // lines for the sinks. The file is created at the first byte written: a
 // hook that writes nothing to a stream leaves no file for it (a crawl
 // page's built-ins print no stderr when all goes well, and a file costs
-// more than the page's other work on a slow disk). Writes may come from
+// more than the page's other work on a slow disk); with no path, no file
+// at all (Spec.NoRunnerFiles). Writes may come from
 // several goroutines of the hook; writes after close are refused.
 type teeLines struct {
 	mu     sync.Mutex
@@ -137,20 +141,22 @@ func (t *teeLines) Write(p []byte) (int, error) {
 	if t.err != nil {
 		return 0, t.err
 	}
-	if t.file == nil {
+	if t.file == nil && t.path != "" {
 		if t.file, t.err = createOutput(t.path); t.err != nil {
 			return 0, t.err
 		}
 	}
-	if _, err := t.file.Write(p); err != nil {
-		return 0, err
+	if t.file != nil {
+		if _, err := t.file.Write(p); err != nil {
+			return 0, err
+		}
 	}
 	return t.sp.Write(p)
 }
 
-// ensureDir creates dir when it is missing, with one system call when its
+// EnsureDir creates dir when it is missing, with one system call when its
 // parent exists (a crawl page's hook directory), MkdirAll's when not.
-func ensureDir(dir string) error {
+func EnsureDir(dir string) error {
 	err := os.Mkdir(dir, 0o755)
 	switch {
 	case err == nil:

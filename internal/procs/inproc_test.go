@@ -76,6 +76,38 @@ func TestRunFuncCreatesALogOnlyForAStreamWrittenTo(t *testing.T) {
 	assert.Empty(t, entries, "nothing written, no log; the hook's directory is there")
 }
 
+// TestRunFuncWithoutRunnerFiles: under NoRunnerFiles the streams reach the
+// callbacks and the result, and no file or directory is made; Run refuses
+// it (a process's output is its runner files).
+func TestRunFuncWithoutRunnerFiles(t *testing.T) {
+	spec := inprocSpec(t)
+	spec.NoRunnerFiles = true
+	var links []string
+	spec.OnRecord = func(r jsonl.Record) {
+		if r.Snapshot != nil {
+			links = append(links, r.Snapshot.URL)
+		}
+	}
+	var lines []string
+	spec.OnStderr = func(l string) { lines = append(lines, l) }
+	res, err := RunFunc(context.Background(), spec, func(ctx context.Context, dir string, stdout, stderr io.Writer) int {
+		fmt.Fprintln(stdout, `{"type":"Snapshot","url":"http://x/a"}`)
+		fmt.Fprintln(stderr, "a notice")
+		fmt.Fprintln(stdout, `{"type":"ArchiveResult","status":"failed","error":"no"}`)
+		return 0
+	})
+	require.NoError(t, err)
+	assert.Equal(t, model.StatusFailed, res.Status)
+	assert.Equal(t, []string{"http://x/a"}, links)
+	assert.Equal(t, []string{"a notice"}, lines)
+	assert.Equal(t, []string{"a notice"}, res.StderrTail)
+	assert.Equal(t, Files{}, res.Files)
+	assert.NoDirExists(t, spec.Dir, "no runner files, and the hook wrote no output")
+
+	_, err = Run(context.Background(), spec)
+	assert.ErrorIs(t, err, ErrInvalidSpec)
+}
+
 func TestRunFuncExitMapping(t *testing.T) {
 	for _, c := range []struct {
 		code      int

@@ -91,6 +91,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if s.NoRunnerFiles {
+		return Result{}, fmt.Errorf("%w: hook %s: NoRunnerFiles is for in-process hooks (RunFunc): a process's output is kept in its runner files", ErrInvalidSpec, s.Stem)
+	}
 	log := s.Log.With(zap.String("hook", s.Stem), zap.String("attempt", s.AttemptID))
 	if _, loaded := active.LoadOrStore(s.AttemptID, struct{}{}); loaded {
 		return Result{}, fmt.Errorf("%w: attempt ID %s: already running in this process", ErrInvalidSpec, s.AttemptID)

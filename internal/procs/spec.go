@@ -55,7 +55,14 @@ type Spec struct {
 	OnReady func()
 	// Limits are the attempt's resource limits (none by default).
 	Limits Limits
-	Log    *zap.Logger
+	// NoRunnerFiles (RunFunc only): the attempt's stdout and stderr are
+	// parsed for the callbacks and the result as usual but kept in no
+	// runner file, and Dir is not created (the hook creates it when it
+	// writes an output). For a crawl page's in-process built-ins, whose
+	// records reach the page's index and the frontier: the files cost
+	// more than the page's own work (docs/benchmarks.md §28-pagecpu).
+	NoRunnerFiles bool
+	Log           *zap.Logger
 }
 
 // normalize validates s and fills defaults.

@@ -254,7 +254,8 @@ func scanPlain(br *bufio.Reader, visit visitFunc) ([]span, error) {
 func scanGzip(br *bufio.Reader, visit visitFunc) ([]span, error) {
 	var spans []span
 	cr := &countingReader{r: br}
-	var zr gzip.Reader
+	zr := decompressors.Get().(*gzip.Reader)
+	defer decompressors.Put(zr)
 	dbr := readers.Get().(*bufio.Reader)
 	defer putReader(dbr)
 	for {
@@ -262,7 +263,7 @@ func scanGzip(br *bufio.Reader, visit visitFunc) ([]span, error) {
 		if _, err := br.Peek(1); err == io.EOF {
 			return spans, nil
 		}
-		drop, err := readMember(cr, &zr, dbr, visit)
+		drop, err := readMember(cr, zr, dbr, visit)
 		if err != nil {
 			// The whole members before the bad one, for Append.
 			return spans, fmt.Errorf("record (gzip member) at offset %d: %w", off, err)
@@ -270,6 +271,11 @@ func scanGzip(br *bufio.Reader, visit visitFunc) ([]span, error) {
 		spans = append(spans, span{off: off, n: cr.n - off, drop: drop})
 	}
 }
+
+// decompressors are the gzip readers scans read members with, kept
+// between calls (their inflate state is ~40 KB to allocate). One may hold
+// on to its last source until it reads the next.
+var decompressors = sync.Pool{New: func() any { return new(gzip.Reader) }}
 
 // readers are the 64 KiB buffers scans read through, kept between calls
 // (Append runs once per crawl page).

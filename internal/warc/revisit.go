@@ -295,8 +295,7 @@ func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st Append
 	return st, nil
 }
 
-// revisitWriters keep Writers (a compressor's state is ~1 MB to allocate)
-// for Append's revisit records.
+// revisitWriters keep Writers (their buffers) for Append's revisit records.
 var revisitWriters = sync.Pool{New: func() any { return NewWriter(io.Discard) }}
 
 // dedupable says whether a record is a complete HTTP response with a
@@ -412,17 +411,18 @@ func (w *Writer) upgrade(src io.ReaderAt, s span) error {
 		fmt.Fprintf(&b, "%s: %s\r\n", f.Name, f.Value)
 	}
 	b.WriteString("\r\n")
-	w.gz.Reset(w.w)
-	if _, err := io.WriteString(w.gz, b.String()); err != nil {
+	gz := compressor(w.w)
+	defer release(gz)
+	if _, err := io.WriteString(gz, b.String()); err != nil {
 		return err
 	}
-	if _, err := io.CopyN(w.gz, br, h.ContentLength); err != nil {
+	if _, err := io.CopyN(gz, br, h.ContentLength); err != nil {
 		return fmt.Errorf("copy block: %w", noEOF(err))
 	}
-	if _, err := io.WriteString(w.gz, "\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(gz, "\r\n\r\n"); err != nil {
 		return err
 	}
-	return w.gz.Close()
+	return gz.Close()
 }
 
 // countWriter counts the bytes written through it.

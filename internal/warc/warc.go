@@ -66,15 +66,34 @@ func Digest(data []byte) string {
 // Writer writes records to w, one gzip member each.
 type Writer struct {
 	w   io.Writer
-	gz  *gzip.Writer
 	buf bytes.Buffer
 	n   int64
 }
 
 // NewWriter returns a Writer appending to w.
 func NewWriter(w io.Writer) *Writer {
+	return &Writer{w: w}
+}
+
+// compressors keep gzip writers between members: a compressor's state is
+// ~1 MB to allocate, and a crawl page makes a Writer or two (its fetches',
+// the job WARC's revisits), so one per Writer was most of a page's
+// allocations (docs/benchmarks.md §28-pagecpu).
+var compressors = sync.Pool{New: func() any {
 	gz, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
-	return &Writer{w: w, gz: gz}
+	return gz
+}}
+
+// compressor is a pooled gzip writer writing to dst; release returns it.
+func compressor(dst io.Writer) *gzip.Writer {
+	gz := compressors.Get().(*gzip.Writer)
+	gz.Reset(dst)
+	return gz
+}
+
+func release(gz *gzip.Writer) {
+	gz.Reset(io.Discard) // holds no reference to its last destination
+	compressors.Put(gz)
 }
 
 // Written is the number of compressed bytes written.
@@ -127,13 +146,14 @@ func (w *Writer) Write(r Record) (string, error) {
 // and its block) as one gzip member.
 func (w *Writer) member(head string, block []byte) error {
 	w.buf.Reset()
-	w.gz.Reset(&w.buf)
+	gz := compressor(&w.buf)
+	defer release(gz)
 	for _, part := range [][]byte{[]byte(head), block, []byte("\r\n\r\n")} {
-		if _, err := w.gz.Write(part); err != nil {
+		if _, err := gz.Write(part); err != nil {
 			return fmt.Errorf("compress warc record: %w", err)
 		}
 	}
-	if err := w.gz.Close(); err != nil {
+	if err := gz.Close(); err != nil {
 		return fmt.Errorf("compress warc record: %w", err)
 	}
 	n, err := w.w.Write(w.buf.Bytes())
