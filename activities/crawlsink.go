@@ -45,10 +45,7 @@ func (s *pageSink) add(d donePage) {
 	s.mu.Lock()
 	s.pending = append(s.pending, d)
 	s.mu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	s.kickSelf()
 }
 
 // close records the pages still waiting and stops the sink.
@@ -69,7 +66,8 @@ func (s *pageSink) run() {
 		select {
 		case <-s.kick:
 		case <-s.closing:
-			s.flush()
+			for s.flush() {
+			}
 			return
 		}
 		t := time.NewTimer(sinkEvery)
@@ -84,18 +82,32 @@ func (s *pageSink) run() {
 			}
 		}
 		t.Stop()
-		s.flush()
+		if s.flush() {
+			s.kickSelf()
+		}
 	}
 }
 
-// flush records the pages waiting (none: nothing).
-func (s *pageSink) flush() {
+// kickSelf makes the run loop gather again at once.
+func (s *pageSink) kickSelf() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// flush records the oldest pages waiting, at most sinkPages of them (pages
+// that ended while the loop decided to flush wait for the next one); it
+// reports whether pages are left waiting.
+func (s *pageSink) flush() (left bool) {
 	s.mu.Lock()
-	pages := s.pending
-	s.pending = nil
+	n := min(len(s.pending), sinkPages)
+	pages := s.pending[:n:n]
+	s.pending = s.pending[n:]
+	left = len(s.pending) > 0
 	s.mu.Unlock()
 	if len(pages) == 0 {
-		return
+		return false
 	}
 	b := s.b
 	ctx, cancel := context.WithTimeout(s.ctx, b.a.opts.WriteTimeout)
@@ -103,10 +115,11 @@ func (s *pageSink) flush() {
 	res, err := b.a.recordPages(ctx, pages)
 	if err != nil {
 		b.fail(err)
-		return
+		return false
 	}
 	for i, r := range res {
 		pages[i].log.Debug("page done", zap.String("status", r.Status), zap.Int("responses", r.Responses), zap.Int("queued", r.Queued))
 	}
 	b.recorded(res)
+	return left
 }
