@@ -29,7 +29,8 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"other"}'`))
 	s := specFor(t, writeHook(t, "daemon.sh", `touch started
 while [ ! -e "$OTHER_DIR/other.pid" ]; do sleep 0.01; done
 setsid sh -c 'echo $$ > daemon.pid.tmp; mv daemon.pid.tmp daemon.pid; exec sleep 300' </dev/null >/dev/null 2>&1 &
-while [ ! -e daemon.pid ]; do sleep 0.01; done
+# Until the daemon is sleep: its mv may still be alive when daemon.pid appears.
+while [ "$(cat /proc/$(cat daemon.pid 2>/dev/null)/comm 2>/dev/null)" != sleep ]; do sleep 0.01; done
 echo '{"type":"ArchiveResult","status":"succeeded","output_str":"forked"}'`))
 	s.Env = append(s.Env, "OTHER_DIR="+other.Dir)
 	s.Grace = 300 * time.Millisecond
