@@ -110,8 +110,8 @@ type transportKey struct {
 func (h *Hook) fetchTransport() (*http.Transport, error) { return h.transport(false) }
 
 // recordingTransport is fetchTransport's recording copy
-// (egress.RecordingTransport: one request per connection, each
-// connection's bytes kept, HTTP/1.1 above TLS), for pagefetch, which
+// (egress.RecordingTransport: connections kept alive per host, each
+// exchange's bytes kept apart, HTTP/1.1 above TLS), for pagefetch, which
 // archives what was on the wire.
 func (h *Hook) recordingTransport() (*http.Transport, error) { return h.transport(true) }
 
