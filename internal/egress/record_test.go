@@ -41,6 +41,21 @@ func recordedGet(t *testing.T, c *http.Client, u string) (resp *http.Response, b
 	return resp, body, sent, received
 }
 
+// fetchTransports are the two ways a Go fetcher connects under an empty
+// policy: "direct" (Transport, the worker's) and "tunnel"
+// (TunnelTransport through a fetch proxy that lasts as long as t, a hook
+// process's).
+func fetchTransports(t *testing.T) map[string]*http.Transport {
+	pol, err := netpolicy.Parse(nil)
+	require.NoError(t, err)
+	proxy, err := Start(Options{Policy: pol})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	proxyURL, err := url.Parse(proxy.URL())
+	require.NoError(t, err)
+	return map[string]*http.Transport{"direct": Transport(pol), "tunnel": TunnelTransport(proxyURL)}
+}
+
 // TestRecordingTransportKeepsTheWireBytes: a connection of
 // RecordingTransport keeps the request as the origin received it and the
 // answer as the origin wrote it (ResponseMessage finds its end), for every
@@ -57,15 +72,7 @@ func TestRecordingTransportKeepsTheWireBytes(t *testing.T) {
 	answers := egresstest.UnusualAnswers()
 	answers[egresstest.PathChunkExtensions] = egresstest.ChunkExtensions()
 	origin := egresstest.NewOrigin(t, answers)
-	pol, err := netpolicy.Parse(nil)
-	require.NoError(t, err)
-	proxy, err := Start(Options{Policy: pol})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	proxyURL, err := url.Parse(proxy.URL())
-	require.NoError(t, err)
-
-	for name, base := range map[string]*http.Transport{"direct": Transport(pol), "tunnel": TunnelTransport(proxyURL)} {
+	for name, base := range fetchTransports(t) {
 		c := &http.Client{Transport: RecordingTransport(base)}
 		before := origin.Connections()
 		for target, a := range answers {

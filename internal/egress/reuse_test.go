@@ -9,17 +9,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
-	"github.com/archiveflow/archiveflow/internal/netpolicy"
 )
 
 // reuseFetch is one fetch of TestRecordingTransportKeepsEachExchangeApart:
@@ -92,15 +89,7 @@ func reuseSite(n int) (map[string]egresstest.Answer, []reuseFetch) {
 // takes its recording: another fetch then starts on it at once.
 func TestRecordingTransportKeepsEachExchangeApart(t *testing.T) {
 	answers, fetches := reuseSite(25)
-	pol, err := netpolicy.Parse(nil)
-	require.NoError(t, err)
-	proxy, err := Start(Options{Policy: pol})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	proxyURL, err := url.Parse(proxy.URL())
-	require.NoError(t, err)
-
-	for name, base := range map[string]*http.Transport{"direct": Transport(pol), "tunnel": TunnelTransport(proxyURL)} {
+	for name, base := range fetchTransports(t) {
 		t.Run(name, func(t *testing.T) {
 			origin := egresstest.NewOrigin(t, answers)
 			// Few connections for many fetchers: a connection an answer
