@@ -559,7 +559,7 @@ func (rf RecordedFetcher) Get(ctx context.Context, u string, limit int64) (Fetch
 
 // record writes the request and response records: the request block is
 // the bytes the fetch's exchange wrote, the response block the bytes the
-// origin sent up to the end of its answer (egress.Exchange.Recorded,
+// origin sent up to the end of its answer (egress.Exchange.Take,
 // egress.ResponseMessage): status line, field names in their case, order
 // and duplicates, transfer coding and chunk framing, a content coding
 // such as gzip, as they were on the wire. A body over limit is cut at
@@ -601,7 +601,7 @@ func (rf RecordedFetcher) record(req *http.Request, ex *egress.Exchange, limit i
 // the answer's, cut at its end or where its body passes limit, with its
 // payload.
 func wireRecord(ex *egress.Exchange, limit int64) (request, response, payload []byte, ok bool) {
-	sent, received := ex.Recorded()
+	sent, received := ex.Take()
 	if len(sent) == 0 || len(received) == 0 {
 		return nil, nil, nil, false
 	}

@@ -18,7 +18,7 @@ import (
 // net/http's parsed and re-serialised messages:
 //   - connections are kept alive and reused per host (t's pool). A fetcher
 //     begins each request's Exchange from httptrace's GotConn
-//     (StartExchange) and reads its bytes from that Exchange, never from
+//     (StartExchange) and takes its bytes from that Exchange, never from
 //     the connection: net/http pools a connection as soon as an answer's
 //     body has been read to its end, before the fetcher has taken its
 //     recording, and the next fetch on it records into an Exchange of its
@@ -162,7 +162,11 @@ func (c *recordingConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n < len(p) && ex != nil {
 		c.mu.Lock()
-		ex.sent.Truncate(ex.sent.Len() - (len(p) - n))
+		// (Unless the fetcher took the exchange already, as it may when
+		// the answer came before the request was all written.)
+		if keep := ex.sent.Len() - (len(p) - n); keep >= 0 {
+			ex.sent.Truncate(keep)
+		}
 		c.mu.Unlock()
 	}
 	return n, err
@@ -171,17 +175,21 @@ func (c *recordingConn) Write(p []byte) (int, error) {
 // NetConn is the connection below (OriginAddr looks through it).
 func (c *recordingConn) NetConn() net.Conn { return c.Conn }
 
-// Recorded returns copies of the bytes the exchange wrote (sent) and read
-// (received) so far; none for a nil Exchange. What was read may go on
+// Take returns the bytes the exchange wrote (sent) and read (received) so
+// far, and lets go of them: a kept-alive connection idle in its pool
+// holds no page's bytes (what it reads later, before another exchange
+// starts, is kept anew). None for a nil Exchange. What was read may go on
 // past the end of the response (a reader's buffer reads ahead):
 // ResponseMessage finds its end.
-func (e *Exchange) Recorded() (sent, received []byte) {
+func (e *Exchange) Take() (sent, received []byte) {
 	if e == nil {
 		return nil, nil
 	}
 	e.c.mu.Lock()
 	defer e.c.mu.Unlock()
-	return bytes.Clone(e.sent.Bytes()), bytes.Clone(e.received.Bytes())
+	sent, received = e.sent.Bytes(), e.received.Bytes()
+	e.sent, e.received = bytes.Buffer{}, bytes.Buffer{}
+	return sent, received
 }
 
 // ResponseMessage finds, in the bytes a connection received (raw), the

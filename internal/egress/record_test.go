@@ -21,7 +21,7 @@ import (
 )
 
 // recordedGet fetches u with c and returns the body and what its
-// exchange sent and received (Exchange.Recorded).
+// exchange sent and received (Exchange.Take).
 func recordedGet(t *testing.T, c *http.Client, u string) (resp *http.Response, body, sent, received []byte) {
 	t.Helper()
 	var ex *Exchange
@@ -37,7 +37,7 @@ func recordedGet(t *testing.T, c *http.Client, u string) (resp *http.Response, b
 	require.NoError(t, err, u)
 	require.NoError(t, resp.Body.Close())
 	require.NotNil(t, ex, "%s: a connection of RecordingTransport", u)
-	sent, received = ex.Recorded()
+	sent, received = ex.Take()
 	return resp, body, sent, received
 }
 

@@ -148,7 +148,7 @@ func checkReuseFetch(t *testing.T, c *http.Client, origin *egresstest.Origin, f 
 	if !assert.NotNil(t, ex, f.target) {
 		return
 	}
-	sent, received := ex.Recorded()
+	sent, received := ex.Take()
 	assert.NotContains(t, string(sent), "\r\nConnection:", "%s: the request as sent", f.target)
 	got := origin.Received(f.target)
 	if assert.Len(t, got, 1, "%s: asked once", f.target) {
