@@ -73,7 +73,10 @@ func wireRecords(t *testing.T, u string, kv map[string]string) (requests, respon
 // the origin's bytes, byte for byte, and each request block what the
 // origin received, whether pagefetch dials itself (the policy in the
 // process, as inside the worker) or through the attempt's fetch proxy (a
-// hook process: a CONNECT tunnel per connection). The payload digest is
+// hook process: a CONNECT tunnel per connection). Inside the worker
+// connections are kept alive across fetches and pages; through the proxy
+// each fetch has a tunnel of its own (the proxy takes the host's turn per
+// connection). The payload digest is
 // over the body without its transfer coding; WARC-IP-Address is kept.
 // PathChunked has whitespace before a chunk extension's ";" (valid, and
 // refused by net/http's own chunked reader): it is read and recorded as
@@ -98,8 +101,10 @@ func TestPageFetchRecordsTheWire(t *testing.T) {
 		"tunnel": {egress.EnvDeny: "[]", egress.EnvProxy: proxy.URL()},
 	} {
 		requests, responses, fields := map[string][]byte{}, map[string][]byte{}, map[string]warc.Header{}
+		before, fetches := origin.Connections(), 0
 		for _, page := range []string{egresstest.PathHTTP10, egresstest.PathChunkExtensions} {
 			req, resp, f := wireRecords(t, origin.URL(page), maps.Clone(kv))
+			fetches += len(req)
 			for k, v := range req {
 				requests[k] = v
 			}
@@ -114,6 +119,11 @@ func TestPageFetchRecordsTheWire(t *testing.T) {
 		}
 		sort.Strings(got)
 		require.Equal(t, want, got, "%s: a response record for each answer", name)
+		if name == "direct" {
+			assert.Less(t, origin.Connections()-before, fetches, "direct: connections kept alive across fetches and pages")
+		} else {
+			assert.Equal(t, fetches, origin.Connections()-before, "tunnel: one request per tunnel (the proxy's turn per connection)")
+		}
 		for _, target := range want {
 			received := origin.Received(target)
 			require.NotEmpty(t, received, target)
