@@ -110,16 +110,19 @@ type transportKey struct {
 func (h *Hook) fetchTransport() (*http.Transport, error) { return h.transport(false) }
 
 // recordingTransport is fetchTransport's recording copy
-// (egress.RecordingTransport: one request per connection, each
-// connection's bytes kept, HTTP/1.1 above TLS), for pagefetch, which
-// archives what was on the wire.
+// (egress.RecordingTransport: connections kept alive per host, but one
+// request per tunnel through the attempt's proxy; each exchange's bytes
+// kept apart, HTTP/1.1 above TLS), for pagefetch, which archives what was
+// on the wire.
 func (h *Hook) recordingTransport() (*http.Transport, error) { return h.transport(true) }
 
 func (h *Hook) transport(recording bool) (*http.Transport, error) {
 	var key transportKey
 	var build func() *http.Transport
+	tunnel := false
 	if p := h.Inv.FetchProxy; p != nil && h.Policy == nil {
 		key.via = p.String()
+		tunnel = true
 		build = func() *http.Transport { return egress.TunnelTransport(p) }
 	} else {
 		policy, err := h.policy()
@@ -136,6 +139,11 @@ func (h *Hook) transport(recording bool) (*http.Transport, error) {
 	t := build()
 	if recording {
 		t = egress.RecordingTransport(t)
+		// The attempt's proxy takes a crawl page's host turn per origin
+		// connection (egress.Options.Turn): one request per tunnel keeps
+		// pagefetch in a hook process at a turn per fetch, the crawl's
+		// delay between every two, as inside the worker.
+		t.DisableKeepAlives = tunnel
 	}
 	actual, _ := fetchTransports.LoadOrStore(key, t)
 	return actual.(*http.Transport), nil

@@ -595,8 +595,8 @@ func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite
 // RecordedFetcher fetches single URLs into a WARC as they were on the
 // wire: pagefetch's pages and requisites, and a crawl's robots.txt and
 // sitemaps (internal/engine). Client's transport must be an
-// egress.RecordingTransport (each connection's bytes kept) under the
-// fetch policy, and must not follow redirects.
+// egress.RecordingTransport (each exchange's bytes kept) under the fetch
+// policy, and must not follow redirects.
 type RecordedFetcher struct {
 	Client    *http.Client
 	WARC      *warc.Writer
@@ -633,15 +633,15 @@ func (rf RecordedFetcher) Get(ctx context.Context, u string, limit int64) (Fetch
 	req.Header.Set("Accept-Encoding", "identity")
 	// The address the fetch reached, for WARC-IP-Address: the origin's,
 	// whether this process dials it (the worker's policy) or the attempt's
-	// fetch proxy does and names it (a tunnel); and the connection, for
-	// the bytes it carried in this exchange (egress.StartExchange: a
-	// connection to the host may be reused, egress.Recorded).
+	// fetch proxy does and names it (a tunnel); and the exchange, the
+	// bytes this request and its answer carried on a connection that
+	// others may use before and after it (egress.StartExchange; a request
+	// net/http retries on a new connection gets GotConn again).
 	var origin netip.AddrPort
-	var conn net.Conn
+	var ex *egress.Exchange
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(ci httptrace.GotConnInfo) {
-			egress.StartExchange(ci.Conn)
-			conn = ci.Conn
+			ex = egress.StartExchange(ci.Conn)
 			origin, _ = egress.OriginAddr(ci.Conn)
 		},
 	}))
@@ -659,24 +659,24 @@ func (rf RecordedFetcher) Get(ctx context.Context, u string, limit int64) (Fetch
 	if truncated {
 		body = body[:limit]
 	}
-	rf.record(req, conn, limit, truncated, started, ipAddress(req, origin))
+	rf.record(req, ex, limit, truncated, started, ipAddress(req, origin))
 	return Fetched{Resp: resp, Body: body, Truncated: truncated}, nil
 }
 
 // record writes the request and response records: the request block is
-// the bytes written on the fetch's connection, the response block the
-// bytes the origin sent up to the end of its answer (egress.Recorded,
+// the bytes the fetch's exchange wrote, the response block the bytes the
+// origin sent up to the end of its answer (egress.Exchange.Take,
 // egress.ResponseMessage): status line, field names in their case, order
 // and duplicates, transfer coding and chunk framing, a content coding
 // such as gzip, as they were on the wire. A body over limit is cut at
 // limit (WARC-Truncated: length). The payload digest is over the body
-// without its transfer coding. A connection that kept no bytes gets no
+// without its transfer coding. An exchange that kept no bytes gets no
 // records: net/http's re-serialised exchange is not what the origin sent,
 // and an archive is evidence.
-func (rf RecordedFetcher) record(req *http.Request, conn net.Conn, limit int64, truncated bool, at time.Time, ip string) {
-	reqBlock, block, payload, ok := wireRecord(conn, limit)
+func (rf RecordedFetcher) record(req *http.Request, ex *egress.Exchange, limit int64, truncated bool, at time.Time, ip string) {
+	reqBlock, block, payload, ok := wireRecord(ex, limit)
 	if !ok {
-		rf.Log.Warn("warc: the fetch's connection kept no bytes: no WARC record for it", zap.String("url", req.URL.String()))
+		rf.Log.Warn("warc: the fetch's exchange kept no bytes: no WARC record for it", zap.String("url", req.URL.String()))
 		return
 	}
 	var reqHeaders map[string]string
@@ -702,16 +702,13 @@ func (rf RecordedFetcher) record(req *http.Request, conn net.Conn, limit int64, 
 	}
 }
 
-// wireRecord is what conn (a connection of egress.RecordingTransport,
-// carrying one GET) sent and received: the request's bytes, and the
-// answer's, cut at its end or where its body passes limit, with its
+// wireRecord is what ex (one GET on a connection of
+// egress.RecordingTransport) sent and received: the request's bytes, and
+// the answer's, cut at its end or where its body passes limit, with its
 // payload.
-func wireRecord(conn net.Conn, limit int64) (request, response, payload []byte, ok bool) {
-	if conn == nil {
-		return nil, nil, nil, false
-	}
-	sent, received, ok := egress.Recorded(conn)
-	if !ok || len(sent) == 0 || len(received) == 0 {
+func wireRecord(ex *egress.Exchange, limit int64) (request, response, payload []byte, ok bool) {
+	sent, received := ex.Take()
+	if len(sent) == 0 || len(received) == 0 {
 		return nil, nil, nil, false
 	}
 	response, payload, _ = egress.ResponseMessage(received, http.MethodGet, limit)

@@ -10,11 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
@@ -70,7 +73,10 @@ func wireRecords(t *testing.T, u string, kv map[string]string) (requests, respon
 // the origin's bytes, byte for byte, and each request block what the
 // origin received, whether pagefetch dials itself (the policy in the
 // process, as inside the worker) or through the attempt's fetch proxy (a
-// hook process: a CONNECT tunnel per connection). The payload digest is
+// hook process: a CONNECT tunnel per connection). Inside the worker
+// connections are kept alive across fetches and pages; through the proxy
+// each fetch has a tunnel of its own (the proxy takes the host's turn per
+// connection). The payload digest is
 // over the body without its transfer coding; WARC-IP-Address is kept.
 // PathChunked has whitespace before a chunk extension's ";" (valid, and
 // refused by net/http's own chunked reader): it is read and recorded as
@@ -95,8 +101,10 @@ func TestPageFetchRecordsTheWire(t *testing.T) {
 		"tunnel": {egress.EnvDeny: "[]", egress.EnvProxy: proxy.URL()},
 	} {
 		requests, responses, fields := map[string][]byte{}, map[string][]byte{}, map[string]warc.Header{}
+		before, fetches := origin.Connections(), 0
 		for _, page := range []string{egresstest.PathHTTP10, egresstest.PathChunkExtensions} {
 			req, resp, f := wireRecords(t, origin.URL(page), maps.Clone(kv))
+			fetches += len(req)
 			for k, v := range req {
 				requests[k] = v
 			}
@@ -111,6 +119,11 @@ func TestPageFetchRecordsTheWire(t *testing.T) {
 		}
 		sort.Strings(got)
 		require.Equal(t, want, got, "%s: a response record for each answer", name)
+		if name == "direct" {
+			assert.Less(t, origin.Connections()-before, fetches, "direct: connections kept alive across fetches and pages")
+		} else {
+			assert.Equal(t, fetches, origin.Connections()-before, "tunnel: one request per tunnel (the proxy's turn per connection)")
+		}
 		for _, target := range want {
 			received := origin.Received(target)
 			require.NotEmpty(t, received, target)
@@ -144,4 +157,61 @@ func TestPageFetchCutsTheWireRecordAtTheLimit(t *testing.T) {
 	assert.Equal(t, want, string(responses["/big"]))
 	assert.Equal(t, "length", fields["/big"].Get("WARC-Truncated"))
 	assert.Equal(t, warc.Digest([]byte(strings.Repeat("x", 1500))), fields["/big"].Get("WARC-Payload-Digest"))
+}
+
+// TestRecordedFetchersShareConnectionsAndKeepTheirOwnRecords: many
+// RecordedFetcher.Get at once on one host through one recording transport
+// (as a worker's pages share its cached transport), on few kept-alive
+// connections: each fetch's WARC holds exactly its own request, as the
+// origin received it, and its own answer, as the origin wrote it (each
+// body is its URL's own). With the recording per connection, a fetch
+// whose connection went back to the pool at its answer's end lost its
+// bytes to the next fetch there (a page missing from its crawl's WARC).
+func TestRecordedFetchersShareConnectionsAndKeepTheirOwnRecords(t *testing.T) {
+	answers := map[string]egresstest.Answer{}
+	var targets []string
+	for i := range 60 {
+		body := strings.Repeat("page "+strconv.Itoa(i)+" ", 300)
+		target := "/p" + strconv.Itoa(i)
+		a := "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		if i%2 == 1 {
+			a = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + strconv.FormatInt(int64(len(body)), 16) + "\r\n" + body + "\r\n0\r\n\r\n"
+		}
+		answers[target] = egresstest.Answer{Bytes: []byte(a)}
+		targets = append(targets, target)
+	}
+	origin := egresstest.NewOrigin(t, answers)
+	pol, err := netpolicy.Parse(nil)
+	require.NoError(t, err)
+	base := egress.Transport(pol)
+	base.MaxConnsPerHost = 2
+	transport := egress.RecordingTransport(base)
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	var wg sync.WaitGroup
+	for _, target := range targets {
+		wg.Go(func() {
+			var file bytes.Buffer
+			rf := RecordedFetcher{Client: client, WARC: warc.NewWriter(&file), Log: zap.NewNop()}
+			_, err := rf.Get(context.Background(), origin.URL(target), 1<<20)
+			if !assert.NoError(t, err, target) {
+				return
+			}
+			got := map[string]string{}
+			assert.NoError(t, warc.Read(&file, func(h warc.Header, block io.Reader) error {
+				b, err := io.ReadAll(block)
+				got[h.Type] = string(b)
+				assert.Equal(t, origin.URL(target), h.TargetURI)
+				return err
+			}))
+			if received := origin.Received(target); assert.Len(t, received, 1, target) {
+				assert.Equal(t, string(received[0]), got["request"], "%s: the request as the origin received it", target)
+			}
+			assert.Equal(t, string(answers[target].Bytes), got["response"], "%s: the answer as the origin wrote it", target)
+		})
+	}
+	wg.Wait()
+	assert.Less(t, origin.Connections(), len(targets)/4, "connections are reused")
 }

@@ -10,7 +10,7 @@ import (
 // lines the whitespace before a chunk extension's ";" (RFC 9112 section
 // 7.1.1's BWS, valid, which net/http's client refuses as "invalid byte in
 // chunk length") is left out. Nothing else changes, and only what the
-// client parses: the connection keeps the bytes as received (Recorded),
+// client parses: the connection keeps the bytes as received (Exchange.Take),
 // which are what a WARC records. It follows the answer's framing as
 // ResponseMessage does: heads (interim 1xx answers, then the final one),
 // then for a chunked body each size line, its data, the data's line end,

@@ -12,18 +12,17 @@ import (
 )
 
 // RecordingTransport returns a copy of t (a Transport or TunnelTransport:
-// it connects as t does, under the same policy) whose every connection
-// keeps the bytes written to it and read from it (Recorded), for a
-// fetcher that archives HTTP from the wire rather than from net/http's
-// parsed and re-serialised messages:
-//   - one request per connection (DisableKeepAlives: each request says
-//     Connection: close, and no connection is reused), so a connection's
-//     bytes are one exchange. Reuse was tried and withdrawn: net/http
-//     pools a connection as soon as its answer's body is read to the end,
-//     so another fetch could start on it (StartExchange) before the first
-//     took its recording, and a page's response went missing from its
-//     WARC (TestExportACrawlWritesAValidWACZ, one run in three);
-//     StartExchange stays for a fetcher that owns its connection;
+// it connects as t does, under the same policy) whose connections record
+// the bytes written to them and read from them, one Exchange per request,
+// for a fetcher that archives HTTP from the wire rather than from
+// net/http's parsed and re-serialised messages:
+//   - connections are kept alive and reused per host (t's pool). A fetcher
+//     begins each request's Exchange from httptrace's GotConn
+//     (StartExchange) and takes its bytes from that Exchange, never from
+//     the connection: net/http pools a connection as soon as an answer's
+//     body has been read to its end, before the fetcher has taken its
+//     recording, and the next fetch on it records into an Exchange of its
+//     own. A connection records nothing before its first StartExchange;
 //   - above TLS for https (the handshake is done here, on t's connection,
 //     offering HTTP/1.1 only), so the bytes are the HTTP/1.1 messages
 //     themselves, never HTTP/2 frames or ciphertext;
@@ -32,7 +31,6 @@ import (
 func RecordingTransport(t *http.Transport) *http.Transport {
 	c := t.Clone()
 	dial := c.DialContext
-	c.DisableKeepAlives = true
 	c.ForceAttemptHTTP2 = false
 	c.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
@@ -76,17 +74,28 @@ func RecordingTransport(t *http.Transport) *http.Transport {
 	return c
 }
 
-// recordingConn keeps every byte written to and read from the connection
-// below it. What its reader gets is the bytes received with one change
-// (sizeLines): the whitespace net/http refuses before a chunk extension.
+// recordingConn records every byte written to and read from the
+// connection below it into its current Exchange (none: not recorded).
+// What its reader gets is the bytes received with one change (sizeLines):
+// the whitespace net/http refuses before a chunk extension.
 type recordingConn struct {
 	net.Conn
-	mu             sync.Mutex
+	mu      sync.Mutex
+	ex      *Exchange // the exchange now on the connection, nil before the first
+	method  string    // the exchange's request's, from the bytes sent
+	lines   sizeLines
+	pending []byte // handed to the reader, not read yet
+	err     error  // the connection's read error, once pending is read
+}
+
+// Exchange is what one request and its answer carried on a connection of
+// a RecordingTransport, from StartExchange until the next request on the
+// connection starts another: the request's bytes as written and the
+// bytes read after them (the answer, and whatever else came before the
+// next exchange started, which ResponseMessage leaves out).
+type Exchange struct {
+	c              *recordingConn
 	sent, received bytes.Buffer
-	method         string // the request's, from the bytes sent
-	lines          sizeLines
-	pending        []byte // handed to the reader, not read yet
-	err            error  // the connection's read error, once pending is read
 }
 
 func (c *recordingConn) Read(p []byte) (int, error) {
@@ -97,7 +106,9 @@ func (c *recordingConn) Read(p []byte) (int, error) {
 		n, err := c.Conn.Read(p)
 		c.mu.Lock()
 		if n > 0 {
-			c.received.Write(p[:n])
+			if c.ex != nil {
+				c.ex.received.Write(p[:n])
+			}
 			c.lines.method = c.method
 			c.pending = c.lines.feed(p[:n])
 		}
@@ -114,41 +125,48 @@ func (c *recordingConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// StartExchange begins a new exchange on a connection of a
-// RecordingTransport (as httptrace.GotConnInfo.Conn names it; any other
-// connection is left alone): what it sent and received before is
-// forgotten, and the next request's method read from what is sent. A
-// fetcher calls it from GotConn, before its request is written; on a
-// reused connection the previous answer has been read to its end by
-// then (net/http pools a connection only after that).
-func StartExchange(c net.Conn) {
+// StartExchange begins a new Exchange on a connection of a
+// RecordingTransport (as httptrace.GotConnInfo.Conn names it; nil for any
+// other connection) and returns it: the connection records into it from
+// now on, and into the previous exchange no more. A fetcher calls it from
+// GotConn, before its request is written. On a reused connection the
+// previous answer has been read to its end by then (net/http pools a
+// connection only after that), so its bytes are all in its own Exchange.
+func StartExchange(c net.Conn) *Exchange {
 	rc, ok := c.(*recordingConn)
 	if !ok {
-		return
+		return nil
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	rc.sent.Reset()
-	rc.received.Reset()
+	rc.ex = &Exchange{c: rc}
 	rc.method = ""
 	rc.lines = sizeLines{}
+	return rc.ex
 }
 
-// Write keeps p before writing it, so the bytes an answer already came for
-// are there even while the Write that sent them has not returned; what
-// was not written is dropped after. The request's method tells
-// sizeLines whether its answer has a body.
+// Write records p in the current exchange before writing it, so the bytes
+// an answer already came for are there even while the Write that sent
+// them has not returned; what was not written is dropped after. The
+// request's method tells sizeLines whether its answer has a body.
 func (c *recordingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	c.sent.Write(p)
-	if c.method == "" {
-		c.method, _, _ = strings.Cut(c.sent.String(), " ")
+	ex := c.ex
+	if ex != nil {
+		ex.sent.Write(p)
+		if c.method == "" {
+			c.method, _, _ = strings.Cut(ex.sent.String(), " ")
+		}
 	}
 	c.mu.Unlock()
 	n, err := c.Conn.Write(p)
-	if n < len(p) {
+	if n < len(p) && ex != nil {
 		c.mu.Lock()
-		c.sent.Truncate(c.sent.Len() - (len(p) - n))
+		// (Unless the fetcher took the exchange already, as it may when
+		// the answer came before the request was all written.)
+		if keep := ex.sent.Len() - (len(p) - n); keep >= 0 {
+			ex.sent.Truncate(keep)
+		}
 		c.mu.Unlock()
 	}
 	return n, err
@@ -157,19 +175,21 @@ func (c *recordingConn) Write(p []byte) (int, error) {
 // NetConn is the connection below (OriginAddr looks through it).
 func (c *recordingConn) NetConn() net.Conn { return c.Conn }
 
-// Recorded returns copies of the bytes written to (sent) and read from
-// (received) a connection of a RecordingTransport so far (as
-// httptrace.GotConnInfo.Conn names it); false for any other connection.
-// What was read may go on past the end of the response (a reader's
-// buffer reads ahead): ResponseMessage finds its end.
-func Recorded(c net.Conn) (sent, received []byte, ok bool) {
-	rc, ok := c.(*recordingConn)
-	if !ok {
-		return nil, nil, false
+// Take returns the bytes the exchange wrote (sent) and read (received) so
+// far, and lets go of them: a kept-alive connection idle in its pool
+// holds no page's bytes (what it reads later, before another exchange
+// starts, is kept anew). None for a nil Exchange. What was read may go on
+// past the end of the response (a reader's buffer reads ahead):
+// ResponseMessage finds its end.
+func (e *Exchange) Take() (sent, received []byte) {
+	if e == nil {
+		return nil, nil
 	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return bytes.Clone(rc.sent.Bytes()), bytes.Clone(rc.received.Bytes()), true
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	sent, received = e.sent.Bytes(), e.received.Bytes()
+	e.sent, e.received = bytes.Buffer{}, bytes.Buffer{}
+	return sent, received
 }
 
 // ResponseMessage finds, in the bytes a connection received (raw), the

@@ -48,7 +48,11 @@ func NewOrigin(tb testing.TB, answers map[string]Answer) *Origin {
 	o := &Origin{Addr: ln.Addr().String(), answers: answers, received: map[string][][]byte{}}
 	var wg sync.WaitGroup
 	done := make(chan struct{})
+	// The accept loop counts in wg too, so a connection it adds comes
+	// before cleanup's Wait can see no one left.
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
