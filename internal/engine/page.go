@@ -367,6 +367,14 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 	if _, err := os.Stat(snapDir); err != nil {
 		return activities.SeedRecords{}, fmt.Errorf("start page snapshot dir %s: %w", snapDir, err)
 	}
+	if in.Transient {
+		// The start page runs again later: this attempt's records and
+		// WARC files move aside first (a repeat finds them there), so
+		// the next attempt's count only its own.
+		if snapDir, err = keepAttempt(snapDir, in.Page.Attempt); err != nil {
+			return activities.SeedRecords{}, err
+		}
+	}
 	last := lastAttempts(snapDir)
 	var out activities.SeedRecords
 	wanted := map[string]bool{}
@@ -475,6 +483,9 @@ func (e *Engine) collectWARCs(ident, dir string, remove bool, mem map[string][]b
 				return nil
 			}
 			return err
+		}
+		if d.IsDir() && path == filepath.Join(dir, AttemptsDir) {
+			return filepath.SkipDir // earlier attempts' files were collected then
 		}
 		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".warc.gz") {
 			files = append(files, path)
