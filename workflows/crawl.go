@@ -125,8 +125,10 @@ type crawl struct {
 	// what each reported (teardownByLease), in the order they answered.
 	tornDown []tornDown
 	// retryAt is the due time the retry_at set has for the job (zero:
-	// not in it): crawllater.go.
-	retryAt time.Time
+	// not in it), waitShown whether it means only waiting pages are left
+	// (asked once): crawllater.go.
+	retryAt   time.Time
+	waitShown *bool
 	// lockRoute (asked once) and locked: the host queues of the pipelines
 	// locked to the crawl, as the last claim said (crawllock.go).
 	lockRoute *bool

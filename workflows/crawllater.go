@@ -55,14 +55,23 @@ func (c *crawl) waitForLater() {
 		func() bool { return c.stopping() || c.settings.version != version || c.limits.wake != wake })
 }
 
+// crawlWaitingChange versions the retry_at entry of a crawl: runs from
+// before it index the job while any page waits; from it on, only while
+// nothing but waiting pages is left (onlyWaiting), as a snapshot job is
+// indexed only once its other hooks are done, so the entry (and the job
+// hash's retry_at) says the crawl is waiting: starter status and list
+// show it so.
+const crawlWaitingChange = "crawl-waiting-shown"
+
 // indexRetryAt keeps the job in the retry_at set, due when the first
-// waiting page is, while pages wait (to the second, as the set scores).
+// waiting page is, while only waiting pages are left (to the second, as
+// the set scores).
 func (c *crawl) indexRetryAt() {
 	if !c.laterOn() || c.job.state.Final() {
 		return
 	}
 	var due time.Time
-	if c.counts.Waiting > 0 {
+	if c.counts.Waiting > 0 && (c.onlyWaiting() || !c.waitingShown()) {
 		due = c.counts.RetryAt.Truncate(time.Second)
 	}
 	if due.Equal(c.retryAt) {
@@ -93,4 +102,14 @@ func (c *crawl) failWaiting() {
 	}
 	c.log().Info("pages waiting for a later retry failed: the crawl stopped", "reason", why)
 	c.setCounts(counts)
+}
+
+// waitingShown reports (asked once) that the retry_at entry means the
+// crawl only waits (crawlWaitingChange).
+func (c *crawl) waitingShown() bool {
+	if c.waitShown == nil {
+		on := workflow.GetVersion(c.dctx, crawlWaitingChange, workflow.DefaultVersion, 1) == 1
+		c.waitShown = &on
+	}
+	return *c.waitShown
 }

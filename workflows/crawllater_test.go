@@ -165,3 +165,22 @@ func TestCrawlStartPageWithoutLaterRetries(t *testing.T) {
 	assert.Equal(t, []bool{false}, r.SeedTransient)
 	assert.Empty(t, r.RetryAt)
 }
+
+// TestCrawlIsWaitingOnlyWhenOnlyWaitingPagesAreLeft: a page that waits
+// early does not put the crawl in retry_at while other pages still run;
+// it is indexed once nothing else is left (the crawl then shows as
+// waiting), and taken out when the page runs again.
+func TestCrawlIsWaitingOnlyWhenOnlyWaitingPagesAreLeft(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.LaterTransient = map[int64]int{2: 1}
+	in := crawlInput(2)
+	in.PageRetryLater = []time.Duration{time.Hour}
+	st, _ := runCrawlWith(t, fake, in, func(env *crawlEnv) { fake.SetClock(env.Now) })
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	r := fake.Report()
+	require.Len(t, r.RetryAt, 2, "indexed once, taken out once")
+	assert.False(t, r.RetryAt[0].IsZero())
+	assert.EqualValues(t, 17, r.RetryAtDone[0], "indexed when every other known page was done (page 2's 12 descendants come after it)")
+	assert.True(t, r.RetryAt[1].IsZero())
+	assert.Equal(t, 2, r.PageRuns[2])
+}

@@ -93,7 +93,9 @@ type Fake struct {
 	rounds  map[int64]int       // page → rounds ended transiently
 	waiting map[int64]time.Time // page → due (READY, out of the queue)
 	retryAt []time.Time         // SetRetryAt's calls
-	queues  map[string]int      // task queue → page runs on it
+	// retryAtDone are the pages done at each SetRetryAt call.
+	retryAtDone []int64
+	queues      map[string]int // task queue → page runs on it
 	// seedRuns counts the start page's snapshots, seedTrans its
 	// CompleteSeedPage calls' SeedPageInput.Transient.
 	seedRuns  int
@@ -486,6 +488,7 @@ func (a *Activities) SetRetryAt(_ context.Context, in activities.RetryAtInput) e
 	a.f.mu.Lock()
 	defer a.f.mu.Unlock()
 	a.f.retryAt = append(a.f.retryAt, in.At)
+	a.f.retryAtDone = append(a.f.retryAtDone, int64(len(a.f.done)))
 	return nil
 }
 
@@ -625,8 +628,10 @@ type Report struct {
 	// Seals are SealCrawl's calls, Archives SetArchive's.
 	Seals    []Seal
 	Archives []activities.ArchiveInput
-	// RetryAt are SetRetryAt's due times in call order.
-	RetryAt []time.Time
+	// RetryAt are SetRetryAt's due times in call order, RetryAtDone the
+	// pages done at each call.
+	RetryAt     []time.Time
+	RetryAtDone []int64
 	// Queues counts the page runs per task queue.
 	Queues map[string]int
 	// SeedRuns counts the start page's snapshots (Fake.SeedWorkflow);
@@ -650,7 +655,7 @@ func (f *Fake) Report() Report {
 		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
 		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...),
 		Seals: append([]Seal(nil), f.seals...), Archives: append([]activities.ArchiveInput(nil), f.archives...),
-		RetryAt: append([]time.Time(nil), f.retryAt...), Queues: maps.Clone(f.queues), SeedRuns: f.seedRuns,
+		RetryAt: append([]time.Time(nil), f.retryAt...), RetryAtDone: append([]int64(nil), f.retryAtDone...), Queues: maps.Clone(f.queues), SeedRuns: f.seedRuns,
 		SeedTransient: append([]bool(nil), f.seedTrans...)}
 	for id, n := range f.done {
 		if n > 1 {
