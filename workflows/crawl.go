@@ -129,6 +129,8 @@ type crawl struct {
 	// (asked once): crawllater.go.
 	retryAt   time.Time
 	waitShown *bool
+	// idle: the run waits for a later retry with nothing else left.
+	idle bool
 	// lockRoute (asked once) and locked: the host queues of the pipelines
 	// locked to the crawl, as the last claim said (crawllock.go).
 	lockRoute *bool

@@ -19,8 +19,11 @@ import (
 //     change or a limit ends the wait early) instead of looking again
 //     every second, so a wait of hours costs a few history events; a run
 //     whose history grows long continues as new as ever;
-//   - while pages wait, the job is in the retry_at set due when the first
-//     is (SetRetryAt; finishing takes it out);
+//   - while the run waits with nothing else left, the job is in the
+//     retry_at set due when the first page is (SetRetryAt; claiming pages
+//     again, or finishing, takes it out): starter status and list show it
+//     waiting, as a snapshot job whose hooks wait (crawlWaitingChange;
+//     before it, indexed while any page waited);
 //   - a crawl that stops (aborted, failed) fails its waiting pages: their
 //     later retry is not run, their note says why (FailWaitingPages);
 //     a crawl that ends at a limit leaves them READY for a continue.
@@ -50,9 +53,12 @@ func (c *crawl) onlyWaiting() bool {
 func (c *crawl) waitForLater() {
 	wait := max(c.counts.RetryAt.Sub(workflow.Now(c.dctx)), time.Second)
 	c.log().Info("pages wait for a later retry", "waiting", c.counts.Waiting, "retry_at", c.counts.RetryAt)
+	c.idle = true
+	c.indexRetryAt()
 	version, wake := c.settings.version, c.limits.wake
 	_, _ = workflow.AwaitWithOptions(c.dctx, workflow.AwaitOptions{Timeout: wait, TimerOptions: workflow.TimerOptions{Summary: "later retry"}},
 		func() bool { return c.stopping() || c.settings.version != version || c.limits.wake != wake })
+	c.idle = false
 }
 
 // crawlWaitingChange versions the retry_at entry of a crawl: runs from
@@ -64,15 +70,20 @@ func (c *crawl) waitForLater() {
 const crawlWaitingChange = "crawl-waiting-shown"
 
 // indexRetryAt keeps the job in the retry_at set, due when the first
-// waiting page is, while only waiting pages are left (to the second, as
-// the set scores).
+// waiting page is (to the second, as the set scores): while the run waits
+// for it with nothing else left (waitForLater), until pages are claimed or
+// in flight again or none waits (counts a page's coroutine brings between
+// are older: they leave it as it is).
 func (c *crawl) indexRetryAt() {
-	if !c.laterOn() || c.job.state.Final() {
+	if !c.laterOn() || c.job.state.Final() || c.counts.Waiting == 0 && c.retryAt.IsZero() {
 		return
 	}
 	var due time.Time
-	if c.counts.Waiting > 0 && (c.onlyWaiting() || !c.waitingShown()) {
-		due = c.counts.RetryAt.Truncate(time.Second)
+	switch n := c.counts; {
+	case n.Waiting > 0 && (!c.waitingShown() || c.idle):
+		due = n.RetryAt.Truncate(time.Second)
+	case n.Waiting > 0 && len(c.inflight) == 0 && n.Claimed == 0:
+		return // nothing runs yet: still waiting
 	}
 	if due.Equal(c.retryAt) {
 		return
