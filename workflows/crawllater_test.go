@@ -46,28 +46,39 @@ func TestCrawlPagesWaitForTheirLaterRetries(t *testing.T) {
 	assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at at the end")
 }
 
-// TestCrawlAbortEndsTheLaterWait: an abort while a page waits ends the
-// wait at once; the page is failed (its later retry not run), the crawl
-// aborted.
+// TestCrawlAbortEndsTheLaterWait: an abort while a page, or the start
+// page, waits ends the wait at once; the page is failed (its later retry
+// not run), the crawl aborted.
 func TestCrawlAbortEndsTheLaterWait(t *testing.T) {
-	fake := crawltest.New(10, 3)
-	fake.LaterTransient = map[int64]int{4: 1}
-	in := crawlInput(4)
-	in.PageRetryLater = []time.Duration{24 * time.Hour}
-	st, perRun := runCrawlWith(t, fake, in, func(env *crawlEnv) {
-		fake.SetClock(env.Now)
-		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(workflows.SignalAbort, workflows.AbortRequest{Reason: "test", By: "me"})
-		}, time.Hour)
-	})
-	require.Equal(t, model.StateAborted, st.State)
-	require.Len(t, perRun, 1)
-	r := fake.Report()
-	assert.EqualValues(t, 1, r.Failed)
-	assert.Equal(t, 1, r.PageRuns[4], "never retried")
-	assert.EqualValues(t, 0, st.Counts.Waiting)
-	require.NotEmpty(t, r.RetryAt)
-	assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at")
+	for _, start := range []bool{false, true} {
+		t.Run(map[bool]string{false: "page", true: "start page"}[start], func(t *testing.T) {
+			fake := crawltest.New(10, 3)
+			if start {
+				fake.SeedTransient = 1
+			} else {
+				fake.LaterTransient = map[int64]int{4: 1}
+			}
+			in := crawlInput(4)
+			in.PageRetryLater = []time.Duration{24 * time.Hour}
+			st, perRun := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+				fake.SetClock(env.Now)
+				env.RegisterDelayedCallback(func() {
+					env.SignalWorkflow(workflows.SignalAbort, workflows.AbortRequest{Reason: "test", By: "me"})
+				}, time.Hour)
+			})
+			require.Equal(t, model.StateAborted, st.State)
+			require.Len(t, perRun, 1)
+			r := fake.Report()
+			assert.EqualValues(t, 1, r.Failed)
+			assert.Equal(t, 1, r.SeedRuns)
+			if !start {
+				assert.Equal(t, 1, r.PageRuns[4], "never retried")
+			}
+			assert.EqualValues(t, 0, st.Counts.Waiting)
+			require.NotEmpty(t, r.RetryAt)
+			assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at")
+		})
+	}
 }
 
 // TestCrawlWithoutLaterRetriesFailsAtOnce: without PageRetryLater (every
@@ -131,26 +142,6 @@ func TestCrawlStartPageFailsAfterItsLastLaterRetry(t *testing.T) {
 	assert.EqualValues(t, 1, r.Done)
 	require.NotEmpty(t, r.RetryAt)
 	assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at")
-}
-
-// TestCrawlAbortEndsTheStartPageWait: an abort while the start page waits
-// ends the wait; the start page is failed (its later retry not run).
-func TestCrawlAbortEndsTheStartPageWait(t *testing.T) {
-	fake := crawltest.New(10, 3)
-	fake.SeedTransient = 1
-	in := crawlInput(4)
-	in.PageRetryLater = []time.Duration{24 * time.Hour}
-	st, _ := runCrawlWith(t, fake, in, func(env *crawlEnv) {
-		fake.SetClock(env.Now)
-		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(workflows.SignalAbort, workflows.AbortRequest{Reason: "test", By: "me"})
-		}, time.Hour)
-	})
-	require.Equal(t, model.StateAborted, st.State)
-	r := fake.Report()
-	assert.Equal(t, 1, r.SeedRuns)
-	assert.EqualValues(t, 1, r.Failed)
-	assert.EqualValues(t, 0, st.Counts.Waiting)
 }
 
 // TestCrawlStartPageWithoutLaterRetries: without PageRetryLater a start
