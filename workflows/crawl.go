@@ -129,8 +129,10 @@ type crawl struct {
 	// (asked once): crawllater.go.
 	retryAt   time.Time
 	waitShown *bool
-	// idle: the run waits for a later retry with nothing else left.
-	idle bool
+	// idle: the run waits for a later retry with nothing else left;
+	// retryUnknown: retryAt may not be what Redis has (a run continued as
+	// new, crawllater.go retryAtKnown).
+	idle, retryUnknown bool
 	// lockRoute (asked once) and locked: the host queues of the pipelines
 	// locked to the crawl, as the last claim said (crawllock.go).
 	lockRoute *bool
@@ -165,6 +167,7 @@ func newCrawl(ctx workflow.Context, in CrawlInput) *crawl {
 		c.rules = c.carry.Rules
 		c.counts = c.carry.Counts
 		c.job.failure = c.carry.Failure
+		c.retryUnknown = true
 	} else {
 		c.carry.Run = 1
 		if in.Rerun != nil {

@@ -63,7 +63,7 @@ func (c *crawl) waitForLater() {
 
 // crawlWaitingChange versions the retry_at entry of a crawl: runs from
 // before it index the job while any page waits; from it on, only while
-// nothing but waiting pages is left (onlyWaiting), as a snapshot job is
+// the run waits with nothing else left (waitForLater), as a snapshot job is
 // indexed only once its other hooks are done, so the entry (and the job
 // hash's retry_at) says the crawl is waiting: starter status and list
 // show it so.
@@ -75,7 +75,7 @@ const crawlWaitingChange = "crawl-waiting-shown"
 // in flight again or none waits (counts a page's coroutine brings between
 // are older: they leave it as it is).
 func (c *crawl) indexRetryAt() {
-	if !c.laterOn() || c.job.state.Final() || c.counts.Waiting == 0 && c.retryAt.IsZero() {
+	if !c.laterOn() || c.job.state.Final() || c.counts.Waiting == 0 && c.retryAt.IsZero() && c.retryAtKnown() {
 		return
 	}
 	var due time.Time
@@ -85,10 +85,10 @@ func (c *crawl) indexRetryAt() {
 	case n.Waiting > 0 && len(c.inflight) == 0 && n.Claimed == 0:
 		return // nothing runs yet: still waiting
 	}
-	if due.Equal(c.retryAt) {
+	if due.Equal(c.retryAt) && c.retryAtKnown() {
 		return
 	}
-	c.retryAt = due
+	c.retryAt, c.retryUnknown = due, false
 	in := activities.RetryAtInput{Ident: c.ident(), At: due}
 	c.writes.enqueue("set retry_at", func(wc workflow.Context) error {
 		return workflow.ExecuteLocalActivity(c.redisCtx(wc), poolActs.SetRetryAt, in).Get(wc, nil)
@@ -124,3 +124,8 @@ func (c *crawl) waitingShown() bool {
 	}
 	return *c.waitShown
 }
+
+// retryAtKnown reports that retryAt is what the retry_at set has: not so
+// in a run continued as new (crawlWaitingChange on) until it wrote it, as
+// the run before may have left the job in it.
+func (c *crawl) retryAtKnown() bool { return !c.retryUnknown || !c.waitingShown() }

@@ -175,3 +175,33 @@ func TestCrawlIsWaitingOnlyWhenOnlyWaitingPagesAreLeft(t *testing.T) {
 	assert.True(t, r.RetryAt[1].IsZero())
 	assert.Equal(t, 2, r.PageRuns[2])
 }
+
+// TestCrawlContinuedAsNewLeavesNoStaleWait: a run that hands on right
+// after its wait (its history full meanwhile) leaves the crawl in
+// retry_at; the next run, which claims the page then due, takes it out.
+func TestCrawlContinuedAsNewLeavesNoStaleWait(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.LaterTransient = map[int64]int{2: 1}
+	in := crawlInput(2)
+	in.PageRetryLater = []time.Duration{time.Hour}
+	var prev *crawlEnv
+	st, perRun := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+		if prev != nil {
+			env.SetStartTime(prev.Now()) // the clock goes on across runs
+		} else {
+			env.RegisterDelayedCallback(func() {
+				env.events = 100000 // full during the wait: the run hands on after it
+				env.SetCurrentHistoryLength(env.events)
+			}, 30*time.Minute)
+		}
+		prev = env
+		fake.SetClock(env.Now)
+	})
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	require.Len(t, perRun, 2, "the crawl continued as new after its wait")
+	r := fake.Report()
+	require.Len(t, r.RetryAt, 2, "indexed by the first run, out by the second: %v", r.RetryAt)
+	assert.False(t, r.RetryAt[0].IsZero())
+	assert.True(t, r.RetryAt[1].IsZero())
+	assert.Equal(t, 2, r.PageRuns[2])
+}
