@@ -34,7 +34,9 @@ import (
 // stop its claims; it then drains and finishes naming the limit, its
 // other pages READY for a continue (CrawlRerun.Continue).
 //
-// States: active → draining (no page ready, some in flight) → finished |
+// States: active (shown as waiting while nothing but pages waiting for a
+// later retry is left: crawllater.go) → draining (no page ready, some in
+// flight) → finished |
 // aborted (abort signal or cancel: pages in flight are stopped and their
 // claims released) | failed (the start page failed, or MaxDuration ran
 // out). It answers the status query, the abort signal, the set_settings
