@@ -369,8 +369,8 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 	}
 	if in.Transient {
 		// The start page runs again later: this attempt's records and
-		// WARC files move aside first (a repeat finds them there), so
-		// the next attempt's count only its own.
+		// WARC files move aside first (a repeat finds the records
+		// there), so the next attempt's count only its own.
 		if snapDir, err = keepAttempt(snapDir, in.Page.Attempt); err != nil {
 			return activities.SeedRecords{}, err
 		}
@@ -403,7 +403,9 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 			return out, err
 		}
 	}
-	if err := e.collectWARCs(in.Crawl.Job.Ident, snapDir, false, nil); err != nil {
+	// A kept attempt's WARC files leave it once in the job's WARC, as a
+	// page attempt's do (a repeat appends nothing again).
+	if err := e.collectWARCs(in.Crawl.Job.Ident, snapDir, in.Transient, nil); err != nil {
 		return out, fmt.Errorf("append the start page's WARC: %w", err)
 	}
 	return out, nil
