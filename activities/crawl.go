@@ -561,7 +561,10 @@ func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult
 	}
 	if out.Status == PageTransient && out.Note != "" {
 		what := "will be retried"
-		if n := in.Crawl.PageAttempts; n > 0 && p.Attempt >= n {
+		switch n := in.Crawl.PageAttempts; {
+		case out.Last:
+			what = "its snapshot ran its in-run attempts: a later retry if hooks.retry_later has a delay left, else the page failed"
+		case n > 0 && p.Attempt >= n:
 			what = fmt.Sprintf("its last attempt (crawl.page_attempts %d): the page failed", n)
 		}
 		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
@@ -581,7 +584,7 @@ func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult
 	if len(refused) > 0 {
 		note = joinNote(note, fmt.Sprintf("cut: %d of its links refused by the frontier (see the job log's ignore packets)", len(refused)))
 	}
-	return res, PageWrite{PageID: p.ID, Attempt: p.Attempt, Status: out.Status, Note: note, NotBefore: out.NotBefore,
+	return res, PageWrite{PageID: p.ID, Attempt: p.Attempt, Status: out.Status, Note: note, NotBefore: out.NotBefore, Last: out.Last,
 		Tally: tally, Links: links, LogKey: d.logKey, Entries: entries}, nil
 }
 
@@ -814,6 +817,9 @@ func (h *CrawlHostActivities) CompleteSeedPage(ctx context.Context, in SeedPageI
 		return PageResult{}, fmt.Errorf("read the start page's records of %s: %w", ident, err)
 	}
 	out := PageOutcome{Status: PageFailed, Note: in.Note, Responses: recs.Responses}
+	if in.Transient {
+		out.Status, out.Last = PageTransient, true
+	}
 	if in.Succeeded {
 		out.Status, out.Links, out.LinksDropped = PageSucceeded, recs.Links, recs.LinksDropped
 	}

@@ -232,6 +232,14 @@ type SeedPageInput struct {
 	// Succeeded is the snapshot's outcome (finished, not failed).
 	Succeeded bool   `json:"succeeded"`
 	Note      string `json:"note,omitempty"`
+	// Transient: a foreground hook of the snapshot ended transiently (its
+	// in-run attempts ran out) and the crawl retries its pages later
+	// (CrawlInput.PageRetryLater): the start page waits for its next later
+	// retry (failed when no delay is left) instead of being completed.
+	// What this attempt left on the host is kept aside under
+	// attempts/ATTEMPT (the next attempt's records and WARC files are its
+	// own). False in every input from before it.
+	Transient bool `json:"transient,omitempty"`
 }
 
 // SetRulesInput stores a new rules version in Redis (IDENT_rules).
@@ -310,6 +318,10 @@ type PageOutcome struct {
 	// NotBefore is when a postponed page may be claimed again (Redis'
 	// clock, the host budget's).
 	NotBefore time.Time
+	// Last, on a transient outcome, spends every attempt the page has
+	// left (frontier Outcome.Last): the start page's snapshot ran its
+	// in-run attempts itself.
+	Last bool
 	// Responses are the attempt's fetches (URL kept: each is logged as a
 	// download packet), capped.
 	Responses []model.Response
@@ -393,10 +405,12 @@ type PageWrite struct {
 	Status    string
 	Note      string
 	NotBefore time.Time
-	Tally     PageTally
-	Links     []Link
-	LogKey    string
-	Entries   []LogEntry
+	// Last: PageOutcome.Last.
+	Last    bool
+	Tally   PageTally
+	Links   []Link
+	LogKey  string
+	Entries []LogEntry
 }
 
 // LinkBatch is how many of a page's links one Discover batch holds.

@@ -120,6 +120,20 @@ func waitingWords(at time.Time) string {
 	return "waiting (retry at " + at.Local().Format(time.DateTime) + ")"
 }
 
+// jobState is a job's state as status (long) and list show it: for a
+// running job whose hash has retry_at (rkeys.JobView.RetryAt: a snapshot
+// whose hooks, or a crawl whose only remaining pages, wait for a later
+// retry) waiting, long: waiting (retry at …); else its state.
+func jobState(state model.JobState, retryAt *time.Time, long bool) string {
+	switch {
+	case retryAt == nil || state.Final():
+		return string(state)
+	case long:
+		return waitingWords(*retryAt)
+	}
+	return string(workflows.PhaseWaiting)
+}
+
 // state is the row's status column: waiting (retry at …) for a hook
 // waiting for a later retry, the final status, else the phase.
 func (r hookRow) state() string {

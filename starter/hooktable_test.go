@@ -271,3 +271,20 @@ func TestCrawlShowsPagesWaitingForALaterRetry(t *testing.T) {
 	assert.Equal(t, 1, p.LaterRetries)
 	assert.Equal(t, "succeeded", newPageJSON(frontier.Page{Status: frontier.StatusSucceeded}).statusWords())
 }
+
+// TestAJobThatOnlyWaitsShowsAsWaiting: a running job whose hash has
+// retry_at (a snapshot whose hooks, or a crawl whose only remaining pages,
+// wait for a later retry) shows as waiting (retry at …) in status and
+// waiting in list; a final job, or one without retry_at, shows its state.
+func TestAJobThatOnlyWaitsShowsAsWaiting(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	assert.Equal(t, waitingWords(at), jobState(model.StateActive, &at, true))
+	assert.Equal(t, "waiting", jobState(model.StateActive, &at, false))
+	assert.Equal(t, "finished", jobState(model.StateFinished, &at, true))
+	assert.Equal(t, "active", jobState(model.StateActive, nil, true))
+
+	j := toJSON(rkeys.JobView{Ident: "j", State: model.StateActive, RetryAt: at}, "")
+	require.NotNil(t, j.RetryAt)
+	assert.Equal(t, at, *j.RetryAt)
+	assert.Nil(t, toJSON(rkeys.JobView{Ident: "j", State: model.StateFinished, RetryAt: at}, "").RetryAt, "a final job waits for nothing")
+}

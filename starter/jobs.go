@@ -139,6 +139,9 @@ type jobJSON struct {
 	hooksDone      int64          // rkeys.JobView.HooksDone
 	// Limit names the limit a crawl finished at (rkeys.FieldLimit).
 	Limit string `json:"limit,omitempty"`
+	// RetryAt: the running job only waits for a later retry, due then
+	// (rkeys.JobView.RetryAt); shown as waiting (jobState).
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 	// Title is the snapshot title a hook set; Tags the names of the
 	// hooks' Tag records (ArchiveBox's tags, not submit --tag's worker
 	// tag); UnknownRecords counts their records of an unknown type.
@@ -167,6 +170,10 @@ func toJSON(v rkeys.JobView, ui string) jobJSON {
 	}
 	if v.TTL > 0 {
 		j.ExpiresIn = v.TTL.Round(time.Second).String()
+	}
+	if !v.RetryAt.IsZero() && !v.State.Final() {
+		at := v.RetryAt
+		j.RetryAt = &at
 	}
 	return j
 }
@@ -241,7 +248,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		fmt.Fprintf(w, "  tags:     %s (the hooks' Tag records; starter list --tag T)\n", strings.Join(j.Tags, ", "))
 	}
 	if j.Crawl != nil {
-		fmt.Fprintf(w, "  state:    %s (crawl)", j.State)
+		fmt.Fprintf(w, "  state:    %s (crawl)", jobState(j.State, j.RetryAt, true))
 		if j.Limit != "" {
 			fmt.Fprintf(w, ": %s (starter retry %s --continue crawls on)", j.Limit, j.Ident)
 		}
@@ -251,7 +258,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		}
 		printCrawl(w, j.Crawl)
 	} else {
-		fmt.Fprintf(w, "  state:    %s (step %d/9)\n", j.State, j.CurrentStep)
+		fmt.Fprintf(w, "  state:    %s (step %d/9)\n", jobState(j.State, j.RetryAt, true), j.CurrentStep)
 	}
 	fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
 		j.hooksDone, j.HooksTotal,
@@ -387,7 +394,7 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 	}
 	fmt.Fprintf(a.stdout, "%-25s  %-8s  %4s  %4s  %7s  %10s  %s\n", "IDENT", "STATE", "NICE", "STEP", "HOOKS", "BYTES", "URL")
 	for _, j := range jobs {
-		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %4d  %7s  %10s  %s\n", j.Ident, j.State, j.Nice, j.CurrentStep,
+		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %4d  %7s  %10s  %s\n", j.Ident, jobState(j.State, j.RetryAt, false), j.Nice, j.CurrentStep,
 			fmt.Sprintf("%d/%d", j.hooksDone, j.HooksTotal), humanBytes(j.Bytes), j.URL)
 		if len(j.FailedHooks) > 0 {
 			fmt.Fprintf(a.stdout, "  failed: %s\n", strings.Join(j.FailedHooks, ", "))

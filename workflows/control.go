@@ -57,6 +57,10 @@ type HookStatus struct {
 	Background bool                 `json:"background,omitempty"`
 	Phase      HookPhase            `json:"phase"`
 	Result     *model.ArchiveResult `json:"result,omitempty"`
+	// Transient: a foreground hook whose in-run attempts all ended
+	// transiently (its result is failed, or waits): a crawl's start page
+	// with such a hook waits for a later retry (crawlstartlater.go).
+	Transient bool `json:"transient,omitempty"`
 }
 
 // Status is the answer of QueryStatus and the workflow's result.
@@ -100,6 +104,7 @@ func (s *snapshot) status() Status {
 			if waiting(r) {
 				hs.Phase = PhaseWaiting
 			}
+			hs.Transient = s.claim.transient[h.Key()]
 		} else if s.claim.running[h.Key()] {
 			hs.Phase = PhaseRunning
 		}

@@ -34,7 +34,9 @@ import (
 // stop its claims; it then drains and finishes naming the limit, its
 // other pages READY for a continue (CrawlRerun.Continue).
 //
-// States: active → draining (no page ready, some in flight) → finished |
+// States: active (shown as waiting while nothing but pages waiting for a
+// later retry is left: crawllater.go) → draining (no page ready, some in
+// flight) → finished |
 // aborted (abort signal or cancel: pages in flight are stopped and their
 // claims released) | failed (the start page failed, or MaxDuration ran
 // out). It answers the status query, the abort signal, the set_settings
@@ -125,8 +127,14 @@ type crawl struct {
 	// what each reported (teardownByLease), in the order they answered.
 	tornDown []tornDown
 	// retryAt is the due time the retry_at set has for the job (zero:
-	// not in it): crawllater.go.
-	retryAt time.Time
+	// not in it), waitShown whether it means only waiting pages are left
+	// (asked once): crawllater.go.
+	retryAt   time.Time
+	waitShown *bool
+	// idle: the run waits for a later retry with nothing else left;
+	// retryUnknown: retryAt may not be what Redis has (a run continued as
+	// new, crawllater.go retryAtKnown).
+	idle, retryUnknown bool
 	// lockRoute (asked once) and locked: the host queues of the pipelines
 	// locked to the crawl, as the last claim said (crawllock.go).
 	lockRoute *bool
@@ -161,6 +169,7 @@ func newCrawl(ctx workflow.Context, in CrawlInput) *crawl {
 		c.rules = c.carry.Rules
 		c.counts = c.carry.Counts
 		c.job.failure = c.carry.Failure
+		c.retryUnknown = true
 	} else {
 		c.carry.Run = 1
 		if in.Rerun != nil {
@@ -222,18 +231,36 @@ const seedSettingsChange = "crawl-seed-follows-settings"
 // with every plugin, then completes it from what the snapshot left on its
 // host: its hooks' Snapshot records are the page's links.
 func (c *crawl) runSeed() {
+	for n := 1; c.runSeedAttempt(n); n++ {
+		// The start page waits for a later retry (crawlstartlater.go).
+		if !c.waitForSeed() {
+			return
+		}
+	}
+}
+
+// runSeedAttempt is the n-th claim of the start page in this run (n > 1:
+// its later retries); it reports that the start page now waits for a
+// later retry.
+func (c *crawl) runSeedAttempt(n int) bool {
 	var seeded activities.SeedCrawlResult
 	in := activities.SeedCrawlInput{Ident: c.ident(), URL: c.in.Crawl.Job.URL, MaxDepth: c.in.Crawl.MaxDepth,
 		PageAttempts: c.in.Crawl.PageAttempts, Token: fmt.Sprintf("%s/r%d/seed", c.runID, c.carry.Run), RetryLater: c.in.PageRetryLater}
+	if n > 1 {
+		in.Token += fmt.Sprintf("-%d", n)
+	}
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.SeedCrawl, in).Get(c.dctx, &seeded); err != nil {
 		c.job.failure = fmt.Sprintf("seed the frontier: %v", err)
 		c.stop(c.job.failure, false)
-		return
+		return false
 	}
 	c.setCounts(seeded.Counts)
 	if seeded.Page == nil {
+		if n > 1 && seeded.Counts.Waiting > 0 {
+			return true // not due yet by Redis' clock
+		}
 		c.carry.SeedDone = true // completed by an earlier run
-		return
+		return false
 	}
 	page := *seeded.Page
 	c.inflight[page.ID] = page
@@ -246,7 +273,7 @@ func (c *crawl) runSeed() {
 		_ = workflow.Await(c.dctx, func() bool { return c.settings.current.Concurrency > 0 || c.stopping() })
 		if c.stopping() {
 			c.released = append(c.released, page.ID)
-			return
+			return false
 		}
 		seedIn.Settings = c.settings.current
 	}
@@ -271,7 +298,7 @@ func (c *crawl) runSeed() {
 	}
 	if c.stopping() {
 		c.released = append(c.released, page.ID)
-		return
+		return false
 	}
 	note := ""
 	switch {
@@ -280,13 +307,21 @@ func (c *crawl) runSeed() {
 	case st.State != model.StateFinished:
 		note = fmt.Sprintf("start page snapshot %s: %s", st.State, st.Error)
 	}
+	transient, why := c.seedTransient(st)
+	if transient {
+		note = firstNonEmpty(note, why)
+	}
 	var res activities.PageResult
 	if st.HostQueue != "" {
 		c.addHost(st.HostQueue)
-		seed := activities.SeedPageInput{Crawl: c.in.Crawl, Page: page, Succeeded: note == "", Note: note, Hooks: finalHooks(st)}
+		seed := activities.SeedPageInput{Crawl: c.in.Crawl, Page: page, Succeeded: note == "", Note: note, Hooks: finalHooks(st), Transient: transient}
+		id := c.ident() + "/seed/complete"
+		if n > 1 {
+			id += fmt.Sprintf("#a%d", page.Attempt)
+		}
 		actx := workflow.WithActivityOptions(c.dctx, workflow.ActivityOptions{
 			TaskQueue:              st.HostQueue,
-			ActivityID:             c.ident() + "/seed/complete",
+			ActivityID:             id,
 			Summary:                "complete start page",
 			ScheduleToStartTimeout: c.in.Timing.HostScheduleToStart,
 			StartToCloseTimeout:    c.in.Timing.PageTimeout,
@@ -301,10 +336,14 @@ func (c *crawl) runSeed() {
 		res = c.completeFailed(c.dctx, page, fmt.Sprintf("%s; complete the start page: %v", note, err))
 	}
 	c.pageDone(res)
+	if transient && res.Status == activities.PageTransient && res.Counts.Waiting > 0 {
+		return true
+	}
 	if res.Status != activities.PageSucceeded {
 		c.job.failure = "start page failed: " + strings.TrimPrefix(firstNonEmpty(note, res.Error), "; ")
 	}
 	c.carry.SeedDone = true
+	return false
 }
 
 // runURLList starts a URL-list crawl: one SeedURLList activity on the

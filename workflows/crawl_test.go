@@ -62,7 +62,7 @@ func newCrawlEnv(t *testing.T, fake *crawltest.Fake) *crawlEnv {
 	var s testsuite.WorkflowTestSuite
 	e := &crawlEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment(), events: 10}
 	e.RegisterWorkflow(workflows.CrawlWorkflow)
-	e.RegisterWorkflowWithOptions(crawltest.SeedWorkflow, workflow.RegisterOptions{Name: "SnapshotWorkflow"})
+	e.RegisterWorkflowWithOptions(fake.SeedWorkflow, workflow.RegisterOptions{Name: "SnapshotWorkflow"})
 	e.RegisterActivity(fake.Activities())
 	e.SetCurrentHistoryLength(e.events)
 	e.SetOnActivityCompletedListener(func(*activity.Info, converter.EncodedValue, error) {

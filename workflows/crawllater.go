@@ -19,8 +19,11 @@ import (
 //     change or a limit ends the wait early) instead of looking again
 //     every second, so a wait of hours costs a few history events; a run
 //     whose history grows long continues as new as ever;
-//   - while pages wait, the job is in the retry_at set due when the first
-//     is (SetRetryAt; finishing takes it out);
+//   - while the run waits with nothing else left, the job is in the
+//     retry_at set due when the first page is (SetRetryAt; claiming pages
+//     again, or finishing, takes it out): starter status and list show it
+//     waiting, as a snapshot job whose hooks wait (crawlWaitingChange;
+//     before it, indexed while any page waited);
 //   - a crawl that stops (aborted, failed) fails its waiting pages: their
 //     later retry is not run, their note says why (FailWaitingPages);
 //     a crawl that ends at a limit leaves them READY for a continue.
@@ -50,25 +53,42 @@ func (c *crawl) onlyWaiting() bool {
 func (c *crawl) waitForLater() {
 	wait := max(c.counts.RetryAt.Sub(workflow.Now(c.dctx)), time.Second)
 	c.log().Info("pages wait for a later retry", "waiting", c.counts.Waiting, "retry_at", c.counts.RetryAt)
+	c.idle = true
+	c.indexRetryAt()
 	version, wake := c.settings.version, c.limits.wake
 	_, _ = workflow.AwaitWithOptions(c.dctx, workflow.AwaitOptions{Timeout: wait, TimerOptions: workflow.TimerOptions{Summary: "later retry"}},
 		func() bool { return c.stopping() || c.settings.version != version || c.limits.wake != wake })
+	c.idle = false
 }
 
+// crawlWaitingChange versions the retry_at entry of a crawl: runs from
+// before it index the job while any page waits; from it on, only while
+// the run waits with nothing else left (waitForLater), as a snapshot job is
+// indexed only once its other hooks are done, so the entry (and the job
+// hash's retry_at) says the crawl is waiting: starter status and list
+// show it so.
+const crawlWaitingChange = "crawl-waiting-shown"
+
 // indexRetryAt keeps the job in the retry_at set, due when the first
-// waiting page is, while pages wait (to the second, as the set scores).
+// waiting page is (to the second, as the set scores): while the run waits
+// for it with nothing else left (waitForLater), until pages are claimed or
+// in flight again or none waits (counts a page's coroutine brings between
+// are older: they leave it as it is).
 func (c *crawl) indexRetryAt() {
-	if !c.laterOn() || c.job.state.Final() {
+	if !c.laterOn() || c.job.state.Final() || c.counts.Waiting == 0 && c.retryAt.IsZero() && c.retryAtKnown() {
 		return
 	}
 	var due time.Time
-	if c.counts.Waiting > 0 {
-		due = c.counts.RetryAt.Truncate(time.Second)
+	switch n := c.counts; {
+	case n.Waiting > 0 && (!c.waitingShown() || c.idle):
+		due = n.RetryAt.Truncate(time.Second)
+	case n.Waiting > 0 && len(c.inflight) == 0 && n.Claimed == 0:
+		return // nothing runs yet: still waiting
 	}
-	if due.Equal(c.retryAt) {
+	if due.Equal(c.retryAt) && c.retryAtKnown() {
 		return
 	}
-	c.retryAt = due
+	c.retryAt, c.retryUnknown = due, false
 	in := activities.RetryAtInput{Ident: c.ident(), At: due}
 	c.writes.enqueue("set retry_at", func(wc workflow.Context) error {
 		return workflow.ExecuteLocalActivity(c.redisCtx(wc), poolActs.SetRetryAt, in).Get(wc, nil)
@@ -94,3 +114,18 @@ func (c *crawl) failWaiting() {
 	c.log().Info("pages waiting for a later retry failed: the crawl stopped", "reason", why)
 	c.setCounts(counts)
 }
+
+// waitingShown reports (asked once) that the retry_at entry means the
+// crawl only waits (crawlWaitingChange).
+func (c *crawl) waitingShown() bool {
+	if c.waitShown == nil {
+		on := workflow.GetVersion(c.dctx, crawlWaitingChange, workflow.DefaultVersion, 1) == 1
+		c.waitShown = &on
+	}
+	return *c.waitShown
+}
+
+// retryAtKnown reports that retryAt is what the retry_at set has: not so
+// in a run continued as new (crawlWaitingChange on) until it wrote it, as
+// the run before may have left the job in it.
+func (c *crawl) retryAtKnown() bool { return !c.retryUnknown || !c.waitingShown() }

@@ -46,28 +46,39 @@ func TestCrawlPagesWaitForTheirLaterRetries(t *testing.T) {
 	assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at at the end")
 }
 
-// TestCrawlAbortEndsTheLaterWait: an abort while a page waits ends the
-// wait at once; the page is failed (its later retry not run), the crawl
-// aborted.
+// TestCrawlAbortEndsTheLaterWait: an abort while a page, or the start
+// page, waits ends the wait at once; the page is failed (its later retry
+// not run), the crawl aborted.
 func TestCrawlAbortEndsTheLaterWait(t *testing.T) {
-	fake := crawltest.New(10, 3)
-	fake.LaterTransient = map[int64]int{4: 1}
-	in := crawlInput(4)
-	in.PageRetryLater = []time.Duration{24 * time.Hour}
-	st, perRun := runCrawlWith(t, fake, in, func(env *crawlEnv) {
-		fake.SetClock(env.Now)
-		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(workflows.SignalAbort, workflows.AbortRequest{Reason: "test", By: "me"})
-		}, time.Hour)
-	})
-	require.Equal(t, model.StateAborted, st.State)
-	require.Len(t, perRun, 1)
-	r := fake.Report()
-	assert.EqualValues(t, 1, r.Failed)
-	assert.Equal(t, 1, r.PageRuns[4], "never retried")
-	assert.EqualValues(t, 0, st.Counts.Waiting)
-	require.NotEmpty(t, r.RetryAt)
-	assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at")
+	for _, start := range []bool{false, true} {
+		t.Run(map[bool]string{false: "page", true: "start page"}[start], func(t *testing.T) {
+			fake := crawltest.New(10, 3)
+			if start {
+				fake.SeedTransient = 1
+			} else {
+				fake.LaterTransient = map[int64]int{4: 1}
+			}
+			in := crawlInput(4)
+			in.PageRetryLater = []time.Duration{24 * time.Hour}
+			st, perRun := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+				fake.SetClock(env.Now)
+				env.RegisterDelayedCallback(func() {
+					env.SignalWorkflow(workflows.SignalAbort, workflows.AbortRequest{Reason: "test", By: "me"})
+				}, time.Hour)
+			})
+			require.Equal(t, model.StateAborted, st.State)
+			require.Len(t, perRun, 1)
+			r := fake.Report()
+			assert.EqualValues(t, 1, r.Failed)
+			assert.Equal(t, 1, r.SeedRuns)
+			if !start {
+				assert.Equal(t, 1, r.PageRuns[4], "never retried")
+			}
+			assert.EqualValues(t, 0, st.Counts.Waiting)
+			require.NotEmpty(t, r.RetryAt)
+			assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at")
+		})
+	}
 }
 
 // TestCrawlWithoutLaterRetriesFailsAtOnce: without PageRetryLater (every
@@ -82,4 +93,115 @@ func TestCrawlWithoutLaterRetriesFailsAtOnce(t *testing.T) {
 	assert.EqualValues(t, 1, r.Failed)
 	assert.Equal(t, 1, r.PageRuns[4])
 	assert.Empty(t, r.RetryAt)
+}
+
+// TestCrawlStartPageWaitsForItsLaterRetries: a start page whose snapshot
+// ends with a hook whose attempts all ended transiently waits for a later
+// retry (the job in retry_at meanwhile) and runs again as the start page
+// when due, twice here; the third snapshot succeeds and the crawl goes on
+// with its links, in one run.
+func TestCrawlStartPageWaitsForItsLaterRetries(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.SeedTransient = 2
+	in := crawlInput(4)
+	in.PageRetryLater = []time.Duration{time.Hour, 6 * time.Hour}
+	var ended time.Time
+	st, perRun := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+		fake.SetClock(env.Now)
+		env.RegisterDelayedCallback(func() { ended = env.Now() }, 7*time.Hour-time.Minute)
+	})
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	require.Len(t, perRun, 1)
+	require.False(t, ended.IsZero(), "the start page waited both delays")
+	r := fake.Report()
+	assert.Equal(t, 3, r.SeedRuns, "the start page ran three times, as the start page")
+	assert.Equal(t, []bool{true, true, false}, r.SeedTransient)
+	assert.EqualValues(t, 30, r.Done, "its links were crawled once it succeeded")
+	assert.Zero(t, r.Failed)
+	assert.Empty(t, r.Twice)
+	assert.Zero(t, r.PageRuns[1], "never run as an ordinary page")
+	require.NotEmpty(t, r.RetryAt)
+	assert.False(t, r.RetryAt[0].IsZero(), "indexed in retry_at while it waits")
+	assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at at the end")
+}
+
+// TestCrawlStartPageFailsAfterItsLastLaterRetry: a start page that still
+// ends transiently after its last delay is failed, and the crawl ends
+// failed as with any failed start page.
+func TestCrawlStartPageFailsAfterItsLastLaterRetry(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.SeedTransient = 5
+	in := crawlInput(4)
+	in.PageRetryLater = []time.Duration{time.Hour}
+	st, _ := runCrawlWith(t, fake, in, func(env *crawlEnv) { fake.SetClock(env.Now) })
+	require.Equal(t, model.StateFailed, st.State)
+	assert.Contains(t, st.Error, "start page failed: ended transiently: pagefetch/on_Snapshot__10_pagefetch.py: 503 Service Unavailable")
+	r := fake.Report()
+	assert.Equal(t, 2, r.SeedRuns)
+	assert.EqualValues(t, 1, r.Failed)
+	assert.EqualValues(t, 1, r.Done)
+	require.NotEmpty(t, r.RetryAt)
+	assert.True(t, r.RetryAt[len(r.RetryAt)-1].IsZero(), "out of retry_at")
+}
+
+// TestCrawlStartPageWithoutLaterRetries: without PageRetryLater a start
+// page whose hook ended transiently is completed as before, once.
+func TestCrawlStartPageWithoutLaterRetries(t *testing.T) {
+	fake := crawltest.New(10, 3)
+	fake.SeedTransient = 1
+	st, _ := runCrawl(t, fake, crawlInput(4))
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	r := fake.Report()
+	assert.Equal(t, 1, r.SeedRuns)
+	assert.Equal(t, []bool{false}, r.SeedTransient)
+	assert.Empty(t, r.RetryAt)
+}
+
+// TestCrawlIsWaitingOnlyWhenOnlyWaitingPagesAreLeft: a page that waits
+// early does not put the crawl in retry_at while other pages still run;
+// it is indexed once nothing else is left (the crawl then shows as
+// waiting), and taken out when the page runs again.
+func TestCrawlIsWaitingOnlyWhenOnlyWaitingPagesAreLeft(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.LaterTransient = map[int64]int{2: 1}
+	in := crawlInput(2)
+	in.PageRetryLater = []time.Duration{time.Hour}
+	st, _ := runCrawlWith(t, fake, in, func(env *crawlEnv) { fake.SetClock(env.Now) })
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	r := fake.Report()
+	require.Len(t, r.RetryAt, 2, "indexed once, taken out once")
+	assert.False(t, r.RetryAt[0].IsZero())
+	assert.EqualValues(t, 17, r.RetryAtDone[0], "indexed when every other known page was done (page 2's 12 descendants come after it)")
+	assert.True(t, r.RetryAt[1].IsZero())
+	assert.Equal(t, 2, r.PageRuns[2])
+}
+
+// TestCrawlContinuedAsNewLeavesNoStaleWait: a run that hands on right
+// after its wait (its history full meanwhile) leaves the crawl in
+// retry_at; the next run, which claims the page then due, takes it out.
+func TestCrawlContinuedAsNewLeavesNoStaleWait(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.LaterTransient = map[int64]int{2: 1}
+	in := crawlInput(2)
+	in.PageRetryLater = []time.Duration{time.Hour}
+	var prev *crawlEnv
+	st, perRun := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+		if prev != nil {
+			env.SetStartTime(prev.Now()) // the clock goes on across runs
+		} else {
+			env.RegisterDelayedCallback(func() {
+				env.events = 100000 // full during the wait: the run hands on after it
+				env.SetCurrentHistoryLength(env.events)
+			}, 30*time.Minute)
+		}
+		prev = env
+		fake.SetClock(env.Now)
+	})
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	require.Len(t, perRun, 2, "the crawl continued as new after its wait")
+	r := fake.Report()
+	require.Len(t, r.RetryAt, 2, "indexed by the first run, out by the second: %v", r.RetryAt)
+	assert.False(t, r.RetryAt[0].IsZero())
+	assert.True(t, r.RetryAt[1].IsZero())
+	assert.Equal(t, 2, r.PageRuns[2])
 }

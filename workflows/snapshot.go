@@ -95,10 +95,13 @@ type claim struct {
 	step       int
 	results    map[string]model.ArchiveResult
 	running    map[string]bool
-	counters   activities.Counters
-	fgActive   int
-	bgLive     int
-	bgCancels  []workflow.CancelFunc
+	// transient are the foreground hooks whose attempts all ended
+	// transiently (HookStatus.Transient).
+	transient map[string]bool
+	counters  activities.Counters
+	fgActive  int
+	bgLive    int
+	bgCancels []workflow.CancelFunc
 	// attemptsBefore are the attempts a hook's segment used (host steps).
 	attemptsBefore map[string]int
 	// perHook: a segment of this claim failed; the rest runs per hook.
@@ -112,6 +115,7 @@ func newClaim(n, total int) claim {
 		n:              n,
 		results:        map[string]model.ArchiveResult{},
 		running:        map[string]bool{},
+		transient:      map[string]bool{},
 		counters:       activities.Counters{Total: total},
 		attemptsBefore: map[string]int{},
 	}
@@ -503,6 +507,9 @@ func (s *snapshot) failedResult(h activities.HookSpec, err error) model.ArchiveR
 	}
 	if at, ok := s.laterRetry(h, err); ok {
 		res.RetryAt = &at
+	}
+	if !h.Background && transientEnd(err) {
+		s.claim.transient[h.Key()] = true
 	}
 	return res
 }

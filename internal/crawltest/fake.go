@@ -48,6 +48,10 @@ type Fake struct {
 	// round makes the page wait for the next delay, by Clock, and a round
 	// past the last delay fails it; without, the first round fails it.
 	LaterTransient map[int64]int
+	// SeedTransient is how many of the start page's snapshots
+	// (Fake.SeedWorkflow) end with a foreground hook whose attempts all
+	// ended transiently (HookStatus.Transient).
+	SeedTransient int
 	// Locked are the host queues ClaimPages says are locked to the crawl
 	// (ClaimResult.Locked) when asked (ClaimInput.LockQueue).
 	Locked []string
@@ -89,7 +93,13 @@ type Fake struct {
 	rounds  map[int64]int       // page → rounds ended transiently
 	waiting map[int64]time.Time // page → due (READY, out of the queue)
 	retryAt []time.Time         // SetRetryAt's calls
-	queues  map[string]int      // task queue → page runs on it
+	// retryAtDone are the pages done at each SetRetryAt call.
+	retryAtDone []int64
+	queues      map[string]int // task queue → page runs on it
+	// seedRuns counts the start page's snapshots, seedTrans its
+	// CompleteSeedPage calls' SeedPageInput.Transient.
+	seedRuns  int
+	seedTrans []bool
 }
 
 // New returns a Fake crawl of pages pages with fanout links per page.
@@ -197,7 +207,10 @@ func (a *Activities) SeedCrawl(_ context.Context, in activities.SeedCrawlInput) 
 		f.attempts[1] = 1
 		f.charged[1] = true
 	}
-	if i := slices.Index(f.ready, 1); i >= 0 { // requeued by a retry
+	if f.waiting != nil {
+		f.promoteLocked()
+	}
+	if i := slices.Index(f.ready, 1); i >= 0 { // requeued by a retry, or due
 		f.ready = slices.Delete(f.ready, i, i+1)
 		f.attempts[1]++
 		f.claimed[1] = f.attempts[1]
@@ -233,7 +246,67 @@ func (a *Activities) SeedURLList(_ context.Context, in activities.SeedURLListInp
 // CompleteSeedPage is activities.CrawlHostActivities.CompleteSeedPage.
 func (a *Activities) CompleteSeedPage(ctx context.Context, in activities.SeedPageInput) (activities.PageResult, error) {
 	f := a.f
+	if in.Transient {
+		f.mu.Lock()
+		f.seedTrans = append(f.seedTrans, true)
+		f.mu.Unlock()
+		return f.completeTransient(in.Page, "host-seed")
+	}
+	f.mu.Lock()
+	f.seedTrans = append(f.seedTrans, false)
+	f.mu.Unlock()
 	return f.complete(in.Page, "host-seed")
+}
+
+// completeTransient ends page p's attempt transient with every attempt
+// spent (SeedPageInput.Transient): it waits for its next later retry, or
+// fails when no delay is left.
+func (f *Fake) completeTransient(p activities.PageSpec, host string) (activities.PageResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := activities.PageResult{PageID: p.ID, Attempt: p.Attempt, HostQueue: host, Status: activities.PageTransient}
+	if f.claimed[p.ID] == p.Attempt {
+		delete(f.claimed, p.ID)
+		f.waitLocked(p.ID)
+	}
+	res.Counts = f.countsLocked()
+	return res, nil
+}
+
+// waitLocked makes page id, whose round of attempts ended transiently,
+// wait for its next later retry, or fails it when no delay is left.
+func (f *Fake) waitLocked(id int64) {
+	if f.rounds == nil {
+		f.rounds, f.waiting = map[int64]int{}, map[int64]time.Time{}
+	}
+	f.rounds[id]++
+	if n := f.rounds[id]; n <= len(f.later) {
+		f.waiting[id] = f.nowLocked().Add(f.later[n-1])
+		return
+	}
+	f.done[id]++
+	f.failed++
+	f.failedIDs[id] = true
+}
+
+// SeedWorkflow is SeedWorkflow with the start page's first SeedTransient
+// snapshots ending with a transient hook (register it under the name
+// "SnapshotWorkflow"; the test environment does not replay, so it may
+// read the fake).
+func (f *Fake) SeedWorkflow(ctx workflow.Context, in workflows.SnapshotInput) (workflows.Status, error) {
+	st, err := SeedWorkflow(ctx, in)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seedRuns++
+	if f.seedRuns <= f.SeedTransient {
+		st.Hooks = []workflows.HookStatus{
+			{Plugin: "pagefetch", Hook: "on_Snapshot__10_pagefetch.py", Step: 1, Phase: workflows.PhaseDone, Transient: true,
+				Result: &model.ArchiveResult{Plugin: "pagefetch", Status: model.StatusFailed, Error: "503 Service Unavailable"}},
+			{Plugin: "title", Hook: "on_Snapshot__20_title.py", Step: 2, Phase: workflows.PhaseDone,
+				Result: &model.ArchiveResult{Plugin: "title", Status: model.StatusNoResults}},
+		}
+	}
+	return st, err
 }
 
 // ClaimPages is activities.CrawlActivities.ClaimPages.
@@ -333,18 +406,8 @@ func (f *Fake) complete(p activities.PageSpec, host string) (activities.PageResu
 		f.ready = append(f.ready, p.ID)
 		res.Status = activities.PageTransient
 	case f.rounds[p.ID] < f.LaterTransient[p.ID]:
-		if f.rounds == nil {
-			f.rounds, f.waiting = map[int64]int{}, map[int64]time.Time{}
-		}
-		f.rounds[p.ID]++
 		res.Status = activities.PageTransient
-		if n := f.rounds[p.ID]; n <= len(f.later) {
-			f.waiting[p.ID] = f.nowLocked().Add(f.later[n-1])
-			break
-		}
-		f.done[p.ID]++
-		f.failed++
-		f.failedIDs[p.ID] = true
+		f.waitLocked(p.ID)
 	case f.Failing[p.ID]:
 		f.done[p.ID]++
 		f.failed++
@@ -425,6 +488,7 @@ func (a *Activities) SetRetryAt(_ context.Context, in activities.RetryAtInput) e
 	a.f.mu.Lock()
 	defer a.f.mu.Unlock()
 	a.f.retryAt = append(a.f.retryAt, in.At)
+	a.f.retryAtDone = append(a.f.retryAtDone, int64(len(a.f.done)))
 	return nil
 }
 
@@ -564,10 +628,17 @@ type Report struct {
 	// Seals are SealCrawl's calls, Archives SetArchive's.
 	Seals    []Seal
 	Archives []activities.ArchiveInput
-	// RetryAt are SetRetryAt's due times in call order.
-	RetryAt []time.Time
+	// RetryAt are SetRetryAt's due times in call order, RetryAtDone the
+	// pages done at each call.
+	RetryAt     []time.Time
+	RetryAtDone []int64
 	// Queues counts the page runs per task queue.
 	Queues map[string]int
+	// SeedRuns counts the start page's snapshots (Fake.SeedWorkflow);
+	// SeedTransient says of each CompleteSeedPage call whether it was
+	// transient.
+	SeedRuns      int
+	SeedTransient []bool
 }
 
 // Seal is one SealCrawl call: the host queue it ran on, its input.
@@ -584,7 +655,8 @@ func (f *Fake) Report() Report {
 		States: append([]model.JobState(nil), f.states...), Rules: append([]int64(nil), f.rules...),
 		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...),
 		Seals: append([]Seal(nil), f.seals...), Archives: append([]activities.ArchiveInput(nil), f.archives...),
-		RetryAt: append([]time.Time(nil), f.retryAt...), Queues: maps.Clone(f.queues)}
+		RetryAt: append([]time.Time(nil), f.retryAt...), RetryAtDone: append([]int64(nil), f.retryAtDone...), Queues: maps.Clone(f.queues), SeedRuns: f.seedRuns,
+		SeedTransient: append([]bool(nil), f.seedTrans...)}
 	for id, n := range f.done {
 		if n > 1 {
 			r.Twice = append(r.Twice, id)

@@ -367,6 +367,14 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 	if _, err := os.Stat(snapDir); err != nil {
 		return activities.SeedRecords{}, fmt.Errorf("start page snapshot dir %s: %w", snapDir, err)
 	}
+	if in.Transient {
+		// The start page runs again later: this attempt's records and
+		// WARC files move aside first (a repeat finds the records
+		// there), so the next attempt's count only its own.
+		if snapDir, err = keepAttempt(snapDir, in.Page.Attempt); err != nil {
+			return activities.SeedRecords{}, err
+		}
+	}
 	last := lastAttempts(snapDir)
 	var out activities.SeedRecords
 	wanted := map[string]bool{}
@@ -395,7 +403,9 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 			return out, err
 		}
 	}
-	if err := e.collectWARCs(in.Crawl.Job.Ident, snapDir, false, nil); err != nil {
+	// A kept attempt's WARC files leave it once in the job's WARC, as a
+	// page attempt's do (a repeat appends nothing again).
+	if err := e.collectWARCs(in.Crawl.Job.Ident, snapDir, in.Transient, nil); err != nil {
 		return out, fmt.Errorf("append the start page's WARC: %w", err)
 	}
 	return out, nil
@@ -475,6 +485,9 @@ func (e *Engine) collectWARCs(ident, dir string, remove bool, mem map[string][]b
 				return nil
 			}
 			return err
+		}
+		if d.IsDir() && path == filepath.Join(dir, AttemptsDir) {
+			return filepath.SkipDir // earlier attempts' files were collected then
 		}
 		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".warc.gz") {
 			files = append(files, path)

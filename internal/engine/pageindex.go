@@ -124,23 +124,31 @@ func keepEarlierAttempt(dir string, attempt int) error {
 	if !ok || prev >= attempt {
 		return nil
 	}
+	_, err := keepAttempt(dir, prev)
+	return err
+}
+
+// keepAttempt moves everything in dir but its attempts folder into
+// dir/attempts/N and returns that directory; repeating it moves what came
+// since (nothing, for a repeated activity).
+func keepAttempt(dir string, n int) (string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("keep the page's attempt %d: %w", prev, err)
+		return "", fmt.Errorf("keep the page's attempt %d: %w", n, err)
 	}
-	dst := filepath.Join(dir, AttemptsDir, strconv.Itoa(prev))
+	dst := filepath.Join(dir, AttemptsDir, strconv.Itoa(n))
 	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return fmt.Errorf("keep the page's attempt %d: %w", prev, err)
+		return "", fmt.Errorf("keep the page's attempt %d: %w", n, err)
 	}
 	for _, e := range entries {
 		if e.Name() == AttemptsDir {
 			continue
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dst, e.Name())); err != nil {
-			return fmt.Errorf("keep the page's attempt %d: %w", prev, err)
+			return "", fmt.Errorf("keep the page's attempt %d: %w", n, err)
 		}
 	}
-	return nil
+	return dst, nil
 }
 
 // indexAttempt is the attempt that wrote dir's index, if there is one.

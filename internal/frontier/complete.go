@@ -26,6 +26,11 @@ type Outcome struct {
 	NotBefore time.Time
 	// Note (error message, …) is kept with the page, cut to MaxNoteBytes.
 	Note string
+	// Last, with StatusTransient, spends every attempt the page has left:
+	// the attempt ran the page's in-run attempts itself (a crawl's start
+	// page, whose snapshot retried its hooks), so the page waits for its
+	// next later retry at once, or is DONE failed when no delay is left.
+	Last bool
 	// JobCounters are increments of fields of the job hash
 	// (rkeys.Keys.Job), applied in the same script as the outcome and only
 	// when it is applied: a repeated Complete never counts twice. The crawl
@@ -121,7 +126,11 @@ func (f *Frontier) CompleteOp(ctx context.Context, ident string, pageID int64, a
 	if !o.NotBefore.IsZero() {
 		notBefore = o.NotBefore.UnixMilli()
 	}
-	args := []any{pageID, attempt, code, truncateNote(o.Note), notBefore, len(o.JobCounters)}
+	last := 0
+	if o.Last {
+		last = 1
+	}
+	args := []any{pageID, attempt, code, truncateNote(o.Note), notBefore, last, len(o.JobCounters)}
 	if args, err = appendCounters(args, o.JobCounters); err != nil {
 		return nil, nil, fmt.Errorf("complete job %s page %d: %w", ident, pageID, err)
 	}
@@ -195,7 +204,7 @@ func appendCounters(args []any, cs []JobCounter) ([]any, error) {
 }
 
 // completeScript ends one attempt.
-// ARGV: page attempt status_code note not_before_ms n, then n job counter field delta
+// ARGV: page attempt status_code note not_before_ms last n, then n job counter field delta
 // pairs, then per once-counted key: its fingerprint, m, m field delta pairs
 // Reply: {APPLIED, counts, counted, firsts} (counted 1 when the job hash
 // got the counters, firsts the 1-based indexes of the once-counted keys
@@ -217,6 +226,7 @@ if status == ST_POSTPONED then
   if at > now_ms() then postpone(p, at) else enqueue(p, true) end
 elseif status == ST_TRANSIENT then
   if p.remaining > 0 then p.remaining = p.remaining - 1 end
+  if ARGV[6] == '1' then p.remaining = 0 end
   if p.remaining > 0 then
     p.state = READY
     enqueue(p, false)
@@ -237,7 +247,7 @@ local function add_counters(from, n, apply)
   end
   return from + 2 * n
 end
-local i = add_counters(7, tonumber(ARGV[6]), true)
+local i = add_counters(8, tonumber(ARGV[7]), true)
 local firsts, k = {}, 0
 while i <= #ARGV do
   local key, m = ARGV[i], tonumber(ARGV[i + 1])

@@ -227,3 +227,32 @@ func TestRetryLaterIsPartOfTheSeed(t *testing.T) {
 	require.EqualValues(t, 1, c.Failed)
 	require.Zero(t, c.Waiting)
 }
+
+// TestLastAttemptWaitsAtOnce: an outcome that spends every attempt left
+// (Outcome.Last: a crawl's start page, whose snapshot ran its in-run
+// attempts) makes a page with attempts left wait for its later retry at
+// once, with fresh attempts; after the last delay it is DONE failed.
+func TestLastAttemptWaitsAtOnce(t *testing.T) {
+	e := newEnv(t, Options{})
+	if !e.srv.Real() {
+		t.Skip("needs a real redis-server (TIME in scripts)")
+	}
+	ctx := ctxT(t)
+	_, err := e.f.Seed(ctx, job, u("/"), Config{MaxDepth: 1, MaxAttempts: 3, RetryLater: []time.Duration{100 * time.Millisecond}})
+	require.NoError(t, err)
+	s := claimOne(t, e, "seed")
+	c, err := e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusTransient, Note: "503", Last: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, c.Waiting, "it waits although 2 of its 3 attempts are left")
+	p, err := e.f.PageByID(ctx, job, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusWaiting, p.Status)
+	require.Equal(t, 3, p.AttemptsRemaining)
+
+	s = claimDue(t, e, "seed-later", false)
+	c, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusTransient, Note: "503 again", Last: true})
+	require.NoError(t, err)
+	require.Zero(t, c.Waiting)
+	require.EqualValues(t, 1, c.Failed, "no delay left: failed")
+	require.True(t, c.Finished())
+}

@@ -340,6 +340,7 @@ func (s *CrawlStore) RecordPages(ctx context.Context, ident string, ws []activit
 			continue
 		}
 		o, urls := s.outcome(w.Status, w.Note, w.NotBefore, w.Tally)
+		o.Last = w.Last
 		op, res, err := s.Frontier.CompleteOp(ctx, ident, w.PageID, w.Attempt, o)
 		if err != nil {
 			return nil, activities.PageCounts{}, crawlErr(err)

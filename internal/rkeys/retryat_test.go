@@ -30,10 +30,16 @@ func TestRetryAtIndexesAWaitingJobUntilItEnds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, float64(due.Unix()), score)
 	assert.Equal(t, strconv.FormatInt(due.Unix(), 10), e.rdb.HGet(ctx, j.Ident, FieldRetryAt).Val())
+	v, err := e.store.GetJob(ctx, j.Ident)
+	require.NoError(t, err)
+	assert.True(t, v.RetryAt.Equal(due.Truncate(time.Second)), "the job's view says when it is due: %s", v.RetryAt)
 
 	twice(t, e, func() error { return e.store.SetRetryAt(ctx, j.Ident, time.Time{}) })
 	assert.Zero(t, e.rdb.ZCard(ctx, key).Val())
 	assert.Zero(t, e.rdb.HExists(ctx, j.Ident, FieldRetryAt).Val())
+	v, err = e.store.GetJob(ctx, j.Ident)
+	require.NoError(t, err)
+	assert.True(t, v.RetryAt.IsZero())
 
 	require.NoError(t, e.store.SetRetryAt(ctx, j.Ident, due))
 	require.NoError(t, e.store.Finish(ctx, j.Ident, model.StateFinished))

@@ -68,7 +68,11 @@ type JobView struct {
 	Tags           []string
 	UnknownRecords int64
 	// Limit (FieldLimit) names the limit a crawl finished at.
-	Limit                        string
+	Limit string
+	// RetryAt (FieldRetryAt) is when a running job that has nothing to do
+	// but wait for a later retry is due (a snapshot whose hooks wait, a
+	// crawl whose only remaining pages wait); zero otherwise.
+	RetryAt                      time.Time
 	Responses                    model.ResponseCounts
 	LogScore, Heartbeat          int64
 	QueuedAt                     time.Time
@@ -235,6 +239,7 @@ func parseJob(ident string, h map[string]string) (JobView, error) {
 	v.QueuedAt = p.time("queued_at")
 	v.StartedAt = p.time("started_at")
 	v.FinishedAt = p.time("finished_at")
+	v.RetryAt = p.time(FieldRetryAt)
 	v.Aborted = p.flag("aborted")
 	v.Failed = p.flag("failed")
 	v.AbortRequested = p.flag("abort_requested")
