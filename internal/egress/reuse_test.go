@@ -171,7 +171,7 @@ func checkReuseFetch(t *testing.T, c *http.Client, origin *egresstest.Origin, f 
 // connections kept alive and with one request per connection (the
 // withdrawn design's cost: a TCP connection per fetch, both ends in this
 // process); cpu-µs/op is the whole process's CPU (fetcher and origin)
-// per fetch. docs/benchmarks.md §28-keepalive.
+// per fetch. docs/benchmarks.md §30.
 func BenchmarkRecordingTransport(b *testing.B) {
 	body := strings.Repeat("x", 10<<10)
 	origin := egresstest.NewOrigin(b, map[string]egresstest.Answer{"/page": {

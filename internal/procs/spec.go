@@ -60,7 +60,7 @@ type Spec struct {
 	// runner file, and Dir is not created (the hook creates it when it
 	// writes an output). For a crawl page's in-process built-ins, whose
 	// records reach the page's index and the frontier: the files cost
-	// more than the page's own work (docs/benchmarks.md §28-pagecpu).
+	// more than the page's own work (docs/benchmarks.md §29).
 	NoRunnerFiles bool
 	Log           *zap.Logger
 }

@@ -78,7 +78,7 @@ func NewWriter(w io.Writer) *Writer {
 // compressors keep gzip writers between members: a compressor's state is
 // ~1 MB to allocate, and a crawl page makes a Writer or two (its fetches',
 // the job WARC's revisits), so one per Writer was most of a page's
-// allocations (docs/benchmarks.md §28-pagecpu).
+// allocations (docs/benchmarks.md §29).
 var compressors = sync.Pool{New: func() any {
 	gz, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 	return gz
