@@ -27,9 +27,12 @@
 // process (-wireserver). The worker runs the default politeness machinery
 // (crawl.per_host on: every fetch takes its host's turn), with the host's
 // concurrency the largest job concurrency (8) and no delay. It prints, per crawl, pages/s, CPU per page of
-// every process involved and the cores busy, and for archiveflow its
-// history events and Redis round trips (total_reads_processed) and
-// commands per page; then the medians' ratios to wget's:
+// every process involved and the cores busy, the machine's speed then
+// (benchkit.Probe: the CPU time of a fixed hash around the crawl, which
+// moves when a shared machine's CPU does, not when our code does), and
+// for archiveflow its history events and Redis round trips
+// (total_reads_processed) and commands per page; then the medians'
+// ratios to wget's:
 //
 //	go test -tags dev -run '^$' -bench Wire -benchtime 1x -timeout 60m ./bench/crawl/
 package crawl

@@ -145,6 +145,16 @@ type wireRun struct {
 	events   int                      // Temporal history events (archiveflow)
 	reads    int64                    // Redis read events: round trips (archiveflow)
 	commands int64                    // Redis commands (archiveflow)
+	probe    time.Duration            // benchkit.Probe, the mean of before and after
+}
+
+// probed runs crawl between two machine-speed probes (benchkit.Probe) and
+// keeps their mean in its run.
+func probed(crawl func() wireRun) wireRun {
+	p0 := benchkit.Probe()
+	r := crawl()
+	r.probe = (p0 + benchkit.Probe()) / 2
+	return r
 }
 
 func (r wireRun) totalCPU() time.Duration {
@@ -259,9 +269,9 @@ func BenchmarkWire(b *testing.B) {
 	var runs []wireRun
 	b.ResetTimer()
 	for range *wireRounds {
-		runs = append(runs, wgetOnce(b, dir, server))
+		runs = append(runs, probed(func() wireRun { return wgetOnce(b, dir, server) }))
 		for _, c := range wireConcurrencies {
-			runs = append(runs, archiveflowOnce(b, st, worker, dir, server, c))
+			runs = append(runs, probed(func() wireRun { return archiveflowOnce(b, st, worker, dir, server, c) }))
 		}
 	}
 	b.StopTimer()
@@ -287,7 +297,7 @@ func reportWire(b *testing.B, runs []wireRun, server string) {
 		}) {
 			parts = append(parts, fmt.Sprintf("%s %.2f", k, benchkit.Millis(r.cpu[k])/n))
 		}
-		fmt.Printf("  %-16s %7.1f pages/s, CPU %.2f ms/page (%s), %.2f cores busy", r.crawler, rate, cpu, strings.Join(parts, ", "), r.totalCPU().Seconds()/r.wall.Seconds())
+		fmt.Printf("  %-16s %7.1f pages/s, CPU %.2f ms/page (%s), %.2f cores busy, probe %.1f ms", r.crawler, rate, cpu, strings.Join(parts, ", "), r.totalCPU().Seconds()/r.wall.Seconds(), benchkit.Millis(r.probe))
 		if r.crawler != "wget" {
 			fmt.Printf(", %.3f history events/page, %.2f Redis round trips/page (%.2f commands)", float64(r.events)/n, float64(r.reads)/n, float64(r.commands)/n)
 		}
