@@ -439,15 +439,24 @@ while [ ! -e "$E2E_EVENTS.release" ]; do sleep 0.05; done
 echo '{"type":"ArchiveResult","status":"succeeded"}'
 `
 
+// holdPlugins returns the Chrome stack's dependencies, the one-page test
+// site, a run and a plugin root with the browser plugins and the hold
+// hook (holdHook) after the navigation.
+func holdPlugins(t *testing.T) (deps []string, site *httptest.Server, run chromeRun, root string) {
+	t.Helper()
+	deps = chromeDeps(t)
+	site = chromeSite(t, 0)
+	run = newChromeRun(t)
+	root = chromePlugins(t)
+	writeHook(t, root, "hold", "on_Snapshot__40_hold.sh", holdHook)
+	return deps, site, run, root
+}
+
 // TestChromeStackAbortLeavesNoBrowser aborts a job mid-page, its browser
 // being the crawl setup's daemon (CHROME_ISOLATION=crawl): the abort's
 // seal ends it.
 func TestChromeStackAbortLeavesNoBrowser(t *testing.T) {
-	deps := chromeDeps(t)
-	site := chromeSite(t, 0)
-	run := newChromeRun(t)
-	root := chromePlugins(t)
-	writeHook(t, root, "hold", "on_Snapshot__40_hold.sh", holdHook)
+	deps, site, run, root := holdPlugins(t)
 	s := NewStack(t, server, root, chromeConfig)
 	s.StartPools(t, run.env(deps, "crawl"))
 	job := s.Submit(t, site.URL+"/", nil)
@@ -469,11 +478,7 @@ func TestChromeStackAbortLeavesNoBrowser(t *testing.T) {
 // snapshot's daemon): the runner kills it, the hook ends failed naming its
 // timeout, the job still finishes, and its seal leaves no browser.
 func TestChromeStackHookTimeoutLeavesNoBrowser(t *testing.T) {
-	deps := chromeDeps(t)
-	site := chromeSite(t, 0)
-	run := newChromeRun(t)
-	root := chromePlugins(t)
-	writeHook(t, root, "hold", "on_Snapshot__40_hold.sh", holdHook)
+	deps, site, run, root := holdPlugins(t)
 	s := NewStack(t, server, root, func(c *config.Config) {
 		chromeConfig(c)
 		c.Retry.MaximumAttempts = 1
@@ -505,12 +510,8 @@ func TestChromeStackHookTimeoutLeavesNoBrowser(t *testing.T) {
 // its worker until the worker is back, whose start sweeps it; the job then
 // completes and leaves no browser either.
 func TestChromeStackWorkerKilledMidPage(t *testing.T) {
-	deps := chromeDeps(t)
+	deps, site, run, root := holdPlugins(t)
 	bin := BuildWorkers(t)
-	site := chromeSite(t, 0)
-	run := newChromeRun(t)
-	root := chromePlugins(t)
-	writeHook(t, root, "hold", "on_Snapshot__40_hold.sh", holdHook)
 	s := NewStack(t, server, root, chromeConfig)
 	archive := t.TempDir()
 	env := append(append(deps, "E2E_EVENTS="+run.events, run.token, "CHROME_ISOLATION=snapshot"), "ARCHIVEFLOW_ARCHIVE_DIR="+archive)

@@ -152,14 +152,17 @@ func TestAWaitingGateGetsATurn(t *testing.T) {
 	cfg.MaxWait = 5 * time.Second
 	gates, _, _ := countedGates(t, 2, cfg)
 	ctx := ctxT(t)
+	var fetched atomic.Int64
 	stop := repeat(func() { // gate 0 fetches the host back to back
 		s, err := gates[0].Acquire(ctx, "one.example")
 		if assertNoErr(t, err) {
-			time.Sleep(time.Millisecond)
+			fetched.Add(1)
+			time.Sleep(time.Millisecond) // the fetch
 			s.Release()
 		}
 	})
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return fetched.Load() >= 3 }, 5*time.Second, time.Millisecond,
+		"gate 0 keeps the host's turn busy")
 	for range 3 {
 		s, err := gates[1].Acquire(ctx, "one.example")
 		require.NoError(t, err, "the waiting gate gets a turn within max_wait")
