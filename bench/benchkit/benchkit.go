@@ -96,6 +96,8 @@ func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 type ProcStat struct {
 	// CPU is user+system time of the process itself.
 	CPU time.Duration
+	// Sys is the system (kernel) part of CPU.
+	Sys time.Duration
 	// ChildCPU is user+system time of its children that it has waited
 	// for (for a worker: the hooks it ran).
 	ChildCPU time.Duration
@@ -115,7 +117,7 @@ func ReadProc(pid int) (ProcStat, error) {
 	if err != nil {
 		return ProcStat{}, err
 	}
-	ps := ProcStat{CPU: st.cpu, ChildCPU: st.childCPU}
+	ps := ProcStat{CPU: st.cpu, Sys: st.sys, ChildCPU: st.childCPU}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return ProcStat{}, fmt.Errorf("read status of pid %d: %w", pid, err)
@@ -141,8 +143,8 @@ func ReadProc(pid int) (ProcStat, error) {
 
 // stat is what ReadProc and TreeCPU take from /proc/PID/stat.
 type stat struct {
-	ppid          int
-	cpu, childCPU time.Duration
+	ppid               int
+	cpu, sys, childCPU time.Duration
 }
 
 func readStat(pid int) (stat, error) {
@@ -177,6 +179,7 @@ func readStat(pid int) (stat, error) {
 	return stat{
 		ppid:     ppid,
 		cpu:      time.Duration(ticks[0]+ticks[1]) * tick,
+		sys:      time.Duration(ticks[1]) * tick,
 		childCPU: time.Duration(ticks[2]+ticks[3]) * tick,
 	}, nil
 }

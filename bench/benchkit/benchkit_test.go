@@ -125,6 +125,8 @@ func TestReadProcOfSelf(t *testing.T) {
 	assert.Positive(t, ps.RSS)
 	assert.GreaterOrEqual(t, ps.HWM, ps.RSS)
 	assert.Positive(t, ps.CPU)
+	assert.GreaterOrEqual(t, ps.Sys, time.Duration(0))
+	assert.LessOrEqual(t, ps.Sys, ps.CPU, "the kernel's part is part of CPU")
 
 	_, err = ReadProc(1 << 30)
 	assert.ErrorContains(t, err, "pid 1073741824")

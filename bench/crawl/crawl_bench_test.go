@@ -210,15 +210,17 @@ func each(ms []measure, f func(measure) float64) []string {
 	return out
 }
 
-// cpuSplit is the CPU spent so far by each part of the stack.
-type cpuSplit struct{ server, workers, hooks, site, redis time.Duration }
+// cpuSplit is the CPU spent so far by each part of the stack; sys is the
+// kernel's part of it in every process but the hooks, workerSys the
+// worker's own.
+type cpuSplit struct{ server, workers, hooks, site, redis, sys, workerSys time.Duration }
 
 func (c cpuSplit) sub(o cpuSplit) cpuSplit {
-	return cpuSplit{c.server - o.server, c.workers - o.workers, c.hooks - o.hooks, c.site - o.site, c.redis - o.redis}
+	return cpuSplit{c.server - o.server, c.workers - o.workers, c.hooks - o.hooks, c.site - o.site, c.redis - o.redis, c.sys - o.sys, c.workerSys - o.workerSys}
 }
 
 func (c cpuSplit) add(o cpuSplit) cpuSplit {
-	return cpuSplit{c.server + o.server, c.workers + o.workers, c.hooks + o.hooks, c.site + o.site, c.redis + o.redis}
+	return cpuSplit{c.server + o.server, c.workers + o.workers, c.hooks + o.hooks, c.site + o.site, c.redis + o.redis, c.sys + o.sys, c.workerSys + o.workerSys}
 }
 
 func (c cpuSplit) total() time.Duration { return c.server + c.workers + c.hooks + c.site + c.redis }
@@ -399,11 +401,14 @@ func cpuOf(b *testing.B, workers []*exec.Cmd, sitePID, redisPID int) cpuSplit {
 		require.NoError(b, err)
 		return ps
 	}
-	c := cpuSplit{server: read(os.Getpid()).CPU, site: read(sitePID).CPU, redis: read(redisPID).CPU}
+	server, site, rds := read(os.Getpid()), read(sitePID), read(redisPID)
+	c := cpuSplit{server: server.CPU, site: site.CPU, redis: rds.CPU, sys: server.Sys + site.Sys + rds.Sys}
 	for _, w := range workers {
 		ps := read(w.Process.Pid)
 		c.workers += ps.CPU
 		c.hooks += ps.ChildCPU
+		c.sys += ps.Sys
+		c.workerSys += ps.Sys
 	}
 	return c
 }

@@ -146,6 +146,9 @@ type wireRun struct {
 	reads    int64                    // Redis read events: round trips (archiveflow)
 	commands int64                    // Redis commands (archiveflow)
 	probe    time.Duration            // benchkit.Probe, the mean of before and after
+	sys      time.Duration            // the kernel's part of cpu
+	ownSys   time.Duration            // the kernel's part of the crawler's own process (wget, worker)
+	own      string                   // which process of cpu is the crawler's own
 }
 
 // probed runs crawl between two machine-speed probes (benchkit.Probe) and
@@ -184,7 +187,7 @@ func wgetOnce(b *testing.B, dir, server string) wireRun {
 	return wireRun{crawler: "wget", wall: wall, cpu: map[string]time.Duration{
 		"wget": cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(),
 		"site": site1.CPU - site0.CPU,
-	}}
+	}, sys: cmd.ProcessState.SystemTime() + site1.Sys - site0.Sys, ownSys: cmd.ProcessState.SystemTime(), own: "wget"}
 }
 
 // archiveflowOnce crawls the site with archiveflow at job concurrency conc.
@@ -212,7 +215,7 @@ func archiveflowOnce(b *testing.B, st *e2e.Stack, worker *exec.Cmd, dir, server 
 	require.GreaterOrEqual(b, status.Counts.Done, int64(*wirePages), "every page done: %+v", status.Counts)
 	r := wireRun{crawler: fmt.Sprintf("archiveflow c=%d", conc), wall: wall, cpu: map[string]time.Duration{
 		"temporal+bench": cpu.server, "worker": cpu.workers, "hooks": cpu.hooks, "site": cpu.site, "redis": cpu.redis,
-	}}
+	}, sys: cpu.sys, ownSys: cpu.workerSys, own: "worker"}
 	rd := rs1.Sub(rs0)
 	r.reads, r.commands = rd.Reads, rd.Commands
 	for runID := firstRun; runID != ""; {
@@ -298,6 +301,7 @@ func reportWire(b *testing.B, runs []wireRun, server string) {
 			parts = append(parts, fmt.Sprintf("%s %.2f", k, benchkit.Millis(r.cpu[k])/n))
 		}
 		fmt.Printf("  %-16s %7.1f pages/s, CPU %.2f ms/page (%s), %.2f cores busy, probe %.1f ms", r.crawler, rate, cpu, strings.Join(parts, ", "), r.totalCPU().Seconds()/r.wall.Seconds(), benchkit.Millis(r.probe))
+		fmt.Printf(", kernel %.0f%% of CPU (%s: %.2f of its %.2f ms/page)", 100*r.sys.Seconds()/r.totalCPU().Seconds(), r.own, benchkit.Millis(r.ownSys)/n, benchkit.Millis(r.cpu[r.own])/n)
 		if r.crawler != "wget" {
 			fmt.Printf(", %.3f history events/page, %.2f Redis round trips/page (%.2f commands)", float64(r.events)/n, float64(r.reads)/n, float64(r.commands)/n)
 		}
