@@ -128,6 +128,8 @@ type Gate struct {
 	// epoch counts the times a host's turns stopped being reusable
 	// (forget): an answer asked for in an older epoch sets no fresh.
 	epoch map[string]uint64
+	// closed: Close was called; no turn is kept from then on.
+	closed bool
 }
 
 // New returns a Gate on rdb.
@@ -348,7 +350,7 @@ func (s *Slot) Release() {
 	s.once.Do(func() {
 		g, l := s.g, s.l
 		g.mu.Lock()
-		if _, ok := g.fresh[s.host]; ok {
+		if _, ok := g.fresh[s.host]; ok && !g.closed {
 			l.gen++
 			gen := l.gen
 			g.idle[s.host] = append(g.idle[s.host], l)
@@ -404,6 +406,31 @@ func (g *Gate) forget(host string) {
 	}
 	g.mu.Unlock()
 	g.drop(ls, true)
+}
+
+// Close gives back every turn this Gate keeps idle for reuse, one round
+// trip per host, so a worker that shuts down leaves no turn held for the
+// next fetcher to wait out; turns still busy are given back when their
+// fetch ends. Fetches after Close give their turns back at once.
+func (g *Gate) Close() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.closed = true
+	hosts := make([]string, 0, len(g.idle)+len(g.fresh))
+	for h := range g.idle {
+		hosts = append(hosts, h)
+	}
+	for h := range g.fresh {
+		if _, ok := g.idle[h]; !ok {
+			hosts = append(hosts, h)
+		}
+	}
+	g.mu.Unlock()
+	for _, h := range hosts {
+		g.forget(h)
+	}
 }
 
 // drop stops renewing ls (one host's) and, when release, takes them out

@@ -288,6 +288,34 @@ func TestKeptTurnsOfAKilledWorkerExpire(t *testing.T) {
 	s2.Release()
 }
 
+// TestCloseGivesBackKeptTurns: a worker shutting down gives its kept
+// turns back at once, not after Reuse/2, and keeps none after.
+func TestCloseGivesBackKeptTurns(t *testing.T) {
+	cfg := testConfig()
+	cfg.Default = Limits{Concurrency: 2}
+	cfg.Reuse = time.Minute
+	gates, _, _ := countedGates(t, 1, cfg)
+	g, ctx := gates[0], ctxT(t)
+	inflight := func() int {
+		st, err := g.HostState(ctx, "close.example")
+		require.NoError(t, err)
+		return st.Inflight
+	}
+	a, err := g.Acquire(ctx, "close.example")
+	require.NoError(t, err)
+	b, err := g.Acquire(ctx, "close.example")
+	require.NoError(t, err)
+	a.Release() // kept for a minute
+	require.Equal(t, 2, inflight(), "one busy, one kept")
+	g.Close()
+	require.Equal(t, 1, inflight(), "the kept turn is given back at Close")
+	b.Release() // busy at Close: given back when its fetch ends, not kept
+	require.Zero(t, inflight())
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	require.Empty(t, g.idle, "nothing kept after Close")
+}
+
 // roundTrips counts a client's round trips: one per command or pipeline
 // (bench/benchkit.RoundTrips, which imports this package through the
 // frontier).

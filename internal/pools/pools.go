@@ -286,6 +286,9 @@ func Run(ctx context.Context, d Deps, names []string) error {
 		for _, e := range engines {
 			e.Close(cctx)
 		}
+		// Politeness turns kept for reuse go back now rather than
+		// after crawl.per_host.reuse/2 or their lease.
+		d.Hosts.Close()
 	}
 	var queues []string
 	selected = slices.Clone(selected) // tagged below, the configuration's pools untouched
