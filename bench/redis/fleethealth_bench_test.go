@@ -17,14 +17,16 @@ import (
 // the Redis memory a state change keeps (MEMORY USAGE of the host check's
 // keys per retained change). "steady": every outcome ok, no state change;
 // "flapping": every outcome changes both checks' state (critical_after 1),
-// each a history entry and a notification.
+// each a history entry and a notification; both a second apart. "crawl":
+// steady at 1,000 outcomes a second, as a crawl's page hooks end.
 func BenchmarkFleetHealth(b *testing.B) {
-	for _, flap := range []bool{false, true} {
-		name := "steady"
-		if flap {
-			name = "flapping"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		flap      bool
+		perSecond int // outcomes a second
+	}{{"steady", false, 1}, {"flapping", true, 1}, {"crawl", false, 1000}} {
+		flap := c.flap
+		b.Run(c.name, func(b *testing.B) {
 			st, cnt, id := setup(b)
 			ctx := context.Background()
 			cfg := config.Default()
@@ -36,7 +38,7 @@ func BenchmarkFleetHealth(b *testing.B) {
 			at := time.Now()
 			outcome := func(i int, op string) {
 				res := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__50_wget.sh", Step: 5, Status: model.StatusSucceeded,
-					StartedAt: at, EndedAt: at.Add(time.Duration(i) * time.Second)} // a second apart: one history entry each
+					StartedAt: at, EndedAt: at.Add(time.Duration(i/c.perSecond) * time.Second)} // flapping: one history entry each
 				if flap && i%2 == 1 {
 					res.Status, res.ExitCode, res.Error = model.StatusFailed, 4, "wget: network failure"
 				}

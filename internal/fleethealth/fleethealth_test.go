@@ -3,6 +3,7 @@ package fleethealth
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,66 @@ func TestARepeatedOutcomeChangesNothing(t *testing.T) {
 		assert.False(t, ok, "a repeat is not applied")
 	}
 	assert.Equal(t, before, testredis.Dump(t, e.rdb, "*"))
+	assert.Len(t, e.notifications(t), 1)
+}
+
+// Outcomes within one second write the sorted mirrors, the name maps and
+// the job check's expiry once: a later one in that second only counts
+// (the scores and last_update it would write are the same, so Redis ends
+// the same either way and the test counts the commands run); the next
+// second moves them. A state change within the second is still written.
+func TestOutcomesWithinASecondWriteTheMirrorsOnce(t *testing.T) {
+	e := newEnv(t, testOpts())
+	if !e.srv.Real() {
+		t.Skip("counts commands with INFO commandstats: needs a real redis-server")
+	}
+	ctx := context.Background()
+	e.job(t, "job1")
+	// written runs one outcome and returns how often each command ran.
+	written := func(op string, st model.Status) map[string]int {
+		t.Helper()
+		require.NoError(t, e.rdb.ConfigResetStat(ctx).Err())
+		r := model.ArchiveResult{Plugin: "wget", Hook: "on_Snapshot__50_wget.py", Status: st, EndedAt: e.clock.Now()}
+		if st == model.StatusFailed {
+			r.ExitCode = 1
+		}
+		ok, err := e.health.Record(ctx, Outcome{Host: "host-a", Ident: "job1", OpID: op, Result: r})
+		require.NoError(t, err)
+		require.True(t, ok)
+		info := e.rdb.Info(ctx, "commandstats").Val()
+		calls := map[string]int{}
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+			if !ok {
+				continue
+			}
+			n, _, _ := strings.Cut(rest, ",")
+			calls[name], _ = strconv.Atoi(n)
+		}
+		return calls
+	}
+	first := written("op-1", model.StatusSucceeded)
+	assert.Equal(t, 11, first["zadd"], "the first outcome: four mirrors per check, health_hosts and both checks' first state")
+	again := written("op-2", model.StatusSucceeded)
+	assert.Zero(t, again["zadd"], "no mirror written again within the second")
+	assert.Zero(t, again["pexpire"], "the job check's expiry was set this second")
+	assert.Equal(t, 2, again["hincrby"], "both checks count the outcome")
+	assert.Equal(t, "2", e.rdb.HGet(ctx, "check:host-a:wget", "count").Val())
+	assert.Equal(t, "2", e.rdb.HGet(ctx, "check:job1:on_Snapshot__50_wget.py", "count").Val())
+
+	e.clock.Add(time.Second)
+	next := written("op-3", model.StatusSucceeded)
+	assert.Equal(t, 9, next["zadd"], "a new second moves the mirrors")
+	now := float64(e.clock.Now().Unix())
+	assert.Equal(t, now, e.rdb.ZScore(ctx, "current_checks:host-a", "wget").Val())
+	assert.Equal(t, now, e.rdb.ZScore(ctx, "current_entities", "job1").Val())
+	assert.Equal(t, e.clock.Now().Unix(), unixField(e.rdb.HGet(ctx, "check:host-a:wget", "last_update").Val()).Unix())
+
+	e.health.opts.CriticalAfter = 1
+	written("op-4", model.StatusFailed) // the same second as op-3: the change is still recorded
+	assert.Equal(t, "critical", e.rdb.HGet(ctx, "check:host-a:wget", "state").Val())
+	assert.Equal(t, "critical", e.rdb.HGet(ctx, "check:job1:on_Snapshot__50_wget.py", "state").Val())
+	assert.Positive(t, e.rdb.PTTL(ctx, "job1:on_Snapshot__50_wget.py:states").Val(), "a change's keys expire with the job")
 	assert.Len(t, e.notifications(t), 1)
 }
 

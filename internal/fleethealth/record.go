@@ -210,12 +210,16 @@ end
 local OKN, CRITK, CAP = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local QUEUE, OUTBOX, FAILED = ARGV[7], ARGV[8], NS .. '`+keyFailedChecks+`'
 
--- touch marks ENTITY:CHECK current and known; it returns the old state
--- and the check's outcome count.
+-- touch counts an outcome of ENTITY:CHECK and marks it current and
+-- known; it returns the old state, the check's outcome count and whether
+-- an earlier outcome already did so this second (last_update is NOW: the
+-- sorted mirrors' scores and the name maps would not change, so they are
+-- not written again).
 local function touch(e, c)
   local h = hk(e, c)
-  local old = redis.call('HGET', h, 'state')
+  local cur = redis.call('HMGET', h, 'state', 'last_update')
   local n = redis.call('HINCRBY', h, 'count', 1)
+  if cur[2] == tostring(NOW) then return cur[1], n, true end
   redis.call('HSET', h, 'last_update', NOW)
   redis.call('ZADD', NS .. 'current_checks:' .. e, NOW, c)
   redis.call('ZADD', NS .. 'current_entities', NOW, e)
@@ -223,7 +227,7 @@ local function touch(e, c)
   redis.call('ZADD', NS .. 'all_checks:' .. e, NOW, c)
   redis.call('HSET', NS .. 'all_entity_names_by_id', e, e)
   redis.call('HSET', NS .. 'all_entity_ids_by_name', e, e)
-  return old, n
+  return cur[1], n, false
 end
 
 -- change appends a state change to the check's history, capped; it
@@ -271,8 +275,8 @@ end
 local host, plugin, class = ARGV[11], ARGV[12], ARGV[13]
 if host ~= '' then
   local h = hk(host, plugin)
-  local old, n = touch(host, plugin)
-  redis.call('ZADD', NS .. '`+keyHealthHosts+`', NOW, host)
+  local old, n, seen = touch(host, plugin)
+  if not seen then redis.call('ZADD', NS .. '`+keyHealthHosts+`', NOW, host) end
   local recent = redis.call('HGET', h, 'recent') or ''
   local state = old or 'ok'
   if class ~= 'n' then
@@ -311,8 +315,9 @@ end
 -- The job × hook check: its state is the hook's final status; its keys
 -- expire with the job (or after the job ttl while it runs).
 local ident, hook, jstate = ARGV[15], ARGV[16], ARGV[17]
-local old, n = touch(ident, hook)
+local old, n, seen = touch(ident, hook)
 local keys = {hk(ident, hook), NS .. 'current_checks:' .. ident, NS .. 'all_checks:' .. ident}
+if jstate == old and seen then return CODE_APPLIED end -- its keys' expiry was set this second
 if jstate ~= old then
   for _, k in ipairs(change(ident, hook, jstate, ARGV[14], n)) do keys[#keys + 1] = k end
   keys[#keys + 1] = ck(ident, hook) .. ':states'
