@@ -35,7 +35,7 @@ import (
 // other pages READY for a continue (CrawlRerun.Continue).
 //
 // States: active (shown as waiting while nothing but pages waiting for a
-// later retry is left: crawllater.go) → draining (no page ready, some in
+// later retry is left: crawllater.go, StateWaiting) → draining (no page ready, some in
 // flight) → finished |
 // aborted (abort signal or cancel: pages in flight are stopped and their
 // claims released) | failed (the start page failed, or MaxDuration ran
@@ -913,7 +913,7 @@ func (c *crawl) upsertSearchAttributes() {
 		searchattr.Ident.ValueSet(c.ident()),
 		searchattr.URL.ValueSet(c.in.Crawl.Job.URL),
 		searchattr.Pool.ValueSet(c.in.Pool),
-		searchattr.State.ValueSet(string(c.job.state)),
+		searchattr.State.ValueSet(string(c.shownState())),
 		searchattr.PagesDone.ValueSet(c.counts.Done),
 		searchattr.PagesQueued.ValueSet(c.counts.Queued()),
 	)
@@ -925,7 +925,7 @@ func (c *crawl) upsertSearchAttributes() {
 // details is the crawl's current details line in the Web UI.
 func (c *crawl) details() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s · %s · run %d · %d pages: %d done, %d queued", c.in.Crawl.Job.URL, c.job.state, c.carry.Run,
+	fmt.Fprintf(&b, "%s · %s · run %d · %d pages: %d done, %d queued", c.in.Crawl.Job.URL, c.stateWords(), c.carry.Run,
 		c.counts.Total, c.counts.Done, c.counts.Queued())
 	if !c.job.state.Final() && c.settings.current.Concurrency == 0 {
 		b.WriteString(" · paused (concurrency 0)")

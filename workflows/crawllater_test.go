@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -204,4 +205,42 @@ func TestCrawlContinuedAsNewLeavesNoStaleWait(t *testing.T) {
 	assert.False(t, r.RetryAt[0].IsZero())
 	assert.True(t, r.RetryAt[1].IsZero())
 	assert.Equal(t, 2, r.PageRuns[2])
+}
+
+// TestCrawlShowsWaitingWhileOnlyWaitingPagesAreLeft: while nothing but a
+// page waiting for its later retry is left, the crawl's status query says
+// StateWaiting with the due time, its ArchiveflowState search attribute
+// waiting and its details line "waiting (retry at …)"; when the page runs
+// again it shows active, and finished at the end.
+func TestCrawlShowsWaitingWhileOnlyWaitingPagesAreLeft(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.LaterTransient = map[int64]int{2: 1}
+	in := crawlInput(2)
+	in.PageRetryLater = []time.Duration{time.Hour}
+	var states *[]string
+	var during workflows.CrawlStatus
+	var details string
+	var started time.Time
+	st, _ := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+		fake.SetClock(env.Now)
+		started = env.Now()
+		states = workflows.WatchShownStates(env.TestWorkflowEnvironment)
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflow(workflows.QueryStatus)
+			require.NoError(t, err)
+			require.NoError(t, v.Get(&during))
+			details = workflows.CurrentDetails(t, env.TestWorkflowEnvironment)
+		}, 30*time.Minute)
+	})
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Nil(t, st.RetryAt, "not waiting at the end")
+	assert.Equal(t, workflows.StateWaiting, during.State)
+	require.NotNil(t, during.RetryAt)
+	assert.WithinDuration(t, started.Add(time.Hour), *during.RetryAt, time.Minute)
+	assert.Contains(t, details, "waiting (retry at "+during.RetryAt.UTC().Format(time.DateTime)+" UTC)")
+	w := slices.Index(*states, "waiting")
+	require.GreaterOrEqual(t, w, 0, "the search attribute said waiting: %v", *states)
+	assert.Contains(t, (*states)[w+1:], "active", "active again once the page runs: %v", *states)
+	assert.Equal(t, "finished", (*states)[len(*states)-1])
+	assert.Equal(t, 1, workflows.CountOf(*states, "waiting"), "waiting once: only while nothing else was left")
 }
