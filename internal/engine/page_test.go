@@ -525,6 +525,47 @@ func writeSeedAttempt(t *testing.T, snapDir, attemptID, url, body string) {
 	require.NoError(t, f.Close())
 }
 
+// TestSeedRecordsAppendTheStartPagesWARCOnce: a retried CompleteSeedPage
+// (the activity run again after the start page's records were appended,
+// e.g. a Redis error recording its outcome) appends nothing again: the
+// job's WARC holds each record once. A later run of the start page
+// (starter retry) that writes its WARC anew is appended.
+func TestSeedRecordsAppendTheStartPagesWARCOnce(t *testing.T) {
+	e := pageEngine(t, t.TempDir(), nil)
+	cr := testCrawl("fetch")
+	snapDir, err := e.snapDir(cr.Job.SnapshotID)
+	require.NoError(t, err)
+	ctx := context.Background()
+	writeSeedAttempt(t, snapDir, strings.Repeat("a", 32), "http://site.test/", "first")
+	in := activities.SeedPageInput{Crawl: cr, Page: activities.PageSpec{ID: 1, URL: "http://site.test/", Attempt: 1},
+		Succeeded: true, Hooks: []string{"fetch/on_Snapshot__10_fetch.sh"}}
+	for range 3 {
+		recs, err := e.SeedRecords(ctx, in)
+		require.NoError(t, err)
+		require.Len(t, recs.Links, 1, "every repeat reads the records")
+	}
+	assert.FileExists(t, filepath.Join(snapDir, "fetch", "page.warc.gz"), "the snapshot keeps its WARC")
+	assert.FileExists(t, filepath.Join(snapDir, AppendedFile))
+
+	// starter retry: the start page runs again and writes its WARC anew.
+	writeSeedAttempt(t, snapDir, strings.Repeat("b", 32), "http://site.test/", "second run")
+	in.Page.Attempt = 2
+	for range 2 {
+		_, err = e.SeedRecords(ctx, in)
+		require.NoError(t, err)
+	}
+
+	e.Close(ctx)
+	warcs, err := filepath.Glob(filepath.Join(e.cfg.ArchiveDir, "crawls", "crawl1", "warc", "*.warc.gz"))
+	require.NoError(t, err)
+	var all string
+	for _, w := range warcs {
+		all += readGzip(t, w)
+	}
+	assert.Equal(t, 1, strings.Count(all, "first"), "the first run's WARC once, however often completed")
+	assert.Equal(t, 1, strings.Count(all, "second run"), "the retry's new WARC appended, once")
+}
+
 // TestSeedRecordsKeepATransientAttemptAside: the start page's attempt
 // that waits for a later retry (SeedPageInput.Transient) moves to
 // attempts/N before it is read (a repeat reads the same records), its
