@@ -196,10 +196,15 @@ type RequeueInput struct {
 	// Continue (a crawl continued past a limit, CrawlRerun.Continue) only
 	// takes the frontier's retention off: no page is requeued.
 	Continue bool `json:"continue,omitempty"`
+	// StartPage (with Continue) asks whether the start page is still
+	// READY (waiting for a later retry, or released by an abort):
+	// RequeueResult.Seed says so, and the run runs it as the start page.
+	StartPage bool `json:"start_page,omitempty"`
 }
 
 // RequeueResult is how many failed pages were requeued, whether the start
-// page is one of them, and the counts after.
+// page is one of them (a continue: whether it is READY, asked with
+// StartPage), and the counts after.
 type RequeueResult struct {
 	Pages  int64      `json:"pages"`
 	Seed   bool       `json:"seed,omitempty"`

@@ -131,7 +131,7 @@ func jobState(state model.JobState, retryAt *time.Time, long bool) string {
 	case long:
 		return waitingWords(*retryAt)
 	}
-	return string(workflows.PhaseWaiting)
+	return string(workflows.StateWaiting)
 }
 
 // state is the row's status column: waiting (retry at …) for a hook

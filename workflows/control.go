@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -76,6 +77,9 @@ type Status struct {
 	Error           string              `json:"error,omitempty"`
 	Counters        activities.Counters `json:"counters"`
 	Hooks           []HookStatus        `json:"hooks"`
+	// RetryAt is when the earliest hook waiting for a later retry is due
+	// while the job only waits for it (State is then StateWaiting).
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // status builds the Status in plan order.
@@ -83,7 +87,8 @@ func (s *snapshot) status() Status {
 	st := Status{
 		Ident:           s.in.Job.Ident,
 		URL:             s.in.Job.URL,
-		State:           s.job.state,
+		State:           s.shownState(),
+		RetryAt:         s.shownRetryAt(),
 		CurrentStep:     s.claim.step,
 		Settings:        s.settings.current,
 		SettingsVersion: s.settings.version,

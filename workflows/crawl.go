@@ -35,7 +35,7 @@ import (
 // other pages READY for a continue (CrawlRerun.Continue).
 //
 // States: active (shown as waiting while nothing but pages waiting for a
-// later retry is left: crawllater.go) → draining (no page ready, some in
+// later retry is left: crawllater.go, StateWaiting) → draining (no page ready, some in
 // flight) → finished |
 // aborted (abort signal or cancel: pages in flight are stopped and their
 // claims released) | failed (the start page failed, or MaxDuration ran
@@ -139,6 +139,10 @@ type crawl struct {
 	// locked to the crawl, as the last claim said (crawllock.go).
 	lockRoute *bool
 	locked    []string
+	// seedContinued: this continue (CrawlRerun.Continue) runs the start
+	// page the previous run left READY as the start page
+	// (continuesStartPage).
+	seedContinued bool
 }
 
 // tornDown is one host's answer to TeardownCrawl.
@@ -206,10 +210,12 @@ func (c *crawl) reopen() {
 
 // requeue makes the previous run's failed pages READY again (once per
 // run: the run id is the token). A failed start page is run again as the
-// start page.
+// start page, and so is a continued crawl's READY one (crawlstartlater.go
+// continuesStartPage).
 func (c *crawl) requeue() {
 	var res activities.RequeueResult
 	in := activities.RequeueInput{Ident: c.ident(), Token: c.runID + "/requeue", Continue: c.in.Rerun.Continue}
+	in.StartPage = c.continuesStartPage()
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.RequeueFailed, in).Get(c.dctx, &res); err != nil {
 		c.job.failure = fmt.Sprintf("requeue failed pages: %v", err)
 		c.stop(c.job.failure, false)
@@ -218,6 +224,7 @@ func (c *crawl) requeue() {
 	c.log().Info("retrying failed pages", "pages", res.Pages, "start_page", res.Seed, "previous_run", c.in.Rerun.PreviousRunID,
 		"continue", c.in.Rerun.Continue)
 	c.carry.SeedDone = !res.Seed
+	c.seedContinued = in.StartPage && res.Seed
 	c.setCounts(res.Counts)
 }
 
@@ -256,7 +263,7 @@ func (c *crawl) runSeedAttempt(n int) bool {
 	}
 	c.setCounts(seeded.Counts)
 	if seeded.Page == nil {
-		if n > 1 && seeded.Counts.Waiting > 0 {
+		if (n > 1 || c.seedContinued) && seeded.Counts.Waiting > 0 {
 			return true // not due yet by Redis' clock
 		}
 		c.carry.SeedDone = true // completed by an earlier run
@@ -913,7 +920,7 @@ func (c *crawl) upsertSearchAttributes() {
 		searchattr.Ident.ValueSet(c.ident()),
 		searchattr.URL.ValueSet(c.in.Crawl.Job.URL),
 		searchattr.Pool.ValueSet(c.in.Pool),
-		searchattr.State.ValueSet(string(c.job.state)),
+		searchattr.State.ValueSet(string(c.shownState())),
 		searchattr.PagesDone.ValueSet(c.counts.Done),
 		searchattr.PagesQueued.ValueSet(c.counts.Queued()),
 	)
@@ -925,7 +932,7 @@ func (c *crawl) upsertSearchAttributes() {
 // details is the crawl's current details line in the Web UI.
 func (c *crawl) details() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s · %s · run %d · %d pages: %d done, %d queued", c.in.Crawl.Job.URL, c.job.state, c.carry.Run,
+	fmt.Fprintf(&b, "%s · %s · run %d · %d pages: %d done, %d queued", c.in.Crawl.Job.URL, c.stateWords(), c.carry.Run,
 		c.counts.Total, c.counts.Done, c.counts.Queued())
 	if !c.job.state.Final() && c.settings.current.Concurrency == 0 {
 		b.WriteString(" · paused (concurrency 0)")

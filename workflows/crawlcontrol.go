@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -42,11 +43,14 @@ type CrawlStatus struct {
 	// Limit names the limit the crawl reached (model.PageLimitReached,
 	// …): it finishes at it, or, while pages are in flight, will.
 	Limit string `json:"limit,omitempty"`
+	// RetryAt is when the first page waiting for a later retry is due
+	// while nothing else is left (State is then StateWaiting).
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 func (c *crawl) status() CrawlStatus {
 	st := CrawlStatus{
-		Ident: c.ident(), URL: c.in.Crawl.Job.URL, Kind: "crawl", State: c.job.state, Run: c.carry.Run,
+		Ident: c.ident(), URL: c.in.Crawl.Job.URL, Kind: "crawl", State: c.shownState(), RetryAt: c.shownRetryAt(), Run: c.carry.Run,
 		MaxDepth: c.in.Crawl.MaxDepth, Settings: c.settings.current, SettingsVersion: c.settings.version,
 		Rules: c.rules, Counts: c.counts, PagesLaunched: c.carry.Pages + c.launched, SeedDone: c.carry.SeedDone,
 		Hosts: slices.Clone(c.carry.SetupHosts), StartURLs: slices.Clone(c.in.Crawl.Scope.StartURLs), Error: c.job.failure,

@@ -23,7 +23,8 @@ import (
 //     retry_at set due when the first page is (SetRetryAt; claiming pages
 //     again, or finishing, takes it out): starter status and list show it
 //     waiting, as a snapshot job whose hooks wait (crawlWaitingChange;
-//     before it, indexed while any page waited);
+//     before it, indexed while any page waited), and so do the workflow's
+//     status, search attribute and details line (showWaiting);
 //   - a crawl that stops (aborted, failed) fails its waiting pages: their
 //     later retry is not run, their note says why (FailWaitingPages);
 //     a crawl that ends at a limit leaves them READY for a continue.
@@ -93,6 +94,12 @@ func (c *crawl) indexRetryAt() {
 	c.writes.enqueue("set retry_at", func(wc workflow.Context) error {
 		return workflow.ExecuteLocalActivity(c.redisCtx(wc), poolActs.SetRetryAt, in).Get(wc, nil)
 	})
+	if c.waitingShown() && c.showWaiting(due) {
+		// The entry says the crawl only waits: so do its search
+		// attribute, details line and status (StateWaiting).
+		c.upsertSearchAttributes()
+		workflow.SetCurrentDetails(c.dctx, c.details())
+	}
 }
 
 // failWaiting fails the waiting pages of a crawl that stopped (asked

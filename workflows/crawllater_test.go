@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -204,4 +205,91 @@ func TestCrawlContinuedAsNewLeavesNoStaleWait(t *testing.T) {
 	assert.False(t, r.RetryAt[0].IsZero())
 	assert.True(t, r.RetryAt[1].IsZero())
 	assert.Equal(t, 2, r.PageRuns[2])
+}
+
+// TestCrawlShowsWaitingWhileOnlyWaitingPagesAreLeft: while nothing but a
+// page waiting for its later retry is left, the crawl's status query says
+// StateWaiting with the due time, its ArchiveflowState search attribute
+// waiting and its details line "waiting (retry at …)"; when the page runs
+// again it shows active, and finished at the end.
+func TestCrawlShowsWaitingWhileOnlyWaitingPagesAreLeft(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.LaterTransient = map[int64]int{2: 1}
+	in := crawlInput(2)
+	in.PageRetryLater = []time.Duration{time.Hour}
+	var states *[]string
+	var during workflows.CrawlStatus
+	var details string
+	var started time.Time
+	st, _ := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+		fake.SetClock(env.Now)
+		started = env.Now()
+		states = workflows.WatchShownStates(env.TestWorkflowEnvironment)
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflow(workflows.QueryStatus)
+			require.NoError(t, err)
+			require.NoError(t, v.Get(&during))
+			details = workflows.CurrentDetails(t, env.TestWorkflowEnvironment)
+		}, 30*time.Minute)
+	})
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Nil(t, st.RetryAt, "not waiting at the end")
+	assert.Equal(t, workflows.StateWaiting, during.State)
+	require.NotNil(t, during.RetryAt)
+	assert.WithinDuration(t, started.Add(time.Hour), *during.RetryAt, time.Minute)
+	assert.Contains(t, details, "waiting (retry at "+during.RetryAt.UTC().Format(time.DateTime)+" UTC)")
+	w := slices.Index(*states, "waiting")
+	require.GreaterOrEqual(t, w, 0, "the search attribute said waiting: %v", *states)
+	assert.Contains(t, (*states)[w+1:], "active", "active again once the page runs: %v", *states)
+	assert.Equal(t, "finished", (*states)[len(*states)-1])
+	assert.Equal(t, 1, workflows.CountOf(*states, "waiting"), "waiting once: only while nothing else was left")
+}
+
+// TestCrawlContinueRunsAWaitingStartPageAsTheStartPage: a crawl that
+// reached its duration limit while its start page waited for a later
+// retry leaves it READY; continued (retry --continue, the limit lifted),
+// the new run waits for it and runs it as the start page (the seed
+// snapshot, never an ordinary page), then crawls its links.
+func TestCrawlContinueRunsAWaitingStartPageAsTheStartPage(t *testing.T) {
+	fake := crawltest.New(30, 3)
+	fake.SeedTransient = 1
+	in := crawlInput(4)
+	in.PageRetryLater = []time.Duration{time.Hour}
+	in.Settings.MaxDuration = 30 * time.Minute
+	var last *crawlEnv
+	st, _ := runCrawlWith(t, fake, in, func(env *crawlEnv) {
+		fake.SetClock(env.Now)
+		last = env
+	})
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	require.Equal(t, "duration limit 30m0s reached", st.Limit)
+	assert.EqualValues(t, 1, st.Counts.Waiting, "the start page still waits")
+	assert.Equal(t, 1, fake.Report().SeedRuns)
+
+	fake.NewRun()
+	next := retryInput(st, 0)
+	next.Rerun.Continue = true
+	next.Settings.MaxDuration = 0
+	next.PageRetryLater = in.PageRetryLater
+	var waited workflows.CrawlStatus
+	st, _ = runCrawlWith(t, fake, next, func(env *crawlEnv) {
+		env.SetStartTime(last.Now()) // the clock goes on
+		fake.SetClock(env.Now)
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflow(workflows.QueryStatus)
+			require.NoError(t, err)
+			require.NoError(t, v.Get(&waited))
+		}, 10*time.Minute)
+	})
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Equal(t, workflows.StateWaiting, waited.State, "the continued crawl waits for its start page")
+	assert.False(t, waited.SeedDone)
+	r := fake.Report()
+	assert.Equal(t, 2, r.SeedRuns, "run again as the start page")
+	assert.Equal(t, []bool{true, false}, r.SeedTransient)
+	assert.Zero(t, r.PageRuns[1], "never run as an ordinary page")
+	assert.EqualValues(t, 30, r.Done, "its links were crawled")
+	assert.Zero(t, r.Failed)
+	assert.Empty(t, r.Twice)
+	assert.True(t, st.SeedDone)
 }

@@ -56,3 +56,19 @@ func (c *crawl) waitForSeed() bool {
 	c.waitForLater()
 	return !c.stopping() && c.limitReached() == ""
 }
+
+// crawlContinueSeedChange versions a continued crawl's start page: runs
+// from before it run a start page the previous run left READY (waiting
+// for its later retry, or released by an abort) as an ordinary page.
+const crawlContinueSeedChange = "crawl-continue-start-page"
+
+// continuesStartPage reports that this run is a continue (starter retry
+// --continue, unabort) of a crawl with a start page, which asks the
+// requeue whether the start page is READY (RequeueInput.StartPage): such
+// a start page then runs as the start page (runSeed: it waits for its
+// later retry first, as in the run before), its links crawled once it
+// succeeds.
+func (c *crawl) continuesStartPage() bool {
+	return c.in.Rerun.Continue && c.in.URLList == nil &&
+		workflow.GetVersion(c.dctx, crawlContinueSeedChange, workflow.DefaultVersion, 1) == 1
+}

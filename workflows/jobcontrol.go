@@ -37,6 +37,9 @@ type control struct {
 	// apply installs new settings and queues their Redis write; it returns
 	// the write's sequence number and the new settings version.
 	apply func(set model.Settings) (seq, version int)
+	// waitState: this run shows a waiting job as StateWaiting
+	// (waitingStateChange, asked once by showWaiting).
+	waitState *bool
 }
 
 // newControl is the control plane of the job ident's workflow run ctx,
@@ -190,4 +193,65 @@ func (c *control) awaitEnd() error {
 		return fmt.Errorf("await handlers of %s: %w", c.ident, err)
 	}
 	return nil
+}
+
+// StateWaiting is how a running job shows while it only waits for a
+// later retry (a snapshot whose hooks, or a crawl whose only remaining
+// pages, wait): its status query's State, its ArchiveflowState search
+// attribute and its Web UI details line (with the due time) say waiting,
+// as starter status and list do from the job hash's retry_at (Redis keeps
+// the state active). Never stored; not a model.JobState of the lifecycle.
+const StateWaiting model.JobState = "waiting"
+
+// waitingStateChange versions showing a waiting job as StateWaiting
+// (showWaiting): runs from before it show it active.
+const waitingStateChange = "waiting-state-shown"
+
+// shownState is the state the job shows: StateWaiting while it only waits
+// for a later retry (showWaiting) and is not stopping, else its state.
+func (c *control) shownState() model.JobState {
+	if c.waiting() {
+		return StateWaiting
+	}
+	return c.job.state
+}
+
+// waiting reports that the job shows as waiting (shownState).
+func (c *control) waiting() bool {
+	return !c.job.retryAt.IsZero() && !c.job.state.Final() && c.job.stopReason == ""
+}
+
+// shownRetryAt is when the waiting job's next later retry is due (nil
+// when it does not show as waiting): the status query's RetryAt.
+func (c *control) shownRetryAt() *time.Time {
+	if !c.waiting() {
+		return nil
+	}
+	at := c.job.retryAt
+	return &at
+}
+
+// stateWords is the job's state in its Web UI details line: "waiting
+// (retry at TIME UTC)" while it shows as waiting, else its state.
+func (c *control) stateWords() string {
+	if !c.waiting() {
+		return string(c.job.state)
+	}
+	return string(StateWaiting) + " (retry at " + c.job.retryAt.UTC().Format(time.DateTime) + " UTC)"
+}
+
+// showWaiting makes the job show as waiting until at (zero: no longer
+// waiting) when this run shows waiting jobs so (waitingStateChange, asked
+// once); it reports that what the job shows changed, for the workflow to
+// upsert its search attributes and details line.
+func (c *control) showWaiting(at time.Time) bool {
+	if c.waitState == nil {
+		on := workflow.GetVersion(c.dctx, waitingStateChange, workflow.DefaultVersion, 1) == 1
+		c.waitState = &on
+	}
+	if !*c.waitState || c.job.retryAt.Equal(at) {
+		return false
+	}
+	c.job.retryAt = at
+	return true
 }

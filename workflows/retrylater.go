@@ -18,7 +18,8 @@ import (
 // for good: its result is failed with RetryAt, is not written to Redis
 // (it is not final, so no counter moves) and shows as waiting. Once the
 // run's other hooks and its seal are done, the run indexes the job in the
-// retry_at set (SetRetryAt), waits on a durable timer until the earliest
+// retry_at set (SetRetryAt), shows as waiting (showWaiting), waits on a
+// durable timer until the earliest
 // hook is due (an abort ends the wait) and continues as new with a Rerun
 // that runs the due hooks again and keeps every other result (Waiting: the
 // job never ended, nothing is reopened). Each later retry is a new run:
@@ -78,6 +79,10 @@ func (s *snapshot) waitForLater() (SnapshotInput, bool) {
 	}
 	if !s.stopping() && s.job.failure == "" {
 		s.setRetryAt(due)
+		if s.showWaiting(due) {
+			s.showNow()
+			workflow.SetCurrentDetails(s.dctx, s.details())
+		}
 		s.log().Info("hooks wait for a later retry", "retry_at", due)
 		_, _ = workflow.AwaitWithTimeout(s.dctx, due.Sub(workflow.Now(s.dctx)), s.stopping)
 	}

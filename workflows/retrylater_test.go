@@ -149,3 +149,28 @@ func TestRetryLaterLeavesASoftFailureFinal(t *testing.T) {
 	assert.Nil(t, result(t, st, soft).RetryAt)
 	assert.Empty(t, h.store.retryAts)
 }
+
+// While a snapshot only waits for a hook's later retry, its status query
+// says StateWaiting with the due time, its ArchiveflowState search
+// attribute waiting and its details line "waiting (retry at …)".
+func TestWaitingSnapshotShowsWaiting(t *testing.T) {
+	const flaky = "on_Snapshot__20_flaky.sh"
+	h := newHarness(t, plan(flaky))
+	h.runner.on(flaky, transient)
+	states := WatchShownStates(h.env)
+	start := h.env.Now()
+	var during Status
+	var details string
+	h.env.RegisterDelayedCallback(func() {
+		during = h.query()
+		details = CurrentDetails(t, h.env)
+	}, 30*time.Minute)
+	h.runLater(laterInput(1, time.Hour))
+	assert.Equal(t, StateWaiting, during.State)
+	require.NotNil(t, during.RetryAt)
+	assert.WithinDuration(t, start.Add(time.Hour), *during.RetryAt, 5*time.Second)
+	assert.Contains(t, details, "waiting (retry at "+during.RetryAt.UTC().Format(time.DateTime)+" UTC)")
+	require.NotEmpty(t, *states)
+	assert.Equal(t, "waiting", (*states)[len(*states)-1], "shown until the run continues as new: %v", *states)
+	assert.Equal(t, 1, CountOf(*states, "waiting"))
+}

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -69,6 +70,9 @@ type jobStatus struct {
 	stopReason string // abort reason, reasonCancelled or reasonDeadline
 	aborted    bool   // stopped by an operator (abort signal or cancel)
 	failure    string // why the job failed, if it did
+	// retryAt: the job only waits for a later retry, due then; shown
+	// as waiting (showWaiting, waitingStateChange).
+	retryAt time.Time
 }
 
 // settingsState are the job's current settings and their generation (the
@@ -744,7 +748,7 @@ func (s *snapshot) upsertSearchAttributes() {
 		searchattr.Ident.ValueSet(s.in.Job.Ident),
 		searchattr.URL.ValueSet(s.in.Job.URL),
 		searchattr.Pool.ValueSet(s.in.Pool),
-		searchattr.State.ValueSet(string(s.job.state)),
+		searchattr.State.ValueSet(string(s.shownState())),
 		searchattr.Step.ValueSet(int64(s.claim.step)),
 	)
 	if err != nil {
@@ -755,7 +759,7 @@ func (s *snapshot) upsertSearchAttributes() {
 // details is the workflow's current details line in the Web UI.
 func (s *snapshot) details() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s · %s · step %d/9", s.in.Job.URL, s.job.state, s.claim.step)
+	fmt.Fprintf(&b, "%s · %s · step %d/9", s.in.Job.URL, s.stateWords(), s.claim.step)
 	if t := s.title(); t != "" {
 		fmt.Fprintf(&b, " · title %q", t)
 	}

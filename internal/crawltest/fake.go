@@ -444,7 +444,7 @@ func (a *Activities) CompletePage(_ context.Context, in activities.CompletePageI
 
 // RequeueFailed is activities.CrawlActivities.RequeueFailed: the failed
 // pages are READY again (their completion count starts over), once per
-// token.
+// token; a continue asked for it says whether the start page is READY.
 func (a *Activities) RequeueFailed(_ context.Context, in activities.RequeueInput) (activities.RequeueResult, error) {
 	f := a.f
 	f.mu.Lock()
@@ -462,6 +462,10 @@ func (a *Activities) RequeueFailed(_ context.Context, in activities.RequeueInput
 			res.Pages++
 			res.Seed = res.Seed || id == 1
 		}
+	}
+	if in.Continue && in.StartPage && f.seen[1] && f.done[1] == 0 {
+		_, claimed := f.claimed[1]
+		res.Seed = !claimed // READY: waiting, or in the queue
 	}
 	f.requeues[in.Token] = res.Pages
 	res.Counts = f.countsLocked()

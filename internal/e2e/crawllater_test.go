@@ -9,12 +9,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/engine"
@@ -159,7 +162,8 @@ func startLaterCrawl(t *testing.T, site *laterSite, adjust func(*config.Config))
 // (retry.maximum_attempts 2) and hooks.retry_later [4s], a start page that
 // answers 503 three times waits after its snapshot's two attempts (READY,
 // status waiting; the job in retry_at, its hash's retry_at set: starter
-// status shows it waiting), runs again as the start page when due (503,
+// status shows it waiting, and so do the workflow's status query, its
+// ArchiveflowState search attribute and its Web UI details line), runs again as the start page when due (503,
 // then 200) and the crawl goes on with its links. Every request is counted
 // once, nothing is left queued, retry_at is empty at the end, and the
 // first attempt's records are kept under attempts/1.
@@ -180,8 +184,9 @@ func TestCrawlStartPageIsRetriedLater(t *testing.T) {
 		}
 		assert.Equal(t, frontier.StateReady, p.State)
 		v, err := s.Store.GetJob(ctx, job.Ident)
-		return err == nil && !v.RetryAt.IsZero() && v.State == model.StateActive && s.Redis.ZScore(ctx, "retry_at", job.Ident).Err() == nil
-	}, time.Minute, 10*time.Millisecond, "the start page never waited for a later retry")
+		return err == nil && !v.RetryAt.IsZero() && v.State == model.StateActive && s.Redis.ZScore(ctx, "retry_at", job.Ident).Err() == nil &&
+			shownWaiting(ctx, s, job.Ident)
+	}, time.Minute, 10*time.Millisecond, "the start page never waited for a later retry (shown waiting by the workflow too)")
 
 	var st workflows.CrawlStatus
 	require.NoError(t, job.Run.Get(ctx, &st))
@@ -208,4 +213,23 @@ func TestCrawlStartPageIsRetriedLater(t *testing.T) {
 	earlier, err := os.ReadDir(filepath.Join(s.SnapDir(job), engine.AttemptsDir, "1"))
 	require.NoError(t, err, "the first attempt's records are kept")
 	assert.NotEmpty(t, earlier)
+}
+
+// shownWaiting reports that crawl ident's workflow shows it waiting: its
+// status query (StateWaiting with RetryAt), its Web UI details line and
+// its ArchiveflowState search attribute (a visibility query finds it).
+func shownWaiting(ctx context.Context, s *Stack, ident string) bool {
+	v, err := s.Client.QueryWorkflow(ctx, ident, "", workflows.QueryStatus)
+	var st workflows.CrawlStatus
+	if err != nil || v.Get(&st) != nil || st.State != workflows.StateWaiting || st.RetryAt == nil {
+		return false
+	}
+	v, err = s.Client.QueryWorkflow(ctx, ident, "", "__temporal_workflow_metadata")
+	var md sdkpb.WorkflowMetadata
+	if err != nil || v.Get(&md) != nil || !strings.Contains(md.GetCurrentDetails(), "waiting (retry at ") {
+		return false
+	}
+	resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf(`ArchiveflowIdent = %q AND ArchiveflowState = "waiting"`, ident)})
+	return err == nil && len(resp.GetExecutions()) > 0
 }

@@ -404,8 +404,9 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 		}
 	}
 	// A kept attempt's WARC files leave it once in the job's WARC, as a
-	// page attempt's do (a repeat appends nothing again).
-	if err := e.collectWARCs(in.Crawl.Job.Ident, snapDir, in.Transient, nil); err != nil {
+	// page attempt's do; the last attempt's stay in the snapshot: a repeat
+	// appends neither again (AppendedFile).
+	if err := e.appendSeedWARCs(in.Crawl.Job.Ident, snapDir, in.Transient); err != nil {
 		return out, fmt.Errorf("append the start page's WARC: %w", err)
 	}
 	return out, nil
@@ -478,22 +479,7 @@ func readRecords(path string, fn func(jsonl.Record)) error {
 // order, to the crawl's WARC of this worker (remove: and deletes the
 // files, they are in the job's WARC now).
 func (e *Engine) collectWARCs(ident, dir string, remove bool, mem map[string][]byte) error {
-	var files []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if d.IsDir() && path == filepath.Join(dir, AttemptsDir) {
-			return filepath.SkipDir // earlier attempts' files were collected then
-		}
-		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".warc.gz") {
-			files = append(files, path)
-		}
-		return nil
-	})
+	files, err := listWARCs(dir)
 	if err != nil {
 		return err
 	}
@@ -518,6 +504,28 @@ func (e *Engine) collectWARCs(ident, dir string, remove bool, mem map[string][]b
 		}
 	}
 	return nil
+}
+
+// listWARCs lists the WARC files below dir, not those of its earlier
+// attempts (AttemptsDir), in walk order; none when dir is gone.
+func listWARCs(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() && path == filepath.Join(dir, AttemptsDir) {
+			return filepath.SkipDir // earlier attempts' files were collected then
+		}
+		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".warc.gz") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files, err
 }
 
 // memWARCs are the page WARCs a page's in-process hooks kept in memory

@@ -525,18 +525,70 @@ func writeSeedAttempt(t *testing.T, snapDir, attemptID, url, body string) {
 	require.NoError(t, f.Close())
 }
 
+// seedEngine is an engine with a crawl (crawl1) whose start page's
+// snapshot ran once: writeSeedAttempt's "first" in its snapDir.
+func seedEngine(t *testing.T) (*Engine, activities.Crawl, string) {
+	t.Helper()
+	e := pageEngine(t, t.TempDir(), nil)
+	cr := testCrawl("fetch")
+	snapDir, err := e.snapDir(cr.Job.SnapshotID)
+	require.NoError(t, err)
+	writeSeedAttempt(t, snapDir, strings.Repeat("a", 32), "http://site.test/", "first")
+	return e, cr, snapDir
+}
+
+// closedJobWARCs closes e and returns the text of crawl ident's job WARCs.
+func closedJobWARCs(t *testing.T, e *Engine, ident string) string {
+	t.Helper()
+	e.Close(context.Background())
+	warcs, err := filepath.Glob(filepath.Join(e.cfg.ArchiveDir, "crawls", ident, "warc", "*.warc.gz"))
+	require.NoError(t, err)
+	var all string
+	for _, w := range warcs {
+		all += readGzip(t, w)
+	}
+	return all
+}
+
+// TestSeedRecordsAppendTheStartPagesWARCOnce: a retried CompleteSeedPage
+// (the activity run again after the start page's records were appended,
+// e.g. a Redis error recording its outcome) appends nothing again: the
+// job's WARC holds each record once. A later run of the start page
+// (starter retry) that writes its WARC anew is appended.
+func TestSeedRecordsAppendTheStartPagesWARCOnce(t *testing.T) {
+	e, cr, snapDir := seedEngine(t)
+	ctx := context.Background()
+	in := activities.SeedPageInput{Crawl: cr, Page: activities.PageSpec{ID: 1, URL: "http://site.test/", Attempt: 1},
+		Succeeded: true, Hooks: []string{"fetch/on_Snapshot__10_fetch.sh"}}
+	for range 3 {
+		recs, err := e.SeedRecords(ctx, in)
+		require.NoError(t, err)
+		require.Len(t, recs.Links, 1, "every repeat reads the records")
+	}
+	assert.FileExists(t, filepath.Join(snapDir, "fetch", "page.warc.gz"), "the snapshot keeps its WARC")
+	assert.FileExists(t, filepath.Join(snapDir, AppendedFile))
+
+	// starter retry: the start page runs again and writes its WARC anew.
+	writeSeedAttempt(t, snapDir, strings.Repeat("b", 32), "http://site.test/", "second run")
+	in.Page.Attempt = 2
+	for range 2 {
+		_, err := e.SeedRecords(ctx, in)
+		require.NoError(t, err)
+	}
+
+	all := closedJobWARCs(t, e, "crawl1")
+	assert.Equal(t, 1, strings.Count(all, "first"), "the first run's WARC once, however often completed")
+	assert.Equal(t, 1, strings.Count(all, "second run"), "the retry's new WARC appended, once")
+}
+
 // TestSeedRecordsKeepATransientAttemptAside: the start page's attempt
 // that waits for a later retry (SeedPageInput.Transient) moves to
 // attempts/N before it is read (a repeat reads the same records), its
 // WARC files into the job's WARC, once; the next attempt's records are
 // its own: each response counted, each WARC file appended, once.
 func TestSeedRecordsKeepATransientAttemptAside(t *testing.T) {
-	e := pageEngine(t, t.TempDir(), nil)
-	cr := testCrawl("fetch")
-	snapDir, err := e.snapDir(cr.Job.SnapshotID)
-	require.NoError(t, err)
+	e, cr, snapDir := seedEngine(t)
 	ctx := context.Background()
-	writeSeedAttempt(t, snapDir, strings.Repeat("a", 32), "http://site.test/", "first")
 
 	in := activities.SeedPageInput{Crawl: cr, Page: activities.PageSpec{ID: 1, URL: "http://site.test/", Attempt: 1}, Transient: true}
 	recs, err := e.SeedRecords(ctx, in)
@@ -559,13 +611,7 @@ func TestSeedRecordsKeepATransientAttemptAside(t *testing.T) {
 	assert.Equal(t, "http://site.test/second", recs.Links[0].URL)
 	assert.FileExists(t, kept, "the earlier attempt stays kept")
 
-	e.Close(ctx)
-	warcs, err := filepath.Glob(filepath.Join(e.cfg.ArchiveDir, "crawls", "crawl1", "warc", "*.warc.gz"))
-	require.NoError(t, err)
-	var all string
-	for _, w := range warcs {
-		all += readGzip(t, w)
-	}
+	all := closedJobWARCs(t, e, "crawl1")
 	assert.Equal(t, 1, strings.Count(all, "first"), "the kept attempt's WARC once, repeat or not")
 	assert.Equal(t, 1, strings.Count(all, "second"), "the last attempt's WARC once")
 }

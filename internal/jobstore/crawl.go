@@ -448,14 +448,22 @@ const requeueBatch = frontier.MaxRequeueBatch
 
 // Requeue takes the frontier's retention off (the job runs again) and
 // requeues its failed pages under the retry's token (none for a
-// continue).
+// continue, which reports whether the start page is READY when asked:
+// RequeueInput.StartPage).
 func (s *CrawlStore) Requeue(ctx context.Context, in activities.RequeueInput) (activities.RequeueResult, error) {
 	if err := s.Frontier.Persist(ctx, in.Ident); err != nil {
 		return activities.RequeueResult{}, crawlErr(err)
 	}
 	if in.Continue {
 		c, err := s.Counts(ctx, in.Ident)
-		return activities.RequeueResult{Counts: c}, err
+		if err != nil || !in.StartPage {
+			return activities.RequeueResult{Counts: c}, err
+		}
+		start, err := s.Frontier.PageByID(ctx, in.Ident, 1)
+		if err != nil {
+			return activities.RequeueResult{}, fmt.Errorf("start page of %s: %w", in.Ident, crawlErr(err))
+		}
+		return activities.RequeueResult{Seed: start.State == frontier.StateReady, Counts: c}, nil
 	}
 	r, err := s.Frontier.Requeue(ctx, in.Ident, in.Token, requeueBatch)
 	if err != nil {

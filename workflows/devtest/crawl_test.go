@@ -68,7 +68,11 @@ func finishedCrawl(ctx context.Context, t *testing.T, c client.Client, q string,
 func fakeCrawlWorker(t *testing.T, c client.Client, q string, fake *crawltest.Fake) {
 	w := worker.New(c, q, worker.Options{})
 	w.RegisterWorkflow(workflows.CrawlWorkflow)
-	w.RegisterWorkflowWithOptions(crawltest.SeedWorkflow, workflow.RegisterOptions{Name: "SnapshotWorkflow"})
+	seed := crawltest.SeedWorkflow
+	if fake.SeedTransient > 0 {
+		seed = fake.SeedWorkflow // reads the fake: fine for short runs a sticky worker keeps
+	}
+	w.RegisterWorkflowWithOptions(seed, workflow.RegisterOptions{Name: "SnapshotWorkflow"})
 	w.RegisterActivity(fake.Activities())
 	// The teardown runs on the hosts' own queues.
 	for _, hq := range []string{"host-1", "host-seed"} {
@@ -182,12 +186,17 @@ const crawlHistories = "teardownlease"
 // recordCrawl stores a run's history as testdata (which: first, last,
 // retry).
 func recordCrawl(t *testing.T, h *historypb.History, which string) {
+	recordCrawlAs(t, h, which, crawlHistories)
+}
+
+// recordCrawlAs is recordCrawl naming the code generation.
+func recordCrawlAs(t *testing.T, h *historypb.History, which, generation string) {
 	if os.Getenv("ARCHIVEFLOW_RECORD_HISTORIES") != "1" {
 		return
 	}
 	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
 	require.NoError(t, err)
-	name := fmt.Sprintf("%s.%s.v%d.%s.json", strings.ReplaceAll(t.Name(), "/", "_"), which, workflows.InputComplete, crawlHistories)
+	name := fmt.Sprintf("%s.%s.v%d.%s.json", strings.ReplaceAll(t.Name(), "/", "_"), which, workflows.InputComplete, generation)
 	require.NoError(t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
 }
 

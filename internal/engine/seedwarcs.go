@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// AppendedFile lists, in a start page's snapshot directory (or its kept
+// attempt's, attempts/N), the WARC files CompleteSeedPage appended to the
+// job's WARC on this host: one line per file, "INODE SIZE MTIME_NS PATH"
+// (PATH relative to the directory, tab-separated). A repeated
+// CompleteSeedPage (the activity retried after its records were appended:
+// a Redis error, a lost worker) appends only files not listed as they are
+// now, so the job's WARC holds each record once. A file a later run of
+// the start page writes anew (starter retry, a later retry) is another
+// file (another inode, size or time), and is appended.
+const AppendedFile = "job-warc-appended.tsv"
+
+// appended is one WARC file as AppendedFile lists it.
+type appended struct {
+	ino, size, mtime int64
+}
+
+func appendedOf(info fs.FileInfo) appended {
+	a := appended{size: info.Size(), mtime: info.ModTime().UnixNano()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		a.ino = int64(st.Ino)
+	}
+	return a
+}
+
+// appendSeedWARCs appends dir's WARC files (not its earlier attempts') to
+// the job ident's WARC, each once however often it is called: a file is
+// listed in dir's AppendedFile only after appendWARCs returned, which is
+// after what it appended was written to the job's WARC file (a crash in
+// between appends that file again, never loses it). remove deletes them
+// afterwards (a kept attempt's: not kept beside it).
+func (e *Engine) appendSeedWARCs(ident, dir string, remove bool) error {
+	files, err := listWARCs(dir)
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	done, err := readAppended(dir)
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, path := range files {
+		info, err := os.Stat(path)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", path, err)
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		now := appendedOf(info)
+		if was, ok := done[rel]; ok && was == now {
+			continue // appended by an earlier call
+		}
+		if err := e.warcs.appendWARCs(e, ident, []string{path}, nil); err != nil {
+			return err
+		}
+		done[rel] = now
+		if err := writeAppended(dir, done); err != nil {
+			return err
+		}
+	}
+	if remove {
+		for _, f := range files {
+			_ = os.Remove(f)
+		}
+	}
+	return nil
+}
+
+// readAppended reads dir's AppendedFile (none: nothing appended yet).
+func readAppended(dir string) (map[string]appended, error) {
+	out := map[string]appended{}
+	f, err := os.Open(filepath.Join(dir, AppendedFile))
+	if os.IsNotExist(err) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the appended start page WARCs: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), "\t", 4)
+		if len(parts) != 4 {
+			continue // a torn line: its file is appended again
+		}
+		var a appended
+		var errs [3]error
+		a.ino, errs[0] = strconv.ParseInt(parts[0], 10, 64)
+		a.size, errs[1] = strconv.ParseInt(parts[1], 10, 64)
+		a.mtime, errs[2] = strconv.ParseInt(parts[2], 10, 64)
+		if errs[0] == nil && errs[1] == nil && errs[2] == nil {
+			out[parts[3]] = a
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read the appended start page WARCs: %w", err)
+	}
+	return out, nil
+}
+
+// writeAppended replaces dir's AppendedFile with done (a new file renamed
+// over the old: a reader sees the old list or the new one).
+func writeAppended(dir string, done map[string]appended) error {
+	var b strings.Builder
+	for rel, a := range done {
+		fmt.Fprintf(&b, "%d\t%d\t%d\t%s\n", a.ino, a.size, a.mtime, rel)
+	}
+	path := filepath.Join(dir, AppendedFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("list the appended start page WARCs: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("list the appended start page WARCs: %w", err)
+	}
+	return nil
+}
