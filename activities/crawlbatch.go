@@ -273,7 +273,7 @@ func (b *pageBatch) slot(ctx context.Context) (settings model.Settings, why stri
 		if ctx.Err() != nil {
 			return settings, "", false
 		}
-		live, _, err := b.a.live.get(ctx, b.a, b.in.Crawl)
+		live, _, err := b.a.liveSettings(ctx, b.in.Crawl)
 		if err != nil {
 			b.fail(err)
 			return settings, "", false
@@ -315,7 +315,7 @@ func (b *pageBatch) slot(ctx context.Context) (settings model.Settings, why stri
 // rules applies rules newer than the batch's claim to a page about to
 // start: a skip rule moves it to SKIPPED, a ua rule sets its user agent.
 func (b *pageBatch) rules(ctx context.Context, p PageSpec) (PageSpec, bool, error) {
-	live, judge, err := b.a.live.get(ctx, b.a, b.in.Crawl)
+	live, judge, err := b.a.liveSettings(ctx, b.in.Crawl)
 	if err != nil || live.Rules.Version <= b.in.RulesVersion {
 		return p, false, err
 	}

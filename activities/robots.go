@@ -136,15 +136,3 @@ func (a *CrawlActivities) obeyRobots(ctx context.Context, cr Crawl, links []Link
 	}
 	return kept, entries, nil
 }
-
-// CrawlDelay is the Crawl-delay the crawl's robots.txt for origin
-// (scheme://host[:port], robots.Origin) gives the crawl's user agent, as
-// kept in Redis when the file was fetched; known false when the crawl has
-// not fetched that robots.txt (yet).
-func CrawlDelay(ctx context.Context, store CrawlStore, ident, origin string) (d time.Duration, known bool, err error) {
-	rec, ok, err := store.Robots(ctx, ident, origin)
-	if err != nil || !ok {
-		return 0, false, err
-	}
-	return rec.CrawlDelay, true, nil
-}
