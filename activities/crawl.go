@@ -458,7 +458,7 @@ func (a *CrawlActivities) runAttempt(ctx, pageCtx context.Context, timeout time.
 	var out PageOutcome
 	var runErr error
 	if delayErr == nil {
-		out, runErr = a.pages.RunPage(CrawlPageContext(pageCtx, a.opts.LiveInterval), PageRun{Crawl: in.Crawl, Page: p, Settings: in.Settings})
+		out, runErr = a.pages.RunPage(CrawlPageContext(pageCtx, a.opts.LiveInterval), in)
 	}
 	if ctx.Err() != nil {
 		return donePage{}, stopped()
@@ -528,9 +528,7 @@ func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult
 	var links []Link
 	var entries []LogEntry
 	now := time.Now()
-	say := func(msg string) {
-		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page", Message: truncate(msg, a.opts.LogLineBytes)})
-	}
+	say := a.pageLine(&entries, now)
 	if d.logResponses {
 		for _, r := range out.Responses {
 			r.URL = truncate(r.URL, a.opts.LogLineBytes)
@@ -577,6 +575,13 @@ func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult
 	}
 	return res, PageWrite{PageID: p.ID, Attempt: p.Attempt, Status: out.Status, Note: note, NotBefore: out.NotBefore, Last: out.Last,
 		Tally: tally, Links: links, LogKey: d.logKey, Entries: entries}, nil
+}
+
+// pageLine returns a func appending a page's stdout line to *entries.
+func (a *CrawlActivities) pageLine(entries *[]LogEntry, now time.Time) func(string) {
+	return func(msg string) {
+		*entries = append(*entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page", Message: truncate(msg, a.opts.LogLineBytes)})
+	}
 }
 
 // joinNote appends more to a page's note.
@@ -673,19 +678,27 @@ func politeDelay(ctx context.Context, s model.Settings) error {
 
 // heartbeatEvery heartbeats details until the returned stop is called.
 func heartbeatEvery(ctx context.Context, every time.Duration, details any) func() {
+	return onTicks(every, func() {
+		if ctx.Err() == nil {
+			activity.RecordHeartbeat(ctx, details)
+		}
+	})
+}
+
+// onTicks calls fn every d until the returned stop is called; stop
+// returns once fn is no longer running.
+func onTicks(d time.Duration, fn func()) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(every)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
-			case <-ctx.Done():
-				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx, details)
+				fn()
 			}
 		}
 	})

@@ -106,9 +106,7 @@ func (a *CrawlActivities) loadRobots(ctx context.Context, cr Crawl, origin strin
 // source "robots.txt" (unless the job suppresses ignore reports). It
 // fetches the robots.txt of a host the crawl has not read yet.
 func (a *CrawlActivities) obeyRobots(ctx context.Context, cr Crawl, links []Link, entries []LogEntry, suppress bool, now time.Time) ([]Link, []LogEntry, error) {
-	logf := func(msg string) {
-		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page", Message: truncate(msg, a.opts.LogLineBytes)})
-	}
+	logf := a.pageLine(&entries, now)
 	kept := links[:0:0]
 	for _, l := range links {
 		if l.Requisite {
