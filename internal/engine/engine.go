@@ -113,7 +113,7 @@ type Engine struct {
 	cfg     Config
 	log     *zap.Logger
 	warned  sync.Map // plugin + variable already warned about (env.go)
-	schemas schemaCache
+	schemas fileCache[*hooks.Schema]
 	crawls  crawlHosts
 	warcs   warcFiles
 	plans   planCache
@@ -153,7 +153,6 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	e := &Engine{cfg: cfg, log: log}
-	e.schemas.m = map[string]schemaEntry{}
 	e.crawls.m = map[string]*crawlHost{}
 	e.warcs.m = map[string]*jobWARC{}
 	e.plans.m = map[string]activities.Plan{}
