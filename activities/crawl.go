@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -210,9 +211,7 @@ func NewCrawl(store CrawlStore, pages PageRunner, hostQueue string, deny scope.D
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log = cmp.Or(log, zap.NewNop())
 	return &CrawlActivities{store: store, pages: pages, hostQueue: hostQueue, opts: opts, log: log, deny: deny}, nil
 }
 

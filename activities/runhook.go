@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,12 +203,7 @@ func (a *HostActivities) attemptResult(in RunHookInput, attempt int, started tim
 	}
 	if o.Transient {
 		res.Status = ""
-		if res.Error == "" {
-			res.Error = o.Error
-		}
-		if res.Error == "" {
-			res.Error = fmt.Sprintf("exit code %d without a result record", res.ExitCode)
-		}
+		res.Error = cmp.Or(res.Error, o.Error, fmt.Sprintf("exit code %d without a result record", res.ExitCode))
 	}
 	limit := a.opts.ResultFieldBytes
 	res.OutputStr = truncate(res.OutputStr, limit)

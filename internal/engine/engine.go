@@ -8,6 +8,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,10 +145,7 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("hook engine: pass_env[%d] %q: %w", i, p, err)
 		}
 	}
-	log := cfg.Log
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log := cmp.Or(cfg.Log, zap.NewNop())
 	if cfg.Instance == "" {
 		host, _ := os.Hostname()
 		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -335,11 +333,7 @@ func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func
 	if err != nil {
 		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
 	}
-	url := inv.url
-	if url == "" {
-		url = inv.job.URL
-	}
-	args := []string{"--url=" + url}
+	args := []string{"--url=" + cmp.Or(inv.url, inv.job.URL)}
 	if !inv.noSnapshotArg {
 		args = append(args, "--snapshot-id="+inv.snapshotID)
 	}

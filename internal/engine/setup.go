@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -175,10 +176,7 @@ func (e *Engine) plan(found hooks.Plan, overrides map[string]string, snapDir str
 	plan := activities.Plan{Hooks: make([]activities.HookSpec, 0, len(found.Hooks))}
 	for _, h := range found.Hooks {
 		spec := activities.HookSpec{Plugin: h.Plugin, Name: h.Name, Path: h.Path, Step: h.Step, Background: h.Background,
-			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true, SkipReason: h.Skip}
-		if spec.SkipReason == "" {
-			spec.SkipReason = unmet[h.Plugin]
-		}
+			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true, SkipReason: cmp.Or(h.Skip, unmet[h.Plugin])}
 		if spec.SkipReason != "" {
 			// Fleet health reads a hook that cannot run here as a warning
 			// of its host × plugin check, not as a skip by configuration.
