@@ -1,12 +1,13 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -190,9 +191,9 @@ type CrawlActivities struct {
 	opts      CrawlOptions
 	log       *zap.Logger
 	deny      scope.Denier
-	live      liveCache
+	live      timed[liveEntry]
 	robots    robotsCache
-	locks     lockCache
+	locks     timed[[]string]
 }
 
 // NewCrawl builds the crawl activities. hostQueue is the task queue only
@@ -210,11 +211,8 @@ func NewCrawl(store CrawlStore, pages PageRunner, hostQueue string, deny scope.D
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = zap.NewNop()
-	}
-	return &CrawlActivities{store: store, pages: pages, hostQueue: hostQueue, opts: opts, log: log, deny: deny,
-		live: liveCache{entries: map[string]*liveEntry{}}, locks: lockCache{entries: map[string]lockEntry{}}}, nil
+	log = cmp.Or(log, zap.NewNop())
+	return &CrawlActivities{store: store, pages: pages, hostQueue: hostQueue, opts: opts, log: log, deny: deny}, nil
 }
 
 // SeedCrawl creates the frontier with the start URL and claims it.
@@ -262,7 +260,7 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 	}
 	out := ClaimResult{Counts: counts}
 	if in.LockQueue != "" {
-		if out.Locked, err = a.locks.get(ctx, a, in.Ident, in.LockQueue); err != nil {
+		if out.Locked, err = a.lockedQueues(ctx, in.Ident, in.LockQueue); err != nil {
 			return ClaimResult{}, crawlStoreError(err, "claim pages of %s: read the pipelines locked to it", in.Ident)
 		}
 	}
@@ -393,27 +391,18 @@ func (a *CrawlActivities) RunPage(ctx context.Context, in RunPageInput) (PageRes
 	log := a.log.With(logging.Ident(ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt), zap.Int32("activity_attempt", info.Attempt))
 	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, Progress{Attempt: p.Attempt})
 	defer stop()
-	res, err := a.attempt(ctx, ctx, 0, log, in, fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt))
-	if err != nil {
-		return PageResult{}, err
-	}
-	log.Debug("page done", zap.String("status", res.Status), zap.Int("responses", res.Responses), zap.Int("queued", res.Queued))
-	return res, nil
-}
-
-// attempt runs one claimed page attempt and records it: the one page
-// path of RunPage and RunPageBatch. The polite delay, then the page under
-// pageCtx, whose deadline (timeout, when > 0) ends the attempt transient;
-// the end of ctx (the activity's) stops it unrecorded: a canceled error,
-// or a retryable one when the worker is shutting down.
-func (a *CrawlActivities) attempt(ctx, pageCtx context.Context, timeout time.Duration, log *zap.Logger, in RunPageInput, logKey string) (PageResult, error) {
-	d, err := a.runAttempt(ctx, pageCtx, timeout, log, in, logKey)
+	d, err := a.runAttempt(ctx, ctx, 0, log, in, fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt))
 	if err != nil {
 		return PageResult{}, err
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.WriteTimeout)
 	defer cancel()
-	return a.recordPage(wctx, d)
+	res, err := a.recordPage(wctx, d)
+	if err != nil {
+		return PageResult{}, err
+	}
+	log.Debug("page done", zap.String("status", res.Status), zap.Int("responses", res.Responses), zap.Int("queued", res.Queued))
+	return res, nil
 }
 
 // crawlPageKey marks the context of a crawl page attempt (CrawlPage).
@@ -445,8 +434,13 @@ type donePage struct {
 	logResponses bool
 }
 
-// runAttempt is attempt without the recording: the page's outcome, to be
-// recorded now (attempt) or with others (a page batch's pageSink).
+// runAttempt runs one claimed page attempt, the one page path of RunPage
+// and RunPageBatch: the polite delay, then the page under pageCtx, whose
+// deadline (timeout, when > 0) ends the attempt transient; the end of ctx
+// (the activity's) stops it unrecorded: a canceled error, or a retryable
+// one when the worker is shutting down. Its outcome is recorded alone
+// (RunPage) or with others (a page batch's pageSink), both through
+// recordPages.
 func (a *CrawlActivities) runAttempt(ctx, pageCtx context.Context, timeout time.Duration, log *zap.Logger, in RunPageInput, logKey string) (donePage, error) {
 	p, ident := in.Page, in.Crawl.Job.Ident
 	stopped := func() error {
@@ -463,7 +457,7 @@ func (a *CrawlActivities) runAttempt(ctx, pageCtx context.Context, timeout time.
 	var out PageOutcome
 	var runErr error
 	if delayErr == nil {
-		out, runErr = a.pages.RunPage(CrawlPageContext(pageCtx, a.opts.LiveInterval), PageRun{Crawl: in.Crawl, Page: p, Settings: in.Settings})
+		out, runErr = a.pages.RunPage(CrawlPageContext(pageCtx, a.opts.LiveInterval), in)
 	}
 	if ctx.Err() != nil {
 		return donePage{}, stopped()
@@ -533,22 +527,18 @@ func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult
 	var links []Link
 	var entries []LogEntry
 	now := time.Now()
-	for _, r := range out.Responses {
-		if !d.logResponses {
-			break
+	say := a.pageLine(&entries, now)
+	if d.logResponses {
+		for _, r := range out.Responses {
+			r.URL = truncate(r.URL, a.opts.LogLineBytes)
+			entries = append(entries, LogEntry{Kind: LogDownload, Time: now, Hook: "page", Response: &r})
 		}
-		r.URL = truncate(r.URL, a.opts.LogLineBytes)
-		entries = append(entries, LogEntry{Kind: LogDownload, Time: now, Hook: "page", Response: &r})
-	}
-	for _, n := range out.Notices {
-		if !d.logResponses {
-			break
+		for _, n := range out.Notices {
+			say(n)
 		}
-		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
-			Message: truncate(n, a.opts.LogLineBytes)})
 	}
 	if out.Status == PageSucceeded {
-		live, judge, err := a.live.get(ctx, a, in.Crawl)
+		live, judge, err := a.liveSettings(ctx, in.Crawl)
 		if err != nil {
 			return res, PageWrite{}, err
 		}
@@ -567,13 +557,11 @@ func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult
 		case n > 0 && p.Attempt >= n:
 			what = fmt.Sprintf("its last attempt (crawl.page_attempts %d): the page failed", n)
 		}
-		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
-			Message: truncate(fmt.Sprintf("page %s attempt %d failed, %s: %s", p.URL, p.Attempt, what, out.Note), a.opts.LogLineBytes)})
+		say(fmt.Sprintf("page %s attempt %d failed, %s: %s", p.URL, p.Attempt, what, out.Note))
 	}
 	if out.Status == PagePostponed {
-		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page",
-			Message: truncate(fmt.Sprintf("page %s attempt %d postponed until %s, its attempt kept: %s", p.URL, p.Attempt,
-				out.NotBefore.UTC().Format(time.RFC3339), out.Note), a.opts.LogLineBytes)})
+		say(fmt.Sprintf("page %s attempt %d postponed until %s, its attempt kept: %s", p.URL, p.Attempt,
+			out.NotBefore.UTC().Format(time.RFC3339), out.Note))
 	}
 	refused := a.store.RefusedLinks(links)
 	entries = append(entries, a.refusedEntries(refused, now)...)
@@ -586,6 +574,13 @@ func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult
 	}
 	return res, PageWrite{PageID: p.ID, Attempt: p.Attempt, Status: out.Status, Note: note, NotBefore: out.NotBefore, Last: out.Last,
 		Tally: tally, Links: links, LogKey: d.logKey, Entries: entries}, nil
+}
+
+// pageLine returns a func appending a page's stdout line to *entries.
+func (a *CrawlActivities) pageLine(entries *[]LogEntry, now time.Time) func(string) {
+	return func(msg string) {
+		*entries = append(*entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page", Message: truncate(msg, a.opts.LogLineBytes)})
+	}
 }
 
 // joinNote appends more to a page's note.
@@ -682,19 +677,27 @@ func politeDelay(ctx context.Context, s model.Settings) error {
 
 // heartbeatEvery heartbeats details until the returned stop is called.
 func heartbeatEvery(ctx context.Context, every time.Duration, details any) func() {
+	return onTicks(every, func() {
+		if ctx.Err() == nil {
+			activity.RecordHeartbeat(ctx, details)
+		}
+	})
+}
+
+// onTicks calls fn every d until the returned stop is called; stop
+// returns once fn is no longer running.
+func onTicks(d time.Duration, fn func()) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(every)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
-			case <-ctx.Done():
-				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx, details)
+				fn()
 			}
 		}
 	})
@@ -713,83 +716,81 @@ func crawlStoreError(err error, format string, args ...any) error {
 	return storeError(err, format, args...)
 }
 
-// liveCache keeps each crawl's live settings and judge for a short while.
-// lockCache keeps each crawl's locked host queues (ClaimResult.Locked)
-// for CrawlOptions.LiveInterval: a lock or unlock reaches the crawl's
-// claims that much later.
-type lockCache struct {
-	mu      sync.Mutex
-	entries map[string]lockEntry
+// timed keeps a value per key for CrawlOptions.LiveInterval: a change
+// in Redis (a crawl's ignores and rules, its locked pipelines) reaches
+// this worker's pages and claims that much later.
+type timed[V any] struct {
+	mu sync.Mutex
+	m  map[string]timedEntry[V]
 }
 
-type lockEntry struct {
-	at     time.Time
-	queues []string
+type timedEntry[V any] struct {
+	at time.Time
+	v  V
 }
 
-func (c *lockCache) get(ctx context.Context, a *CrawlActivities, ident, queue string) ([]string, error) {
-	key := ident + " " + queue
+// get returns key's value when younger than maxAge, else load's (given
+// the value it replaces, had false when none), kept from now on.
+func (c *timed[V]) get(key string, maxAge time.Duration, load func(old V, had bool) (V, error)) (V, error) {
 	c.mu.Lock()
-	e, ok := c.entries[key]
+	e, ok := c.m[key]
 	c.mu.Unlock()
-	if ok && time.Since(e.at) < a.opts.LiveInterval {
-		return e.queues, nil
+	if ok && time.Since(e.at) < maxAge {
+		return e.v, nil
 	}
-	qs, err := a.store.LockedHostQueues(ctx, ident, queue)
+	v, err := load(e.v, ok)
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	c.mu.Lock()
-	c.entries[key] = lockEntry{at: time.Now(), queues: qs}
+	if c.m == nil {
+		c.m = map[string]timedEntry[V]{}
+	}
+	c.m[key] = timedEntry[V]{at: time.Now(), v: v}
 	c.mu.Unlock()
-	return qs, nil
+	return v, nil
 }
 
-type liveCache struct {
-	mu      sync.Mutex
-	entries map[string]*liveEntry
+// lockedQueues are the host queues of shared queue queue on the
+// pipelines locked to the crawl (ClaimResult.Locked).
+func (a *CrawlActivities) lockedQueues(ctx context.Context, ident, queue string) ([]string, error) {
+	return a.locks.get(ident+" "+queue, a.opts.LiveInterval, func([]string, bool) ([]string, error) {
+		return a.store.LockedHostQueues(ctx, ident, queue)
+	})
 }
 
+// liveEntry is a crawl's live settings and the judge of its links.
 type liveEntry struct {
-	at    time.Time
 	live  LiveSettings
 	judge *scope.Judge
 }
 
-func (c *liveCache) get(ctx context.Context, a *CrawlActivities, cr Crawl) (LiveSettings, *scope.Judge, error) {
+// liveSettings are the crawl's live settings and the judge of its links.
+func (a *CrawlActivities) liveSettings(ctx context.Context, cr Crawl) (LiveSettings, *scope.Judge, error) {
 	ident := cr.Job.Ident
-	c.mu.Lock()
-	e := c.entries[ident]
-	c.mu.Unlock()
-	if e != nil && time.Since(e.at) < a.opts.LiveInterval {
-		return e.live, e.judge, nil
-	}
-	var live LiveSettings
-	err := retryWrite(ctx, func() (err error) { live, err = a.store.LiveSettings(ctx, ident); return err })
-	if err != nil {
-		return LiveSettings{}, nil, fmt.Errorf("read ignores and rules of %s: %w", ident, err)
-	}
-	sc, err := scope.New(cr.Job.URL, cr.Scope)
-	if err != nil {
-		return LiveSettings{}, nil, nonRetryable(ErrTypeInvalidInput, "crawl %s: %v", ident, err)
-	}
-	rules, err := live.Rules.Rules.Compile()
-	if err != nil {
-		a.log.Warn("stored rules do not compile; using none", logging.Ident(ident), zap.Error(err))
-		rules = nil
-	}
-	ig := scope.CompileIgnores(live.Ignores, cr.Job.URL)
-	if bad := ig.Invalid(); len(bad) > 0 && (e == nil || !slicesEqual(e.live.Ignores, live.Ignores)) {
-		a.log.Warn("ignore patterns that do not compile are not applied", logging.Ident(ident), zap.Strings("patterns", bad))
-	}
-	e = &liveEntry{at: time.Now(), live: live, judge: &scope.Judge{Scope: sc, Rules: rules, Ignores: ig, Deny: a.deny}}
-	c.mu.Lock()
-	c.entries[ident] = e
-	c.mu.Unlock()
-	return e.live, e.judge, nil
+	e, err := a.live.get(ident, a.opts.LiveInterval, func(old liveEntry, had bool) (liveEntry, error) {
+		var live LiveSettings
+		err := retryWrite(ctx, func() (err error) { live, err = a.store.LiveSettings(ctx, ident); return err })
+		if err != nil {
+			return liveEntry{}, fmt.Errorf("read ignores and rules of %s: %w", ident, err)
+		}
+		sc, err := scope.New(cr.Job.URL, cr.Scope)
+		if err != nil {
+			return liveEntry{}, nonRetryable(ErrTypeInvalidInput, "crawl %s: %v", ident, err)
+		}
+		rules, err := live.Rules.Rules.Compile()
+		if err != nil {
+			a.log.Warn("stored rules do not compile; using none", logging.Ident(ident), zap.Error(err))
+			rules = nil
+		}
+		ig := scope.CompileIgnores(live.Ignores, cr.Job.URL)
+		if bad := ig.Invalid(); len(bad) > 0 && (!had || !slices.Equal(old.live.Ignores, live.Ignores)) {
+			a.log.Warn("ignore patterns that do not compile are not applied", logging.Ident(ident), zap.Strings("patterns", bad))
+		}
+		return liveEntry{live: live, judge: &scope.Judge{Scope: sc, Rules: rules, Ignores: ig, Deny: a.deny}}, nil
+	})
+	return e.live, e.judge, err
 }
-
-func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
 
 // CrawlHostActivities are the crawl's activities on a worker's own queue:
 // completing the start page from what its snapshot left on that host

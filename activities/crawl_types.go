@@ -304,11 +304,7 @@ func (r SealCrawlReport) Archive(ident string) ArchiveInput {
 }
 
 // PageRun is one page attempt as the host-side page runner needs it.
-type PageRun struct {
-	Crawl    Crawl
-	Page     PageSpec
-	Settings model.Settings
-}
+type PageRun = RunPageInput
 
 // Discovered is one URL a page's hooks found (a Snapshot record).
 type Discovered struct {

@@ -81,19 +81,15 @@ const (
 )
 
 // RunPageBatch runs a batch of claimed page attempts on this worker, each
-// exactly as RunPage runs one (attempt: polite delay, page plugin set,
-// links, log packets, outcome in the frontier), its pages' writes
-// gathered and made together a moment after they end (pageSink: a few
-// round trips per many pages, never per page),
-// at most the job's live concurrency at once. Before each page starts it
+// as RunPage runs one (runAttempt), at most the job's live concurrency at
+// once, their writes gathered by a pageSink. Before each page starts it
 // reads the live settings (at most LiveInterval old): concurrency 0
 // (paused), the batch's budget or StopAt spent, or the byte limit reached
 // stop starting pages, and the rest are released. A worker lost mid-batch
-// loses only its pages in flight and those that ended but were not
-// recorded yet (at most sinkEvery old): Temporal runs the batch again
-// (after the heartbeat timeout), and that attempt runs only the pages
-// still CLAIMED by their attempt (StillClaimed), as a retried RunPage runs
-// its page again. The activity fails only when a page could not be
+// loses its pages in flight and those the sink had not recorded yet:
+// Temporal runs the batch again (after the heartbeat timeout), and that
+// attempt runs only the pages still CLAIMED by their attempt
+// (StillClaimed). The activity fails only when a page could not be
 // recorded or the worker is stopping; the workflow cancels it on abort and
 // releases its pages. The pages that ended are recorded before it
 // returns, canceled or not.
@@ -273,7 +269,7 @@ func (b *pageBatch) slot(ctx context.Context) (settings model.Settings, why stri
 		if ctx.Err() != nil {
 			return settings, "", false
 		}
-		live, _, err := b.a.live.get(ctx, b.a, b.in.Crawl)
+		live, _, err := b.a.liveSettings(ctx, b.in.Crawl)
 		if err != nil {
 			b.fail(err)
 			return settings, "", false
@@ -315,7 +311,7 @@ func (b *pageBatch) slot(ctx context.Context) (settings model.Settings, why stri
 // rules applies rules newer than the batch's claim to a page about to
 // start: a skip rule moves it to SKIPPED, a ua rule sets its user agent.
 func (b *pageBatch) rules(ctx context.Context, p PageSpec) (PageSpec, bool, error) {
-	live, judge, err := b.a.live.get(ctx, b.a, b.in.Crawl)
+	live, judge, err := b.a.liveSettings(ctx, b.in.Crawl)
 	if err != nil || live.Rules.Version <= b.in.RulesVersion {
 		return p, false, err
 	}

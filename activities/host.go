@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,9 +113,7 @@ func NewHost(discoverer Discoverer, runner Runner, sealer Sealer, store Store, l
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log = cmp.Or(log, zap.NewNop())
 	return &HostActivities{discoverer: discoverer, runner: runner, sealer: sealer, store: store, opts: opts, log: log}, nil
 }
 

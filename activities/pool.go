@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,9 +40,7 @@ func NewPool(store Store, hosts HostRegistry, discoverer Discoverer, hostQueue s
 	if hostQueue == "" {
 		return nil, errors.New("pool activities: host queue must not be empty (ClaimHost hands it out)")
 	}
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log = cmp.Or(log, zap.NewNop())
 	return &PoolActivities{store: store, hosts: hosts, discoverer: discoverer, hostQueue: hostQueue, log: log}, nil
 }
 

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,9 +42,7 @@ func NewPurge(p Purger, log *zap.Logger) (*PurgeActivities, error) {
 	if p == nil {
 		return nil, errors.New("purge activities: purger must not be nil")
 	}
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log = cmp.Or(log, zap.NewNop())
 	return &PurgeActivities{purger: p, log: log}, nil
 }
 

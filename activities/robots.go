@@ -106,9 +106,7 @@ func (a *CrawlActivities) loadRobots(ctx context.Context, cr Crawl, origin strin
 // source "robots.txt" (unless the job suppresses ignore reports). It
 // fetches the robots.txt of a host the crawl has not read yet.
 func (a *CrawlActivities) obeyRobots(ctx context.Context, cr Crawl, links []Link, entries []LogEntry, suppress bool, now time.Time) ([]Link, []LogEntry, error) {
-	logf := func(msg string) {
-		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page", Message: truncate(msg, a.opts.LogLineBytes)})
-	}
+	logf := a.pageLine(&entries, now)
 	kept := links[:0:0]
 	for _, l := range links {
 		if l.Requisite {
@@ -135,16 +133,4 @@ func (a *CrawlActivities) obeyRobots(ctx context.Context, cr Crawl, links []Link
 		}
 	}
 	return kept, entries, nil
-}
-
-// CrawlDelay is the Crawl-delay the crawl's robots.txt for origin
-// (scheme://host[:port], robots.Origin) gives the crawl's user agent, as
-// kept in Redis when the file was fetched; known false when the crawl has
-// not fetched that robots.txt (yet).
-func CrawlDelay(ctx context.Context, store CrawlStore, ident, origin string) (d time.Duration, known bool, err error) {
-	rec, ok, err := store.Robots(ctx, ident, origin)
-	if err != nil || !ok {
-		return 0, false, err
-	}
-	return rec.CrawlDelay, true, nil
 }

@@ -112,11 +112,11 @@ func TestObeyRobotsFetchesOncePerOriginAndReportsTheRule(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int32(1), runner.count("http://a.example"))
 
-	d, known, err := CrawlDelay(context.Background(), store, "job1", "http://a.example")
+	rec, known, err := store.Robots(context.Background(), "job1", "http://a.example")
 	require.NoError(t, err)
 	assert.True(t, known)
-	assert.Equal(t, 3*time.Second, d)
-	_, known, err = CrawlDelay(context.Background(), store, "job1", "http://c.example")
+	assert.Equal(t, 3*time.Second, rec.CrawlDelay, "the Crawl-delay is kept with the record")
+	_, known, err = store.Robots(context.Background(), "job1", "http://c.example")
 	require.NoError(t, err)
 	assert.False(t, known)
 }

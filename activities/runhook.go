@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,12 +203,7 @@ func (a *HostActivities) attemptResult(in RunHookInput, attempt int, started tim
 	}
 	if o.Transient {
 		res.Status = ""
-		if res.Error == "" {
-			res.Error = o.Error
-		}
-		if res.Error == "" {
-			res.Error = fmt.Sprintf("exit code %d without a result record", res.ExitCode)
-		}
+		res.Error = cmp.Or(res.Error, o.Error, fmt.Sprintf("exit code %d without a result record", res.ExitCode))
 	}
 	limit := a.opts.ResultFieldBytes
 	res.OutputStr = truncate(res.OutputStr, limit)
@@ -225,10 +221,7 @@ func truncate(s string, n int) string {
 		return s
 	}
 	const mark = "…[truncated]"
-	cut := n - len(mark)
-	if cut < 0 {
-		cut = 0
-	}
+	cut := max(n-len(mark), 0)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
@@ -253,9 +246,7 @@ func (a *HostActivities) superviseAttempt(ctx context.Context, in RunHookInput, 
 			case <-loopCtx.Done():
 				return
 			case <-hb.C:
-				p := sink.progress()
-				p.Attempt = attempt
-				beat(p)
+				beat(sink.progressAt(attempt))
 				if time.Since(lastPulse) >= a.opts.JobHeartbeatInterval {
 					lastPulse = time.Now()
 					if err := a.store.Heartbeat(loopCtx, in.Job.Ident); err != nil {
@@ -295,27 +286,9 @@ func (a *HostActivities) superviseAttempt(ctx context.Context, in RunHookInput, 
 // outlast the heartbeat timeout, and Temporal would run the finished hook
 // again.
 func (a *HostActivities) heartbeatWhile(attempt int, sink *runSink, beat func(Progress), fn func()) {
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(a.opts.HeartbeatInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				p := sink.progress()
-				p.Attempt = attempt
-				beat(p)
-			}
-		}
-	}()
+	stop := onTicks(a.opts.HeartbeatInterval, func() { beat(sink.progressAt(attempt)) })
 	fn()
-	close(stop)
-	wg.Wait()
+	stop()
 }
 
 // logFlusher writes buffered log entries of one attempt in numbered batches.
@@ -456,10 +429,13 @@ func (s *runSink) responses() []model.Response {
 	return append([]model.Response(nil), s.resps...)
 }
 
-func (s *runSink) progress() Progress {
+// progressAt is the attempt's progress so far.
+func (s *runSink) progressAt(attempt int) Progress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.prog
+	p := s.prog
+	p.Attempt = attempt
+	return p
 }
 
 // SignalHookReady names the signal RunHook sends the workflow a background

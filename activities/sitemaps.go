@@ -26,9 +26,7 @@ const sitemapFetchTimeout = time.Minute
 // file) and in the page's note, never fatal; what a limit left out is a
 // cut.
 func (a *CrawlActivities) sitemapLinks(ctx context.Context, cr Crawl, now time.Time) (links []Discovered, entries []LogEntry, note string, cuts int, err error) {
-	logf := func(msg string) {
-		entries = append(entries, LogEntry{Kind: LogStdout, Time: now, Hook: "page", Message: truncate(msg, a.opts.LogLineBytes)})
-	}
+	logf := a.pageLine(&entries, now)
 	origin, err := robots.Origin(cr.Job.URL)
 	if err != nil {
 		return nil, nil, "", 0, nil // not an http(s) start URL: no sitemaps

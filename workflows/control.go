@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -94,12 +95,9 @@ func (s *snapshot) status() Status {
 		SettingsVersion: s.settings.version,
 		HostQueue:       s.claim.hostQueue,
 		Claims:          s.claim.n,
-		Error:           s.job.failure,
+		Error:           cmp.Or(s.job.failure, s.job.stopReason),
 		Counters:        s.claim.counters,
 		Hooks:           make([]HookStatus, 0, len(s.plan.Hooks)),
-	}
-	if st.Error == "" && s.job.stopReason != "" {
-		st.Error = s.job.stopReason
 	}
 	for _, h := range s.plan.Hooks {
 		hs := HookStatus{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background, Phase: PhasePending}

@@ -61,9 +61,7 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 	if in.Carry == nil && in.Rerun == nil && len(c.rules.Rules) > 0 {
 		// The hosts judge links with the latest rules in Redis.
 		rin := activities.SetRulesInput{Ident: c.ident(), Rules: c.rules}
-		c.writes.enqueue("set rules", func(wc workflow.Context) error {
-			return workflow.ExecuteLocalActivity(c.redisCtx(wc), crawlActs.SetRules, rin).Get(wc, nil)
-		})
+		c.write("set rules", crawlActs.SetRules, rin)
 	}
 	if retry {
 		c.requeue()
@@ -204,7 +202,7 @@ func (c *crawl) stopping() bool { return c.job.stopReason != "" }
 // retry's write) and waits for it, so the requeue follows a job that is
 // pending again.
 func (c *crawl) reopen() {
-	seq := enqueueReopen(&c.writes, activities.ReopenInput{Ident: c.ident(), Key: c.runID + "/reopen"})
+	seq := c.write("reopen job", poolActs.ReopenJob, activities.ReopenInput{Ident: c.ident(), Key: c.runID + "/reopen"})
 	_ = c.writes.await(c.dctx, seq)
 }
 
@@ -844,9 +842,7 @@ func (c *crawl) sealWACZ() {
 	}
 	c.log().Info("crawl sealed into its WACZ", "host_queue", host, "wacz", rep.WACZ, "error", rep.Error, "missing_warcs", len(rep.Missing))
 	ar := rep.Archive(c.ident())
-	c.writes.enqueue("set wacz", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(c.redisCtx(wc), poolActs.SetArchive, ar).Get(wc, nil)
-	})
+	c.write("set wacz", poolActs.SetArchive, ar)
 }
 
 // finalState decides the crawl's final state and error.

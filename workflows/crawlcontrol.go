@@ -116,9 +116,7 @@ func (c *crawl) validateRules(rules scope.Rules) error {
 func (c *crawl) updateRules(ctx workflow.Context, rules scope.Rules) (int64, error) {
 	c.rules = scope.Versioned{Version: c.rules.Version + 1, Rules: rules}
 	in := activities.SetRulesInput{Ident: c.ident(), Rules: c.rules}
-	seq := c.writes.enqueue("set rules", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(c.redisCtx(wc), crawlActs.SetRules, in).Get(wc, nil)
-	})
+	seq := c.write("set rules", crawlActs.SetRules, in)
 	if err := c.writes.await(ctx, seq); err != nil {
 		return 0, fmt.Errorf("set_rules on %s: await redis write: %w", c.ident(), err)
 	}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -56,10 +57,7 @@ func resultFromError(h activities.HookSpec, r Retry, err error, now time.Time) m
 		if derr := appErr.Details(&last); derr == nil {
 			res = last
 		}
-		res.Error = appErr.Message()
-		if res.Error == "" {
-			res.Error = appErr.Error()
-		}
+		res.Error = cmp.Or(appErr.Message(), appErr.Error())
 	case errors.As(err, &canceled):
 		var last model.ArchiveResult
 		if canceled.HasDetails() && canceled.Details(&last) == nil {

@@ -197,8 +197,6 @@ func attemptsSpent(err error, before int) int {
 	return spent
 }
 
-// remaining is r with the attempts already spent taken off, so scheduling
-// a hook again on a busy host does not give it more attempts in total.
 // backoff is the wait before the attempt after spent failed ones, as
 // Temporal's retry policy computes it: initial × coefficient^(spent-1),
 // at most the maximum interval.
@@ -216,6 +214,8 @@ func (r Retry) backoff(spent int) time.Duration {
 	return time.Duration(d)
 }
 
+// remaining is r with the attempts already spent taken off, so scheduling
+// a hook again on a busy host does not give it more attempts in total.
 func (r Retry) remaining(spent int) Retry {
 	if r.MaximumAttempts > 0 && spent > 0 {
 		r.MaximumAttempts = max(r.MaximumAttempts-int32(spent), 1)

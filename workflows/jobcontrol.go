@@ -186,6 +186,14 @@ func (c *control) redisCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, redisOptions())
 }
 
+// write queues the Redis write of the local activity act with in
+// (redisOptions) and returns its sequence number (writer.enqueue).
+func (c *control) write(name string, act, in any) int {
+	return c.writes.enqueue(name, func(wc workflow.Context) error {
+		return workflow.ExecuteLocalActivity(c.redisCtx(wc), act, in).Get(wc, nil)
+	})
+}
+
 // awaitEnd waits until every handler has finished and every Redis write is
 // done, before the workflow returns.
 func (c *control) awaitEnd() error {

@@ -34,33 +34,23 @@ func snapshotHash(c *control, job activities.Job) jobHash {
 type ownHash struct{ c *control }
 
 func (h ownHash) step(in activities.StepInput) {
-	h.c.writes.enqueue("set step", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(h.c.redisCtx(wc), poolActs.SetStep, in).Get(wc, nil)
-	})
+	h.c.write("set step", poolActs.SetStep, in)
 }
 
 func (h ownHash) state(in activities.JobStateInput) {
-	h.c.writes.enqueue("set job state", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(h.c.redisCtx(wc), poolActs.SetJobState, in).Get(wc, nil)
-	})
+	h.c.write("set job state", poolActs.SetJobState, in)
 }
 
 func (h ownHash) settings(in activities.SettingsInput) int {
-	return h.c.writes.enqueue("apply settings", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(h.c.redisCtx(wc), poolActs.ApplySettings, in).Get(wc, nil)
-	})
+	return h.c.write("apply settings", poolActs.ApplySettings, in)
 }
 
 func (h ownHash) result(in activities.ResultInput) {
-	h.c.writes.enqueue("record result", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(h.c.redisCtx(wc), poolActs.RecordResult, in).Get(wc, nil)
-	})
+	h.c.write("record result", poolActs.RecordResult, in)
 }
 
 func (h ownHash) finish(in activities.FinishInput) {
-	h.c.writes.enqueue("finish job", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(h.c.redisCtx(wc), poolActs.FinishJob, in).Get(wc, nil)
-	})
+	h.c.write("finish job", poolActs.FinishJob, in)
 }
 
 // crawlPageSettingsChange versions a crawl page's settings change: from
@@ -94,7 +84,5 @@ func (p pageHash) settings(in activities.SettingsInput) int {
 type crawlHash struct{ ownHash }
 
 func (h crawlHash) finish(in activities.FinishInput) {
-	h.c.writes.enqueue("finish crawl", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(h.c.redisCtx(wc), crawlActs.FinishCrawl, in).Get(wc, nil)
-	})
+	h.c.write("finish crawl", crawlActs.FinishCrawl, in)
 }

@@ -3,8 +3,6 @@ package workflows
 import (
 	"fmt"
 
-	"go.temporal.io/sdk/workflow"
-
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
@@ -110,15 +108,7 @@ func (s *snapshot) keep(h activities.HookSpec, res model.ArchiveResult) {
 // final state, retention and jobs_* count, and the failed results that
 // run again (ReopenJob, once per run).
 func (s *snapshot) reopen() {
-	enqueueReopen(&s.writes, activities.ReopenInput{
+	s.write("reopen job", poolActs.ReopenJob, activities.ReopenInput{
 		Ident: s.in.Job.Ident, Hooks: len(s.in.Rerun.Hooks), Bytes: s.in.Rerun.FailedBytes, Key: s.runID + "/reopen",
-	})
-}
-
-// enqueueReopen queues the ReopenJob write of a retry run (a snapshot's or
-// a crawl's) on w and returns its sequence number.
-func enqueueReopen(w *writer, in activities.ReopenInput) int {
-	return w.enqueue("reopen job", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(c, redisOptions()), poolActs.ReopenJob, in).Get(c, nil)
 	})
 }

@@ -605,9 +605,7 @@ func (s *snapshot) recordArchive(rep activities.SealReport) {
 		return
 	}
 	in := rep.Archive(s.in.Job.Ident)
-	s.writes.enqueue("set wacz", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetArchive, in).Get(c, nil)
-	})
+	s.write("set wacz", poolActs.SetArchive, in)
 }
 
 // finalState decides the job's final state and error.

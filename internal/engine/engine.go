@@ -8,6 +8,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -113,7 +114,7 @@ type Engine struct {
 	cfg     Config
 	log     *zap.Logger
 	warned  sync.Map // plugin + variable already warned about (env.go)
-	schemas schemaCache
+	schemas fileCache[*hooks.Schema]
 	crawls  crawlHosts
 	warcs   warcFiles
 	plans   planCache
@@ -144,16 +145,12 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("hook engine: pass_env[%d] %q: %w", i, p, err)
 		}
 	}
-	log := cfg.Log
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log := cmp.Or(cfg.Log, zap.NewNop())
 	if cfg.Instance == "" {
 		host, _ := os.Hostname()
 		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	e := &Engine{cfg: cfg, log: log}
-	e.schemas.m = map[string]schemaEntry{}
 	e.crawls.m = map[string]*crawlHost{}
 	e.warcs.m = map[string]*jobWARC{}
 	e.plans.m = map[string]activities.Plan{}
@@ -336,11 +333,7 @@ func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func
 	if err != nil {
 		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
 	}
-	url := inv.url
-	if url == "" {
-		url = inv.job.URL
-	}
-	args := []string{"--url=" + url}
+	args := []string{"--url=" + cmp.Or(inv.url, inv.job.URL)}
 	if !inv.noSnapshotArg {
 		args = append(args, "--snapshot-id="+inv.snapshotID)
 	}

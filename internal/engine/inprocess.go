@@ -33,39 +33,21 @@ func (e *Engine) inProcess(path string) (string, bool) {
 	return name, ok && builtin.InProcess(name)
 }
 
-var wrappers = struct {
-	sync.Mutex
-	m map[string]wrapperEntry
-}{m: map[string]wrapperEntry{}}
+// wrappers are the wrapper scripts read so far: the built-in each runs
+// ("": none).
+var wrappers fileCache[string]
 
-type wrapperEntry struct {
-	mod  time.Time
-	size int64
-	name string
-}
-
-// wrapperOf returns the built-in hook name of a wrapper script (cached by
-// path, size and modification time).
+// wrapperOf returns the built-in hook name of a wrapper script.
 func wrapperOf(path string) (string, bool) {
 	info, err := os.Stat(path)
 	if err != nil || !info.Mode().IsRegular() || info.Size() > 4096 {
 		return "", false
 	}
-	wrappers.Lock()
-	c, ok := wrappers.m[path]
-	wrappers.Unlock()
-	if ok && c.mod.Equal(info.ModTime()) && c.size == info.Size() {
-		return c.name, c.name != ""
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", false
-	}
-	name := parseWrapper(data)
-	wrappers.Lock()
-	wrappers.m[path] = wrapperEntry{mod: info.ModTime(), size: info.Size(), name: name}
-	wrappers.Unlock()
-	return name, name != ""
+	name, err := wrappers.get(path, info, func() (string, error) {
+		data, err := os.ReadFile(path)
+		return parseWrapper(data), err
+	})
+	return name, err == nil && name != ""
 }
 
 func parseWrapper(data []byte) string {
@@ -104,39 +86,47 @@ func inProcessFunc(name string, spec procs.Spec) procs.Func {
 	}
 }
 
-// schemaCache keeps plugin schemas (config.json) by path, reloaded when
-// the file changes: every page resolves every page hook's configuration.
-type schemaCache struct {
+// fileCache keeps what was read from files by key, read again when a
+// file's size or modification time changes: every page resolves every
+// page hook's configuration and wrapper.
+type fileCache[V any] struct {
 	mu sync.Mutex
-	m  map[string]schemaEntry
+	m  map[string]fileEntry[V]
 }
 
-type schemaEntry struct {
-	mod    time.Time
-	size   int64
-	schema *hooks.Schema
+type fileEntry[V any] struct {
+	mod  time.Time
+	size int64
+	v    V
 }
 
-// schema loads a plugin's config.json through the cache.
+// get is key's value for the file info describes, load's when it changed.
+func (c *fileCache[V]) get(key string, info os.FileInfo, load func() (V, error)) (V, error) {
+	c.mu.Lock()
+	e, ok := c.m[key]
+	c.mu.Unlock()
+	if ok && e.mod.Equal(info.ModTime()) && e.size == info.Size() {
+		return e.v, nil
+	}
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]fileEntry[V]{}
+	}
+	c.m[key] = fileEntry[V]{mod: info.ModTime(), size: info.Size(), v: v}
+	c.mu.Unlock()
+	return v, nil
+}
+
+// schema loads a plugin's config.json through the cache (Engine.schemas).
 func (e *Engine) schema(path, plugin string) (*hooks.Schema, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		// A plugin without config.json: LoadSchema decides what that means.
 		return hooks.LoadSchema(path, plugin)
 	}
-	key := plugin + "\x00" + path
-	e.schemas.mu.Lock()
-	c, ok := e.schemas.m[key]
-	e.schemas.mu.Unlock()
-	if ok && c.mod.Equal(info.ModTime()) && c.size == info.Size() {
-		return c.schema, nil
-	}
-	s, err := hooks.LoadSchema(path, plugin)
-	if err != nil {
-		return nil, err
-	}
-	e.schemas.mu.Lock()
-	e.schemas.m[key] = schemaEntry{mod: info.ModTime(), size: info.Size(), schema: s}
-	e.schemas.mu.Unlock()
-	return s, nil
+	return e.schemas.get(plugin+"\x00"+path, info, func() (*hooks.Schema, error) { return hooks.LoadSchema(path, plugin) })
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"maps"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -158,10 +160,7 @@ func (e *Engine) Inventory(ctx context.Context) (Inventory, error) {
 		inv.Plugins = append(inv.Plugins, *r)
 	}
 	sort.Slice(inv.Plugins, func(i, j int) bool { return inv.Plugins[i].Name < inv.Plugins[j].Name })
-	for name := range missing {
-		inv.Missing = append(inv.Missing, name)
-	}
-	sort.Strings(inv.Missing)
+	inv.Missing = append(inv.Missing, slices.Sorted(maps.Keys(missing))...)
 	return inv, nil
 }
 

@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,12 +69,7 @@ type crawlHost struct {
 func (c *crawlHosts) idents() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.m))
-	for id := range c.m {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(c.m))
 }
 
 // ensureSetup runs the crawl's on_CrawlSetup__ hooks on this worker once
@@ -170,7 +167,7 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 func (e *Engine) plan(found hooks.Plan, overrides map[string]string, snapDir string) activities.Plan {
 	resolved, configErr := e.resolveAll(found, overrides, snapDir)
 	unmet := found.Unmet(resolved, e.hookPath())
-	for _, plugin := range sortedKeys(unmet) {
+	for _, plugin := range slices.Sorted(maps.Keys(unmet)) {
 		// A reason quotes a binary's resolved name: it enters workflow
 		// history, so archiveflow's secrets are redacted from it.
 		unmet[plugin] = e.cfg.Secrets.Redact(unmet[plugin])
@@ -179,10 +176,7 @@ func (e *Engine) plan(found hooks.Plan, overrides map[string]string, snapDir str
 	plan := activities.Plan{Hooks: make([]activities.HookSpec, 0, len(found.Hooks))}
 	for _, h := range found.Hooks {
 		spec := activities.HookSpec{Plugin: h.Plugin, Name: h.Name, Path: h.Path, Step: h.Step, Background: h.Background,
-			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true, SkipReason: h.Skip}
-		if spec.SkipReason == "" {
-			spec.SkipReason = unmet[h.Plugin]
-		}
+			Timeout: e.cfg.Timeout, Grace: e.cfg.Grace, Enabled: true, SkipReason: cmp.Or(h.Skip, unmet[h.Plugin])}
 		if spec.SkipReason != "" {
 			// Fleet health reads a hook that cannot run here as a warning
 			// of its host × plugin check, not as a skip by configuration.
@@ -260,14 +254,4 @@ func (e *Engine) TeardownCrawl(ctx context.Context, ident string) error {
 	}
 	e.log.Info("crawl torn down on this worker", logging.Ident(ident), zap.Strings("failed_setup_hooks", ch.failed))
 	return werr
-}
-
-// sortedKeys are m's keys in order.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
