@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -314,7 +315,7 @@ func (c *crawl) runSeedAttempt(n int) bool {
 	}
 	transient, why := c.seedTransient(st)
 	if transient {
-		note = firstNonEmpty(note, why)
+		note = cmp.Or(note, why)
 	}
 	var res activities.PageResult
 	if st.HostQueue != "" {
@@ -345,7 +346,7 @@ func (c *crawl) runSeedAttempt(n int) bool {
 		return true
 	}
 	if res.Status != activities.PageSucceeded {
-		c.job.failure = "start page failed: " + strings.TrimPrefix(firstNonEmpty(note, res.Error), "; ")
+		c.job.failure = "start page failed: " + strings.TrimPrefix(cmp.Or(note, res.Error), "; ")
 	}
 	c.carry.SeedDone = true
 	return false
@@ -397,15 +398,6 @@ func finalHooks(st Status) []string {
 		}
 	}
 	return out
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // completeFailed records a page attempt failed when its activity could

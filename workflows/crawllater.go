@@ -91,9 +91,7 @@ func (c *crawl) indexRetryAt() {
 	}
 	c.retryAt, c.retryUnknown = due, false
 	in := activities.RetryAtInput{Ident: c.ident(), At: due}
-	c.writes.enqueue("set retry_at", func(wc workflow.Context) error {
-		return workflow.ExecuteLocalActivity(c.redisCtx(wc), poolActs.SetRetryAt, in).Get(wc, nil)
-	})
+	c.write("set retry_at", poolActs.SetRetryAt, in)
 	if c.waitingShown() && c.showWaiting(due) {
 		// The entry says the crawl only waits: so do its search
 		// attribute, details line and status (StateWaiting).

@@ -150,7 +150,5 @@ func (s *snapshot) stopWords() string {
 // it out.
 func (s *snapshot) setRetryAt(at time.Time) {
 	in := activities.RetryAtInput{Ident: s.in.Job.Ident, At: at}
-	s.writes.enqueue("set retry_at", func(c workflow.Context) error {
-		return workflow.ExecuteLocalActivity(s.redisCtx(c), poolActs.SetRetryAt, in).Get(c, nil)
-	})
+	s.write("set retry_at", poolActs.SetRetryAt, in)
 }
