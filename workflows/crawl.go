@@ -136,9 +136,11 @@ type crawl struct {
 	// new, crawllater.go retryAtKnown).
 	idle, retryUnknown bool
 	// lockRoute (asked once) and locked: the host queues of the pipelines
-	// locked to the crawl, as the last claim said (crawllock.go).
-	lockRoute *bool
-	locked    []string
+	// locked to the crawl, as the last claim said (crawllock.go);
+	// unstartedWait (asked once): pages never started wait (crawllock.go).
+	lockRoute     *bool
+	locked        []string
+	unstartedWait *bool
 }
 
 // tornDown is one host's answer to TeardownCrawl.
@@ -589,6 +591,8 @@ func (c *crawl) launch(p activities.PageSpec) {
 		case c.stopping() && temporal.IsCanceledError(err):
 			c.released = append(c.released, p.ID)
 			res = activities.PageResult{PageID: p.ID, Attempt: p.Attempt}
+		case c.unstarted(queue, err):
+			c.releaseUnstarted(gc, []int64{p.ID}, queue, err)
 		case queue != c.in.TaskQueue && isScheduleToStart(err):
 			res = c.completeAttempt(gc, p, fmt.Sprintf("the pipeline locked to the crawl did not start the page (%s): %v", queue, err), true)
 		default:

@@ -37,3 +37,26 @@ func TestLockedCrawlRunsItsPagesOnTheLockedPipeline(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedPagesOfALockedCrawlWait: a locked pipeline whose gates hand
+// its routed pages back (a host-wide maintenance, a low disk) at every
+// attempt of an activity or batch neither fails nor loses them: they
+// are released unstarted, claimed again and run once it takes them.
+func TestRefusedPagesOfALockedCrawlWait(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		fake := crawltest.New(40, 3)
+		fake.Locked = []string{"q@locked-1/pages"}
+		fake.RefuseLocked = 12 // 3 attempts each: at least 4 activities refused for good
+		in := crawlInput(4)
+		if batched {
+			in.Timing.BatchPages, in.Timing.BatchTime = 10, time.Minute
+		}
+		st, _ := runCrawl(t, fake, in)
+		require.Equal(t, model.StateFinished, st.State)
+		r := fake.Report()
+		assert.EqualValues(t, 40, r.Done, "batched %v", batched)
+		assert.Zero(t, r.Failed, "batched %v: no page failed", batched)
+		assert.Empty(t, r.Twice)
+		assert.Equal(t, map[string]int{"q@locked-1/pages": 39}, r.Queues, "batched %v: every page ran once, on the pipeline", batched)
+	}
+}
