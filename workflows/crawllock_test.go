@@ -38,14 +38,17 @@ func TestLockedCrawlRunsItsPagesOnTheLockedPipeline(t *testing.T) {
 	}
 }
 
-// TestRefusedPagesOfALockedCrawlWait: a locked pipeline whose gates hand
-// its routed pages back (a host-wide maintenance, a low disk) at every
-// attempt of an activity or batch neither fails nor loses them: they
-// are released unstarted, claimed again and run once it takes them.
+// TestRefusedPagesOfALockedCrawlWait: a locked pipeline whose gates hold
+// its routed pages (a host-wide maintenance, a low disk) past
+// HostScheduleToStart, again and again, or hand them back at every
+// attempt of an activity or batch neither fails nor loses them: they are
+// released unstarted (no attempt spent: the fake fails a page at its
+// third), claimed again and run once it takes them.
 func TestRefusedPagesOfALockedCrawlWait(t *testing.T) {
 	for _, batched := range []bool{false, true} {
 		fake := crawltest.New(40, 3)
 		fake.Locked = []string{"q@locked-1/pages"}
+		fake.LateLocked = 20   // more than the fake's 3 attempts of a page
 		fake.RefuseLocked = 12 // 3 attempts each: at least 4 activities refused for good
 		in := crawlInput(4)
 		if batched {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -61,6 +62,10 @@ type Fake struct {
 	// a Locked queue the worker's gates hand back before they start
 	// (slotgate.ErrTypeClosed: a host-wide maintenance, a low disk).
 	RefuseLocked int
+	// LateLocked is how many page activities and batches on a Locked
+	// queue end not started within their ScheduleToStart timeout (the
+	// locked pipeline's disk guard held them, or it is gone).
+	LateLocked int
 	// HoldAtLimit is a page whose run ends only once a claim came back
 	// empty at a limit (at most 10 s): the crawl then sees its limit with
 	// that page still in flight, whatever the goroutines' timing.
@@ -94,6 +99,7 @@ type Fake struct {
 	charged   map[int64]bool // pages charged to a page limit
 	limit     string         // FinishInput.Limit
 	refused   int            // attempts refused (RefuseLocked)
+	late      int            // activities not started (LateLocked)
 
 	clock   func() time.Time
 	later   []time.Duration     // SeedCrawlInput.RetryLater
@@ -358,17 +364,24 @@ func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (ac
 	return res, nil
 }
 
-// refuse hands back the first RefuseLocked attempts on a Locked queue.
+// refuse ends the first LateLocked activities on a Locked queue not
+// started in time, then hands back the first RefuseLocked attempts.
 func (a *Activities) refuse(ctx context.Context) error {
 	f := a.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	q := activity.GetInfo(ctx).TaskQueue
-	if f.refused >= f.RefuseLocked || !slices.Contains(f.Locked, q) {
+	if !slices.Contains(f.Locked, activity.GetInfo(ctx).TaskQueue) {
 		return nil
 	}
-	f.refused++
-	return temporal.NewApplicationError("worker not claiming work (maintenance): claim left to another worker", slotgate.ErrTypeClosed)
+	switch {
+	case f.late < f.LateLocked:
+		f.late++
+		return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+	case f.refused < f.RefuseLocked:
+		f.refused++
+		return temporal.NewApplicationError("worker not claiming work (maintenance): claim left to another worker", slotgate.ErrTypeClosed)
+	}
+	return nil
 }
 
 // RunPage is activities.CrawlActivities.RunPage: the page takes no time.
