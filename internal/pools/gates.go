@@ -24,8 +24,9 @@ import (
 //     host-wide maintenance), and hands back a claim a poller took just as
 //     it closed (slotgate.Refuser) or, on a locked pipeline, another job's
 //     claim (pipelinelock's interceptor);
-//   - the shared queues' slots also wait on the claim lock: a locked
-//     pipeline takes its job's pages on its routed-page queue instead;
+//   - the shared queues' slots (the pool's, shared between them) also
+//     wait on the claim lock: a locked pipeline takes its job's pages on
+//     its routed-page queue (slots of its own) instead;
 //   - the host queue's work (HostQueue: the hooks, setup and teardown of
 //     what this process already claimed) waits on nothing and runs on.
 type claimGates struct {
@@ -63,14 +64,20 @@ func (g claimGates) interceptors(opts []interceptor.WorkerInterceptor) []interce
 }
 
 // slots are the activity slots of pool p's claiming workers: the shared
-// queues' (their gates with the claim lock's) and the routed-page queue's
-// share the pool's slots.
+// queues share the pool's slots (waiting on the gates with the claim
+// lock's); the routed-page queue has slots of its own, as many, waiting on
+// the others. (A poller holds its slot while it polls: an idle routed-page
+// queue sharing the pool's slots would keep them from the shared queues.)
 func (g claimGates) slots(p config.Pool) (shared, routed worker.SlotSupplier, err error) {
-	fixed, err := worker.NewFixedSizeSlotSupplier(p.Slots)
+	sharedFixed, err := worker.NewFixedSizeSlotSupplier(p.Slots)
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker slots: %w", err)
 	}
-	return slotgate.Supplier(fixed, g.gates(true)...), slotgate.Supplier(fixed, g.gates(false)...), nil
+	routedFixed, err := worker.NewFixedSizeSlotSupplier(p.Slots)
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker slots: %w", err)
+	}
+	return slotgate.Supplier(sharedFixed, g.gates(true)...), slotgate.Supplier(routedFixed, g.gates(false)...), nil
 }
 
 // options are opts of a claiming worker whose activity slots come from

@@ -364,10 +364,11 @@ func SharedQueues(p config.Pool) []string {
 // the Redis writes (PoolActivities); the host queue's worker runs
 // discovery and the hooks (HostActivities); the routed-page queue's
 // worker (PageQueue) runs the pages of a crawl locked to this pipeline.
-// The shared queues' and the routed-page queue's workers share the pool's
-// activity slots, which wait while a gate is closed (claimGates: the disk
-// guard, and for the shared queues the claim lock: no page, no host
-// claimed); the host queue's work, already claimed, runs on.
+// The shared queues' workers share the pool's activity slots, the
+// routed-page queue's has as many of its own; they wait while a gate is
+// closed (claimGates: the disk guard, and for the shared queues the claim
+// lock: no page, no host claimed); the host queue's work, already
+// claimed, runs on.
 func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, gates claimGates, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))

@@ -43,17 +43,19 @@ func TestSharedQueuesFollowTagsAndMatchOnly(t *testing.T) {
 	assert.Equal(t, []string{"big"}, Tags(&cfg, ab), "a nickname that cannot be a tag is none")
 }
 
-// The claiming workers of a pool (its shared queues and its routed-page
-// queue) share its slots; the disk guard holds both, the claim lock only
-// the shared queues'; both are refusals of either.
-func TestClaimingWorkersShareThePoolsSlotsAndGates(t *testing.T) {
+// The shared queues of a pool share its slots; its routed-page queue has
+// as many of its own (an idle poller holds a slot: it must not starve the
+// shared queues). The disk guard holds both, the claim lock only the
+// shared queues'; both refuse through either.
+func TestClaimingWorkersSlotsAndGates(t *testing.T) {
 	p := config.Pool{Name: "p", TaskQueue: "q", Slots: 1}
 	shared, routed, err := claimGates{}.slots(p)
 	require.NoError(t, err)
 	assert.Equal(t, 1, shared.MaxSlots())
 	require.NotNil(t, shared.TryReserveSlot(nil))
 	assert.Nil(t, shared.TryReserveSlot(nil), "a second shared queue's worker shares the one slot")
-	assert.Nil(t, routed.TryReserveSlot(nil), "and so does the routed-page queue's")
+	assert.NotNil(t, routed.TryReserveSlot(nil), "the routed-page queue's are its own")
+	assert.Nil(t, routed.TryReserveSlot(nil))
 
 	guard, err := diskguard.New(t.TempDir(), 0, nil, nil)
 	require.NoError(t, err)
