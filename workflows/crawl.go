@@ -136,10 +136,11 @@ type crawl struct {
 	// new, crawllater.go retryAtKnown).
 	idle, retryUnknown bool
 	// lockRoute (asked once) and locked: the host queues of the pipelines
-	// locked to the crawl, as the last claim said (crawllock.go);
+	// locked to the crawl, as the last claim said (crawllock.go).
+	lockRoute *bool
+	locked    []string
+
 	// unstartedWait (asked once): pages never started wait (crawllock.go).
-	lockRoute     *bool
-	locked        []string
 	unstartedWait *bool
 }
 
