@@ -142,6 +142,8 @@ type crawl struct {
 	// page the previous run left READY as the start page
 	// (continuesStartPage).
 	seedContinued bool
+	// unstartedWait (asked once): pages never started wait (crawllock.go).
+	unstartedWait *bool
 }
 
 // tornDown is one host's answer to TeardownCrawl.
@@ -586,6 +588,8 @@ func (c *crawl) launch(p activities.PageSpec) {
 		case c.stopping() && temporal.IsCanceledError(err):
 			c.released = append(c.released, p.ID)
 			res = activities.PageResult{PageID: p.ID, Attempt: p.Attempt}
+		case c.unstarted(queue, err):
+			c.releaseUnstarted(gc, []int64{p.ID}, queue, err)
 		case queue != c.in.TaskQueue && isScheduleToStart(err):
 			res = c.completeAttempt(gc, p, fmt.Sprintf("the pipeline locked to the crawl did not start the page (%s): %v", queue, err), true)
 		default:

@@ -109,6 +109,12 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 			for _, p := range ps {
 				c.released = append(c.released, p.ID)
 			}
+		case c.unstarted(queue, err):
+			ids := make([]int64, len(ps))
+			for i, p := range ps {
+				ids[i] = p.ID
+			}
+			c.releaseUnstarted(gc, ids, queue, err)
 		default:
 			res.Counts = c.batchFailed(gc, ps, fmt.Sprintf("page batch activity failed: %v", err))
 		}

@@ -4,6 +4,9 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/slotgate"
 )
 
 // Claim locks (`starter lock PIPELINE IDENT`, internal/pipelinelock): a
@@ -17,8 +20,23 @@ import (
 // the page is claimed again, by then routed as the locks are. Histories
 // from before it (crawlLockChange's default branch) route nothing.
 
+//
+// A page activity or batch that never started waits (unstartedChange):
+// sent to a locked pipeline whose disk guard holds it (a host-wide
+// maintenance, a low disk: the routed-page queue waits on the guard as
+// the shared queues do) or that is gone, it is not started within
+// HostScheduleToStart; handed back by a worker's gates at every attempt
+// (slotgate.Refused), it ran none of its work. Its pages are released:
+// READY again with no attempt counted, claimed again and routed as the
+// locks are then, so a maintenance of any length neither fails nor loses
+// them. Histories from before it end such pages transient or failed.
+
 // crawlLockChange versions the routing of a locked crawl's pages.
 const crawlLockChange = "crawl-lock-routes-pages"
+
+// unstartedChange versions releasing the pages of a page activity or
+// batch that never started.
+const unstartedChange = "crawl-unstarted-pages-wait"
 
 // lockRoutes reports that this run routes pages to locked pipelines (the
 // version is asked once, at the first claim).
@@ -47,4 +65,32 @@ func (c *crawl) pageStartTimeout(queue string) time.Duration {
 		return 0
 	}
 	return c.in.Timing.HostScheduleToStart
+}
+
+// unstarted reports that the page activity or batch on queue ended with
+// err before any of its pages started (a locked pipeline's queue not
+// picked up in time, every attempt refused) in a run whose such pages
+// wait (unstartedChange, asked when first needed).
+func (c *crawl) unstarted(queue string, err error) bool {
+	if !(queue != c.in.TaskQueue && isScheduleToStart(err)) && !slotgate.Refused(err) {
+		return false
+	}
+	if c.unstartedWait == nil {
+		on := workflow.GetVersion(c.dctx, unstartedChange, workflow.DefaultVersion, 1) == 1
+		c.unstartedWait = &on
+	}
+	return *c.unstartedWait
+}
+
+// releaseUnstarted returns the claimed pages ids of an activity that never
+// started (unstarted) to READY, their attempt not counted.
+func (c *crawl) releaseUnstarted(ctx workflow.Context, ids []int64, queue string, cause error) {
+	c.log().Info("pages not started; they wait to be claimed again", "task_queue", queue, "pages", len(ids), "error", cause)
+	var counts activities.PageCounts
+	in := activities.ReleasePagesInput{Ident: c.ident(), PageIDs: ids}
+	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.ReleasePages, in).Get(ctx, &counts); err != nil {
+		c.log().Error("release pages not started", "pages", len(ids), "error", err)
+		return
+	}
+	c.setCounts(counts)
 }

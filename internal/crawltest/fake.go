@@ -14,11 +14,14 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/slotgate"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -55,6 +58,14 @@ type Fake struct {
 	// Locked are the host queues ClaimPages says are locked to the crawl
 	// (ClaimResult.Locked) when asked (ClaimInput.LockQueue).
 	Locked []string
+	// RefuseLocked is how many attempts of page activities and batches on
+	// a Locked queue the worker's gates hand back before they start
+	// (slotgate.ErrTypeClosed: a host-wide maintenance, a low disk).
+	RefuseLocked int
+	// LateLocked is how many page activities and batches on a Locked
+	// queue end not started within their ScheduleToStart timeout (the
+	// locked pipeline's disk guard held them, or it is gone).
+	LateLocked int
 	// HoldAtLimit is a page whose run ends only once a claim came back
 	// empty at a limit (at most 10 s): the crawl then sees its limit with
 	// that page still in flight, whatever the goroutines' timing.
@@ -87,6 +98,8 @@ type Fake struct {
 	checked   map[string]int // host queue → HostLiveness calls
 	charged   map[int64]bool // pages charged to a page limit
 	limit     string         // FinishInput.Limit
+	refused   int            // attempts refused (RefuseLocked)
+	late      int            // activities not started (LateLocked)
 
 	clock   func() time.Time
 	later   []time.Duration     // SeedCrawlInput.RetryLater
@@ -351,8 +364,35 @@ func (a *Activities) ClaimPages(_ context.Context, in activities.ClaimInput) (ac
 	return res, nil
 }
 
+// refuse ends the first LateLocked activities on a Locked queue not
+// started in time, then hands back the first RefuseLocked attempts.
+func (a *Activities) refuse(ctx context.Context) error {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.Locked, activity.GetInfo(ctx).TaskQueue) {
+		return nil
+	}
+	switch {
+	case f.late < f.LateLocked:
+		f.late++
+		return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+	case f.refused < f.RefuseLocked:
+		f.refused++
+		return temporal.NewApplicationError("worker not claiming work (maintenance): claim left to another worker", slotgate.ErrTypeClosed)
+	}
+	return nil
+}
+
 // RunPage is activities.CrawlActivities.RunPage: the page takes no time.
 func (a *Activities) RunPage(ctx context.Context, in activities.RunPageInput) (activities.PageResult, error) {
+	if err := a.refuse(ctx); err != nil {
+		return activities.PageResult{}, err
+	}
+	return a.runPage(ctx, in)
+}
+
+func (a *Activities) runPage(ctx context.Context, in activities.RunPageInput) (activities.PageResult, error) {
 	f := a.f
 	f.mu.Lock()
 	if f.queues == nil {
@@ -375,9 +415,12 @@ func (a *Activities) RunPage(ctx context.Context, in activities.RunPageInput) (a
 // RunPageBatch is activities.CrawlActivities.RunPageBatch: each page is
 // RunPage's, one after another.
 func (a *Activities) RunPageBatch(ctx context.Context, in activities.RunPageBatchInput) (activities.BatchResult, error) {
+	if err := a.refuse(ctx); err != nil {
+		return activities.BatchResult{}, err
+	}
 	res := activities.BatchResult{HostQueue: "host-1", Statuses: map[string]int{}}
 	for _, p := range in.Pages {
-		r, err := a.RunPage(ctx, activities.RunPageInput{Crawl: in.Crawl, Page: p, Settings: in.Settings})
+		r, err := a.runPage(ctx, activities.RunPageInput{Crawl: in.Crawl, Page: p, Settings: in.Settings})
 		if err != nil {
 			return activities.BatchResult{}, err
 		}

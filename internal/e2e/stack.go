@@ -82,6 +82,10 @@ type Stack struct {
 	DiskFree diskguard.FreeFunc
 	// Lock is the pools' claim lock watcher (set by StartPools).
 	Lock *pipelinelock.Watcher
+	// WatchMaintenance makes the pools watch fleet health's maintenances
+	// of their host (the pipeline's nickname, pools.Deps.Nickname), as a
+	// worker process does: a host-wide one drains them.
+	WatchMaintenance bool
 }
 
 var queueSeq atomic.Int64
@@ -177,6 +181,9 @@ func (s *Stack) StartPools(t testing.TB, env []string) {
 		Hosts:     hosts,
 		Health:    health,
 		Lock:      s.Lock,
+	}
+	if s.WatchMaintenance {
+		deps.Nickname = pipe.Nickname()
 	}
 	go func() { done <- pools.Run(ctx, deps, nil) }()
 	t.Cleanup(func() {

@@ -127,9 +127,6 @@ func (w *Watcher) Locked() string {
 	return w.ident
 }
 
-// ErrTypeLocked is the error type of a claim a locked pipeline refuses.
-const ErrTypeLocked = "PipelineLocked"
-
 // Interceptor refuses, on a locked pipeline, the claims of other jobs a
 // poller had already taken when the lock closed the gate (a poller holds
 // its slot while it polls): the claim fails retryable at once and goes
@@ -145,6 +142,6 @@ func (w *Watcher) Interceptor() interceptor.WorkerInterceptor {
 		}
 		w.log.Info("claim refused: the pipeline is locked to another job", logging.Ident(job),
 			zap.String("locked_to", locked), zap.String("activity", info.ActivityType.Name))
-		return temporal.NewApplicationError(fmt.Sprintf("pipeline locked to job %s: claim of job %s left to another pipeline", locked, job), ErrTypeLocked)
+		return temporal.NewApplicationError(fmt.Sprintf("pipeline locked to job %s: claim of job %s left to another pipeline", locked, job), slotgate.ErrTypeLocked)
 	})
 }

@@ -23,7 +23,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -43,7 +42,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/internal/purge"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
-	"github.com/archiveflow/archiveflow/internal/slotgate"
 	"github.com/archiveflow/archiveflow/plugins"
 	"github.com/archiveflow/archiveflow/workflows"
 )
@@ -241,16 +239,10 @@ func Run(ctx context.Context, d Deps, names []string) error {
 		return err
 	}
 	defer stopGuard()
-	gates := []slotgate.Gate{}
-	var refuse interceptor.WorkerInterceptor // the guard's claims refused (slotgate.Refuser)
-	if guard != nil {
-		gates = append(gates, guard)
-		refuse = slotgate.Refuser(guard, log)
-	}
+	gates := claimGates{guard: guard, lock: d.Lock, log: log}
 	if d.Lock != nil {
 		stopLock := startLock(d.Lock, d.Config.Worker.StatsInterval)
 		defer stopLock()
-		gates = append(gates, d.Lock)
 	}
 	stopMaint := watchMaintenance(d, guard, log)
 	defer stopMaint()
@@ -295,7 +287,7 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	for i, p := range selected {
 		selected[i].Tags = Tags(d.Config, p)
 		queues = append(queues, SharedQueues(selected[i])...)
-		queues = append(queues, HostQueue(selected[i], instance))
+		queues = append(queues, HostQueue(selected[i], instance), PageQueue(selected[i], instance))
 	}
 	if d.Pipelines != nil {
 		d.Pipelines.WatchLogOutbox(logOutbox)
@@ -315,7 +307,7 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	// hook is a live pipeline (HostAlive, starter lock) from its first task.
 	stopStats := startPipeline(ctx, d, queues, log)
 	for _, p := range selected {
-		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, gates, refuse, log)
+		ws, eng, err := newPoolWorkers(d, p, instance, archiveDir, logOutbox, gates, log)
 		if err != nil {
 			stopAll()
 			stopStats()
@@ -331,7 +323,7 @@ func Run(ctx context.Context, d Deps, names []string) error {
 			started = append(started, w)
 		}
 		log.Info("serving pool", zap.String("pool", p.Name), zap.Strings("task_queues", SharedQueues(p)),
-			zap.String("host_queue", HostQueue(p, instance)), zap.Int("slots", p.Slots),
+			zap.String("host_queue", HostQueue(p, instance)), zap.String("page_queue", PageQueue(p, instance)), zap.Int("slots", p.Slots),
 			zap.Strings("tags", p.Tags), zap.Bool("match_only", p.MatchOnly))
 	}
 	ensurePurgeSchedule(ctx, d, log)
@@ -373,11 +365,14 @@ func SharedQueues(p config.Pool) []string {
 // runs on its queue: a worker per shared queue (SharedQueues) runs the
 // workflows, the host claim and liveness check and, as local activities,
 // the Redis writes (PoolActivities); the host queue's worker runs
-// discovery and the hooks (HostActivities). The shared queues' workers
-// share the pool's activity slots, which wait while a gate is closed (the
-// disk guard, the claim lock: no page, no host claimed); the host queue's
-// work, already claimed, runs on.
-func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, gates []slotgate.Gate, refuse interceptor.WorkerInterceptor, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
+// discovery and the hooks (HostActivities); the routed-page queue's
+// worker (PageQueue) runs the pages of a crawl locked to this pipeline.
+// The shared queues' workers share the pool's activity slots, the
+// routed-page queue's has as many of its own; they wait while a gate is
+// closed (claimGates: the disk guard, and for the shared queues the claim
+// lock: no page, no host claimed); the host queue's work, already
+// claimed, runs on.
+func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbox *outbox.Outbox, gates claimGates, log *zap.Logger) ([]worker.Worker, *engine.Engine, error) {
 	cfg := d.Config
 	plog := log.With(zap.String("pool", p.Name))
 	ecfg, err := EngineConfig(cfg, d.PluginDirs, archiveDir, d.Env, plog)
@@ -426,23 +421,15 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 			return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 		}
 	}
-	slots, err := sharedSlots(p, len(queues), gates)
+	slots, routed, err := gates.slots(p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	var ws []worker.Worker
 	for _, q := range queues {
-		sharedOpts, err := gatedOptions(opts, slots)
+		sharedOpts, err := gates.options(opts, slots)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
-		}
-		if d.Lock != nil {
-			sharedOpts.Interceptors = append(slices.Clip(sharedOpts.Interceptors), d.Lock.Interceptor())
-		}
-		if refuse != nil {
-			// A claim a poller took just as the guard began to hold (a
-			// host-wide maintenance, a low disk) goes back to the queue.
-			sharedOpts.Interceptors = append(slices.Clip(sharedOpts.Interceptors), refuse)
 		}
 		shared := worker.New(d.Client, q, sharedOpts)
 		workflows.Register(shared)
@@ -458,10 +445,16 @@ func newPoolWorkers(d Deps, p config.Pool, instance, archiveDir string, logOutbo
 	host.RegisterActivity(hostActs)
 	host.RegisterActivity(activities.NewCrawlHost(crawlActs))
 	// A crawl locked to this process (`starter lock`) runs its pages on
-	// its host queue: the shared queues' slots wait while it is locked.
-	host.RegisterActivityWithOptions(crawlActs.RunPage, activity.RegisterOptions{Name: "RunPage"})
-	host.RegisterActivityWithOptions(crawlActs.RunPageBatch, activity.RegisterOptions{Name: "RunPageBatch"})
-	return append(ws, host), eng, nil
+	// the routed-page queue: the shared queues' slots wait while it is
+	// locked, the disk guard holds both.
+	pageOpts, err := gates.options(opts, routed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	pages := worker.New(d.Client, PageQueue(p, instance), pageOpts)
+	pages.RegisterActivityWithOptions(crawlActs.RunPage, activity.RegisterOptions{Name: "RunPage"})
+	pages.RegisterActivityWithOptions(crawlActs.RunPageBatch, activity.RegisterOptions{Name: "RunPageBatch"})
+	return append(ws, host, pages), eng, nil
 }
 
 // ensurePurgeSchedule creates (or matches to the configuration) the purge
@@ -759,26 +752,9 @@ func startLock(l *pipelinelock.Watcher, interval time.Duration) func() {
 	return func() { cancel(); <-done }
 }
 
-// sharedSlots is the activity slot supplier the pool's shared queues'
-// workers share (nil when one queue without gates keeps the worker's own
-// slots): the pool's slots, waiting on gates.
-func sharedSlots(p config.Pool, queues int, gates []slotgate.Gate) (worker.SlotSupplier, error) {
-	if queues <= 1 && len(gates) == 0 {
-		return nil, nil
-	}
-	fixed, err := worker.NewFixedSizeSlotSupplier(p.Slots)
-	if err != nil {
-		return nil, fmt.Errorf("worker slots: %w", err)
-	}
-	return slotgate.Supplier(fixed, gates...), nil
-}
-
-// gatedOptions are opts whose activity slots come from slots (opts when
-// slots is nil), the other slot counts as opts has them, as a tuner.
+// gatedOptions are opts whose activity slots come from slots, the other
+// slot counts as opts has them, as a tuner.
 func gatedOptions(opts worker.Options, slots worker.SlotSupplier) (worker.Options, error) {
-	if slots == nil {
-		return opts, nil
-	}
 	fixed, err := worker.NewFixedSizeTuner(worker.FixedSizeTunerOptions{
 		NumWorkflowSlots:      opts.MaxConcurrentWorkflowTaskExecutionSize,
 		NumActivitySlots:      opts.MaxConcurrentActivityExecutionSize,

@@ -5,9 +5,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/config"
-	"github.com/archiveflow/archiveflow/internal/slotgate"
+	"github.com/archiveflow/archiveflow/internal/backend"
+	"github.com/archiveflow/archiveflow/internal/diskguard"
+	"github.com/archiveflow/archiveflow/internal/pipelinelock"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
 // mnbot's tags on task queues: a match_only pool polls only its tag
@@ -38,27 +43,44 @@ func TestSharedQueuesFollowTagsAndMatchOnly(t *testing.T) {
 	assert.Equal(t, []string{"big"}, Tags(&cfg, ab), "a nickname that cannot be a tag is none")
 }
 
-// The shared queues of a pool share its slots: one supplier of the pool's
-// size; one queue without a gate keeps the worker's own slots.
-func TestSharedQueuesShareThePoolsSlots(t *testing.T) {
+// The shared queues of a pool share its slots; its routed-page queue has
+// as many of its own (an idle poller holds a slot: it must not starve the
+// shared queues). The disk guard holds both, the claim lock only the
+// shared queues'; both refuse through either.
+func TestClaimingWorkersSlotsAndGates(t *testing.T) {
 	p := config.Pool{Name: "p", TaskQueue: "q", Slots: 1}
-	s, err := sharedSlots(p, 1, nil)
+	shared, routed, err := claimGates{}.slots(p)
 	require.NoError(t, err)
-	assert.Nil(t, s)
-	s, err = sharedSlots(p, 2, nil)
-	require.NoError(t, err)
-	require.NotNil(t, s)
-	assert.Equal(t, 1, s.MaxSlots())
-	require.NotNil(t, s.TryReserveSlot(nil))
-	assert.Nil(t, s.TryReserveSlot(nil), "the second queue's worker shares the one slot")
+	assert.Equal(t, 1, shared.MaxSlots())
+	require.NotNil(t, shared.TryReserveSlot(nil))
+	assert.Nil(t, shared.TryReserveSlot(nil), "a second shared queue's worker shares the one slot")
+	assert.NotNil(t, routed.TryReserveSlot(nil), "the routed-page queue's are its own")
+	assert.Nil(t, routed.TryReserveSlot(nil))
 
-	var lock slotgate.Switch
-	lock.Set("locked")
-	s, err = sharedSlots(p, 1, []slotgate.Gate{&lock})
+	guard, err := diskguard.New(t.TempDir(), 0, nil, nil)
 	require.NoError(t, err)
-	assert.Nil(t, s.TryReserveSlot(nil), "a closed gate: no slot")
-	opts, err := gatedOptions(WorkerOptions(&config.Config{}, p), s)
+	srv := testredis.Start(t)
+	cfg := config.Default()
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
+	require.NoError(t, err)
+	lock := pipelinelock.New(store, "p1", nil)
+	lock.Set("locked")
+	gates := claimGates{guard: guard, lock: lock}
+	shared, routed, err = gates.slots(p)
+	require.NoError(t, err)
+	assert.Nil(t, shared.TryReserveSlot(nil), "locked: no shared slot")
+	permit := routed.TryReserveSlot(nil)
+	require.NotNil(t, permit, "locked: the routed pages run")
+	routed.ReleaseSlot(nil)
+	guard.Hold("maintenance", "host-wide maintenance")
+	assert.Nil(t, routed.TryReserveSlot(nil), "the guard holds the routed pages")
+	lock.Set("")
+	assert.Nil(t, shared.TryReserveSlot(nil), "and the shared queues")
+
+	opts, err := gates.options(WorkerOptions(&config.Config{}, p), routed)
 	require.NoError(t, err)
 	assert.NotNil(t, opts.Tuner)
 	assert.Zero(t, opts.MaxConcurrentActivityExecutionSize)
+	assert.Len(t, opts.Interceptors, 2, "the lock's refusal and the guard's")
+	assert.Equal(t, "q@w-1/pages", PageQueue(p, "w-1"))
 }

@@ -82,10 +82,19 @@ if ARGV[1] ~= '' and redis.call('HGET', lock, 'ident') ~= ARGV[1] then return 0 
 return redis.call('DEL', lock)
 `)
 
-// LockedHostQueues are the host queues (QUEUE@INSTANCE, one per pipeline)
-// of shared queue queue on the live pipelines locked to job ident, in
-// pipeline order: where a locked crawl's pages go (its pipelines take no
-// work from the shared queue). None when no live pipeline is locked to it.
+// PageQueueSuffix ends the name of a pipeline's routed-page queue
+// (QUEUE@INSTANCE/pages, internal/pools PageQueue), which it lists in its
+// record's task_queues: the queue of a locked crawl's pages, held by the
+// pipeline's disk guard as its shared queues are.
+const PageQueueSuffix = "/pages"
+
+// LockedHostQueues are the queues of shared queue queue's pool on the
+// live pipelines locked to job ident, one per pipeline, in pipeline order:
+// where a locked crawl's pages go (its pipelines take no work from the
+// shared queue). Each is the pipeline's routed-page queue
+// (QUEUE@INSTANCE/pages), or its host queue (QUEUE@INSTANCE) when its
+// record lists none (a worker from before the routed-page queue). None
+// when no live pipeline is locked to it.
 func (s *Store) LockedHostQueues(ctx context.Context, ident, queue string) ([]string, error) {
 	ps, err := s.ListPipelines(ctx)
 	if err != nil {
@@ -104,11 +113,14 @@ func (s *Store) LockedHostQueues(ctx context.Context, ident, queue string) ([]st
 		if err := json.Unmarshal([]byte(p.Fields["task_queues"]), &queues); err != nil {
 			return nil, fmt.Errorf("pipeline %s task_queues %q: %w: %w", p.ID, p.Fields["task_queues"], errMalformed, err)
 		}
+		found := ""
 		for _, q := range queues {
-			if strings.HasPrefix(q, queue+"@") {
-				out = append(out, q)
-				break
+			if strings.HasPrefix(q, queue+"@") && (found == "" || strings.HasSuffix(q, PageQueueSuffix)) {
+				found = q
 			}
+		}
+		if found != "" {
+			out = append(out, found)
 		}
 	}
 	return out, nil

@@ -44,15 +44,16 @@ func TestPipelineLock(t *testing.T) {
 	require.ErrorIs(t, e.store.LockPipeline(ctx, "", PipelineLock{Ident: j.Ident}), ErrInvalid)
 }
 
-// LockedHostQueues finds the host queue of the shared queue on each live
-// pipeline locked to the job, and nothing for other jobs or queues.
+// LockedHostQueues finds the routed-page queue of the shared queue's pool
+// on each live pipeline locked to the job (its host queue when its record
+// lists none), and nothing for other jobs or queues.
 func TestLockedHostQueues(t *testing.T) {
 	e := newEnv(t, Options{PipelineTTL: time.Minute})
 	ctx := ctxT(t)
 	j := testJob(t, "http://example.com/locked-crawl")
 	require.NoError(t, e.store.CreateJob(ctx, j))
 	p1, p2 := testPipeline(t), testPipeline(t)
-	p1.TaskQueues = []string{"default", "default@w1-1", "shots", "shots@w1-1"}
+	p1.TaskQueues = []string{"default", "default@w1-1", "default@w1-1/pages", "shots", "shots@w1-1"}
 	p2.ID, p2.PID, p2.TaskQueues = PipelineID("worker2", "worker2.example", 7), 7, []string{"default", "default@w2-7"}
 	for _, p := range []Pipeline{p1, p2} {
 		require.NoError(t, e.store.RegisterPipeline(ctx, p))
@@ -64,10 +65,10 @@ func TestLockedHostQueues(t *testing.T) {
 	require.NoError(t, e.store.LockPipeline(ctx, p1.ID, PipelineLock{Ident: j.Ident}))
 	qs, err = e.store.LockedHostQueues(ctx, j.Ident, "default")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"default@w1-1"}, qs)
+	assert.Equal(t, []string{"default@w1-1/pages"}, qs)
 	qs, err = e.store.LockedHostQueues(ctx, j.Ident, "shots")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"shots@w1-1"}, qs)
+	assert.Equal(t, []string{"shots@w1-1"}, qs, "a record without a routed-page queue: the host queue")
 	qs, err = e.store.LockedHostQueues(ctx, "otherjob", "default")
 	require.NoError(t, err)
 	assert.Empty(t, qs)

@@ -10,6 +10,7 @@ package slotgate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -128,12 +129,25 @@ func (s *Switch) Wait(ctx context.Context) error {
 }
 
 // Claims are the activity types by which a worker takes a job's work from
-// a shared queue: a snapshot's host, a crawl's page or URL list. Other
-// tasks on a shared queue (the workflows' Redis writes) are never refused.
-var Claims = map[string]bool{"ClaimHost": true, "ClaimAndDiscover": true, "RunPage": true, "SeedURLList": true}
+// a shared queue or its routed-page queue: a snapshot's host, a crawl's
+// page, batch of pages or URL list. Other tasks (the workflows' Redis
+// writes, the hooks of what the worker already claimed) are never refused.
+var Claims = map[string]bool{"ClaimHost": true, "ClaimAndDiscover": true, "RunPage": true, "RunPageBatch": true, "SeedURLList": true}
 
 // ErrTypeClosed is the error type of a claim Refuser hands back.
 const ErrTypeClosed = "WorkerNotClaiming"
+
+// ErrTypeLocked is the error type of a claim a locked pipeline hands back
+// (internal/pipelinelock, through RefuseClaims).
+const ErrTypeLocked = "PipelineLocked"
+
+// Refused reports an activity's error that says a worker's gates handed
+// its claim back before it started (ErrTypeClosed, ErrTypeLocked): its
+// last attempt ran none of its work.
+func Refused(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && (appErr.Type() == ErrTypeClosed || appErr.Type() == ErrTypeLocked)
+}
 
 // Refuser refuses every claim (Claims) that starts while gate is closed —
 // one a poller had already reserved its slot for when the gate closed: it

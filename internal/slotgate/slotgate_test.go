@@ -2,6 +2,7 @@ package slotgate
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -87,6 +88,8 @@ func TestRefuserHandsBackClaimsWhileClosed(t *testing.T) {
 	assert.False(t, appErr.NonRetryable(), "the claim goes back to the queue for another worker")
 	assert.Contains(t, appErr.Error(), "maintenance of host w1 until 12:00")
 	assert.Zero(t, ran["ClaimHost"], "refused before it started")
+	assert.True(t, Refused(fmt.Errorf("activity error: %w", err)), "a workflow tells a refusal apart")
+	assert.False(t, Refused(temporal.NewApplicationError("boom", "Other")))
 	v, err := newEnv().ExecuteActivity("SetStep")
 	require.NoError(t, err, "not a claim: runs while held")
 	var s string
