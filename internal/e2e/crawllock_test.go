@@ -61,9 +61,6 @@ func startLockedCrawl(t *testing.T, ctx context.Context, configure func(*config.
 	lc.s = NewStack(t, server, root, func(c *config.Config) {
 		crawlConfig(c)
 		c.Hooks.Timeout = 3 * time.Minute
-		// No kept politeness turn: its release timer, which a worker's
-		// shutdown does not stop, would log after the test has ended.
-		c.Crawl.PerHost.Reuse = 0
 		if configure != nil {
 			configure(c)
 		}
