@@ -212,7 +212,8 @@ func (c *crawl) reopen() {
 // requeue makes the previous run's failed pages READY again (once per
 // run: the run id is the token). A failed start page is run again as the
 // start page, and so is a continued crawl's READY one (crawlstartlater.go
-// continuesStartPage).
+// continuesStartPage). A URL-list crawl has no start page: its page 1 is
+// the list's first URL, run again as an ordinary page (retryListSeeded).
 func (c *crawl) requeue() {
 	var res activities.RequeueResult
 	in := activities.RequeueInput{Ident: c.ident(), Token: c.runID + "/requeue", Continue: c.in.Rerun.Continue}
@@ -224,9 +225,23 @@ func (c *crawl) requeue() {
 	}
 	c.log().Info("retrying failed pages", "pages", res.Pages, "start_page", res.Seed, "previous_run", c.in.Rerun.PreviousRunID,
 		"continue", c.in.Rerun.Continue)
-	c.carry.SeedDone = !res.Seed
+	c.carry.SeedDone = !res.Seed || c.retryListSeeded()
 	c.seedContinued = in.StartPage && res.Seed
 	c.setCounts(res.Counts)
+}
+
+// retryListSeededChange versions a retried URL-list crawl whose page 1
+// failed: runs from before it downloaded and seeded the list again
+// (runURLList), failing the retry when the list had gone meanwhile and
+// adding the URLs a changed list had gained.
+const retryListSeededChange = "crawl-retry-urllist-seeded"
+
+// retryListSeeded reports that this retry of a URL-list crawl leaves its
+// list alone although page 1 was requeued: the frontier holds every listed
+// page (page 1 READY again at depth 0, a page as the others), and the
+// retry's input the list's start URLs (internal/submit crawlRerunInput).
+func (c *crawl) retryListSeeded() bool {
+	return c.in.URLList != nil && workflow.GetVersion(c.dctx, retryListSeededChange, workflow.DefaultVersion, 1) == 1
 }
 
 // seedSettingsChange versions the start page's settings: from it on, a

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +20,11 @@ import (
 	"github.com/archiveflow/archiveflow/internal/abbot"
 	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/engine"
+	"github.com/archiveflow/archiveflow/internal/frontier"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/submit"
+	"github.com/archiveflow/archiveflow/workflows"
 )
 
 // listSites are the two hosts of a URL-list job's pages (127.0.0.1 and
@@ -195,4 +200,71 @@ func TestArchiveBotURLListJobs(t *testing.T) {
 	assert.Equal(t, 2, jobsCounter(t, s, "jobs_completed"))
 	assert.Equal(t, 2, jobsCounter(t, s, "jobs_failed"))
 	assert.ElementsMatch(t, []string{"/missing.txt", "/empty.txt"}, empty.servedPaths(), "a refused list is not fetched again")
+}
+
+// TestURLListCrawlRetryDoesNotFetchTheListAgain: a URL-list crawl whose
+// first listed URL (page 1) answered 500 ends finished with that page
+// failed. Once the page is repaired and the list is gone (404), `starter
+// retry IDENT --wait` (the binary) runs page 1 again from the frontier and
+// crawls the link it now has, one level below it; the list is never asked
+// for again, so its loss does not fail the retry.
+func TestURLListCrawlRetryDoesNotFetchTheListAgain(t *testing.T) {
+	var broken, gone atomic.Bool
+	broken.Store(true)
+	site := newLoggingSite(t, func(w http.ResponseWriter, r *http.Request) {
+		base := "http://" + r.Host
+		body := ""
+		switch {
+		case r.URL.Path == "/list.txt" && !gone.Load():
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprint(w, base+"/a\n"+base+"/b\n")
+			return
+		case r.URL.Path == "/a" && broken.Load():
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		case r.URL.Path == "/a":
+			body = `<a href="/c">c</a>`
+		case r.URL.Path == "/b" || r.URL.Path == "/c":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!DOCTYPE html><html><head><title>%s</title></head><body>%s</body></html>`, r.URL.Path, body)
+	})
+	s := NewStack(t, server, builtinPlugins(t, "pagefetch", "title", "outlinks"), func(c *config.Config) {
+		crawlConfig(c)
+		c.Crawl.PageAttempts = 1
+	})
+	s.StartPools(t, builtinEnv(t))
+	bin := BuildCommand(t, "github.com/archiveflow/archiveflow/starter")
+	list := site.URL + "/list.txt"
+	job := s.SubmitCrawl(t, list, -1, func(r *submit.Request) { r.URLList = list })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var st workflows.CrawlStatus
+	require.NoError(t, job.Run.Get(ctx, &st))
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	a, ok := pageByURL(crawlPages(t, s, job.Ident), site.URL+"/a")
+	require.True(t, ok)
+	require.Equal(t, int64(1), a.ID, "the list's first URL is page 1")
+	require.Equal(t, frontier.StatusFailed, a.Status, a.Note)
+
+	broken.Store(false)
+	gone.Store(true)
+	mark := len(site.servedPaths())
+	res := runStarter(t, bin, s, "retry", job.Ident, "--wait")
+	require.Equal(t, 0, res.code, "starter retry --wait: %s%s", res.stdout, res.stderr)
+	require.NoError(t, s.Client.GetWorkflow(ctx, job.Ident, "").Get(ctx, &st))
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Zero(t, st.Counts.Failed)
+	served := site.servedPaths()[mark:]
+	assert.Contains(t, served, "/a")
+	assert.Contains(t, served, "/c", "page 1's link is crawled")
+	assert.NotContains(t, served, "/list.txt", "the retry does not fetch the list again")
+	assert.NotContains(t, served, "/b", "a page the first run fetched is not fetched again")
+	c, ok := pageByURL(crawlPages(t, s, job.Ident), site.URL+"/c")
+	require.True(t, ok)
+	assert.Equal(t, 1, c.Depth)
+	assert.Equal(t, frontier.StatusSucceeded, c.Status, c.Note)
 }

@@ -181,3 +181,38 @@ func TestPersistUndoesExpire(t *testing.T) {
 	}
 	require.ErrorIs(t, e.f.Persist(ctx, "other"), ErrNoFrontier)
 }
+
+// TestRequeueListPageOne: a URL-list crawl's page 1 (the list's first URL,
+// no start page) that failed is requeued as any failed page: READY again
+// at depth 0, reported as page 1 (Requeued.Seed, which the crawl
+// workflow ignores for a list), its links one level below it.
+func TestRequeueListPageOne(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := ctxT(t)
+	_, err := e.f.SeedList(ctx, job, "http://lists.example/l.txt", []string{u("/a"), u("/b")}, Config{MaxDepth: 1, MaxAttempts: 1})
+	require.NoError(t, err)
+	for i := range 2 {
+		p := claimOne(t, e, fmt.Sprint("c", i))
+		st := StatusSucceeded
+		if p.ID == 1 {
+			st = StatusFailed
+		}
+		_, err = e.f.Complete(ctx, job, p.ID, p.Attempts, Outcome{Status: st})
+		require.NoError(t, err)
+	}
+	r, err := e.f.Requeue(ctx, job, "t", 10)
+	require.NoError(t, err)
+	assert.True(t, r.Seed)
+	assert.EqualValues(t, 1, r.Pages)
+	p := claimOne(t, e, "again")
+	assert.Equal(t, int64(1), p.ID)
+	assert.Zero(t, p.Depth, "a listed URL stays at depth 0")
+	assert.Equal(t, 2, p.Attempts)
+	assert.Equal(t, 1, p.AttemptsRemaining, "fresh attempts")
+	d, err := e.f.Discover(ctx, job, p.ID, p.Attempts, 0, links(u("/a/x")))
+	require.NoError(t, err)
+	assert.Equal(t, 1, d.Added, "a link of page 1 is within max depth 1")
+	x, err := e.f.PageByID(ctx, job, 3)
+	require.NoError(t, err)
+	assert.Equal(t, 1, x.Depth)
+}

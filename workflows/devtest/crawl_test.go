@@ -200,6 +200,35 @@ func recordCrawlAs(t *testing.T, h *historypb.History, which, generation string)
 	require.NoError(t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
 }
 
+// retriedCrawl runs the crawl in to its end, finished with failed pages
+// failed, calls before, fixes fake and runs the crawl's retry (a new run
+// with CrawlInput.Rerun, as internal/submit.Rerun starts it) to its end;
+// it returns the retry's run and final status.
+func retriedCrawl(ctx context.Context, t *testing.T, c client.Client, in workflows.CrawlInput, fake *crawltest.Fake, failed int64, before func()) (client.WorkflowRun, workflows.CrawlStatus) {
+	t.Helper()
+	opts := client.StartWorkflowOptions{ID: in.Crawl.Job.Ident, TaskQueue: in.TaskQueue}
+	run, err := c.ExecuteWorkflow(ctx, opts, workflows.CrawlWorkflow, in)
+	require.NoError(t, err)
+	var st workflows.CrawlStatus
+	require.NoError(t, run.Get(ctx, &st))
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	require.Equal(t, failed, st.Counts.Failed)
+	if before != nil {
+		before()
+	}
+
+	fake.Fix()
+	in.Settings = st.Settings
+	if in.URLList != nil {
+		in.Crawl.Scope.StartURLs = st.StartURLs
+	}
+	in.Rerun = &workflows.CrawlRerun{PreviousRunID: run.GetRunID(), Pages: failed, SettingsVersion: st.SettingsVersion, Rules: st.Rules}
+	retry, err := c.ExecuteWorkflow(ctx, opts, workflows.CrawlWorkflow, in)
+	require.NoError(t, err)
+	require.NoError(t, retry.Get(ctx, &st))
+	return retry, st
+}
+
 // TestCrawlRetryOnDevServer retries a crawl whose page 4 failed (a new run
 // with CrawlInput.Rerun, as internal/submit.Rerun starts it): only page 4
 // and the pages it now links run; the retry's history replays and is
@@ -213,21 +242,8 @@ func TestCrawlRetryOnDevServer(t *testing.T) {
 	in := crawlInput("devtestcrawlretry", q, 4, 8000)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	opts := client.StartWorkflowOptions{ID: in.Crawl.Job.Ident, TaskQueue: q}
-	run, err := e.c.ExecuteWorkflow(ctx, opts, workflows.CrawlWorkflow, in)
-	require.NoError(t, err)
-	var st workflows.CrawlStatus
-	require.NoError(t, run.Get(ctx, &st))
-	require.Equal(t, model.StateFinished, st.State, st.Error)
-	require.EqualValues(t, 1, st.Counts.Failed)
-	known := fake.Report().Known
-
-	fake.Fix()
-	in.Settings = st.Settings
-	in.Rerun = &workflows.CrawlRerun{PreviousRunID: run.GetRunID(), Pages: 1, SettingsVersion: st.SettingsVersion, Rules: st.Rules}
-	retry, err := e.c.ExecuteWorkflow(ctx, opts, workflows.CrawlWorkflow, in)
-	require.NoError(t, err)
-	require.NoError(t, retry.Get(ctx, &st))
+	var known int64
+	retry, st := retriedCrawl(ctx, t, e.c, in, fake, 1, func() { known = fake.Report().Known })
 	assert.Equal(t, model.StateFinished, st.State, st.Error)
 	assert.Zero(t, st.Counts.Failed)
 	r := fake.Report()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/crawltest"
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -52,4 +53,37 @@ func TestURLListCrawlOnDevServer(t *testing.T) {
 		name := fmt.Sprintf("%s.v%d.json", t.Name(), workflows.InputComplete)
 		require.NoError(t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
 	}
+}
+
+// TestURLListCrawlRetryOnDevServer retries a URL-list crawl whose page 1
+// (the list's first URL) failed: the retry runs page 1 again as an
+// ordinary page and schedules no SeedURLList (the list is not downloaded
+// or seeded again); its history replays and is recorded for the replay
+// test (with the recording of a retry from before the change, which
+// seeded the list again: both replay).
+func TestURLListCrawlRetryOnDevServer(t *testing.T) {
+	e := start(t)
+	q := e.queue + "-urllistretry"
+	const pages = 20
+	fake := crawltest.New(pages, 3)
+	fake.Failing = map[int64]bool{1: true}
+	fakeCrawlWorker(t, e.c, q, fake)
+	in := crawlInput("devtesturllistretry", q, 4, 8000)
+	in.URLList = &activities.URLList{URL: "http://lists.test/urls.txt", MaxBytes: 1 << 20, MaxURLs: 100, FetchTimeout: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	retry, st := retriedCrawl(ctx, t, e.c, in, fake, 1, nil)
+	assert.Equal(t, model.StateFinished, st.State, st.Error)
+	assert.Zero(t, st.Counts.Failed)
+	r := fake.Report()
+	assert.Equal(t, int64(pages), r.Done)
+	assert.Equal(t, 2, r.PageRuns[1], "page 1 ran again as an ordinary page")
+	h := history(ctx, t, e.c, in.Crawl.Job.Ident, retry.GetRunID())
+	for _, ev := range h.Events {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			assert.NotEqual(t, "SeedURLList", a.ActivityType.GetName(), "the retry seeds the list again")
+		}
+	}
+	replayCrawl(t, h)
+	recordCrawlAs(t, h, "retry", "urllistseeded")
 }
