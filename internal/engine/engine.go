@@ -28,6 +28,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
@@ -117,6 +118,7 @@ type Engine struct {
 	crawls  crawlHosts
 	warcs   warcFiles
 	plans   planCache
+	indexes pageIndexes
 }
 
 var (
@@ -157,11 +159,13 @@ func New(cfg Config) (*Engine, error) {
 	e.crawls.m = map[string]*crawlHost{}
 	e.warcs.m = map[string]*jobWARC{}
 	e.plans.m = map[string]activities.Plan{}
+	e.indexes.m = map[string]*pageindex.Writer{}
 	return e, nil
 }
 
 // Close ends every crawl this engine set up (their setup hooks get
-// SIGTERM) and closes their WARC files; the worker calls it when it stops.
+// SIGTERM) and closes their WARC and page index files; the worker calls it
+// when it stops.
 func (e *Engine) Close(ctx context.Context) {
 	for _, ident := range e.crawls.idents() {
 		if err := e.TeardownCrawl(ctx, ident); err != nil {
@@ -169,6 +173,7 @@ func (e *Engine) Close(ctx context.Context) {
 		}
 	}
 	e.warcs.closeAll(e.log)
+	e.indexes.closeAll(e.log)
 }
 
 func (e *Engine) environ() []string {
