@@ -247,7 +247,7 @@ func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st Append
 		err = nil
 	}
 	if st.Verbatim != nil {
-		_, err = io.Copy(cw, io.NewSectionReader(src, 0, size))
+		err = copySection(cw, src, 0, size)
 		return st, err
 	}
 	var w *Writer // for revisits, taken from the pool at the first
@@ -283,7 +283,7 @@ func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st Append
 					return st, fmt.Errorf("record at offset %d as WARC/1.1: %w", s.off, err)
 				}
 				st.Upgraded++
-			} else if _, err := io.Copy(cw, io.NewSectionReader(src, s.off, s.n)); err != nil {
+			} else if err := copySection(cw, src, s.off, s.n); err != nil {
 				return st, fmt.Errorf("copy record at offset %d: %w", s.off, err)
 			}
 			if r.digest != "" {
@@ -423,6 +423,18 @@ func (w *Writer) upgrade(src io.ReaderAt, s span) error {
 		return err
 	}
 	return gz.Close()
+}
+
+// copyBuffers are the buffers copySection copies through, kept between
+// calls (io.Copy would allocate 32 KiB for each record Append copies).
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copySection copies src's n bytes at off to w.
+func copySection(w io.Writer, src io.ReaderAt, off, n int64) error {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	_, err := io.CopyBuffer(w, io.NewSectionReader(src, off, n), *buf)
+	return err
 }
 
 // countWriter counts the bytes written through it.
