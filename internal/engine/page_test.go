@@ -577,3 +577,18 @@ func TestSeedRecordsKeepATransientAttemptAside(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(all, "first"), "the kept attempt's WARC once, repeat or not")
 	assert.Equal(t, 1, strings.Count(all, "second"), "the last attempt's WARC once")
 }
+
+// The worker environment a hook's spec derives from is kept between
+// attempts, and follows the worker's environment when that changes.
+func TestWorkerEnvFollowsTheWorkersEnvironment(t *testing.T) {
+	e := pageEngine(t, t.TempDir(), func(c *Config) {
+		c.Env = []string{"PATH=/bin", "LC_ALL=C", "NOT_PASSED=1"}
+	})
+	vars, hook := e.workerEnv()
+	assert.Equal(t, map[string]string{"PATH": "/bin", "LC_ALL": "C", "NOT_PASSED": "1"}, vars)
+	assert.Equal(t, []string{"PATH=/bin", "LC_ALL=C"}, hook, "hookenv's allowlist")
+	e.cfg.Env = []string{"PATH=/usr/bin"}
+	vars, hook = e.workerEnv()
+	assert.Equal(t, map[string]string{"PATH": "/usr/bin"}, vars)
+	assert.Equal(t, []string{"PATH=/usr/bin"}, hook)
+}
