@@ -333,9 +333,13 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		sum: pageFetchSummary{URL: h.Inv.URL, WARC: PageFetchWARC},
 	}
-	if _, err := pf.w.Info(PageFetchWARC, map[string]string{"software": warc.Software() + " (pagefetch)", "format": "WARC File Format 1.1",
-		"robots": "ignore"}); err != nil {
-		return hookio.Result{}, err
+	// A page WARC kept in memory joins the job's WARC, whose own warcinfo
+	// replaces the page's (warc.Append drops archiveflow's): it gets none.
+	if crawlPageOf(ctx, h) == nil {
+		if _, err := pf.w.Info(PageFetchWARC, map[string]string{"software": warc.Software() + " (pagefetch)", "format": "WARC File Format 1.1",
+			"robots": "ignore"}); err != nil {
+			return hookio.Result{}, err
+		}
 	}
 	res, err := pf.fetchPage(ctx)
 	crawlPageOf(ctx, h).setFetched(pf.sum, pf.body)

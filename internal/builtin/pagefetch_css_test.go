@@ -292,14 +292,16 @@ func TestCrawlPageInTheWorkerSharesItsPageInMemory(t *testing.T) {
 	require.Equal(t, ExitOK, code, out)
 	assert.NoFileExists(t, snap+"/pagefetch/"+PageFetchWARC, "the WARC stays in memory")
 	data := kept[snap+"/pagefetch/"+PageFetchWARC]
-	var uris []string
+	var uris, types []string
 	require.NoError(t, warc.Read(bytes.NewReader(data), func(h warc.Header, _ io.Reader) error {
+		types = append(types, h.Type)
 		if h.Type == "response" {
 			uris = append(uris, h.TargetURI)
 		}
 		return nil
 	}))
 	assert.Equal(t, []string{site.URL + "/p", site.URL + "/s.css"}, uris)
+	assert.NotContains(t, types, "warcinfo", "the job WARC's own warcinfo replaces a page's: none in memory")
 	assert.NoDirExists(t, snap+"/pagefetch", "its files wait for a hook run as a process: none yet")
 
 	code, out = run(ctx, "title")
