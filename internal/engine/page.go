@@ -164,7 +164,7 @@ func (l *hookLinks) add(s jsonl.Snapshot) {
 // WARC of this worker.
 func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activities.PageOutcome, error) {
 	cr, p := run.Crawl, run.Page
-	log := e.log.With(logging.Ident(cr.Job.Ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt))
+	log := e.log.WithLazy(logging.Ident(cr.Job.Ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt))
 	if err := e.ensureSetup(ctx, cr.Job); err != nil {
 		return activities.PageOutcome{}, fmt.Errorf("crawl setup: %w", err)
 	}
