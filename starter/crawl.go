@@ -18,6 +18,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/scope"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -120,9 +121,11 @@ Reads the crawl's frontier in Redis, in discovery order (the start page is
 page 1). --state keeps one state (ready, claimed, skipped, done, deferred:
 found beyond the depth limit), --depth one depth; --limit bounds the list
 (--after continues after a page id). --url shows one page with each hook's
-result of every attempt, read from the page's directory in the archive
-dir (ARCHIVE_DIR/crawls/IDENT/pages/ID: index.jsonl, earlier attempts
-under attempts/N), which is on the worker host that ran the page.`,
+result of every attempt, read from the archive dir of the worker host
+that ran the page: the crawl's page index (ARCHIVE_DIR/crawls/IDENT/
+pageindex/*.jsonl, a line per page attempt) and, where its hooks wrote
+files, the page's directory (ARCHIVE_DIR/crawls/IDENT/pages/ID, earlier
+attempts under attempts/N).`,
 		examples: []string{
 			"starter pages 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter pages 3mlbkdu1fpo7wt4lr2qf1mpsw --state done --depth 2",
@@ -299,7 +302,11 @@ func (a *app) showPage(ctx context.Context, inv *invocation, f *frontier.Frontie
 		// snapshot's (each hook's attempts its own).
 		dir = filepath.Join(inv.cfg.ArchiveDir, "snapshots", id)
 	}
-	pj.Results = pageAttempts(dir)
+	indexDir := engine.PageIndexDir(inv.cfg.ArchiveDir, id)
+	if p.Parent == 0 && p.ID == 1 {
+		indexDir = "" // the start page is a snapshot: no line in the page index
+	}
+	pj.Results = pageAttempts(indexDir, p.ID, dir)
 	if inv.json {
 		return writeJSON(a.stdout, pj)
 	}
@@ -309,20 +316,53 @@ func (a *app) showPage(ctx context.Context, inv *invocation, f *frontier.Frontie
 		fmt.Fprintf(a.stdout, "  note: %s\n", pj.Note)
 	}
 	if len(pj.Results) == 0 {
-		fmt.Fprintf(a.stdout, "  no hook results in %s: the page has not run yet, or ran on another worker host (a page's files stay on the host that ran it)\n", dir)
+		where := dir
+		if indexDir != "" {
+			where = indexDir + " or " + dir
+		}
+		fmt.Fprintf(a.stdout, "  no hook results in %s: the page has not run yet, or ran on another worker host (a page's records stay on the host that ran it)\n", where)
 		return nil
 	}
 	for _, at := range pj.Results {
-		fmt.Fprintf(a.stdout, "attempt %d: %s  (%s)\n", at.Attempt, at.State, at.Dir)
+		if at.Dir == "" {
+			fmt.Fprintf(a.stdout, "attempt %d: %s  (no files)\n", at.Attempt, at.State)
+		} else {
+			fmt.Fprintf(a.stdout, "attempt %d: %s  (%s)\n", at.Attempt, at.State, at.Dir)
+		}
 		writeHookTable(a.stdout, at.Hooks, nil, 0)
 	}
 	return nil
 }
 
-// pageAttempts reads a page directory's index and its earlier attempts'
-// (engine.AttemptsDir), first attempt first; what is missing or unreadable
-// is left out.
-func pageAttempts(dir string) []pageAttemptJSON {
+// pageAttempts reads a page's attempts, first attempt first: its lines in
+// the crawl's page index (indexDir, "" for none), and the index of its
+// directory and of its earlier attempts there (engine.AttemptsDir), where
+// its hooks' files are (Dir) and, for pages run before the page index, the
+// only record; what is missing or unreadable is left out.
+func pageAttempts(indexDir string, id int64, dir string) []pageAttemptJSON {
+	var out []pageAttemptJSON
+	at := map[int]int{} // attempt number → its index in out
+	add := func(snap snapindex.Snapshot, results []model.ArchiveResult, d string) {
+		if len(results) == 0 {
+			return
+		}
+		if i, ok := at[results[0].Attempts]; ok {
+			out[i].Dir = d // recorded in the page index: its files are in d
+			return
+		}
+		a := pageAttemptJSON{Attempt: results[0].Attempts, State: snap.State, Error: snap.Error, Dir: d}
+		for _, r := range results {
+			a.Hooks = append(a.Hooks, resultRow(r))
+		}
+		at[a.Attempt] = len(out)
+		out = append(out, a)
+	}
+	if indexDir != "" {
+		attempts, _ := pageindex.Page(indexDir, id)
+		for _, a := range attempts {
+			add(a.Snapshot, a.Results, "")
+		}
+	}
 	dirs := []string{dir}
 	if entries, err := os.ReadDir(filepath.Join(dir, engine.AttemptsDir)); err == nil {
 		for _, e := range entries {
@@ -331,17 +371,10 @@ func pageAttempts(dir string) []pageAttemptJSON {
 			}
 		}
 	}
-	var out []pageAttemptJSON
 	for _, d := range dirs {
-		snap, results, err := snapindex.Read(d)
-		if err != nil || len(results) == 0 {
-			continue
+		if snap, results, err := snapindex.Read(d); err == nil {
+			add(snap, results, d)
 		}
-		at := pageAttemptJSON{Attempt: results[0].Attempts, State: snap.State, Error: snap.Error, Dir: d}
-		for _, r := range results {
-			at.Hooks = append(at.Hooks, resultRow(r))
-		}
-		out = append(out, at)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Attempt < out[j].Attempt })
 	return out

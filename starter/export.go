@@ -141,7 +141,7 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 	default:
 		src.MainPageURL = job.URL
 		pageDir := func(p int64) string { return engine.PageDir(archive, id, p) }
-		if src.Pages, crawl, err = jobwacz.CrawlPages(ctx, newFrontier(b), id, pageDir, snapDir); err != nil {
+		if src.Pages, crawl, err = jobwacz.CrawlPages(ctx, newFrontier(b), id, engine.PageIndexDir(archive, id), pageDir, snapDir); err != nil {
 			return o, withCode(exitUnavailable, err)
 		}
 		if !crawl {

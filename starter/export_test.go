@@ -22,6 +22,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
 	"github.com/archiveflow/archiveflow/internal/testredis"
@@ -120,7 +121,11 @@ func TestExportACrawlWritesAValidWACZOfItsSucceededPages(t *testing.T) {
 	warcDir := filepath.Join(archive, "crawls", id, "warc")
 	captures(t, filepath.Join(warcDir, id+"-w1-7-00001.warc.gz"), at, start, "https://example.com/style.css")
 	captures(t, filepath.Join(warcDir, id+"-w1-7-00002.warc.gz"), at.Add(time.Minute), "https://example.com/a")
-	writeFile0(t, filepath.Join(engine.PageDir(archive, id, ids["https://example.com/a"]), "title", "title.txt"), "Page\n  A\n")
+	// A page's title is in the crawl's page index (a title.txt, of a page
+	// run before it, is the fallback).
+	require.NoError(t, pageindex.NewWriter(engine.PageIndexDir(archive, id), "w1-7").Append(
+		snapindex.Snapshot{ID: id + "-p2", URL: "https://example.com/a", Page: ids["https://example.com/a"], State: model.StateFinished, SealedAt: at},
+		[]model.ArchiveResult{{Plugin: "title", Status: model.StatusSucceeded, Title: "Page\n  A\n", Attempts: 1, EndedAt: at}}))
 	writeFile0(t, filepath.Join(archive, "snapshots", id, "title", "title.txt"), "Start")
 	// Page WARCs left in a page directory are not the job's WARC.
 	captures(t, filepath.Join(engine.PageDir(archive, id, 2), "pagefetch", "page.warc.gz"), at, "https://example.com/a")

@@ -135,7 +135,7 @@ func RunIn(ctx context.Context, dir string, args []string, env hookio.LookupEnv,
 		fmt.Fprintf(stderr, "hook %q: unknown; must be one of %s\n", name, strings.Join(Names(), ", "))
 		return ExitUsage
 	}
-	log := newLogger(stderr).With(logging.Hook(name))
+	log := newLogger(stderr).WithLazy(logging.Hook(name)) // lazily: most runs log nothing
 	defer func() { _ = log.Sync() }()
 	out := hookio.NewEmitter(stdout)
 
@@ -163,7 +163,7 @@ func RunIn(ctx context.Context, dir string, args []string, env hookio.LookupEnv,
 		}
 		dir = wd
 	}
-	h := &Hook{Inv: inv, Out: out, Log: log.With(zap.String("url", inv.URL)), Stderr: stderr, Dir: dir, SnapDir: inv.SnapDir,
+	h := &Hook{Inv: inv, Out: out, Log: log.WithLazy(zap.String("url", inv.URL)), Stderr: stderr, Dir: dir, SnapDir: inv.SnapDir,
 		inWorker: dir != ""}
 	if p, ok := egress.PolicyFrom(ctx); ok {
 		h.Policy = p

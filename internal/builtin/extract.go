@@ -49,7 +49,8 @@ func sourceJSON(p *page) map[string]any {
 	return map[string]any{"source": p.Source, "source_file": p.Path, "page_url": p.URL}
 }
 
-// runTitle saves the page title (title.txt). Step 5, after dom: it reads the
+// runTitle saves the page title (title.txt; on a crawl page inside the
+// worker only when a later hook runs as a process: WithCrawlPage). Step 5, after dom: it reads the
 // rendered DOM, else the headers hook's body, else fetches the page.
 func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
 	p, doc, err := h.parsePage(ctx, sourceDOM, sourcePageFetch, sourceHeaders, sourceFetch)
@@ -64,7 +65,10 @@ func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
 	if title == "" {
 		return hookio.Result{Status: model.StatusNoResults, OutputStr: "page has no title", OutputJSON: out}, nil
 	}
-	if err := writeOutput(filepath.Join(h.Dir, titleFile), []byte(title+"\n")); err != nil {
+	// On a crawl page inside the worker title.txt is written only for a
+	// hook run as a process (WithCrawlPage): the page's index has the
+	// title.
+	if err := crawlPageOf(ctx, h).writeFile(filepath.Join(h.Dir, titleFile), []byte(title+"\n"), false); err != nil {
 		return hookio.Result{}, fmt.Errorf("save title: %w", err)
 	}
 	// The snapshot's title (job hash, index, status) comes from this

@@ -148,7 +148,7 @@ type crawlPage struct {
 	page *page // pagefetch's page, parsed as doc: the parsing hooks' pagefetch source
 	doc  *htmldoc.Doc
 	// files are the outputs only a hook run as a process would read
-	// (pagefetch.json, page.body, urls.jsonl), by path, not yet written:
+	// (pagefetch.json, page.body, urls.jsonl, title.txt), by path, not yet written:
 	// WriteCrawlPageFiles writes them.
 	files   map[string]pendingFile
 	written bool // WriteCrawlPageFiles ran: later files are written at once
@@ -192,8 +192,8 @@ type pendingFile struct {
 // hooks after it (title, outlinks, htmltotext) read as their pagefetch
 // source, without reading its files back or parsing it again. The files
 // only a hook run as a process reads (pagefetch's pagefetch.json and
-// page.body, outlinks' urls.jsonl: the same page and records the engine
-// has in memory) are kept until WriteCrawlPageFiles writes them, which the
+// page.body, outlinks' urls.jsonl, title's title.txt: the same page and
+// records the engine has in memory, the title in the page's index) are kept until WriteCrawlPageFiles writes them, which the
 // engine calls before it starts a page hook as a process; a page whose
 // hooks all run inside the worker never writes them. keep may be called
 // from another goroutine, and late (a hook abandoned after its timeout).
@@ -333,9 +333,13 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		sum: pageFetchSummary{URL: h.Inv.URL, WARC: PageFetchWARC},
 	}
-	if _, err := pf.w.Info(PageFetchWARC, map[string]string{"software": warc.Software() + " (pagefetch)", "format": "WARC File Format 1.1",
-		"robots": "ignore"}); err != nil {
-		return hookio.Result{}, err
+	// A page WARC kept in memory joins the job's WARC, whose own warcinfo
+	// replaces the page's (warc.Append drops archiveflow's): it gets none.
+	if crawlPageOf(ctx, h) == nil {
+		if _, err := pf.w.Info(PageFetchWARC, map[string]string{"software": warc.Software() + " (pagefetch)", "format": "WARC File Format 1.1",
+			"robots": "ignore"}); err != nil {
+			return hookio.Result{}, err
+		}
 	}
 	res, err := pf.fetchPage(ctx)
 	crawlPageOf(ctx, h).setFetched(pf.sum, pf.body)

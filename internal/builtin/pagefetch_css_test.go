@@ -270,7 +270,7 @@ func TestPageFetchImportChainIsBounded(t *testing.T) {
 // run inside the worker (RunIn, WithCrawlPage) keep pagefetch's WARC in
 // memory (handed over, no page.warc.gz), read the page pagefetch parsed,
 // not its files, and write the files only a process reads (page.body,
-// pagefetch.json, urls.jsonl) only once WriteCrawlPageFiles asks: the
+// pagefetch.json, urls.jsonl, title.txt) only once WriteCrawlPageFiles asks: the
 // engine's call before a page hook runs as a process. Outside a crawl page
 // they read the files (and find none).
 func TestCrawlPageInTheWorkerSharesItsPageInMemory(t *testing.T) {
@@ -292,20 +292,23 @@ func TestCrawlPageInTheWorkerSharesItsPageInMemory(t *testing.T) {
 	require.Equal(t, ExitOK, code, out)
 	assert.NoFileExists(t, snap+"/pagefetch/"+PageFetchWARC, "the WARC stays in memory")
 	data := kept[snap+"/pagefetch/"+PageFetchWARC]
-	var uris []string
+	var uris, types []string
 	require.NoError(t, warc.Read(bytes.NewReader(data), func(h warc.Header, _ io.Reader) error {
+		types = append(types, h.Type)
 		if h.Type == "response" {
 			uris = append(uris, h.TargetURI)
 		}
 		return nil
 	}))
 	assert.Equal(t, []string{site.URL + "/p", site.URL + "/s.css"}, uris)
+	assert.NotContains(t, types, "warcinfo", "the job WARC's own warcinfo replaces a page's: none in memory")
 	assert.NoDirExists(t, snap+"/pagefetch", "its files wait for a hook run as a process: none yet")
 
 	code, out = run(ctx, "title")
 	require.Equal(t, ExitOK, code, out)
 	assert.Contains(t, out, `"output_str":"Shared"`)
-	assert.FileExists(t, snap+"/title/"+titleFile, "title.txt is read by the WACZ's pages and `starter pages`")
+	assert.Contains(t, out, `{"type":"Snapshot","title":"Shared"}`, "the title's record: the page's index keeps it")
+	assert.NoDirExists(t, snap+"/title", "title.txt waits for a hook run as a process")
 	code, out = run(ctx, "outlinks")
 	require.Equal(t, ExitOK, code, out)
 	assert.Contains(t, out, `"url":"`+site.URL+`/next"`)
@@ -315,7 +318,7 @@ func TestCrawlPageInTheWorkerSharesItsPageInMemory(t *testing.T) {
 	// Before a page hook runs as a process, the kept files are written
 	// (and a later built-in's at once) for it to read.
 	require.NoError(t, WriteCrawlPageFiles(ctx))
-	for _, f := range []string{"pagefetch/" + pageFetchBodyFile, "pagefetch/" + pageFetchSummaryFile, "outlinks/" + outlinksFile} {
+	for _, f := range []string{"pagefetch/" + pageFetchBodyFile, "pagefetch/" + pageFetchSummaryFile, "outlinks/" + outlinksFile, "title/" + titleFile} {
 		assert.FileExists(t, snap+"/"+f)
 	}
 	sum, err := readPageFetchJSON(snap)

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,8 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/submit"
 	"github.com/archiveflow/archiveflow/internal/testredis"
@@ -109,8 +113,9 @@ func requireSameCounters(t *testing.T, want, got rkeys.JobView) {
 
 // drillCrawls crawls srv twice, each on a stack newStack builds: without
 // the fault, then with it (fault runs once drillFaultAt pages are done),
-// and requires the same outcome (requireSameCrawl).
-func drillCrawls(t *testing.T, srv *testsite.Server, newStack func() *Stack, fault func(*Stack, Job)) {
+// requires the same outcome (requireSameCrawl) and returns the one with
+// the fault.
+func drillCrawls(t *testing.T, srv *testsite.Server, newStack func() *Stack, fault func(*Stack, Job)) crawlOutcome {
 	t.Helper()
 	crawl := func(withFault bool) crawlOutcome {
 		s := newStack()
@@ -126,6 +131,7 @@ func drillCrawls(t *testing.T, srv *testsite.Server, newStack func() *Stack, fau
 	want := crawl(false)
 	got := crawl(true)
 	requireSameCrawl(t, srv, want, got)
+	return got
 }
 
 // TestDrillCrawlWorkerKilled SIGKILLs a worker process that runs pages of
@@ -139,11 +145,13 @@ func TestDrillCrawlWorkerKilled(t *testing.T) {
 	srv := crawlSite(t, drillSite)
 	root := builtinPlugins(t, "pagefetch", "title", "outlinks")
 	var pids []int
-	drillCrawls(t, srv, func() *Stack {
+	var archives []string
+	got := drillCrawls(t, srv, func() *Stack {
 		s := NewStack(t, server, root, crawlConfig)
 		w1 := StartWorker(t, bin, s.Config, "w1", "PAGEFETCH_ENABLED=true")
 		w2 := StartWorker(t, bin, s.Config, "w2", "PAGEFETCH_ENABLED=true")
 		pids = []int{w1.Process.Pid, w2.Process.Pid}
+		archives = []string{archiveDirOf(t, w1), archiveDirOf(t, w2)}
 		return s
 	}, func(s *Stack, j Job) {
 		pid := pageWorkerPid(t, s, j)
@@ -151,6 +159,42 @@ func TestDrillCrawlWorkerKilled(t *testing.T) {
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 		t.Logf("killed worker pid %d while it ran a page", pid)
 	})
+	// What the frontier marks done is on disk: every page done (but the
+	// start page, a snapshot) has its last attempt's line in the page
+	// index of a worker, the killed one's included, saying how it ended.
+	for _, p := range got.pages {
+		if p.State != frontier.StateDone || (p.ID == 1 && p.Parent == 0) {
+			continue
+		}
+		var last pageindex.Attempt
+		for _, dir := range archives {
+			attempts, err := pageindex.Page(engine.PageIndexDir(dir, got.status.Ident), p.ID)
+			require.NoError(t, err)
+			for _, a := range attempts {
+				if a.Number() >= last.Number() {
+					last = a
+				}
+			}
+		}
+		require.NotZero(t, last.Number(), "page %d %s: no line in a page index", p.ID, p.URL)
+		want := model.StateFailed
+		if p.Status == frontier.StatusSucceeded {
+			want = model.StateFinished
+		}
+		assert.Equal(t, want, last.Snapshot.State, "page %d %s (%s): its last attempt's line", p.ID, p.URL, p.Status)
+	}
+}
+
+// archiveDirOf is the archive dir of a worker StartWorker started.
+func archiveDirOf(t *testing.T, w *exec.Cmd) string {
+	t.Helper()
+	for _, kv := range slices.Backward(w.Env) {
+		if dir, ok := strings.CutPrefix(kv, "ARCHIVEFLOW_ARCHIVE_DIR="); ok {
+			return dir
+		}
+	}
+	t.Fatalf("worker %v has no ARCHIVEFLOW_ARCHIVE_DIR", w.Args)
+	return ""
 }
 
 // pageWorkerPid is the pid of a worker process running a page of j (a

@@ -23,6 +23,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/submit"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -84,9 +85,13 @@ func TestCrawlPagesAreRetriedLater(t *testing.T) {
 	assert.Zero(t, s.Redis.ZCard(ctx, "retry_at").Val())
 	assert.Zero(t, s.Redis.HExists(ctx, job.Ident, rkeys.FieldRetryAt).Val())
 
-	earlier, err := os.ReadDir(filepath.Join(engine.PageDir(s.Config.ArchiveDir, job.Ident, flaky.ID), engine.AttemptsDir))
+	attempts, err := pageindex.Page(engine.PageIndexDir(s.Config.ArchiveDir, job.Ident), flaky.ID)
 	require.NoError(t, err)
-	assert.Len(t, earlier, 3, "the flaky page's three earlier attempts are kept")
+	var kept []string
+	for _, a := range attempts {
+		kept = append(kept, fmt.Sprintf("%d %s", a.Number(), a.Snapshot.State))
+	}
+	assert.Equal(t, []string{"1 failed", "2 failed", "3 failed", "4 finished"}, kept, "every attempt of the flaky page is kept")
 }
 
 // laterSite serves the later-retry tests' pages to crawlUA only, counting

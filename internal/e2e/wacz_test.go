@@ -83,9 +83,9 @@ func TestExportACrawlWritesAValidWACZ(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte("{"+js), &e), line)
 		captured[e.URL] = true
 	})
-	pages := 0
+	pages, titled := 0, 0
 	read(wacz.PagesPath, func(line string) {
-		var p struct{ URL, TS string }
+		var p struct{ URL, TS, Title string }
 		require.NoError(t, json.Unmarshal([]byte(line), &p))
 		if p.URL == "" {
 			return // the header
@@ -94,8 +94,13 @@ func TestExportACrawlWritesAValidWACZ(t *testing.T) {
 		assert.True(t, succeeded[p.URL], "a page that did not succeed: %s", p.URL)
 		assert.True(t, captured[p.URL], "a page without a capture in the index: %s", p.URL)
 		assert.NotEmpty(t, p.TS, p.URL)
+		if p.Title != "" {
+			titled++
+			assert.True(t, strings.HasPrefix(p.Title, "testsite "), "%s: title %q", p.URL, p.Title)
+		}
 	})
 	assert.Equal(t, len(succeeded), pages)
+	assert.Greater(t, titled, pages/2, "the pages' titles, from the crawl's page index")
 	t.Logf("%d pages, %d index lines, %d WARC(s)", pages, rep.Entries, len(out.WARCs))
 
 	// The seal wrote the same WACZ beside the job's WARCs, each WARC's

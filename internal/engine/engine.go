@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
@@ -118,6 +120,8 @@ type Engine struct {
 	crawls  crawlHosts
 	warcs   warcFiles
 	plans   planCache
+	indexes pageIndexes
+	wenv    workerEnv
 }
 
 var (
@@ -154,11 +158,13 @@ func New(cfg Config) (*Engine, error) {
 	e.crawls.m = map[string]*crawlHost{}
 	e.warcs.m = map[string]*jobWARC{}
 	e.plans.m = map[string]activities.Plan{}
+	e.indexes.m = map[string]*pageindex.Writer{}
 	return e, nil
 }
 
 // Close ends every crawl this engine set up (their setup hooks get
-// SIGTERM) and closes their WARC files; the worker calls it when it stops.
+// SIGTERM) and closes their WARC and page index files; the worker calls it
+// when it stops.
 func (e *Engine) Close(ctx context.Context) {
 	for _, ident := range e.crawls.idents() {
 		if err := e.TeardownCrawl(ctx, ident); err != nil {
@@ -166,6 +172,7 @@ func (e *Engine) Close(ctx context.Context) {
 		}
 	}
 	e.warcs.closeAll(e.log)
+	e.indexes.closeAll(e.log)
 }
 
 func (e *Engine) environ() []string {
@@ -173,6 +180,37 @@ func (e *Engine) environ() []string {
 		return e.cfg.Env
 	}
 	return os.Environ()
+}
+
+// workerEnv is what every hook attempt's spec derives from the worker's
+// environment (environ), kept while that is unchanged: a crawl page runs
+// a spec per hook, and deriving it each time was ~3 % of the worker's CPU
+// per page (BenchmarkWire's profile).
+type workerEnv struct {
+	mu      sync.Mutex
+	environ []string
+	vars    map[string]string // environ without an entry revealing a secret (sources)
+	hook    []string          // what a hook may get of it (hookenv.Worker)
+}
+
+// workerEnv returns the worker's environment's variables without the
+// entries revealing a secret, and the entries a hook may get; neither may
+// be changed.
+func (e *Engine) workerEnv() (map[string]string, []string) {
+	environ := e.environ()
+	w := &e.wenv
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.vars == nil || !slices.Equal(environ, w.environ) {
+		vars := make(map[string]string, len(environ))
+		for _, kv := range environ {
+			if k, v, ok := strings.Cut(kv, "="); ok && !e.cfg.Secrets.Reveals(k, v) {
+				vars[k] = v
+			}
+		}
+		w.environ, w.vars, w.hook = environ, vars, hookenv.Worker(environ, e.cfg.PassEnv)
+	}
+	return w.vars, w.hook
 }
 
 // snapDir is ARCHIVE_DIR/snapshots/SNAPSHOT_ID.
@@ -210,12 +248,7 @@ func checkDirs(dirs ...string) error {
 // one of archiveflow's secrets are not a source: no plugin key, alias or
 // {TEMPLATE} can pick them up.
 func (e *Engine) sources(overrides map[string]string, base map[string]string) hooks.Sources {
-	env := map[string]string{}
-	for _, kv := range e.environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && !e.cfg.Secrets.Reveals(k, v) {
-			env[k] = v
-		}
-	}
+	env, _ := e.workerEnv()
 	return hooks.Sources{Job: overrides, Env: env, File: e.cfg.File, Base: base}
 }
 

@@ -60,8 +60,9 @@ func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved, f
 		runner = append(runner, "USER_AGENT="+inv.settings.UserAgent)
 	}
 	runner = append(runner, fetchEnv...)
+	_, worker := e.workerEnv()
 	env, dropped := hookenv.Build(hookenv.Sources{
-		Worker: e.environ(), PassEnv: e.cfg.PassEnv, Plugin: r.Env(), Runner: runner,
+		Worker: worker, PassEnv: e.cfg.PassEnv, Plugin: r.Env(), Runner: runner,
 	}, e.cfg.Secrets)
 	env = withPersonasDir(env, inv)
 	for _, d := range dropped {

@@ -164,7 +164,7 @@ func (l *hookLinks) add(s jsonl.Snapshot) {
 // WARC of this worker.
 func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activities.PageOutcome, error) {
 	cr, p := run.Crawl, run.Page
-	log := e.log.With(logging.Ident(cr.Job.Ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt))
+	log := e.log.WithLazy(logging.Ident(cr.Job.Ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt))
 	if err := e.ensureSetup(ctx, cr.Job); err != nil {
 		return activities.PageOutcome{}, fmt.Errorf("crawl setup: %w", err)
 	}
@@ -176,12 +176,9 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	if err := keepEarlierAttempt(dir, p.Attempt); err != nil {
 		log.Warn("the page's earlier attempt stays where it is (this attempt may overwrite its outputs)", zap.Error(err))
 	}
-	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrNotExist) {
-		// The crawl's first page here: its pages/ directory is missing
-		// (later pages create theirs with one call, their hooks' with one
-		// each: procs.RunFunc).
-		_ = os.MkdirAll(dir, 0o755)
-	}
+	// The page's directory is made by the first hook that writes there
+	// (procs.RunFunc, builtin.writeOutput): a page whose hooks keep
+	// everything in memory has none.
 	results := newPageResults(p.Attempt)
 	notRun := "not run"
 	job := cr.Job
@@ -307,7 +304,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	out.Links = links
 	out.Results = results.finals()
 	list := results.list(plan, notRun)
-	if err := writePageIndex(dir, job, p, out, list); err != nil {
+	if err := e.writePageIndex(dir, job, p, out, list); err != nil {
 		log.Warn("write the page's index", zap.Error(err))
 	}
 	// The page's captures (a screenshot...) join its WARCs, and with them

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
+	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
 	"github.com/archiveflow/archiveflow/internal/wacz"
@@ -206,34 +206,30 @@ func TestRunPageBuiltinsInProcess(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, activities.PageSucceeded, out.Status, out.Note)
 		assert.Equal(t, []activities.Discovered{{URL: srv.URL + "/a"}}, out.Links)
-		title, err := os.ReadFile(filepath.Join(e.pageDir("crawl1", int64(i+2)), "title", "title.txt"))
-		require.NoError(t, err)
-		assert.Equal(t, "T "+path+"\n", string(title))
 	}
 	mu.Lock()
 	assert.Equal(t, map[string]int{"/one": 1, "/two": 1, "/s.css": 1}, hits, "each page fetched once, the shared stylesheet once per crawl")
 	mu.Unlock()
-	// What a page leaves: its index and the title (the WACZ's pages and
-	// `starter pages` read title.txt). The built-ins in the worker keep no
-	// runner logs (their records are in the index and the frontier), no
-	// page WARC (it joined the job's WARC from memory), and no files only
-	// a hook run as a process would read (page.body, pagefetch.json,
-	// urls.jsonl): no directory for pagefetch and outlinks.
-	var left []string
-	page := e.pageDir("crawl1", 2)
-	require.NoError(t, filepath.WalkDir(page, func(path string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		rel, _ := filepath.Rel(page, path)
-		if rf, ok := procs.ParseRunnerFile(path); ok {
-			rel = filepath.Join(filepath.Dir(rel), rf.Stem+".ID"+rf.Suffix)
-		}
-		if d.IsDir() {
-			rel += "/"
-		}
-		left = append(left, rel)
-		return nil
-	}))
-	assert.Equal(t, []string{"./", "index.json", "index.jsonl", "title/", "title/title.txt"}, left)
+	// What a page leaves: a line in the crawl's page index (its results
+	// and title: `starter pages` and the WACZ's pages read them), no file
+	// or directory of its own. The built-ins in the worker keep no runner
+	// logs (their records are in the index and the frontier), no page
+	// WARC (it joined the job's WARC from memory), and no files only a
+	// hook run as a process would read (page.body, pagefetch.json,
+	// urls.jsonl, title.txt).
+	titles, err := pageindex.Titles(PageIndexDir(e.cfg.ArchiveDir, "crawl1"))
+	require.NoError(t, err)
+	assert.Equal(t, map[int64]string{2: "T /one", 3: "T /two"}, titles)
+	attempts, err := pageindex.Page(PageIndexDir(e.cfg.ArchiveDir, "crawl1"), 2)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	assert.Equal(t, model.StateFinished, attempts[0].Snapshot.State)
+	var hooks []string
+	for _, r := range attempts[0].Results {
+		hooks = append(hooks, r.Plugin+" "+string(r.Status))
+	}
+	assert.Equal(t, []string{"pagefetch succeeded", "title succeeded", "outlinks succeeded"}, hooks)
+	assert.NoDirExists(t, filepath.Join(e.cfg.ArchiveDir, "crawls", "crawl1", "pages"), "no page has a directory")
 	out, err := e.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 4, URL: srv.URL + "/gone", Attempt: 1}})
 	require.NoError(t, err)
 	assert.Equal(t, activities.PageFailed, out.Status)
@@ -424,6 +420,18 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"three ok"}'
 		{"three", model.StatusSucceeded, "three ok", 2},
 	}, second)
 	assert.FileExists(t, filepath.Join(dir, "index.json"))
+
+	// The crawl's page index has both attempts too: a page whose hooks
+	// wrote files keeps its index beside them as well.
+	attempts, err := pageindex.Page(PageIndexDir(e.cfg.ArchiveDir, cr.Job.Ident), 7)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	for i, want := range []model.JobState{model.StateFailed, model.StateFinished} {
+		assert.Equal(t, i+1, attempts[i].Number())
+		assert.Equal(t, want, attempts[i].Snapshot.State)
+		assert.Equal(t, int64(7), attempts[i].Snapshot.Page)
+		assert.Len(t, attempts[i].Results, 3)
+	}
 }
 
 // A background hook is ready before the next hook is launched (abx-dl's
@@ -614,4 +622,19 @@ func TestSeedRecordsKeepATransientAttemptAside(t *testing.T) {
 	all := closedJobWARCs(t, e, "crawl1")
 	assert.Equal(t, 1, strings.Count(all, "first"), "the kept attempt's WARC once, repeat or not")
 	assert.Equal(t, 1, strings.Count(all, "second"), "the last attempt's WARC once")
+}
+
+// The worker environment a hook's spec derives from is kept between
+// attempts, and follows the worker's environment when that changes.
+func TestWorkerEnvFollowsTheWorkersEnvironment(t *testing.T) {
+	e := pageEngine(t, t.TempDir(), func(c *Config) {
+		c.Env = []string{"PATH=/bin", "LC_ALL=C", "NOT_PASSED=1"}
+	})
+	vars, hook := e.workerEnv()
+	assert.Equal(t, map[string]string{"PATH": "/bin", "LC_ALL": "C", "NOT_PASSED": "1"}, vars)
+	assert.Equal(t, []string{"PATH=/bin", "LC_ALL=C"}, hook, "hookenv's allowlist")
+	e.cfg.Env = []string{"PATH=/usr/bin"}
+	vars, hook = e.workerEnv()
+	assert.Equal(t, map[string]string{"PATH": "/usr/bin"}, vars)
+	assert.Equal(t, []string{"PATH=/usr/bin"}, hook)
 }

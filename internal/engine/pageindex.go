@@ -1,23 +1,33 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/procs"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
 )
 
-// A crawl page keeps its records as a snapshot does: one result per hook
-// of each attempt in the page directory's index.json/index.jsonl
-// (internal/snapindex), and, when a page runs again on the same host, the
-// earlier attempt's outputs and index under attempts/N.
+// A crawl page keeps its records as a snapshot does, one result per hook
+// of each attempt: a line per attempt in the crawl's page index of this
+// host (internal/pageindex, PageIndexDir), written without a file or a
+// directory of the page's own. A page whose hooks wrote files has a page
+// directory (PageDir, its SNAP_DIR, created by the first hook that writes
+// there); the attempt's index.json/index.jsonl go there too
+// (internal/snapindex), and, when the page runs again on the same host,
+// the earlier attempt's outputs and index move to attempts/N.
 
 // AttemptsDir is the page directory's folder of earlier attempts.
 const AttemptsDir = "attempts"
@@ -26,6 +36,53 @@ const AttemptsDir = "attempts"
 // ARCHIVE_DIR/crawls/IDENT/pages/ID.
 func PageDir(archiveDir, ident string, id int64) string {
 	return filepath.Join(archiveDir, "crawls", safeName(ident), "pages", strconv.FormatInt(id, 10))
+}
+
+// PageIndexDir is a crawl's page index directory on a host
+// (internal/pageindex): ARCHIVE_DIR/crawls/IDENT/pageindex.
+func PageIndexDir(archiveDir, ident string) string {
+	return filepath.Join(archiveDir, "crawls", safeName(ident), "pageindex")
+}
+
+// pageIndexes are the page index writers of this worker's crawls, one
+// file per crawl: PageIndexDir/INSTANCE.jsonl.
+type pageIndexes struct {
+	mu sync.Mutex
+	m  map[string]*pageindex.Writer
+}
+
+func (x *pageIndexes) get(e *Engine, ident string) *pageindex.Writer {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	w := x.m[ident]
+	if w == nil {
+		w = pageindex.NewWriter(PageIndexDir(e.cfg.ArchiveDir, ident), safeName(e.cfg.Instance))
+		x.m[ident] = w
+	}
+	return w
+}
+
+// close closes a crawl's page index file (its crawl ended on this worker).
+func (x *pageIndexes) close(ident string) error {
+	x.mu.Lock()
+	w := x.m[ident]
+	delete(x.m, ident)
+	x.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	return w.Close()
+}
+
+func (x *pageIndexes) closeAll(log *zap.Logger) {
+	x.mu.Lock()
+	idents := slices.Collect(maps.Keys(x.m))
+	x.mu.Unlock()
+	for _, id := range idents {
+		if err := x.close(id); err != nil {
+			log.Warn("close page index", zap.String("ident", id), zap.Error(err))
+		}
+	}
 }
 
 // pageResults collects one page attempt's hook results (foreground and
@@ -160,15 +217,22 @@ func indexAttempt(dir string) (int, bool) {
 	return results[0].Attempts, results[0].Attempts > 0
 }
 
-// writePageIndex writes the page attempt's index: the page as a snapshot
+// writePageIndex records the page attempt: the page as a snapshot
 // (finished when it succeeded, failed otherwise, with the page's note) and
-// one result per hook.
-func writePageIndex(dir string, job activities.Job, p activities.PageSpec, out activities.PageOutcome, results []model.ArchiveResult) error {
+// one result per hook, as a line of the crawl's page index, and as
+// index.json/index.jsonl in its page directory when it has one (a hook
+// wrote files there: keepEarlierAttempt reads which attempt they are).
+func (e *Engine) writePageIndex(dir string, job activities.Job, p activities.PageSpec, out activities.PageOutcome, results []model.ArchiveResult) error {
 	state := model.StateFailed
 	if out.Status == activities.PageSucceeded {
 		state = model.StateFinished
 	}
-	_, err := snapindex.Write(dir, snapindex.Snapshot{ID: job.SnapshotID, URL: p.URL, Depth: p.Depth, State: state,
-		Error: out.Note, SealedAt: time.Now()}, results)
+	snap := snapindex.Snapshot{ID: job.SnapshotID, URL: p.URL, Page: p.ID, Depth: p.Depth, State: state,
+		Error: out.Note, SealedAt: time.Now()}
+	err := e.indexes.get(e, job.Ident).Append(snap, results)
+	if _, serr := os.Lstat(dir); serr == nil {
+		_, derr := snapindex.Write(dir, snap, results)
+		err = errors.Join(err, derr)
+	}
 	return err
 }

@@ -139,7 +139,7 @@ func (e *Engine) SealCrawl(ctx context.Context, in activities.SealCrawlInput, pa
 	}
 	startDir, _ := e.snapDir(in.Ident)
 	src := jobwacz.Sources{Ident: in.Ident, MainPageURL: in.URL, WARCs: warcs,
-		Pages: jobwacz.PagesOf(refs, func(id int64) string { return PageDir(e.cfg.ArchiveDir, in.Ident, id) }, startDir)}
+		Pages: jobwacz.PagesOf(refs, PageIndexDir(e.cfg.ArchiveDir, in.Ident), func(id int64) string { return PageDir(e.cfg.ArchiveDir, in.Ident, id) }, startDir)}
 	res, err := jobwacz.Write(filepath.Join(filepath.Dir(dir), jobwacz.Name(safeName(in.Ident))), src)
 	if err != nil {
 		return rep, err

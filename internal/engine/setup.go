@@ -236,7 +236,7 @@ func (e *Engine) TeardownCrawl(ctx context.Context, ident string) error {
 	e.crawls.mu.Unlock()
 	builtin.ForgetCrawl(e.crawlDir(ident))
 	e.plans.forget(ident)
-	werr := e.warcs.close(ident)
+	werr := errors.Join(e.warcs.close(ident), e.indexes.close(ident))
 	if ch == nil {
 		return werr
 	}

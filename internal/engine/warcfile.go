@@ -82,11 +82,11 @@ func (w *warcFiles) appendFiles(e *Engine, ident string, files []string) error {
 // WARC before its outcome is recorded, with one write per page rather
 // than one per record.
 func (w *warcFiles) appendWARCs(e *Engine, ident string, files []string, mem map[string][]byte) error {
-	j := w.get(e, ident)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	defer j.flush()
-	for _, path := range files {
+	// Each file is read (decompressed, its records parsed) before the
+	// crawl's WARC is locked: pages running at once wait for each other's
+	// writes only (warc.ScanAppend).
+	scans := make([]*warc.AppendScan, len(files))
+	for i, path := range files {
 		var src io.ReaderAt
 		var size int64
 		if data, ok := mem[path]; ok {
@@ -103,10 +103,17 @@ func (w *warcFiles) appendWARCs(e *Engine, ident string, files []string, mem map
 			}
 			src, size = f, info.Size()
 		}
-		if err := j.ensureRoom(size, e.cfg.WARCMaxBytes); err != nil {
+		scans[i] = warc.ScanAppend(src, size)
+	}
+	j := w.get(e, ident)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	defer j.flush()
+	for i, path := range files {
+		if err := j.ensureRoom(scans[i].Size(), e.cfg.WARCMaxBytes); err != nil {
 			return err
 		}
-		st, err := warc.Append(j.buf, src, size, j.digests)
+		st, err := scans[i].Write(j.buf, j.digests)
 		j.size += st.Written
 		j.files++
 		if err != nil {

@@ -74,6 +74,21 @@ func match(patterns []string, name string) bool {
 	return false
 }
 
+// Worker is the part of the worker's environment (KEY=VALUE entries) a
+// hook may get: the variables Allowed or passEnv names. Build takes the
+// same from Sources.Worker; a caller that builds many environments from
+// one worker environment may pass Worker's result instead.
+func Worker(environ, passEnv []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if ok && name != "" && (match(Allowed, name) || match(passEnv, name)) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // Sources are the parts of one hook's environment, each KEY=VALUE.
 type Sources struct {
 	Worker  []string // the worker's environment (os.Environ())
@@ -97,11 +112,9 @@ type Dropped struct {
 func Build(src Sources, secrets Secrets) ([]string, []Dropped) {
 	type entry struct{ value, source string }
 	env := map[string]entry{}
-	for _, kv := range src.Worker {
-		name, value, ok := strings.Cut(kv, "=")
-		if ok && name != "" && (match(Allowed, name) || match(src.PassEnv, name)) {
-			env[name] = entry{value, "worker"}
-		}
+	for _, kv := range Worker(src.Worker, src.PassEnv) {
+		name, value, _ := strings.Cut(kv, "=")
+		env[name] = entry{value, "worker"}
 	}
 	for _, part := range []struct {
 		kvs    []string

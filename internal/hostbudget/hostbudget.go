@@ -457,7 +457,12 @@ func (g *Gate) drop(ls []*lease, release bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := g.rdb.ZRem(ctx, g.keys.HostInflight(host), tokens...).Err(); err != nil {
+	err := g.rdb.ZRem(ctx, g.keys.HostInflight(host), tokens...).Err()
+	switch {
+	case errors.Is(err, redis.ErrClosed):
+		// The worker is stopping (a kept turn's timer fired after its
+		// Redis client closed): the lease expires on its own, nothing to say.
+	case err != nil:
 		// The lease expires on its own.
 		g.log.Warn("release a host budget slot", zap.String("host", host), zap.Error(err))
 	}

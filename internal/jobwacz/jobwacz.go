@@ -1,8 +1,8 @@
 // Package jobwacz owns what goes into a job's WACZ and how it is written
 // on a worker host: which WARC files (a snapshot's, found below its
 // directory; a crawl's job WARCs), which pages (a snapshot's URL; a
-// crawl's pages that succeeded, in discovery order, with the title hook's
-// titles), the WACZ's name beside them (IDENT.wacz), and that a written
+// crawl's pages that succeeded, in discovery order, with their titles
+// from the crawl's page index), the WACZ's name beside them (IDENT.wacz), and that a written
 // WACZ validates before it is called written. The seal (internal/engine)
 // and `starter export` both build a WACZ through it; internal/wacz is the
 // format.
@@ -23,6 +23,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/captures"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/wacz"
 )
 
@@ -69,9 +70,9 @@ func Write(dest string, src Sources) (Result, error) {
 var Succeeded = frontier.Filter{State: frontier.StateDone, Status: frontier.StatusSucceeded}
 
 // CrawlPages reads a crawl's pages that succeeded, in discovery order,
-// with the title hook's title where this host has it (PagesOf); crawl is
-// false when the job has no frontier (a snapshot).
-func CrawlPages(ctx context.Context, f *frontier.Frontier, ident string, pageDir func(id int64) string, startDir string) (pages []wacz.Page, crawl bool, err error) {
+// with their titles where this host has them (PagesOf); crawl is false
+// when the job has no frontier (a snapshot).
+func CrawlPages(ctx context.Context, f *frontier.Frontier, ident string, indexDir string, pageDir func(id int64) string, startDir string) (pages []wacz.Page, crawl bool, err error) {
 	ps, err := f.AllPages(ctx, ident, Succeeded)
 	if errors.Is(err, frontier.ErrNoFrontier) {
 		return nil, false, nil
@@ -83,7 +84,7 @@ func CrawlPages(ctx context.Context, f *frontier.Frontier, ident string, pageDir
 	for i, p := range ps {
 		refs[i] = PageRef{ID: p.ID, URL: p.URL, Parent: p.Parent}
 	}
-	return PagesOf(refs, pageDir, startDir), true, nil
+	return PagesOf(refs, indexDir, pageDir, startDir), true, nil
 }
 
 // PageRef is one page of a crawl.
@@ -92,13 +93,20 @@ type PageRef struct {
 	URL        string
 }
 
-// PagesOf makes a crawl's pages with the title hook's titles where this
-// host has them (pageDir: a page's directory; startDir: the start page's
-// snapshot directory, where the start page ran).
-func PagesOf(refs []PageRef, pageDir func(id int64) string, startDir string) []wacz.Page {
+// PagesOf makes a crawl's pages with their titles where this host has
+// them: the crawl's page index (indexDir, internal/pageindex), else the
+// title hook's title.txt in the page's directory (pageDir; pages run
+// before the page index), the start page's in its snapshot directory
+// (startDir).
+func PagesOf(refs []PageRef, indexDir string, pageDir func(id int64) string, startDir string) []wacz.Page {
+	titles, _ := pageindex.Titles(indexDir) // what is unreadable has no title
 	pages := make([]wacz.Page, len(refs))
 	for i, p := range refs {
-		title := Title(pageDir(p.ID))
+		title, ok := titles[p.ID]
+		if !ok {
+			title = Title(pageDir(p.ID))
+		}
+		title = strings.Join(strings.Fields(title), " ")
 		if title == "" && p.ID == 1 && p.Parent == 0 {
 			title = Title(startDir)
 		}

@@ -40,7 +40,7 @@ func RunFunc(ctx context.Context, spec Spec, fn Func) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	log := s.Log.With(zap.String("hook", s.Stem), zap.String("attempt", s.AttemptID), zap.Bool("in_process", true))
+	log := s.Log.WithLazy(zap.String("hook", s.Stem), zap.String("attempt", s.AttemptID), zap.Bool("in_process", true))
 	beginRun()
 	defer endRun()
 	if err := context.Cause(ctx); err != nil {

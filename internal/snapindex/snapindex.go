@@ -9,6 +9,10 @@
 // whatever an earlier claim or run left, through an os.Root of SNAP_DIR
 // (internal/builtin/snapfiles OpenRoot): a hook that replaced SNAP_DIR or
 // an index file with a symbolic link cannot make the seal write elsewhere.
+//
+// A crawl page attempt's index is index.json's document on one line
+// (Line, ParseLine): internal/pageindex appends it to the crawl's page
+// index on the host that ran the page.
 package snapindex
 
 import (
@@ -36,6 +40,11 @@ const (
 type Snapshot struct {
 	ID  string
 	URL string
+	// Page is a crawl page's id (0: not a crawl page); Line writes it.
+	Page int64
+	// Title is the title the index says (Read, ParseLine); Write and Line
+	// take it from the results (model.TitleAndTags).
+	Title string
 	// Depth is the snapshot's crawl depth (0 for a single URL).
 	Depth int
 	// State is archiveflow's final job state and Error why it is not
@@ -95,8 +104,9 @@ type resultRecord struct {
 	Unknown int64 `json:"unknown_records,omitempty"`
 }
 
-// document is index.json.
+// document is index.json (and, with Page, a Line).
 type document struct {
+	Page           int64          `json:"page,omitempty"` // first: pageindex finds a page's lines by their prefix
 	ID             string         `json:"snapshot_id"`
 	URL            string         `json:"url"`
 	Title          string         `json:"title,omitempty"`
@@ -129,39 +139,82 @@ func Write(dir string, snap Snapshot, results []model.ArchiveResult) ([]string, 
 		return nil, fmt.Errorf("snapshot index: %w", err)
 	}
 	defer root.Close()
-	title, tags := model.TitleAndTags(results)
-	records := make([]resultRecord, len(results))
-	for i, r := range results {
-		records[i] = record(snap.ID, r)
-	}
+	doc := newDocument(snap, results)
 	var lines bytes.Buffer
 	enc := json.NewEncoder(&lines) // one record a line, with its newline
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(snapshotRecord{Type: "Snapshot", ID: snap.ID, URL: snap.URL, Title: title, Tags: tags, Depth: snap.Depth,
-		Status: "sealed", State: snap.State, Error: snap.Error, SealedAt: snap.SealedAt.UTC(),
+	if err := enc.Encode(snapshotRecord{Type: "Snapshot", ID: snap.ID, URL: snap.URL, Title: doc.Title, Tags: doc.Tags, Depth: snap.Depth,
+		Status: "sealed", State: snap.State, Error: snap.Error, SealedAt: doc.SealedAt,
 		WACZ: snap.WACZ, WACZErr: snap.WACZError, Captures: snap.Captures}); err != nil {
 		return nil, fmt.Errorf("snapshot index %s: %w", JSONLFile, err)
 	}
-	for _, r := range records {
+	for _, r := range doc.ArchiveResults {
 		if err := enc.Encode(r); err != nil {
 			return nil, fmt.Errorf("snapshot index %s: hook %s/%s: %w", JSONLFile, r.Plugin, r.HookName, err)
 		}
 	}
-	doc, err := json.MarshalIndent(document{ID: snap.ID, URL: snap.URL, Title: title, Tags: tags, Depth: snap.Depth, State: snap.State,
-		Error: snap.Error, SealedAt: snap.SealedAt.UTC(), WACZ: snap.WACZ, WACZErr: snap.WACZError, Captures: snap.Captures,
-		ArchiveResults: records}, "", "  ")
+	doc.Page = 0 // index.json is ArchiveBox's shape
+	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("snapshot index %s: %w", JSONFile, err)
 	}
 	names := []string{JSONFile, JSONLFile}
 	paths := make([]string, len(names))
-	for i, data := range [][]byte{append(doc, '\n'), lines.Bytes()} {
+	for i, data := range [][]byte{append(data, '\n'), lines.Bytes()} {
 		if err := writeAtomic(root, names[i], data); err != nil {
 			return nil, fmt.Errorf("snapshot index: write %s: %w", filepath.Join(dir, names[i]), err)
 		}
 		paths[i] = filepath.Join(dir, names[i])
 	}
 	return paths, nil
+}
+
+// newDocument is snap and the final results of its hooks as index.json's
+// document.
+func newDocument(snap Snapshot, results []model.ArchiveResult) document {
+	title, tags := model.TitleAndTags(results)
+	records := make([]resultRecord, len(results))
+	for i, r := range results {
+		records[i] = record(snap.ID, r)
+	}
+	return document{Page: snap.Page, ID: snap.ID, URL: snap.URL, Title: title, Tags: tags, Depth: snap.Depth, State: snap.State,
+		Error: snap.Error, SealedAt: snap.SealedAt.UTC(), WACZ: snap.WACZ, WACZErr: snap.WACZError, Captures: snap.Captures,
+		ArchiveResults: records}
+}
+
+// Line is snap and the final results of its hooks (in plan order) as
+// index.json's document on one line, ending in a newline, with snap.Page
+// first: a crawl page attempt's line of the crawl's page index.
+func Line(snap Snapshot, results []model.ArchiveResult) ([]byte, error) {
+	if snap.ID == "" || snap.URL == "" {
+		return nil, errors.New("snapshot index line: snapshot id and url must not be empty")
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(newDocument(snap, results)); err != nil {
+		return nil, fmt.Errorf("snapshot index line of %s: %w", snap.ID, err)
+	}
+	return b.Bytes(), nil
+}
+
+// ParseLine reads a Line back: the snapshot (its Page and Title) and its
+// hooks' results in the order written.
+func ParseLine(line []byte) (Snapshot, []model.ArchiveResult, error) {
+	var d document
+	if err := json.Unmarshal(line, &d); err != nil {
+		return Snapshot{}, nil, fmt.Errorf("snapshot index line: %w", err)
+	}
+	if d.ID == "" {
+		return Snapshot{}, nil, errors.New("snapshot index line: no snapshot_id")
+	}
+	snap := Snapshot{ID: d.ID, URL: d.URL, Page: d.Page, Title: d.Title, Depth: d.Depth, State: d.State, Error: d.Error,
+		SealedAt: d.SealedAt, WACZ: d.WACZ, WACZError: d.WACZErr, Captures: d.Captures}
+	results := make([]model.ArchiveResult, len(d.ArchiveResults))
+	for i, r := range d.ArchiveResults {
+		results[i] = r.result()
+	}
+	return snap, results, nil
 }
 
 // record is r as an ArchiveResult line of snapshot id.
@@ -228,7 +281,7 @@ func Read(dir string) (Snapshot, []model.ArchiveResult, error) {
 			if err := json.Unmarshal(line, &s); err != nil || s.Type != "Snapshot" {
 				return Snapshot{}, nil, fmt.Errorf("read snapshot index %s: line 1 is not its Snapshot record", filepath.Join(dir, JSONLFile))
 			}
-			snap = Snapshot{ID: s.ID, URL: s.URL, Depth: s.Depth, State: s.State, Error: s.Error, SealedAt: s.SealedAt,
+			snap = Snapshot{ID: s.ID, URL: s.URL, Title: s.Title, Depth: s.Depth, State: s.State, Error: s.Error, SealedAt: s.SealedAt,
 				WACZ: s.WACZ, WACZError: s.WACZErr, Captures: s.Captures}
 			continue
 		}
@@ -236,18 +289,24 @@ func Read(dir string) (Snapshot, []model.ArchiveResult, error) {
 		if err := json.Unmarshal(line, &r); err != nil || r.Type != "ArchiveResult" {
 			return Snapshot{}, nil, fmt.Errorf("read snapshot index %s: line %d is not an ArchiveResult record", filepath.Join(dir, JSONLFile), i+1)
 		}
-		res := model.ArchiveResult{Plugin: r.Plugin, Hook: r.HookName, Step: r.Step, Background: r.Background, Status: r.Status,
-			OutputStr: r.OutputStr, OutputJSON: r.OutputJSON, Error: r.Error, Attempts: r.Attempts, ExitCode: r.ExitCode,
-			Outputs: r.OutputFiles, OutputBytes: r.OutputSize}
-		if r.StartTS != nil {
-			res.StartedAt = *r.StartTS
-		}
-		if r.EndTS != nil {
-			res.EndedAt = *r.EndTS
-		}
+		res := r.result()
 		results = append(results, res)
 	}
 	return snap, results, nil
+}
+
+// result is the ArchiveResult r records.
+func (r resultRecord) result() model.ArchiveResult {
+	res := model.ArchiveResult{Plugin: r.Plugin, Hook: r.HookName, Step: r.Step, Background: r.Background, Status: r.Status,
+		OutputStr: r.OutputStr, OutputJSON: r.OutputJSON, Error: r.Error, Attempts: r.Attempts, ExitCode: r.ExitCode,
+		Outputs: r.OutputFiles, OutputBytes: r.OutputSize, Unknown: r.Unknown}
+	if r.StartTS != nil {
+		res.StartedAt = *r.StartTS
+	}
+	if r.EndTS != nil {
+		res.EndedAt = *r.EndTS
+	}
+	return res
 }
 
 // maxIndexBytes bounds an index Read reads.

@@ -186,3 +186,44 @@ func splitLines(b []byte) []string {
 	}
 	return out
 }
+
+// A crawl page attempt's Line is index.json's document on one line, the
+// page's id first, and ParseLine reads back what Read reads from a
+// written index.
+func TestLineIsTheDocumentOnOneLine(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	results := []model.ArchiveResult{
+		{Plugin: "pagefetch", Hook: "on_Snapshot__21_pagefetch.sh", Step: 2, Status: model.StatusFailed, Error: "HTTP 404 <gone>",
+			Attempts: 2, ExitCode: 1, StartedAt: t0, EndedAt: t0.Add(time.Second), OutputJSON: json.RawMessage(`{"status":404}`)},
+		{Plugin: "title", Hook: "on_Snapshot__53_title.sh", Step: 5, Status: model.StatusSucceeded, OutputStr: "A & B", Title: "A & B",
+			Attempts: 2, Unknown: 1, StartedAt: t0, EndedAt: t0},
+	}
+	snap := Snapshot{ID: "crawl1-p12", URL: "https://example.com/?a=1&b=2", Page: 12, Depth: 3, State: model.StateFailed,
+		Error: "pagefetch: HTTP 404", SealedAt: t0}
+	line, err := Line(snap, results)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(line, []byte(`{"page":12,"snapshot_id":"crawl1-p12",`)), "%s", line)
+	assert.Equal(t, 1, bytes.Count(line, []byte("\n")))
+	assert.True(t, bytes.HasSuffix(line, []byte("\n")))
+	assert.Contains(t, string(line), `"url":"https://example.com/?a=1&b=2"`, "no HTML escaping")
+
+	gotSnap, got, err := ParseLine(line)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	_, err = Write(dir, snap, results)
+	require.NoError(t, err)
+	readSnap, read, err := Read(dir)
+	require.NoError(t, err)
+	assert.Equal(t, read, got, "the same results as the written index")
+	assert.Equal(t, "A & B", gotSnap.Title)
+	assert.Equal(t, "A & B", readSnap.Title)
+	assert.Equal(t, int64(12), gotSnap.Page)
+	readSnap.Page = 12
+	assert.Equal(t, readSnap, gotSnap)
+	doc, err := os.ReadFile(filepath.Join(dir, JSONFile))
+	require.NoError(t, err)
+	assert.NotContains(t, string(doc), `"page"`, "index.json keeps ArchiveBox's shape")
+
+	_, _, err = ParseLine([]byte(`{"page":12,"snapshot_id":"crawl1-p12","url":"x"`))
+	assert.Error(t, err, "a torn line")
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/archiveflow/archiveflow/internal/warc"
@@ -150,6 +151,11 @@ func indexFrom(path, name string, from int64) (entries []Entry, complete int64, 
 	}
 }
 
+// recordReaders are the buffers readMember reads a member's record
+// through, kept between members: warc.Read takes a *bufio.Reader of its
+// buffer's size as it is, where it would allocate 64 KiB for each record.
+var recordReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+
 // readMember reads one gzip member holding one record and returns its
 // entry (ok false: a type not indexed).
 func readMember(br *bufio.Reader, zr *gzip.Reader) (e Entry, ok bool, err error) {
@@ -164,7 +170,13 @@ func readMember(br *bufio.Reader, zr *gzip.Reader) (e Entry, ok bool, err error)
 	}
 	zr.Multistream(false)
 	records := 0
-	err = warc.Read(zr, func(h warc.Header, block io.Reader) error {
+	rb := recordReaders.Get().(*bufio.Reader)
+	rb.Reset(zr)
+	defer func() {
+		rb.Reset(nil)
+		recordReaders.Put(rb)
+	}()
+	err = warc.Read(rb, func(h warc.Header, block io.Reader) error {
 		records++
 		if records > 1 {
 			return errMultiRecord

@@ -159,14 +159,15 @@ type AppendStats struct {
 	Written      int64 // bytes written to dst
 }
 
-// appendRec is what Append decided about one record of the source.
+// appendRec is what Append's scan found about one record of the source.
 type appendRec struct {
-	drop     bool
-	digest   string    // a response whose payload is indexed after it is copied
-	orig     Original  // that response, as an Original
-	revisit  *Original // a response written as a revisit of this record
+	drop bool
+	// digest is a complete response's payload digest (one Append may store
+	// or write as a revisit); orig is that response as an Original.
+	digest   string
+	orig     Original
 	h        Header
-	httpHead []byte // the revisit's block: the response's HTTP header
+	httpHead []byte // a revisit's block: the response's HTTP header
 	payload  int64
 }
 
@@ -195,14 +196,24 @@ type appendRec struct {
 // (its writer was killed mid-record) has its whole records appended and
 // the rest left out (AppendStats.Damaged), so the job's file stays
 // readable after it.
-func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st AppendStats, err error) {
-	if idx == nil {
-		idx = NewDigests()
-	}
-	cw := &countWriter{w: dst}
-	defer func() { st.Written = cw.n }()
-	var recs []appendRec
-	seen := map[string]Original{}
+func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (AppendStats, error) {
+	return ScanAppend(src, size).Write(dst, idx)
+}
+
+// AppendScan is Append's reading of a WARC file, done without the
+// destination or its digest index: a caller that writes under a lock
+// scans outside it (ScanAppend), then writes under it (Write).
+type AppendScan struct {
+	src   io.ReaderAt
+	size  int64
+	recs  []appendRec
+	spans []span
+	st    AppendStats // Verbatim, Damaged, DamagedBytes
+}
+
+// ScanAppend reads src (size bytes) for Append.
+func ScanAppend(src io.ReaderAt, size int64) *AppendScan {
+	s := &AppendScan{src: src, size: size}
 	visit := func(h Header, block io.Reader) (bool, error) {
 		r := appendRec{h: h}
 		switch {
@@ -214,40 +225,48 @@ func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st Append
 			if digest == "" || head == nil || int64(len(head)) >= h.ContentLength {
 				break
 			}
-			o, ok := seen[digest]
-			if !ok {
-				o, ok = idx.Lookup(digest)
-			}
-			if ok {
-				r.revisit, r.httpHead, r.payload = &o, head, h.ContentLength-int64(len(head))
-				break
-			}
-			r.digest = digest
+			r.digest, r.httpHead, r.payload = digest, head, h.ContentLength-int64(len(head))
 			r.orig = Original{TargetURI: h.TargetURI, Date: h.Get("WARC-Date"), ID: h.ID}
-			seen[digest] = r.orig
 		}
-		recs = append(recs, r)
+		s.recs = append(s.recs, r)
 		return r.drop, nil
 	}
 	br := readers.Get().(*bufio.Reader)
 	defer putReader(br)
 	br.Reset(io.NewSectionReader(src, 0, size))
-	var spans []span
 	magic, _ := br.Peek(2)
 	if len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
-		st.Verbatim = errors.New("not gzip compressed")
-	} else if spans, err = scanGzip(br, visit); err != nil {
+		s.st.Verbatim = errors.New("not gzip compressed")
+	} else if spans, err := scanGzip(br, visit); err != nil {
 		if len(spans) == 0 || errors.Is(err, ErrMultiRecordMember) {
-			st.Verbatim = err
+			s.st.Verbatim = err
 		} else {
 			last := spans[len(spans)-1]
-			st.Damaged, st.DamagedBytes = err, size-(last.off+last.n)
-			recs = recs[:len(spans)]
+			s.st.Damaged, s.st.DamagedBytes = err, size-(last.off+last.n)
+			s.spans, s.recs = spans, s.recs[:len(spans)]
 		}
-		err = nil
+	} else {
+		s.spans = spans
 	}
+	return s
+}
+
+// Size is the scanned file's size.
+func (s *AppendScan) Size() int64 { return s.size }
+
+// Write writes the scanned file to dst as Append does, deciding each
+// response's revisit against idx (nil: a new one) and what the file
+// stored before it.
+func (s *AppendScan) Write(dst io.Writer, idx *Digests) (st AppendStats, err error) {
+	if idx == nil {
+		idx = NewDigests()
+	}
+	st = s.st
+	cw := &countWriter{w: dst}
+	defer func() { st.Written = cw.n }()
+	src := s.src
 	if st.Verbatim != nil {
-		_, err = io.Copy(cw, io.NewSectionReader(src, 0, size))
+		err = copySection(cw, src, 0, s.size)
 		return st, err
 	}
 	var w *Writer // for revisits, taken from the pool at the first
@@ -257,18 +276,31 @@ func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st Append
 			revisitWriters.Put(w)
 		}
 	}()
-	for i, s := range spans {
-		r := recs[i]
+	seen := map[string]Original{} // the responses this file stores, by payload digest
+	for i, sp := range s.spans {
+		r := s.recs[i]
+		var revisit *Original
+		if r.digest != "" {
+			o, ok := seen[r.digest]
+			if !ok {
+				o, ok = idx.Lookup(r.digest)
+			}
+			if ok {
+				revisit = &o
+			} else {
+				seen[r.digest] = r.orig
+			}
+		}
 		switch {
 		case r.drop:
 			st.InfoDropped++
 			continue
-		case r.revisit != nil:
+		case revisit != nil:
 			if w == nil {
 				w = revisitWriters.Get().(*Writer)
 				w.w = cw
 			}
-			if err := w.member(revisitHead(r.h, *r.revisit, r.httpHead), r.httpHead); err != nil {
+			if err := w.member(revisitHead(r.h, *revisit, r.httpHead), r.httpHead); err != nil {
 				return st, err
 			}
 			st.Revisits++
@@ -279,12 +311,12 @@ func Append(dst io.Writer, src io.ReaderAt, size int64, idx *Digests) (st Append
 					w = revisitWriters.Get().(*Writer)
 					w.w = cw
 				}
-				if err := w.upgrade(src, s); err != nil {
-					return st, fmt.Errorf("record at offset %d as WARC/1.1: %w", s.off, err)
+				if err := w.upgrade(src, sp); err != nil {
+					return st, fmt.Errorf("record at offset %d as WARC/1.1: %w", sp.off, err)
 				}
 				st.Upgraded++
-			} else if _, err := io.Copy(cw, io.NewSectionReader(src, s.off, s.n)); err != nil {
-				return st, fmt.Errorf("copy record at offset %d: %w", s.off, err)
+			} else if err := copySection(cw, src, sp.off, sp.n); err != nil {
+				return st, fmt.Errorf("copy record at offset %d: %w", sp.off, err)
 			}
 			if r.digest != "" {
 				idx.Add(r.digest, r.orig)
@@ -423,6 +455,18 @@ func (w *Writer) upgrade(src io.ReaderAt, s span) error {
 		return err
 	}
 	return gz.Close()
+}
+
+// copyBuffers are the buffers copySection copies through, kept between
+// calls (io.Copy would allocate 32 KiB for each record Append copies).
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copySection copies src's n bytes at off to w.
+func copySection(w io.Writer, src io.ReaderAt, off, n int64) error {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	_, err := io.CopyBuffer(w, io.NewSectionReader(src, off, n), *buf)
+	return err
 }
 
 // countWriter counts the bytes written through it.

@@ -330,3 +330,35 @@ func TestAppendWritesWARC10AsWARC11(t *testing.T) {
 	require.True(t, ok, "the upgraded response is indexed")
 	assert.Equal(t, Original{TargetURI: "http://b.test/", Date: "2026-11-26T11:00:00Z", ID: "<urn:uuid:resp>"}, o)
 }
+
+// Two pages scanned before either is written (ScanAppend outside the
+// writer's lock) still store a payload once: the revisit is decided when
+// each is written, against what the index has then.
+func TestScannedFilesDecideTheirRevisitsWhenWritten(t *testing.T) {
+	img := randomBytes(20_000)
+	a, b := newPageWARC(t, Software()), newPageWARC(t, Software())
+	_, first := a.fetch(t, "http://a.test/img.png", img, nil)
+	_, second := b.fetch(t, "http://a.test/img.png?v=2", img, nil)
+	sa := ScanAppend(bytes.NewReader(a.buf.Bytes()), int64(a.buf.Len()))
+	sb := ScanAppend(bytes.NewReader(b.buf.Bytes()), int64(b.buf.Len()))
+	assert.Equal(t, int64(b.buf.Len()), sb.Size())
+
+	var dst bytes.Buffer
+	idx := NewDigests()
+	stb, err := sb.Write(&dst, idx)
+	require.NoError(t, err)
+	assert.Zero(t, stb.Revisits, "written first: stored")
+	sta, err := sa.Write(&dst, idx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sta.Revisits, "written second: a revisit of b's")
+	_, hs := members(t, dst.Bytes())
+	types := map[string]string{}
+	for _, h := range hs {
+		types[h.ID] = h.Type
+		if h.ID == first {
+			assert.Equal(t, second, h.Get("WARC-Refers-To"))
+		}
+	}
+	assert.Equal(t, "response", types[second])
+	assert.Equal(t, "revisit", types[first])
+}
