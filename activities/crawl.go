@@ -372,6 +372,17 @@ func (a *CrawlActivities) FinishCrawl(ctx context.Context, in FinishInput) error
 	return nil
 }
 
+// PageCounts reads the crawl's page counts from its frontier: what the
+// workflow shows when the crawl ends (a result it took in last may carry
+// older counts than one taken in before it).
+func (a *CrawlActivities) PageCounts(ctx context.Context, ident string) (PageCounts, error) {
+	c, err := a.store.Counts(ctx, ident)
+	if err != nil {
+		return PageCounts{}, crawlStoreError(err, "page counts of crawl %s", ident)
+	}
+	return c, nil
+}
+
 // RunPage runs one page attempt on this worker: the page plugin set (after
 // the crawl's setup on this host), then its links judged by the crawl's
 // scope, rules, ignores and deny policy and added to the frontier, one

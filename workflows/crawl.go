@@ -877,8 +877,34 @@ func (c *crawl) finishedAt() string {
 	return ""
 }
 
+// crawlFinalCountsChange versions the final counts read from the frontier
+// (finalCounts): runs from before it end with the counts they took in
+// last.
+const crawlFinalCountsChange = "crawl-final-counts"
+
+// finalCounts reads the page counts once the crawl's pages are over. The
+// counts of each result the workflow takes in (a page's, a claim's) are a
+// snapshot of their own time, and results that end together can be taken
+// in either order: a claim that found the page limit while pages were in
+// flight can be taken in after those pages' results and show them still
+// claimed.
+func (c *crawl) finalCounts() {
+	if workflow.GetVersion(c.dctx, crawlFinalCountsChange, workflow.DefaultVersion, 1) != 1 {
+		return
+	}
+	var n activities.PageCounts
+	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.PageCounts, c.ident()).Get(c.dctx, &n); err != nil {
+		c.log().Warn("final page counts not read; the last ones taken in stand", "error", err.Error())
+		return
+	}
+	if n != (activities.PageCounts{}) {
+		c.counts = n
+	}
+}
+
 // finish writes the final state once; the frontier expires with the job.
 func (c *crawl) finish() {
+	c.finalCounts()
 	state, reason := c.finalState()
 	c.job.failure, c.job.state = reason, state
 	c.upsertSearchAttributes()

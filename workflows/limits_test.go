@@ -126,3 +126,21 @@ func minutePages(env *crawlEnv, fake *crawltest.Fake) {
 			return acts.RunPage(ctx, in)
 		})
 }
+
+// A crawl's final status has the frontier's counts, not those of the
+// result it took in last: each result's counts are a snapshot of their own
+// time, and results that end together are taken in in either order (a
+// claim that found the page limit while pages were in flight, taken in
+// after their results, showed one still claimed). Here every result's
+// counts are one page behind (BehindCounts).
+func TestCrawlEndsWithTheFrontiersCounts(t *testing.T) {
+	fake := crawltest.New(300, 3)
+	fake.BehindCounts = true
+	in := crawlInput(8)
+	in.Settings.MaxPages = 100
+	st, _ := runCrawl(t, fake, in)
+	assert.Equal(t, model.StateFinished, st.State)
+	assert.Equal(t, int64(100), fake.Report().Done)
+	assert.Equal(t, int64(100), st.Counts.Done, "the frontier's count, not the last snapshot's")
+	assert.Zero(t, st.Counts.Claimed)
+}

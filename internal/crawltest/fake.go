@@ -70,6 +70,10 @@ type Fake struct {
 	// empty at a limit (at most 10 s): the crawl then sees its limit with
 	// that page still in flight, whatever the goroutines' timing.
 	HoldAtLimit int64
+	// BehindCounts: the counts every claim and page result carries are
+	// one page behind (one page fewer done), as a snapshot taken before
+	// the last page ended; PageCounts reads the true ones.
+	BehindCounts bool
 
 	limitSeen     chan struct{} // closed by the first empty claim at a limit
 	limitSeenOnce sync.Once
@@ -151,6 +155,16 @@ func (f *Fake) Activities() *Activities { return &Activities{f: f} }
 func (f *Fake) url(id int64) string { return fmt.Sprintf("http://fake.test/p/%d", id) }
 
 func (f *Fake) countsLocked() activities.PageCounts {
+	c := f.trueCountsLocked()
+	if f.BehindCounts && c.Done > 0 {
+		c.Done--
+		c.Succeeded--
+	}
+	return c
+}
+
+// trueCountsLocked are the fake frontier's page counts.
+func (f *Fake) trueCountsLocked() activities.PageCounts {
 	var c activities.PageCounts
 	c.Total = f.known
 	c.Ready = int64(len(f.ready))
@@ -167,6 +181,13 @@ func (f *Fake) countsLocked() activities.PageCounts {
 		}
 	}
 	return c
+}
+
+// PageCounts is activities.CrawlActivities.PageCounts: the true counts.
+func (a *Activities) PageCounts(_ context.Context, _ string) (activities.PageCounts, error) {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	return a.f.trueCountsLocked(), nil
 }
 
 // SetClock sets the clock waiting pages are due by (default time.Now):
