@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -418,15 +420,7 @@ func (g *Gate) Close() {
 	}
 	g.mu.Lock()
 	g.closed = true
-	hosts := make([]string, 0, len(g.idle)+len(g.fresh))
-	for h := range g.idle {
-		hosts = append(hosts, h)
-	}
-	for h := range g.fresh {
-		if _, ok := g.idle[h]; !ok {
-			hosts = append(hosts, h)
-		}
-	}
+	hosts := slices.Collect(maps.Keys(g.idle))
 	g.mu.Unlock()
 	for _, h := range hosts {
 		g.forget(h)
