@@ -40,7 +40,10 @@ type crawlJSON struct {
 	ItemsDownloaded int64 `json:"items_downloaded"`
 	// Cuts counts losses to a limit: bodies cut short, links dropped over
 	// a cap or refused by the frontier (the job hash's cut_count).
-	Cuts        int64                  `json:"cut_count"`
+	Cuts int64 `json:"cut_count"`
+	// Bytes is the crawl's bytes_downloaded (a --wait outcome's; status
+	// shows the job's bytes line).
+	Bytes       int64                  `json:"bytes_downloaded,omitempty"`
 	Responses   model.ResponseCounts   `json:"responses"`
 	Pages       frontier.StateCounts   `json:"pages"`
 	Total       int64                  `json:"total"`

@@ -260,9 +260,16 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	} else {
 		fmt.Fprintf(w, "  state:    %s (step %d/9)\n", jobState(j.State, j.RetryAt, true), j.CurrentStep)
 	}
-	fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
-		j.hooksDone, j.HooksTotal,
-		j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
+	if j.Crawl != nil {
+		// The job hash counts the start page's hooks; the pages' own are
+		// in the page index (starter pages --url).
+		fmt.Fprintf(w, "  hooks:    %d of the start page done: %d succeeded, %d noresults, %d skipped, %d failed\n",
+			j.hooksDone, j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
+	} else {
+		fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
+			j.hooksDone, j.HooksTotal,
+			j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
+	}
 	if j.UnknownRecords > 0 {
 		fmt.Fprintf(w, "  records:  %d of an unknown type, kept in the hooks' stdout logs (index.jsonl's unknown_records says which hook; starter logs %s --hook NAME)\n", j.UnknownRecords, j.Ident)
 	}

@@ -50,6 +50,10 @@ type outcome struct {
 	// WACZ is where the seal wrote the job's WACZ (read from Redis once
 	// the job is final).
 	WACZ *waczJSON `json:"wacz,omitempty"`
+	// Crawl is a crawl's pages and counters once it ended (from the
+	// frontier and the job hash, as status shows them): a crawl's
+	// workflow result has no hook counters of its own.
+	Crawl *crawlJSON `json:"crawl,omitempty"`
 	hooksView
 }
 
@@ -225,8 +229,23 @@ func (a *app) outcomeOf(ctx context.Context, inv *invocation, b *backend.Backend
 	o.hooksView = hooksViewOf(st)
 	if v, err := b.Store.GetJob(ctx, j.Ident); err == nil {
 		o.WACZ = toWACZJSON(v.Archive)
+		if v.FetchDepth == model.FetchInf {
+			o.Crawl = endedCrawl(ctx, b, v)
+		}
 	}
 	return o
+}
+
+// endedCrawl is an ended crawl's pages and counters, or nil when its
+// frontier cannot be read (the outcome then says only how it ended).
+func endedCrawl(ctx context.Context, b *backend.Backend, v rkeys.JobView) *crawlJSON {
+	c, err := crawlStatus(ctx, b, v.Ident)
+	if err != nil || c == nil {
+		return nil
+	}
+	c.ItemsQueued, c.ItemsDownloaded, c.Responses, c.Cuts = v.ItemsQueued, v.ItemsDownloaded, v.Responses, v.Cuts
+	c.Bytes = v.BytesDownloaded
+	return c
 }
 
 // printOutcome prints how a job ended, its hooks table, where its files
@@ -234,7 +253,11 @@ func (a *app) outcomeOf(ctx context.Context, inv *invocation, b *backend.Backend
 // table's lines (0: not a terminal).
 func (a *app) printOutcome(o *outcome, width int) {
 	line := fmt.Sprintf("%s  %s  %s in %s", o.Ident, strings.ToUpper(string(o.State)), o.URL, o.Elapsed.Round(100*time.Millisecond))
-	if c := o.Counters; c != nil {
+	if c := o.Crawl; c != nil {
+		p := c.Pages
+		line += fmt.Sprintf(" — pages: %d done (%d succeeded, %d failed), %d skipped; %d items, %s downloaded",
+			p.Done, p.Succeeded, p.Failed, p.Skipped, c.ItemsDownloaded, humanBytes(c.Bytes))
+	} else if c := o.Counters; c != nil {
 		line += fmt.Sprintf(" — hooks: %d total, %d succeeded", c.Total, c.Succeeded)
 		for _, n := range []struct {
 			n    int
@@ -254,6 +277,9 @@ func (a *app) printOutcome(o *outcome, width int) {
 		fmt.Fprintf(a.stdout, "  error:   %s\n", oneLine(o.Error))
 	}
 	fmt.Fprintf(a.stdout, "  files:   %s\n", filesLine(o.OutputDir, o.HostQueue))
+	if o.Crawl != nil {
+		fmt.Fprintf(a.stdout, "  pages:   starter pages %s  (a page's hooks: --url URL)\n", o.Ident)
+	}
 	if z := o.WACZ; z != nil && z.File != "" {
 		fmt.Fprintf(a.stdout, "  wacz:    %s  (starter replay %s)\n", z.File, o.Ident)
 	} else if z != nil {

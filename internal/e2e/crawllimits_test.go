@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,6 +91,8 @@ func TestCrawlPageLimitStopsExactlyAndContinues(t *testing.T) {
 	res := runStarter(t, bin, s, "submit", srv.StartURL(), "--depth", strconv.Itoa(depth), "--max-pages", strconv.Itoa(limit),
 		"--concurrency", "8", "--user-agent", crawlUA, "--rules", rulesFile, "--wait")
 	require.Equal(t, 0, res.code, "starter submit --wait: %s%s", res.stdout, res.stderr)
+	assert.Regexp(t, regexp.MustCompile(fmt.Sprintf(`FINISHED .* — pages: %d done \(\d+ succeeded, \d+ failed\), \d+ skipped; \d+ items`, limit)), res.stdout,
+		"the --wait outcome of a crawl counts its pages")
 	id, _, err := ident.FromURL(srv.StartURL())
 	require.NoError(t, err)
 	firstLog := srv.RequestsSince(mark)
@@ -142,6 +145,7 @@ func TestCrawlPageLimitStopsExactlyAndContinues(t *testing.T) {
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Regexp(t, regexp.MustCompile(`state: +finished \(crawl\): page limit 100 reached`), res.stdout)
 	assert.Contains(t, res.stdout, "limits:   100 pages")
+	assert.Regexp(t, regexp.MustCompile(`hooks: +\d+ of the start page done`), res.stdout, "a crawl's hook counters are its start page's")
 
 	// Continue: the rest, nothing twice.
 	mark = srv.RequestCount()
