@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -369,6 +370,27 @@ func TestListShowsAJobCaughtMidMoveOnce(t *testing.T) {
 	res = runCLI(t, "", "list", "--state", "pending", "--redis-url", srv.URL)
 	require.Equal(t, exitOK, res.code, res.stderr)
 	assert.Equal(t, "no jobs\n", res.stdout)
+}
+
+// TestListShowsACrawlAsACrawl: a crawl has no step of its own and its
+// job hash counts only its start page's hooks, so list says "crawl" and
+// the hooks done, not "0" and "N/0".
+func TestListShowsACrawlAsACrawl(t *testing.T) {
+	srv := testredis.Start(t)
+	ctx := context.Background()
+	cfg := config.Default()
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
+	require.NoError(t, err)
+	const snap, crawl = "3mlbkdu1fpo7wt4lr2qf1mpsw", "74zxqknaaxypb2x4x9ipsdsry"
+	require.NoError(t, store.CreateJob(ctx, rkeys.Job{Ident: snap, URL: "https://example.com/", FetchDepth: model.FetchShallow,
+		Settings: model.Settings{Concurrency: 1}, HooksTotal: 3, WorkflowID: snap}))
+	require.NoError(t, store.CreateJob(ctx, rkeys.Job{Ident: crawl, URL: "https://example.org/", FetchDepth: model.FetchInf,
+		Settings: model.Settings{Concurrency: 1}, WorkflowID: crawl}))
+
+	res := runCLI(t, "", "list", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Regexp(t, regexp.MustCompile(snap+`  pending +0 +0 +0/3 `), res.stdout)
+	assert.Regexp(t, regexp.MustCompile(crawl+`  pending +0 +crawl +0 `), res.stdout)
 }
 
 func TestSetNiceIsParsedAndChecked(t *testing.T) {

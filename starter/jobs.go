@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -399,10 +400,16 @@ func runList(ctx context.Context, a *app, inv *invocation) error {
 		fmt.Fprintln(a.stdout, "no jobs")
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "%-25s  %-8s  %4s  %4s  %7s  %10s  %s\n", "IDENT", "STATE", "NICE", "STEP", "HOOKS", "BYTES", "URL")
+	fmt.Fprintf(a.stdout, "%-25s  %-8s  %4s  %5s  %7s  %10s  %s\n", "IDENT", "STATE", "NICE", "STEP", "HOOKS", "BYTES", "URL")
 	for _, j := range jobs {
-		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %4d  %7s  %10s  %s\n", j.Ident, jobState(j.State, j.RetryAt, false), j.Nice, j.CurrentStep,
-			fmt.Sprintf("%d/%d", j.hooksDone, j.HooksTotal), humanBytes(j.Bytes), j.URL)
+		step, hooks := strconv.Itoa(j.CurrentStep), fmt.Sprintf("%d/%d", j.hooksDone, j.HooksTotal)
+		if j.FetchDepth == model.FetchInf {
+			// A crawl has no step of its own; its hook counters are its
+			// start page's (status shows its pages).
+			step, hooks = "crawl", strconv.FormatInt(j.hooksDone, 10)
+		}
+		fmt.Fprintf(a.stdout, "%-25s  %-8s  %4d  %5s  %7s  %10s  %s\n", j.Ident, jobState(j.State, j.RetryAt, false), j.Nice, step,
+			hooks, humanBytes(j.Bytes), j.URL)
 		if len(j.FailedHooks) > 0 {
 			fmt.Fprintf(a.stdout, "  failed: %s\n", strings.Join(j.FailedHooks, ", "))
 		}
