@@ -243,6 +243,53 @@ func TestPlainProgressLines(t *testing.T) {
 		id+"  pending  step 6/9  hooks 0/11  0 B  5.5s\n", out.String())
 }
 
+// A crawl's lines are its pages, not a step: nothing before its first
+// page, then a line when other pages are done, at most one every
+// plainCrawlEvery.
+func TestPlainProgressLinesOfACrawl(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := config.Default()
+	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
+	require.NoError(t, err)
+	ctx := context.Background()
+	id, url, err := ident.FromURL("https://example.com/crawl")
+	require.NoError(t, err)
+	require.NoError(t, store.CreateJob(ctx, rkeys.Job{Ident: id, URL: url, FetchDepth: model.FetchInf, StartedBy: "t", StartedIn: "cli",
+		Settings: model.Settings{Concurrency: 1}, WorkflowID: id, RunID: "r", TaskQueue: "q"}))
+	fr, err := frontier.New(srv.Client(), store.Keys(), frontier.Options{})
+	require.NoError(t, err)
+
+	var out bytes.Buffer
+	a := newApp(strings.NewReader(""), &out, &out)
+	p := a.newReporter(&invocation{}, &backend.Backend{Store: store, Redis: srv.Client()}, []submitted{{Ident: id, URL: url}})
+	p.progress(ctx, 0) // no frontier yet: nothing to say
+	_, err = fr.SeedList(ctx, id, "test", []string{url, url + "/a", url + "/b"}, frontier.Config{MaxDepth: -1, MaxAttempts: 1})
+	require.NoError(t, err)
+	claimed, _, err := fr.Claim(ctx, id, 3, "t", 0)
+	require.NoError(t, err)
+	require.Len(t, claimed, 3)
+	done := func(i int, at time.Duration) {
+		if i >= 0 {
+			_, err := fr.Complete(ctx, id, claimed[i].ID, claimed[i].Attempts, frontier.Outcome{Status: frontier.StatusSucceeded})
+			require.NoError(t, err)
+		}
+		p.progress(ctx, at)
+	}
+	done(-1, time.Second)
+	done(0, 5*time.Second)   // too soon after the last line
+	done(-1, 11*time.Second) // other pages done than in the last line
+	done(1, 12*time.Second)  // too soon again
+	done(-1, 25*time.Second)
+	done(-1, 40*time.Second) // the same pages done: nothing new
+	assert.Equal(t, id+"  pending  crawl  pages 0/3 done  0 items  0 B  1s\n"+
+		id+"  pending  crawl  pages 1/3 done  0 items  0 B  11s\n"+
+		id+"  pending  crawl  pages 2/3 done  0 items  0 B  25s\n", out.String())
+
+	lines := liveFrame([]runningJob{{ident: id, url: url, progress: progress{State: model.StateActive, Crawl: true, PagesDone: 2, Pages: 3, Items: 7, Bytes: 2048}}},
+		0, 3*time.Second, 10)
+	assert.Equal(t, []string{"⠋ " + id + "  active · crawl · pages 2/3 done · 7 items · 2.0 KiB · 3s  " + url}, lines)
+}
+
 // TestCrawlStatusSaysItsDepthLimit: `status` of a `--depth 1` crawl names
 // its limit; a `--depth inf` crawl says it has none.
 func TestCrawlStatusSaysItsDepthLimit(t *testing.T) {

@@ -76,14 +76,30 @@ func (t *textReporter) read(ctx context.Context, i int) (progress, bool) {
 	if err != nil {
 		return progress{}, false
 	}
-	return progressOf(v), true
+	pr := progressOf(v)
+	if v.FetchDepth == model.FetchInf {
+		pr.Crawl, pr.Items = true, v.ItemsDownloaded
+		c, err := crawlStatus(ctx, t.b, v.Ident)
+		if err != nil {
+			return progress{}, false
+		}
+		if c != nil { // nil: no frontier yet
+			pr.PagesDone, pr.Pages = c.Pages.Done+c.Pages.Skipped, c.Total
+		}
+	}
+	return pr, true
 }
 
 // plainEvery is the least time between two progress lines of a job.
 const plainEvery = 2 * time.Second
 
-// plainReporter prints a line when a job is in another step than in its
-// last line, at most one every plainEvery: a short job prints few lines.
+// plainCrawlEvery is the least time between two progress lines of a
+// crawl, whose pages move all the time.
+const plainCrawlEvery = 10 * time.Second
+
+// plainReporter prints a line when a job is in another step (a crawl: has
+// other pages done) than in its last line, at most one every plainEvery
+// (a crawl: plainCrawlEvery): a short job prints few lines.
 type plainReporter struct {
 	textReporter
 	last   []progress
@@ -95,18 +111,21 @@ func (p *plainReporter) progress(ctx context.Context, elapsed time.Duration) {
 		if p.done[i] {
 			continue
 		}
-		printed := p.last[i].Hooks > 0
-		if printed && elapsed-p.lastAt[i] < plainEvery {
+		printed, every := p.last[i].started(), plainEvery
+		if p.last[i].Crawl {
+			every = plainCrawlEvery
+		}
+		if printed && elapsed-p.lastAt[i] < every {
 			continue
 		}
 		pr, ok := p.read(ctx, i)
-		// Nothing to say before discovery, nor while in the same step.
-		if !ok || pr.Hooks == 0 || printed && pr.Step == p.last[i].Step {
+		// Nothing to say before discovery (a crawl: its first page), nor
+		// while in the same step (with the same pages done).
+		if !ok || !pr.started() || printed && !pr.moved(p.last[i]) {
 			continue
 		}
 		p.last[i], p.lastAt[i] = pr, elapsed
-		fmt.Fprintf(p.a.stdout, "%s  %-8s step %d/9  hooks %d/%d  %s  %s\n",
-			j.Ident, pr.State, pr.Step, pr.HooksDone, pr.Hooks, humanBytes(pr.Bytes), elapsed.Round(100*time.Millisecond))
+		fmt.Fprintf(p.a.stdout, "%s  %-8s %s  %s\n", j.Ident, pr.State, pr.line("  "), elapsed.Round(100*time.Millisecond))
 	}
 }
 
@@ -208,8 +227,8 @@ func liveFrame(jobs []runningJob, tick int, elapsed time.Duration, maxLines int)
 	spin := spinner[tick%len(spinner)]
 	for _, j := range jobs {
 		p := j.progress
-		lines = append(lines, fmt.Sprintf("%s %s  %s · step %d/9 · hooks %d/%d · %s · %s  %s",
-			spin, j.ident, p.State, p.Step, p.HooksDone, p.Hooks, humanBytes(p.Bytes), elapsed.Round(100*time.Millisecond), j.url))
+		lines = append(lines, fmt.Sprintf("%s %s  %s · %s · %s  %s",
+			spin, j.ident, p.State, p.line(" · "), elapsed.Round(100*time.Millisecond), j.url))
 		if j.rows == nil {
 			continue
 		}

@@ -27,6 +27,43 @@ type progress struct {
 	HooksDone int64          `json:"hooks_done"`
 	Hooks     int64          `json:"hooks_total"`
 	Bytes     int64          `json:"bytes_downloaded"`
+	// Crawl: the job is a crawl, whose progress is its pages (a crawl
+	// has no step, and its hook counters are its start page's).
+	Crawl bool `json:"crawl,omitempty"`
+	// PagesDone and Pages are a crawl's pages done and known (the
+	// frontier's counts); Items its items_downloaded.
+	PagesDone int64 `json:"pages_done,omitempty"`
+	Pages     int64 `json:"pages_total,omitempty"`
+	Items     int64 `json:"items_downloaded,omitempty"`
+}
+
+// started reports that the job has something to show: a snapshot once
+// its hooks are discovered, a crawl once its frontier has a page.
+func (p progress) started() bool {
+	if p.Crawl {
+		return p.Pages > 0
+	}
+	return p.Hooks > 0
+}
+
+// moved reports that p says something last did not: another step, or
+// other pages done.
+func (p progress) moved(last progress) bool {
+	if p.Crawl {
+		return p.PagesDone != last.PagesDone || p.Pages != last.Pages
+	}
+	return p.Step != last.Step
+}
+
+// line is the progress in words, after the job's state, its parts
+// separated by sep.
+func (p progress) line(sep string) string {
+	if p.Crawl {
+		return strings.Join([]string{"crawl", fmt.Sprintf("pages %d/%d done", p.PagesDone, p.Pages),
+			fmt.Sprintf("%d items", p.Items), humanBytes(p.Bytes)}, sep)
+	}
+	return strings.Join([]string{fmt.Sprintf("step %d/9", p.Step), fmt.Sprintf("hooks %d/%d", p.HooksDone, p.Hooks),
+		humanBytes(p.Bytes)}, sep)
 }
 
 func progressOf(v rkeys.JobView) progress {
