@@ -12,7 +12,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/submit"
-	"github.com/archiveflow/archiveflow/workflows"
 )
 
 func retryCommand() *command {
@@ -75,6 +74,9 @@ type retryJSON struct {
 	Pages []string       `json:"pages,omitempty"`
 	State model.JobState `json:"state,omitempty"` // with --wait
 	UI    string         `json:"ui,omitempty"`
+	// Outcome is how the rerun ended (with --wait), as submit --wait
+	// --json gives it.
+	Outcome *outcome `json:"outcome,omitempty"`
 }
 
 // retryShownPages is how many retried page URLs the text output shows.
@@ -193,44 +195,19 @@ func runRerun(ctx context.Context, a *app, inv *invocation, unabort bool) error 
 		}
 		return nil
 	}
-	state, summary, reason, err := retryOutcome(ctx, run, rerun.Crawl)
-	if err != nil {
-		return withCode(exitUnavailable, fmt.Errorf("retry of job %s: %w", id, err))
+	// The rerun is followed as submit --wait follows a job.
+	outcomes, err := a.followJobs(ctx, inv, b, []submitted{{Ident: id, URL: v.URL, WorkflowID: run.GetID(), RunID: run.GetRunID(),
+		TaskQueue: v.TaskQueue, UI: out.UI}})
+	if outcomes == nil {
+		return err
 	}
-	out.State = state
 	if inv.json {
-		if err := writeJSON(a.stdout, out); err != nil {
-			return err
+		out.State, out.Outcome = outcomes[0].State, outcomes[0]
+		if werr := writeJSON(a.stdout, out); werr != nil {
+			return werr
 		}
-	} else {
-		fmt.Fprintf(a.stdout, "%s %s: %s\n", id, state, summary)
 	}
-	if state != model.StateFinished {
-		return withCode(exitJobFailed, fmt.Errorf("job %s ended %s after the retry: %s", id, state, reason))
-	}
-	return nil
-}
-
-// retryOutcome waits for the retry's run: its final state, a summary of
-// its counts and its error.
-func retryOutcome(ctx context.Context, run client.WorkflowRun, crawl bool) (model.JobState, string, string, error) {
-	if crawl {
-		var st workflows.CrawlStatus
-		if err := run.Get(ctx, &st); err != nil {
-			return "", "", "", err
-		}
-		c := st.Counts
-		return st.State, fmt.Sprintf("%d succeeded, %d failed of %d pages done", c.Succeeded, c.Failed, c.Done), st.Error, nil
-	}
-	var st workflows.Status
-	if err := run.Get(ctx, &st); err != nil {
-		s, ok := workflows.EndStatus(err)
-		if !ok {
-			return "", "", "", err
-		}
-		st = s
-	}
-	return st.State, fmt.Sprintf("%d succeeded, %d failed of %d hooks", st.Counters.Succeeded, st.Counters.Failed, st.Counters.Total), st.Error, nil
+	return err
 }
 
 // printRetry says what the retry runs again.

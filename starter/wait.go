@@ -111,9 +111,28 @@ type result struct {
 }
 
 // waitJobs follows the jobs until each ends (a live view on a terminal,
-// progress lines otherwise), shows each one's results table, and returns
-// exit 1 when any did not finish successfully.
+// progress lines otherwise), shows each one's results table (with --json:
+// writes them all), and returns exit 1 when any did not finish
+// successfully.
 func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend, jobs []submitted) error {
+	outcomes, err := a.followJobs(ctx, inv, b, jobs)
+	if outcomes == nil {
+		return err
+	}
+	if inv.json {
+		if err := writeJSON(a.stdout, map[string]any{"jobs": outcomes}); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// followJobs is the one way a command waits for jobs (submit --wait,
+// retry --wait, unabort --wait): it follows them until each ends, shows
+// each one's end as text unless --json, and returns their outcomes and
+// exit 1 when any did not finish successfully. Outcomes are nil when the
+// wait was stopped before every job ended.
+func (a *app) followJobs(ctx context.Context, inv *invocation, b *backend.Backend, jobs []submitted) ([]*outcome, error) {
 	start := a.now()
 	results := make(chan result, len(jobs))
 	for i, j := range jobs {
@@ -134,9 +153,9 @@ func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend,
 	outcomes := make([]*outcome, len(jobs))
 	tick := time.NewTicker(a.pollInterval)
 	defer tick.Stop()
-	stopped := func() error {
+	stopped := func() ([]*outcome, error) {
 		rep.close()
-		return withCode(exitStillActive, fmt.Errorf("stopped waiting (%v); the jobs keep running: follow them with starter status IDENT", context.Cause(ctx)))
+		return nil, withCode(exitStillActive, fmt.Errorf("stopped waiting (%v); the jobs keep running: follow them with starter status IDENT", context.Cause(ctx)))
 	}
 	for remaining := len(jobs); remaining > 0; {
 		select {
@@ -163,15 +182,10 @@ func (a *app) waitJobs(ctx context.Context, inv *invocation, b *backend.Backend,
 			failed++
 		}
 	}
-	if inv.json {
-		if err := writeJSON(a.stdout, map[string]any{"jobs": outcomes}); err != nil {
-			return err
-		}
-	}
 	if failed > 0 {
-		return withCode(exitJobFailed, fmt.Errorf("%d of %d job(s) did not finish successfully", failed, len(jobs)))
+		return outcomes, withCode(exitJobFailed, fmt.Errorf("%d of %d job(s) did not finish successfully", failed, len(jobs)))
 	}
-	return nil
+	return outcomes, nil
 }
 
 // awaitEnd waits until one job's workflow has ended and returns what get

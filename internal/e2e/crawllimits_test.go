@@ -152,7 +152,7 @@ func TestCrawlPageLimitStopsExactlyAndContinues(t *testing.T) {
 	res = runStarter(t, bin, s, "retry", id, "--continue", "--wait")
 	require.Equal(t, 0, res.code, "starter retry --continue --wait: %s%s", res.stdout, res.stderr)
 	assert.Contains(t, res.stdout, "continuing crawl "+id)
-	assert.Contains(t, res.stdout, id+" finished")
+	assert.Contains(t, res.stdout, id+"  FINISHED ")
 	second := testsite.Requested(srv.RequestsSince(mark), func(r testsite.Request) bool { return r.UserAgent == crawlUA })
 	for u := range second.Pages {
 		assert.NotContains(t, first.Pages, u, "fetched by the first run: the continue must not fetch it again")

@@ -83,7 +83,7 @@ func TestCrawlRetryFetchesOnlyTheFailedPage(t *testing.T) {
 	require.Equal(t, 0, res.code, "starter retry --wait: %s%s", res.stdout, res.stderr)
 	assert.Contains(t, res.stdout, "retrying 1 failed page(s) of crawl "+first.status.Ident)
 	assert.Contains(t, res.stdout, broken+" (depth 2)")
-	assert.Contains(t, res.stdout, first.status.Ident+" finished")
+	assert.Contains(t, res.stdout, first.status.Ident+"  FINISHED ")
 	var st workflows.CrawlStatus
 	require.NoError(t, s.Client.GetWorkflow(ctx, first.status.Ident, "").Get(ctx, &st))
 	assert.Equal(t, model.StateFinished, st.State, st.Error)

@@ -86,7 +86,7 @@ func TestUnabortResumesACrawl(t *testing.T) {
 	res = runStarter(t, bin, s, "unabort", id, "--wait")
 	require.Equal(t, 0, res.code, "starter unabort --wait: %s%s", res.stdout, res.stderr)
 	assert.Contains(t, res.stdout, "continuing crawl "+id)
-	assert.Contains(t, res.stdout, id+" finished")
+	assert.Contains(t, res.stdout, id+"  FINISHED ")
 	second := testsite.Requested(srv.RequestsSince(mark), func(r testsite.Request) bool { return r.UserAgent == crawlUA })
 	again := 0
 	for u := range second.Pages {
