@@ -144,6 +144,10 @@ type crawl struct {
 	seedContinued bool
 	// unstartedWait (asked once): pages never started wait (crawllock.go).
 	unstartedWait *bool
+	// collect (asked once): one coroutine waits for every page activity
+	// in flight, pending in launch order (crawlcollect.go).
+	collect *bool
+	pending []pendingPage
 }
 
 // tornDown is one host's answer to TeardownCrawl.
@@ -595,27 +599,37 @@ func (c *crawl) launch(p activities.PageSpec) {
 	}
 	in := activities.RunPageInput{Crawl: c.in.Crawl, Page: p, Settings: c.settings.current}
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(c.runCtx, opts), crawlActs.RunPage, in)
+	if c.collects() {
+		c.pending = append(c.pending, pendingPage{page: p, queue: queue, fut: fut})
+		return
+	}
 	workflow.Go(c.dctx, func(gc workflow.Context) {
 		var res activities.PageResult
 		err := fut.Get(gc, &res)
-		switch {
-		case err == nil:
-		case c.stopping() && temporal.IsCanceledError(err):
-			c.released = append(c.released, p.ID)
-			res = activities.PageResult{PageID: p.ID, Attempt: p.Attempt}
-		case c.unstarted(queue, err):
-			c.releaseUnstarted(gc, []int64{p.ID}, queue, err)
-		case queue != c.in.TaskQueue && isScheduleToStart(err):
-			res = c.completeAttempt(gc, p, fmt.Sprintf("the pipeline locked to the crawl did not start the page (%s): %v", queue, err), true)
-		default:
-			res = c.completeFailed(gc, p, fmt.Sprintf("page activity failed: %v", err))
-		}
-		delete(c.inflight, p.ID)
-		c.completed++
-		if res.Status != "" {
-			c.pageDone(res)
-		}
+		c.pageEnded(gc, p, queue, res, err)
 	})
+}
+
+// pageEnded takes in the end of page p's activity on queue (its result
+// res, or err), in the calling coroutine gc.
+func (c *crawl) pageEnded(gc workflow.Context, p activities.PageSpec, queue string, res activities.PageResult, err error) {
+	switch {
+	case err == nil:
+	case c.stopping() && temporal.IsCanceledError(err):
+		c.released = append(c.released, p.ID)
+		res = activities.PageResult{PageID: p.ID, Attempt: p.Attempt}
+	case c.unstarted(queue, err):
+		c.releaseUnstarted(gc, []int64{p.ID}, queue, err)
+	case queue != c.in.TaskQueue && isScheduleToStart(err):
+		res = c.completeAttempt(gc, p, fmt.Sprintf("the pipeline locked to the crawl did not start the page (%s): %v", queue, err), true)
+	default:
+		res = c.completeFailed(gc, p, fmt.Sprintf("page activity failed: %v", err))
+	}
+	delete(c.inflight, p.ID)
+	c.completed++
+	if res.Status != "" {
+		c.pageDone(res)
+	}
 }
 
 // pageDone takes a finished page attempt into account.

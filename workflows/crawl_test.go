@@ -3,6 +3,8 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -58,8 +61,14 @@ type crawlEnv struct {
 
 const eventsPerPage = 6
 
+// crawlLogger is the crawl tests' SDK logger: warnings and errors only.
+// The test environment's default logs every activity result at debug
+// level, 26 MB of output for the 100,000-page crawl.
+var crawlLogger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+
 func newCrawlEnv(t *testing.T, fake *crawltest.Fake) *crawlEnv {
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(crawlLogger)
 	e := &crawlEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment(), events: 10}
 	e.RegisterWorkflow(workflows.CrawlWorkflow)
 	e.RegisterWorkflowWithOptions(fake.SeedWorkflow, workflow.RegisterOptions{Name: "SnapshotWorkflow"})
@@ -151,7 +160,8 @@ func TestCrawlHistoryStaysBoundedAt100000Pages(t *testing.T) {
 	}
 	fake := crawltest.New(pages, 10)
 	in := crawlInput(50)
-	st, runs := runCrawl(t, fake, in)
+	costs := &costInterceptor{}
+	st, runs := runCrawlWith(t, fake, in, costs.install)
 	r := fake.Report()
 	assert.Equal(t, pages, r.Done)
 	assert.Empty(t, r.Twice)
@@ -164,7 +174,22 @@ func TestCrawlHistoryStaysBoundedAt100000Pages(t *testing.T) {
 		assert.LessOrEqual(t, n, in.Timing.HistoryEvents+eventsPerPage*in.Settings.Concurrency+100, "run %d", i+1)
 	}
 	assert.Less(t, max(runs[0], runs[len(runs)-1]), 10_000)
-	t.Logf("%d pages in %d runs; modelled events per run: first %d, last %d", pages, len(runs), runs[0], runs[len(runs)-1])
+	// A workflow task's work does not grow with the crawl: every task
+	// runs every live coroutine, the run's own few (signals, cancel,
+	// writes, pages, the attribute timer, a teardown per host) whatever
+	// the pages in flight (a coroutine per page made them 50 more here),
+	// and each run is handed on as much as the second was (give or take
+	// the counts' digits).
+	require.Len(t, costs.runs, len(runs))
+	for i, rc := range costs.runs {
+		assert.LessOrEqual(t, rc.maxLive, 10, "run %d: coroutines alive at once", i+1)
+		if i > 0 {
+			assert.LessOrEqual(t, rc.inputBytes, costs.runs[1].inputBytes+32, "run %d: carried input", i+1)
+		}
+	}
+	last := costs.runs[len(costs.runs)-1]
+	t.Logf("%d pages in %d runs; modelled events per run: first %d, last %d; coroutines alive at once: first run %d, last %d; input bytes: second run %d, last %d",
+		pages, len(runs), runs[0], runs[len(runs)-1], costs.runs[0].maxLive, last.maxLive, costs.runs[1].inputBytes, last.inputBytes)
 }
 
 func TestCrawlAbortReleasesPagesInFlight(t *testing.T) {

@@ -181,7 +181,7 @@ func replayCrawl(t *testing.T, h *historypb.History) {
 // is made with (the latest workflow.GetVersion change it went through),
 // so a new recording joins the older ones the replay test keeps replaying
 // instead of replacing them.
-const crawlHistories = "teardownlease"
+const crawlHistories = "collectpages"
 
 // recordCrawl stores a run's history as testdata (which: first, last,
 // retry).
