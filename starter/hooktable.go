@@ -43,6 +43,10 @@ func (r hookRow) key() string { return r.Plugin + "/" + r.Hook }
 // duration is how long the finished hook ran (all attempts).
 func (r hookRow) duration() time.Duration { return time.Duration(r.DurationMS) * time.Millisecond }
 
+// phaseNotRun is a hook of an ended job that has no result: the job
+// ended (aborted, failed) before the hook started or while it ran.
+const phaseNotRun workflows.HookPhase = "not_run"
+
 // hookRows turns the workflow's per-hook status into rows, in plan order.
 func hookRows(st workflows.Status) []hookRow {
 	rows := make([]hookRow, 0, len(st.Hooks))
@@ -51,6 +55,10 @@ func hookRows(st workflows.Status) []hookRow {
 		if res := h.Result; res != nil {
 			r = resultRow(*res)
 			r.Step, r.Plugin, r.Hook, r.Background, r.Phase = h.Step, h.Plugin, h.Hook, h.Background, h.Phase
+		} else if st.State.Final() {
+			// Not pending nor running any more: the job ended first (an
+			// attempt it stopped has no result either).
+			r.Phase, r.Reason = phaseNotRun, fmt.Sprintf("no result: the job ended %s before the hook finished", st.State)
 		}
 		rows = append(rows, r)
 	}
@@ -140,8 +148,11 @@ func (r hookRow) state() string {
 	if r.RetryAt != nil {
 		return waitingWords(*r.RetryAt)
 	}
-	if r.Status != "" {
+	switch {
+	case r.Status != "":
 		return string(r.Status)
+	case r.Phase == phaseNotRun:
+		return "not run"
 	}
 	return string(r.Phase)
 }

@@ -30,10 +30,10 @@ func doneHook(plugin, hook string, step int, r model.ArchiveResult) workflows.Ho
 	return workflows.HookStatus{Plugin: plugin, Hook: hook, Step: step, Phase: workflows.PhaseDone, Result: &r}
 }
 
-// sampleStatus is a finished job with one hook of every kind of outcome.
+// sampleStatus is a running job with one hook of every kind of outcome.
 func sampleStatus() workflows.Status {
 	chromeless := "screenshot needs Chromium: no Chromium found: none of chromium, chromium-browser is on PATH (install chromium or set CHROME_BINARY)"
-	return workflows.Status{Ident: "abc", State: model.StateFinished, Hooks: []workflows.HookStatus{
+	return workflows.Status{Ident: "abc", State: model.StateActive, Hooks: []workflows.HookStatus{
 		doneHook("headers", "on_Snapshot__20_headers.sh", 2, model.ArchiveResult{Status: model.StatusSucceeded, Attempts: 1,
 			OutputStr: "HTTP 200", StartedAt: t0, EndedAt: t0.Add(260 * time.Millisecond), OutputBytes: 631}),
 		doneHook("screenshot", "on_Snapshot__50_screenshot.sh", 5, model.ArchiveResult{Status: model.StatusSkipped, Attempts: 1,
@@ -108,6 +108,24 @@ func TestHookTableShowsAWaitingHook(t *testing.T) {
 	writeHookTable(&out, rows, nil, 0)
 	assert.Contains(t, out.String(), "waiting (retry at "+at.Local().Format(time.DateTime)+")")
 	assert.Contains(t, out.String(), "exit 4 without ArchiveResult record")
+}
+
+// A hook of an ended job without a result (the job was aborted or failed
+// first) is not shown pending or running: it will not run.
+func TestHookTableShowsHooksAnEndedJobDidNotRun(t *testing.T) {
+	st := sampleStatus()
+	st.State = model.StateAborted
+	rows := hookRows(st)
+	var out bytes.Buffer
+	writeHookTable(&out, rows, nil, 0)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 8, out.String())
+	for _, l := range lines[6:] {
+		assert.Regexp(t, `index_?\w*\s+not run\s+no result: the job ended aborted before the hook finished$`, l)
+	}
+	assert.Regexp(t, `title\s+skipped`, lines[5], "a result is kept as it is")
+	assert.Equal(t, phaseNotRun, rows[5].Phase)
+	assert.Equal(t, phaseNotRun, rows[6].Phase)
 }
 
 func TestShortDurationAndText(t *testing.T) {
