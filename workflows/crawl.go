@@ -225,7 +225,7 @@ func (c *crawl) requeue() {
 	}
 	c.log().Info("retrying failed pages", "pages", res.Pages, "start_page", res.Seed, "previous_run", c.in.Rerun.PreviousRunID,
 		"continue", c.in.Rerun.Continue)
-	c.carry.SeedDone = !res.Seed || c.retryListSeeded()
+	c.carry.SeedDone = (!res.Seed || c.retryListSeeded()) && !c.resumesList(res.Counts)
 	c.seedContinued = in.StartPage && res.Seed
 	c.setCounts(res.Counts)
 }
@@ -242,6 +242,21 @@ const retryListSeededChange = "crawl-retry-urllist-seeded"
 // retry's input the list's start URLs (internal/submit crawlRerunInput).
 func (c *crawl) retryListSeeded() bool {
 	return c.in.URLList != nil && workflow.GetVersion(c.dctx, retryListSeededChange, workflow.DefaultVersion, 1) == 1
+}
+
+// resumeListChange versions a retry or continue of a URL-list crawl whose
+// list was cut short while it was seeded (PageCounts.ListPartial: the
+// SeedURLList's attempts ran out, or it was stopped, between two frontier
+// writes): from it on such a run seeds the list again (runURLList), which
+// adds only the URLs the frontier does not have; runs from before it left
+// the rest of the list out.
+const resumeListChange = "crawl-urllist-resume"
+
+// resumesList reports that this retry or continue seeds the rest of a URL
+// list its frontier marks cut short (counts: the requeue's).
+func (c *crawl) resumesList(counts activities.PageCounts) bool {
+	return c.in.URLList != nil && counts.ListPartial &&
+		workflow.GetVersion(c.dctx, resumeListChange, workflow.DefaultVersion, 1) == 1
 }
 
 // seedSettingsChange versions the start page's settings: from it on, a
