@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/jobstore"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/submit"
+	"github.com/archiveflow/archiveflow/internal/testredis"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
@@ -80,13 +80,13 @@ func TestURLListCutShortIsSeededToItsEndByRetry(t *testing.T) {
 	require.NoError(t, err)
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	rdb.AddHook(&scriptsCut{after: 1})
+	rdb.AddHook(&testredis.CutScripts{After: 1})
 	cut, err := frontier.New(rdb, s.Store.Keys(), frontier.Options{Chunk: 1})
 	require.NoError(t, err)
 	urls := []string{site.URL + "/a", site.URL + "/b", site.URL + "/c"}
 	_, err = (&jobstore.CrawlStore{Frontier: cut}).SeedList(ctx, activities.SeedListInput{Ident: job.Ident, List: in.URLList.URL, URLs: urls,
 		MaxDepth: in.Crawl.MaxDepth, PageAttempts: in.Crawl.PageAttempts, RetryLater: in.PageRetryLater})
-	require.ErrorIs(t, err, errScriptsCut)
+	require.ErrorIs(t, err, testredis.ErrScriptsCut)
 	require.Len(t, crawlPages(t, s, job.Ident), 1)
 
 	listUp.Store(true)
@@ -111,31 +111,4 @@ func TestURLListCutShortIsSeededToItsEndByRetry(t *testing.T) {
 
 	res = runStarter(t, bin, s, "retry", job.Ident)
 	assert.Equal(t, 4, res.code, "seeded to its end, nothing failed: %s%s", res.stdout, res.stderr)
-}
-
-var errScriptsCut = errors.New("redis went away (test)")
-
-// scriptsCut fails every script call once after calls succeeded.
-type scriptsCut struct {
-	after, n int
-}
-
-func (s *scriptsCut) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (s *scriptsCut) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name != "evalsha" && name != "eval" {
-			return next(ctx, cmd)
-		}
-		if s.n >= s.after {
-			return errScriptsCut
-		}
-		err := next(ctx, cmd)
-		if err == nil {
-			s.n++
-		}
-		return err
-	}
-}
-func (s *scriptsCut) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }

@@ -1,16 +1,13 @@
 package frontier
 
 import (
-	"context"
-	"errors"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
 // TestSeedList: every listed URL is one depth-0 READY page, in order, over
@@ -105,16 +102,16 @@ func TestSeedListCutShortStaysPartial(t *testing.T) {
 	cfg := Config{MaxDepth: 0, MaxAttempts: 2}
 	const list = "http://lists.example/l.txt"
 	urls := numbered("http://site.example/p%d", 5)
-	gone := &failScripts{after: 1}
+	gone := &testredis.CutScripts{After: 1}
 	e.rdb.AddHook(gone)
 	_, err := e.f.SeedList(ctx, job, list, urls, cfg)
-	require.ErrorIs(t, err, errRedisGone)
+	require.ErrorIs(t, err, testredis.ErrScriptsCut)
 	c, err := e.f.Counts(ctx, job)
 	require.NoError(t, err)
 	assert.True(t, c.ListPartial, "the list was cut short")
 	assert.Equal(t, int64(2), c.Total, "the first call's pages")
 
-	gone.after = -1
+	gone.SetAfter(-1)
 	res, err := e.f.SeedList(ctx, job, list, urls, cfg)
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Added, "only the URLs the frontier did not have")
@@ -138,33 +135,4 @@ func TestSeedListCutShortStaysPartial(t *testing.T) {
 	fields, err := one.rdb.HGetAll(ctx, one.f.key(job, "meta")).Result()
 	require.NoError(t, err)
 	assert.NotContains(t, fields, "list_partial")
-}
-
-var errRedisGone = errors.New("redis gone (test)")
-
-// failScripts fails every script call once after calls succeeded
-// (after < 0: none fails).
-type failScripts struct {
-	after, n int
-}
-
-func (s *failScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (s *failScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		name := cmd.Name()
-		if name != "evalsha" && name != "eval" {
-			return next(ctx, cmd)
-		}
-		if s.after >= 0 && s.n >= s.after {
-			return errRedisGone
-		}
-		err := next(ctx, cmd)
-		if err == nil {
-			s.n++
-		}
-		return err
-	}
-}
-func (s *failScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
