@@ -213,7 +213,9 @@ func (c *crawl) reopen() {
 // run: the run id is the token). A failed start page is run again as the
 // start page, and so is a continued crawl's READY one (crawlstartlater.go
 // continuesStartPage). A URL-list crawl has no start page: its page 1 is
-// the list's first URL, run again as an ordinary page (retryListSeeded).
+// the list's first URL, run again as an ordinary page (retryListSeeded);
+// its list, when cut short while it was seeded, is seeded to its end
+// (resumesList).
 func (c *crawl) requeue() {
 	var res activities.RequeueResult
 	in := activities.RequeueInput{Ident: c.ident(), Token: c.runID + "/requeue", Continue: c.in.Rerun.Continue}

@@ -197,7 +197,10 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 		// Counts.ListPartial) is something to do: the new run seeds
 		// the rest of it (workflows' resumesList).
 		counts, err := f.Counts(ctx, in.Crawl.Job.Ident)
-		if err != nil && (mode.continues() || !errors.Is(err, frontier.ErrNoFrontier)) {
+		switch {
+		case err != nil && mode.continues():
+			return nil, Retried{}, fmt.Errorf("continue crawl %s: count its pages: %w", workflowID, err)
+		case err != nil && !errors.Is(err, frontier.ErrNoFrontier): // none: the failed pages' listing says so
 			return nil, Retried{}, fmt.Errorf("retry crawl %s: count its pages: %w", workflowID, err)
 		}
 		out.ListPartial = counts.ListPartial && in.URLList != nil
