@@ -85,6 +85,10 @@ type PageCounts struct {
 	// (CrawlInput.PageRetryLater), RetryAt when the first is due.
 	Waiting int64     `json:"waiting,omitempty"`
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// ListPartial: the crawl's URL list was cut short while it was seeded
+	// (internal/frontier Counts.ListPartial): a retry or continue seeds
+	// the rest (SeedURLList).
+	ListPartial bool `json:"list_partial,omitempty"`
 }
 
 // Finished reports that no page is READY or CLAIMED and no depth

@@ -216,6 +216,9 @@ func printRetry(a *app, id, url string, r submit.Retried) {
 		fmt.Fprintf(a.stdout, "retrying %d failed hook(s) of %s (%s): %s\n", len(r.Hooks), id, url, strings.Join(r.Hooks, ", "))
 		return
 	}
+	if r.ListPartial {
+		fmt.Fprintf(a.stdout, "crawl %s (%s): its URL list was cut short while it was seeded: the rest of the list is seeded first\n", id, url)
+	}
 	if r.Continue {
 		fmt.Fprintf(a.stdout, "continuing crawl %s (%s): %d page(s) left to fetch\n", id, url, r.PageCount)
 		return

@@ -217,7 +217,9 @@ func (c *crawl) reopen() {
 // run: the run id is the token). A failed start page is run again as the
 // start page, and so is a continued crawl's READY one (crawlstartlater.go
 // continuesStartPage). A URL-list crawl has no start page: its page 1 is
-// the list's first URL, run again as an ordinary page (retryListSeeded).
+// the list's first URL, run again as an ordinary page (retryListSeeded);
+// its list, when cut short while it was seeded, is seeded to its end
+// (resumesList).
 func (c *crawl) requeue() {
 	var res activities.RequeueResult
 	in := activities.RequeueInput{Ident: c.ident(), Token: c.runID + "/requeue", Continue: c.in.Rerun.Continue}
@@ -229,7 +231,7 @@ func (c *crawl) requeue() {
 	}
 	c.log().Info("retrying failed pages", "pages", res.Pages, "start_page", res.Seed, "previous_run", c.in.Rerun.PreviousRunID,
 		"continue", c.in.Rerun.Continue)
-	c.carry.SeedDone = !res.Seed || c.retryListSeeded()
+	c.carry.SeedDone = (!res.Seed || c.retryListSeeded()) && !c.resumesList(res.Counts)
 	c.seedContinued = in.StartPage && res.Seed
 	c.setCounts(res.Counts)
 }
@@ -246,6 +248,21 @@ const retryListSeededChange = "crawl-retry-urllist-seeded"
 // retry's input the list's start URLs (internal/submit crawlRerunInput).
 func (c *crawl) retryListSeeded() bool {
 	return c.in.URLList != nil && workflow.GetVersion(c.dctx, retryListSeededChange, workflow.DefaultVersion, 1) == 1
+}
+
+// resumeListChange versions a retry or continue of a URL-list crawl whose
+// list was cut short while it was seeded (PageCounts.ListPartial: the
+// SeedURLList's attempts ran out, or it was stopped, between two frontier
+// writes): from it on such a run seeds the list again (runURLList), which
+// adds only the URLs the frontier does not have; runs from before it left
+// the rest of the list out.
+const resumeListChange = "crawl-urllist-resume"
+
+// resumesList reports that this retry or continue seeds the rest of a URL
+// list its frontier marks cut short (counts: the requeue's).
+func (c *crawl) resumesList(counts activities.PageCounts) bool {
+	return c.in.URLList != nil && counts.ListPartial &&
+		workflow.GetVersion(c.dctx, resumeListChange, workflow.DefaultVersion, 1) == 1
 }
 
 // seedSettingsChange versions the start page's settings: from it on, a

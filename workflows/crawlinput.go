@@ -135,6 +135,10 @@ type CrawlRerun struct {
 	// (their limits lifted or changed). Pages is then 0 or the READY
 	// pages.
 	Continue bool `json:"continue,omitempty"`
+	// ListPartial: the previous run's URL list was cut short while it was
+	// seeded (what the starter saw; the run reads its frontier again and
+	// seeds the rest: resumesList), so a retry may have no failed page.
+	ListPartial bool `json:"list_partial,omitempty"`
 }
 
 // Validate checks that the rerun names its run and has pages to retry.
@@ -144,7 +148,7 @@ func (r CrawlRerun) Validate() error {
 		return fmt.Errorf("crawl rerun: previous_run_id must not be empty")
 	case r.Pages < 0:
 		return fmt.Errorf("crawl rerun of run %s: pages %d: must be >= 0", r.PreviousRunID, r.Pages)
-	case r.Pages < 1 && !r.Continue:
+	case r.Pages < 1 && !r.Continue && !r.ListPartial:
 		return fmt.Errorf("crawl rerun of run %s: pages %d: must be >= 1 (no page failed)", r.PreviousRunID, r.Pages)
 	case r.SettingsVersion < 0:
 		return fmt.Errorf("crawl rerun of run %s: settings_version %d: must be >= 0", r.PreviousRunID, r.SettingsVersion)

@@ -74,6 +74,11 @@ type Fake struct {
 	// one page behind (one page fewer done), as a snapshot taken before
 	// the last page ended; PageCounts reads the true ones.
 	BehindCounts bool
+	// CutList is how many of the URL list's pages the first SeedURLList
+	// seeds before it fails for good, leaving the list partial (its
+	// attempts ran out between two frontier writes: PageCounts.ListPartial);
+	// a later SeedURLList seeds the rest.
+	CutList int64
 
 	limitSeen     chan struct{} // closed by the first empty claim at a limit
 	limitSeenOnce sync.Once
@@ -117,6 +122,10 @@ type Fake struct {
 	// CompleteSeedPage calls' SeedPageInput.Transient.
 	seedRuns  int
 	seedTrans []bool
+	// listCalls counts SeedURLList's calls; listPartial: the list was cut
+	// short (CutList) and not seeded since.
+	listCalls   int
+	listPartial bool
 }
 
 // New returns a Fake crawl of pages pages with fanout links per page.
@@ -175,6 +184,7 @@ func (f *Fake) trueCountsLocked() activities.PageCounts {
 	c.Charged = int64(len(f.charged))
 	c.Ready += int64(len(f.waiting))
 	c.Waiting = int64(len(f.waiting))
+	c.ListPartial = f.listPartial
 	for _, due := range f.waiting {
 		if c.RetryAt.IsZero() || due.Before(c.RetryAt) {
 			c.RetryAt = due
@@ -260,19 +270,30 @@ func (a *Activities) SeedCrawl(_ context.Context, in activities.SeedCrawlInput) 
 const ListSize = 3
 
 // SeedURLList is activities.CrawlActivities.SeedURLList: a URL list
-// naming pages 1..ListSize, all READY (a repeat adds nothing).
+// naming pages 1..ListSize, all READY (a repeat adds nothing; CutList
+// cuts the first one short).
 func (a *Activities) SeedURLList(_ context.Context, in activities.SeedURLListInput) (activities.SeedURLListResult, error) {
 	f := a.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.listCalls++
+	n := min(ListSize, f.Pages)
+	cut := f.CutList > 0 && f.listCalls == 1
+	if cut {
+		n = min(n, f.CutList)
+	}
 	var starts []string
-	for id := int64(1); id <= min(ListSize, f.Pages); id++ {
+	for id := int64(1); id <= n; id++ {
 		if !f.seen[id] {
 			f.seen[id] = true
 			f.known++
 			f.ready = append(f.ready, id)
 		}
 		starts = append(starts, f.url(id))
+	}
+	f.listPartial = cut
+	if cut {
+		return activities.SeedURLListResult{}, temporal.NewNonRetryableApplicationError("seed url list: redis went away (fake)", "Test", nil)
 	}
 	return activities.SeedURLListResult{Counts: f.countsLocked(), Starts: starts, URLs: len(starts)}, nil
 }
@@ -707,6 +728,8 @@ type Report struct {
 	// transient.
 	SeedRuns      int
 	SeedTransient []bool
+	// ListCalls counts SeedURLList's calls.
+	ListCalls int
 }
 
 // Seal is one SealCrawl call: the host queue it ran on, its input.
@@ -724,7 +747,7 @@ func (f *Fake) Report() Report {
 		Reopens: append([]string(nil), f.reopens...), PageRuns: maps.Clone(f.pageRuns), Teardowns: append([]string(nil), f.teardowns...),
 		Seals: append([]Seal(nil), f.seals...), Archives: append([]activities.ArchiveInput(nil), f.archives...),
 		RetryAt: append([]time.Time(nil), f.retryAt...), RetryAtDone: append([]int64(nil), f.retryAtDone...), Queues: maps.Clone(f.queues), SeedRuns: f.seedRuns,
-		SeedTransient: append([]bool(nil), f.seedTrans...)}
+		SeedTransient: append([]bool(nil), f.seedTrans...), ListCalls: f.listCalls}
 	for id, n := range f.done {
 		if n > 1 {
 			r.Twice = append(r.Twice, id)

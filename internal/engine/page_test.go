@@ -589,6 +589,38 @@ func TestSeedRecordsAppendTheStartPagesWARCOnce(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(all, "second run"), "the retry's new WARC appended, once")
 }
 
+// TestSeedWARCsReachTheDiskBeforeTheirListEntry: the start page's WARC
+// file is listed in AppendedFile only once the job's WARC holding its
+// records was fsynced, and the list itself is fsynced (the new list, then
+// its rename): after a host crash the list names no file whose records
+// the job's WARC lacks, and at most the last file is appended again.
+func TestSeedWARCsReachTheDiskBeforeTheirListEntry(t *testing.T) {
+	e, cr, snapDir := seedEngine(t)
+	var synced []string
+	listedAtWARCSync := true
+	orig := syncFile
+	syncFile = func(f *os.File) error {
+		name := f.Name()
+		if strings.HasSuffix(name, ".warc.gz") {
+			name = "job warc"
+			_, err := os.Stat(filepath.Join(snapDir, AppendedFile))
+			listedAtWARCSync = err == nil
+		}
+		synced = append(synced, strings.TrimPrefix(name, snapDir+string(filepath.Separator)))
+		return orig(f)
+	}
+	t.Cleanup(func() { syncFile = orig })
+	in := activities.SeedPageInput{Crawl: cr, Page: activities.PageSpec{ID: 1, URL: "http://site.test/", Attempt: 1},
+		Succeeded: true, Hooks: []string{"fetch/on_Snapshot__10_fetch.sh"}}
+	_, err := e.SeedRecords(context.Background(), in)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"job warc", AppendedFile + ".tmp", snapDir}, synced)
+	assert.False(t, listedAtWARCSync, "the list names the file only after the job's WARC is on disk")
+	assert.FileExists(t, filepath.Join(snapDir, AppendedFile))
+	assert.NoFileExists(t, filepath.Join(snapDir, AppendedFile+".tmp"))
+	assert.Equal(t, 1, strings.Count(closedJobWARCs(t, e, "crawl1"), "first"))
+}
+
 // TestSeedRecordsKeepATransientAttemptAside: the start page's attempt
 // that waits for a later retry (SeedPageInput.Transient) moves to
 // attempts/N before it is read (a repeat reads the same records), its

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -38,10 +39,12 @@ func appendedOf(info fs.FileInfo) appended {
 
 // appendSeedWARCs appends dir's WARC files (not its earlier attempts') to
 // the job ident's WARC, each once however often it is called: a file is
-// listed in dir's AppendedFile only after appendWARCs returned, which is
-// after what it appended was written to the job's WARC file (a crash in
-// between appends that file again, never loses it). remove deletes them
-// afterwards (a kept attempt's: not kept beside it).
+// listed in dir's AppendedFile only after what appendWARCs appended is on
+// disk (the job's WARC fsynced), and the list is fsynced before the next
+// file: a host crash at any point leaves no file listed whose records the
+// job's WARC lacks, and appends at most the file whose list entry had not
+// reached the disk again (its records twice, never lost). remove deletes
+// them afterwards (a kept attempt's: not kept beside it).
 func (e *Engine) appendSeedWARCs(ident, dir string, remove bool) error {
 	files, err := listWARCs(dir)
 	if err != nil || len(files) == 0 {
@@ -66,6 +69,9 @@ func (e *Engine) appendSeedWARCs(ident, dir string, remove bool) error {
 			continue // appended by an earlier call
 		}
 		if err := e.warcs.appendWARCs(e, ident, []string{path}, nil); err != nil {
+			return err
+		}
+		if err := e.warcs.sync(ident); err != nil {
 			return err
 		}
 		done[rel] = now
@@ -113,8 +119,10 @@ func readAppended(dir string) (map[string]appended, error) {
 	return out, nil
 }
 
-// writeAppended replaces dir's AppendedFile with done (a new file renamed
-// over the old: a reader sees the old list or the new one).
+// writeAppended replaces dir's AppendedFile with done, durably: a new
+// file, fsynced, renamed over the old, and the rename fsynced (dir's
+// entry): a reader, after a host crash too, sees the old list or the new
+// one.
 func writeAppended(dir string, done map[string]appended) error {
 	var b strings.Builder
 	for rel, a := range done {
@@ -122,11 +130,32 @@ func writeAppended(dir string, done map[string]appended) error {
 	}
 	path := filepath.Join(dir, AppendedFile)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
 		return fmt.Errorf("list the appended start page WARCs: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	_, err = f.WriteString(b.String())
+	if err = errors.Join(err, syncFile(f), f.Close()); err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
 		return fmt.Errorf("list the appended start page WARCs: %w", err)
 	}
 	return nil
+}
+
+// syncFile is (*os.File).Sync: a variable so a test can see the order of
+// the fsyncs.
+var syncFile = (*os.File).Sync
+
+// syncDir fsyncs directory dir (a rename in it is then durable).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(syncFile(d), d.Close())
 }

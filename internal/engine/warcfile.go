@@ -133,6 +133,29 @@ func (w *warcFiles) appendWARCs(e *Engine, ident string, files []string, mem map
 	return j.flush()
 }
 
+// sync writes the crawl's open WARC file to disk (fsync): what
+// appendWARCs appended survives a host crash from then on.
+func (w *warcFiles) sync(ident string) error {
+	w.mu.Lock()
+	j := w.m[ident]
+	w.mu.Unlock()
+	if j == nil {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil // closed: closeFile synced it
+	}
+	if err := j.flush(); err != nil {
+		return err
+	}
+	if err := syncFile(j.f); err != nil {
+		return fmt.Errorf("sync %s: %w", j.f.Name(), err)
+	}
+	return nil
+}
+
 // flush writes what the buffer holds to the open file.
 func (j *jobWARC) flush() error {
 	if j.buf == nil || j.buf.Buffered() == 0 {

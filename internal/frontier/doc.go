@@ -72,7 +72,8 @@
 //
 // Activities are retried, so every write can be repeated: Seed compares
 // the stored seed and configuration, SeedList the stored list and
-// configuration and adds only URLs the frontier does not have (Complete also applies the caller's
+// configuration and adds only URLs the frontier does not have, its list
+// marked partial until its last call (Counts.ListPartial) (Complete also applies the caller's
 // job counters, Outcome.JobCounters, only when it applies the outcome);
 // Discover keeps, per page, the next
 // (batch, chunk) expected from the current attempt (a claim resets it), so

@@ -48,6 +48,10 @@ type Counts struct {
 	// is due (Redis' clock; zero when none waits).
 	Waiting int64     `json:"waiting,omitempty"`
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// ListPartial: the frontier was seeded from a list (SeedList) whose
+	// seeding did not run to its end, so some of the list's URLs may be
+	// missing; a SeedList of the list that ends clears it.
+	ListPartial bool `json:"list_partial,omitempty"`
 }
 
 // Finished reports that no page is READY or CLAIMED and no propagation is

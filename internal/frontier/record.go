@@ -146,6 +146,7 @@ func countsFromFields(fields map[string]string, prop int64) (Counts, error) {
 		}
 		c.Charged = n
 	}
+	c.ListPartial = fields["list_partial"] != ""
 	byDepth := map[int]*DepthCounts{}
 	for k, v := range fields {
 		var target *StateCounts

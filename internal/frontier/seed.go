@@ -102,7 +102,11 @@ type SeedListResult struct {
 // URL the frontier has already is not added again, so repeating the call
 // (or a part of it) is a no-op; a frontier seeded from another list or
 // configuration gives ErrSeedConflict. With cfg.QueuedField set, the job
-// hash must exist and every new page counts as a queued item.
+// hash must exist and every new page counts as a queued item. Every call
+// but the last marks the frontier's list partial and the last clears it,
+// each in the same script call as its URLs: a SeedList that did not end
+// (Redis gone, the worker dead between calls) leaves Counts.ListPartial
+// set until a SeedList of the list runs to its end (a crawl's retry).
 func (f *Frontier) SeedList(ctx context.Context, ident, list string, urls []string, cfg Config) (SeedListResult, error) {
 	var res SeedListResult
 	if err := checkIdent(ident); err != nil {
@@ -126,8 +130,12 @@ func (f *Frontier) SeedList(ctx context.Context, ident, list string, urls []stri
 	}
 	for c := 0; c*f.opts.Chunk < len(prepared); c++ {
 		part := prepared[c*f.opts.Chunk : min((c+1)*f.opts.Chunk, len(prepared))]
-		args := make([]any, 0, 5+2*len(part))
-		args = append(args, list, strconv.Itoa(cfg.MaxDepth), strconv.Itoa(cfg.MaxAttempts), cfg.QueuedField, cfg.retryLaterArg())
+		partial := ""
+		if (c+1)*f.opts.Chunk < len(prepared) {
+			partial = "1"
+		}
+		args := make([]any, 0, 6+2*len(part))
+		args = append(args, list, strconv.Itoa(cfg.MaxDepth), strconv.Itoa(cfg.MaxAttempts), cfg.QueuedField, cfg.retryLaterArg(), partial)
 		for _, l := range part {
 			args = append(args, l.url, l.fp)
 		}
@@ -151,8 +159,9 @@ func (f *Frontier) SeedList(ctx context.Context, ident, list string, urls []stri
 }
 
 // seedListScript creates the metadata hash (first call) and a depth-0
-// page for every URL the frontier does not have yet.
-// ARGV: list max_depth max_attempts queued_field retry_later, then url fingerprint per URL.
+// page for every URL the frontier does not have yet; partial ('1': more
+// calls follow) sets list_partial, its absence clears it.
+// ARGV: list max_depth max_attempts queued_field retry_later partial, then url fingerprint per URL.
 // Reply: {code, added, known}.
 var seedListScript = newScript(`
 local cur = redis.call('HMGET', meta, 'seed', 'max_depth', 'max_attempts', 'queued_field', 'deleting', 'retry_later')
@@ -170,7 +179,7 @@ else
 end
 if not load_meta() then return {NO_FRONTIER} end
 local added, known = 0, 0
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   local id, free = find(ARGV[i], ARGV[i + 1])
   if id then
     known = known + 1
@@ -179,6 +188,7 @@ for i = 6, #ARGV, 2 do
     added = added + 1
   end
 end
+if ARGV[6] == '1' then redis.call('HSET', meta, 'list_partial', 1) else redis.call('HDEL', meta, 'list_partial') end
 finish()
 return {APPLIED, added, known}
 `)

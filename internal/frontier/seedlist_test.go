@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
 // TestSeedList: every listed URL is one depth-0 READY page, in order, over
@@ -88,4 +89,50 @@ func TestSeedListRejectsBadInput(t *testing.T) {
 	_, err = e.f.SeedList(ctx, job, "l", []string{u("/")}, Config{MaxDepth: -2, MaxAttempts: 1})
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	requireNoKeys(t, e, "refused seeds write nothing")
+}
+
+// TestSeedListCutShortStaysPartial: a SeedList whose script calls stop
+// after the first (Redis gone mid-list) leaves its first chunk's pages and
+// the list marked partial; a SeedList of the same list then adds only the
+// missing URLs, in list order after the others, and clears the mark. A
+// list seeded in one call is never partial.
+func TestSeedListCutShortStaysPartial(t *testing.T) {
+	e := newEnv(t, Options{Chunk: 2})
+	ctx := ctxT(t)
+	cfg := Config{MaxDepth: 0, MaxAttempts: 2}
+	const list = "http://lists.example/l.txt"
+	urls := numbered("http://site.example/p%d", 5)
+	gone := &testredis.CutScripts{After: 1}
+	e.rdb.AddHook(gone)
+	_, err := e.f.SeedList(ctx, job, list, urls, cfg)
+	require.ErrorIs(t, err, testredis.ErrScriptsCut)
+	c, err := e.f.Counts(ctx, job)
+	require.NoError(t, err)
+	assert.True(t, c.ListPartial, "the list was cut short")
+	assert.Equal(t, int64(2), c.Total, "the first call's pages")
+
+	gone.SetAfter(-1)
+	res, err := e.f.SeedList(ctx, job, list, urls, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Added, "only the URLs the frontier did not have")
+	assert.Equal(t, 2, res.Known)
+	c, err = e.f.Counts(ctx, job)
+	require.NoError(t, err)
+	assert.False(t, c.ListPartial, "seeded to the end")
+	assert.Equal(t, int64(5), c.Total)
+	for i, x := range urls {
+		p, err := e.f.Page(ctx, job, x)
+		require.NoError(t, err)
+		assert.Equal(t, int64(i+1), p.ID, "list order")
+	}
+
+	one := newEnv(t, Options{Chunk: 10})
+	_, err = one.f.SeedList(ctx, job, list, urls, cfg)
+	require.NoError(t, err)
+	c, err = one.f.Counts(ctx, job)
+	require.NoError(t, err)
+	assert.False(t, c.ListPartial)
+	fields, err := one.rdb.HGetAll(ctx, one.f.key(job, "meta")).Result()
+	require.NoError(t, err)
+	assert.NotContains(t, fields, "list_partial")
 }

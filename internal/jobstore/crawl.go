@@ -58,7 +58,7 @@ func pageCounts(c frontier.Counts) activities.PageCounts {
 	return activities.PageCounts{
 		Total: c.Total, Ready: c.Ready, Claimed: c.Claimed, Skipped: c.Skipped, Done: c.Done,
 		Succeeded: c.Succeeded, Failed: c.Failed, Deferred: c.Deferred, Propagating: c.Propagating,
-		Charged: c.Charged, Waiting: c.Waiting, RetryAt: c.RetryAt,
+		Charged: c.Charged, Waiting: c.Waiting, RetryAt: c.RetryAt, ListPartial: c.ListPartial,
 	}
 }
 

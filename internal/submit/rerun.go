@@ -53,6 +53,9 @@ type Retried struct {
 	PageCount int64
 	// Continue: the crawl goes on from its READY pages (Continue).
 	Continue bool
+	// ListPartial: the crawl's URL list was cut short while it was
+	// seeded; the new run seeds the rest of it first.
+	ListPartial bool
 }
 
 // Rerun starts a new run of the job's workflow (same workflow ID) that
@@ -189,15 +192,24 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 		return nil, Retried{}, err
 	}
 	out := Retried{Crawl: true, PreviousRunID: runID, Continue: mode.continues()}
-	if mode.continues() {
+	if mode.continues() || in.URLList != nil {
+		// A URL list cut short while it was seeded (frontier
+		// Counts.ListPartial) is something to do: the new run seeds
+		// the rest of it (workflows' resumesList).
 		counts, err := f.Counts(ctx, in.Crawl.Job.Ident)
-		if err != nil {
+		switch {
+		case err != nil && mode.continues():
 			return nil, Retried{}, fmt.Errorf("continue crawl %s: count its pages: %w", workflowID, err)
+		case err != nil && !errors.Is(err, frontier.ErrNoFrontier): // none: the failed pages' listing says so
+			return nil, Retried{}, fmt.Errorf("retry crawl %s: count its pages: %w", workflowID, err)
 		}
-		if counts.Ready == 0 {
+		out.ListPartial = counts.ListPartial && in.URLList != nil
+		if mode.continues() && counts.Ready == 0 && !out.ListPartial {
 			return nil, Retried{}, fmt.Errorf("continue crawl %s: %w in run %s (%d pages done): retry its failed pages instead", workflowID, ErrNothingLeft, runID, counts.Done)
 		}
-		out.PageCount = counts.Ready
+		if mode.continues() {
+			out.PageCount = counts.Ready
+		}
 	}
 	filter := frontier.Filter{State: frontier.StateDone, Status: frontier.StatusFailed}
 	for cursor := int64(0); !mode.continues(); {
@@ -212,11 +224,12 @@ func rerunCrawl(ctx context.Context, c client.Client, f *frontier.Frontier, work
 		}
 		cursor = next
 	}
-	if out.PageCount == 0 {
+	if out.PageCount == 0 && !out.ListPartial {
 		return nil, Retried{}, fmt.Errorf("retry crawl %s: no page failed (%w) in run %s (%d pages done)", workflowID, ErrNothingFailed, runID, st.Counts.Done)
 	}
 	in = crawlRerunInput(in, st, runID, out.PageCount)
 	in.Rerun.Continue = mode.continues()
+	in.Rerun.ListPartial = out.ListPartial
 	if limits != nil {
 		in.Settings.MaxPages, in.Settings.MaxBytes, in.Settings.MaxDuration = limits.MaxPages, limits.MaxBytes, limits.MaxDuration
 	}

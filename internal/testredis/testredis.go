@@ -2,7 +2,9 @@
 // a test (or benchmark), started by internal/devredis (the one launcher)
 // on a free loopback port and stopped at cleanup; a real redis-server when
 // one is installed, else an in-process miniredis so unit tests still run on
-// a bare machine, unless CI demands a real one (ARCHIVEFLOW_REQUIRE_REDIS).
+// a bare machine, unless CI demands a real one (ARCHIVEFLOW_REQUIRE_REDIS);
+// and the faults a test puts between a client and it (CutScripts: Redis
+// gone between two script calls).
 package testredis
 
 import (

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/archiveflow/archiveflow/activities"
@@ -86,4 +87,60 @@ func TestURLListCrawlRetryOnDevServer(t *testing.T) {
 	}
 	replayCrawl(t, h)
 	recordCrawlAs(t, h, "retry", "urllistseeded")
+}
+
+// TestURLListCutShortOnDevServer: a URL-list crawl whose SeedURLList
+// failed for good after seeding page 1 of 3 (the list cut short: its
+// frontier marks it partial) fails; its retry, with no failed page, and
+// its continue each seed the rest of the list (a second SeedURLList) and
+// crawl every page once. Both histories replay and are recorded for the
+// replay test.
+func TestURLListCutShortOnDevServer(t *testing.T) {
+	e := start(t)
+	for _, cont := range []bool{false, true} {
+		which := map[bool]string{false: "retry", true: "continue"}[cont]
+		t.Run(which, func(t *testing.T) {
+			q := e.queue + "-urllistcut" + which
+			const pages = 20
+			fake := crawltest.New(pages, 3)
+			fake.CutList = 1
+			fakeCrawlWorker(t, e.c, q, fake)
+			in := crawlInput("devtesturllistcut"+which, q, 4, 8000)
+			in.URLList = &activities.URLList{URL: "http://lists.test/urls.txt", MaxBytes: 1 << 20, MaxURLs: 100, FetchTimeout: 10 * time.Second}
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			opts := client.StartWorkflowOptions{ID: in.Crawl.Job.Ident, TaskQueue: in.TaskQueue}
+			run, err := e.c.ExecuteWorkflow(ctx, opts, workflows.CrawlWorkflow, in)
+			require.NoError(t, err)
+			var st workflows.CrawlStatus
+			require.NoError(t, run.Get(ctx, &st))
+			require.Equal(t, model.StateFailed, st.State)
+			assert.Contains(t, st.Error, "url list")
+			require.True(t, st.Counts.ListPartial, "the frontier marks the list cut short")
+			require.Equal(t, int64(1), fake.Report().Known)
+
+			in.Settings = st.Settings
+			in.Rerun = &workflows.CrawlRerun{PreviousRunID: run.GetRunID(), SettingsVersion: st.SettingsVersion, Rules: st.Rules,
+				Continue: cont, ListPartial: true}
+			if cont {
+				in.Rerun.Pages = st.Counts.Ready
+			}
+			rerun, err := e.c.ExecuteWorkflow(ctx, opts, workflows.CrawlWorkflow, in)
+			require.NoError(t, err)
+			st = workflows.CrawlStatus{}
+			require.NoError(t, rerun.Get(ctx, &st))
+			assert.Equal(t, model.StateFinished, st.State, st.Error)
+			assert.False(t, st.Counts.ListPartial)
+			r := fake.Report()
+			assert.Equal(t, 2, r.ListCalls, "the rerun seeds the rest of the list")
+			assert.Equal(t, int64(pages), r.Done, "every page is crawled")
+			assert.Empty(t, r.Twice)
+			for id, n := range r.PageRuns {
+				assert.Equal(t, 1, n, "page %d runs once", id)
+			}
+			h := history(ctx, t, e.c, in.Crawl.Job.Ident, rerun.GetRunID())
+			replayCrawl(t, h)
+			recordCrawlAs(t, h, which, "urllistresume")
+		})
+	}
 }
