@@ -303,7 +303,7 @@ func endedCrawl(ctx context.Context, b *backend.Backend, v rkeys.JobView) *crawl
 // are (and the index page to open) and its Web UI link; width cuts the
 // table's lines (0: not a terminal).
 func (a *app) printOutcome(o *outcome, width int) {
-	line := fmt.Sprintf("%s  %s  %s in %s", o.Ident, strings.ToUpper(string(o.State)), o.URL, o.Elapsed.Round(100*time.Millisecond))
+	line := fmt.Sprintf("%s  %s  %s in %s", o.Ident, strings.ToUpper(string(o.State)), o.URL, shortDuration(o.Elapsed))
 	if c := o.Crawl; c != nil {
 		p := c.Pages
 		line += fmt.Sprintf(" — pages: %d done (%d succeeded, %d failed), %d skipped; %d items, %s downloaded",
