@@ -213,9 +213,10 @@ type countedPage struct {
 	done    frontier.Completed
 }
 
-// counted writes what follows an applied outcome, for each page, in one
-// round trip: the job's heartbeat pulse and the page's hook events, and
-// its hooks' outcomes in the fleet's health, once, with the outcome the
+// counted writes what follows an applied outcome, for the pages, in one
+// round trip: the job's heartbeat pulses and the pages' hook events (one
+// write for all of them, its counters summed), and their hooks' outcomes
+// in the fleet's health, once, with the outcome the
 // frontier applied (a crash right after it loses them, never counts them
 // twice; a lost pulse is the next page's to give). The metrics count
 // exactly what the job's counters got.
@@ -223,16 +224,21 @@ func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedP
 	var ops []luascript.Op
 	var results []func(redis.Cmder) (bool, error) // nil: the command's error is all
 	var what []string
+	events := make([]rkeys.PageEvents, len(pages))
+	for i, p := range pages {
+		events[i] = rkeys.PageEvents{OpID: fmt.Sprintf("%s/page-%d/attempt-%d", ident, p.id, p.attempt), URL: p.t.PageURL, Results: p.t.Results}
+	}
+	// One write for every page's heartbeat pulse and hook events: the
+	// counters summed (rkeys RecordPageEvents).
+	op, err := s.Redis.RecordPageEventsOp(ctx, ident, events)
+	if err != nil && s.Log != nil {
+		s.Log.Warn("hook events left out", zap.String("ident", ident), zap.Error(err))
+	}
+	if op != nil {
+		ops, results = append(ops, op), append(results, nil)
+		what = append(what, fmt.Sprintf("%d pages' heartbeat and hook events", len(pages)))
+	}
 	for _, p := range pages {
-		opID := fmt.Sprintf("%s/page-%d/attempt-%d", ident, p.id, p.attempt)
-		op, err := s.Redis.RecordPageEventsOp(ctx, ident, opID, p.t.PageURL, p.t.Results)
-		if err != nil && s.Log != nil {
-			s.Log.Warn("the page's heartbeat and hook events are not recorded", zap.String("ident", ident), zap.Int64("page", p.id), zap.Error(err))
-		}
-		if op != nil {
-			ops, results = append(ops, op), append(results, nil)
-			what = append(what, fmt.Sprintf("page %d's heartbeat and hook events", p.id))
-		}
 		for _, res := range p.t.Results {
 			if op, read := s.healthOp(ctx, ident, fleethealth.Outcome{Once: true, Result: res}); op != nil {
 				ops, results = append(ops, op), append(results, read)

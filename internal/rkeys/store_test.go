@@ -2,7 +2,9 @@ package rkeys
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -604,7 +606,7 @@ func TestRecordPageEventsCountsEveryResultAndKeepsTheProblems(t *testing.T) {
 				{Plugin: "pagefetch", Hook: "on_Snapshot__10_pagefetch.py", Step: 1, Status: model.StatusSucceeded, OutputStr: "200 OK", Attempts: 2, StartedAt: t0, EndedAt: t0.Add(time.Second)},
 				{Plugin: "title", Hook: "on_Snapshot__60_title.py", Step: 6, Status: model.StatusFailed, Error: "no <title>", Attempts: 2, StartedAt: t0, EndedAt: t0.Add(time.Second)},
 			}
-			require.NoError(t, e.store.RecordPageEvents(ctx, j.Ident, "job/page-7/attempt-2", "http://example.com/a", results))
+			require.NoError(t, e.store.RecordPageEvents(ctx, j.Ident, []PageEvents{{OpID: "job/page-7/attempt-2", URL: "http://example.com/a", Results: results}}))
 			evKey := e.store.keys.EventsArchive(e.store.now())
 			var evs []map[string]any
 			for _, raw := range e.rdb.LRange(ctx, evKey, 0, -1).Val() {
@@ -641,12 +643,96 @@ func TestRecordPageEventsCountsEveryResultAndKeepsTheProblems(t *testing.T) {
 			}
 			assert.Equal(t, before, after)
 
-			err := e.store.RecordPageEvents(ctx, j.Ident, "job/page-8/attempt-1", "http://example.com/b",
-				[]model.ArchiveResult{{Hook: "x.sh", Status: "bogus"}})
+			err := e.store.RecordPageEvents(ctx, j.Ident, []PageEvents{{OpID: "job/page-8/attempt-1", URL: "http://example.com/b",
+				Results: []model.ArchiveResult{{Hook: "x.sh", Status: "bogus"}}}})
 			require.ErrorIs(t, err, ErrInvalid)
 			assert.Contains(t, err.Error(), "x.sh")
+			assert.Equal(t, "1", e.rdb.HGet(ctx, j.Ident, "heartbeat").Val(), "a page of invalid results only is not recorded")
 		})
 	}
+}
+
+// A page sink flush records its pages' hook events in one write whose
+// counters are summed: one HINCRBY per field however many pages and
+// hooks, with the same final values as one page at a time, the events in
+// page and hook order, and a result of an unknown status left out alone.
+func TestRecordPageEventsSumsTheCountersOfManyPages(t *testing.T) {
+	pages := func() []PageEvents {
+		var out []PageEvents
+		for i := range 5 {
+			out = append(out, PageEvents{OpID: fmt.Sprintf("job/page-%d/attempt-1", i+2), URL: fmt.Sprintf("http://example.com/%d", i),
+				Results: []model.ArchiveResult{
+					{Plugin: "pagefetch", Hook: "pagefetch", Status: model.StatusSucceeded},
+					{Plugin: "title", Hook: "title", Status: model.StatusSucceeded},
+					{Plugin: "outlinks", Hook: "outlinks", Status: []model.Status{model.StatusSucceeded, model.StatusFailed}[i%2]},
+				}})
+		}
+		return out
+	}
+	record := func(t *testing.T, together bool) (*env, map[string]map[string]string, []string) {
+		e := newEnv(t, Options{EventsTTL: time.Hour})
+		ctx := ctxT(t)
+		j := testJob(t, "http://example.com/")
+		require.NoError(t, e.store.CreateJob(ctx, j))
+		if together {
+			require.NoError(t, e.store.RecordPageEvents(ctx, j.Ident, pages()))
+		} else {
+			for _, p := range pages() {
+				require.NoError(t, e.store.RecordPageEvents(ctx, j.Ident, []PageEvents{p}))
+			}
+		}
+		out := map[string]map[string]string{}
+		for _, k := range []string{j.Ident, "event_counters", "event_counters:worker1:4242"} {
+			out[strings.ReplaceAll(k, j.Ident, "IDENT")] = e.rdb.HGetAll(ctx, k).Val()
+		}
+		var evs []string
+		for _, raw := range e.rdb.LRange(ctx, e.store.keys.EventsArchive(e.store.now()), 0, -1).Val() {
+			var ev Event
+			require.NoError(t, json.Unmarshal([]byte(raw), &ev))
+			evs = append(evs, ev.OpID+" "+ev.Page+" "+ev.State)
+		}
+		return e, out, evs
+	}
+	_, alone, alonEvents := record(t, false)
+	e, together, events := record(t, true)
+	assert.Equal(t, alone, together)
+	assert.Equal(t, "5", together["IDENT"]["heartbeat"])
+	assert.Equal(t, map[string]string{"all": "15", "succeeded": "13", "failed": "2"}, together["event_counters"])
+	assert.Equal(t, alonEvents, events)
+	assert.Equal(t, []string{"job/page-3/attempt-1/outlinks http://example.com/1 critical", "job/page-5/attempt-1/outlinks http://example.com/3 critical"}, events)
+	if e.srv.Real() {
+		// heartbeat, then all, succeeded and failed of each counters hash.
+		assert.Equal(t, int64(1+2*3), commandCalls(t, e, "hincrby"), "one HINCRBY per field for 15 results")
+	}
+
+	e = newEnv(t, Options{EventsTTL: time.Hour})
+	ctx := ctxT(t)
+	j := testJob(t, "http://example.com/")
+	require.NoError(t, e.store.CreateJob(ctx, j))
+	ps := pages()[:2]
+	ps[0].Results[2].Status = "bogus"
+	err := e.store.RecordPageEvents(ctx, j.Ident, ps)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "http://example.com/0")
+	assert.Equal(t, map[string]string{"all": "5", "succeeded": "4", "failed": "1"}, e.rdb.HGetAll(ctx, "event_counters").Val(), "the bogus result alone left out")
+	assert.Equal(t, "2", e.rdb.HGet(ctx, j.Ident, "heartbeat").Val())
+}
+
+// commandCalls reads how many times e's Redis ran command (INFO
+// commandstats, a script's own calls included).
+func commandCalls(t *testing.T, e *env, command string) int64 {
+	t.Helper()
+	info, err := e.rdb.Info(ctxT(t), "commandstats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+command+":calls="); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			n, err := strconv.ParseInt(calls, 10, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	return 0
 }
 
 // A job's nice is written at creation, changed by SetNice (range checked)
