@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -350,24 +349,12 @@ func scriptCalls(b *testing.B, st *e2e.Stack) int64 {
 }
 
 // commandCalls reads how many calls of each command the stack's Redis
-// served, a script's own calls included (INFO commandstats), by command
-// name in lower case.
+// served (testredis.CommandCalls).
 func commandCalls(b *testing.B, st *e2e.Stack) map[string]int64 {
 	b.Helper()
-	info, err := st.Redis.Info(context.Background(), "commandstats").Result()
+	calls, err := testredis.CommandCalls(context.Background(), st.Redis)
 	require.NoError(b, err)
-	out := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		v, err := strconv.ParseInt(calls, 10, 64)
-		require.NoError(b, err)
-		out[strings.TrimPrefix(name, "cmdstat_")] = v
-	}
-	return out
+	return calls
 }
 
 // keyMemory sums MEMORY USAGE over every key of the stack's Redis (its

@@ -269,7 +269,8 @@ func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedP
 // RecordPages records finished page attempts in three round trips for all
 // of them (more only to settle depths their links lowered, once for all):
 // their log packets and links, then the outcomes of those whose links were
-// applied, then what follows an applied outcome (counted). Each part is
+// applied (one script, their job counters summed), then what follows an
+// applied outcome (counted). Each part is
 // repeat-safe (a log batch per page attempt, Discover's batches, an
 // outcome applied once), so a failed call is made again whole.
 func (s *CrawlStore) RecordPages(ctx context.Context, ident string, ws []activities.PageWrite) ([]activities.PageWritten, activities.PageCounts, error) {
@@ -334,42 +335,43 @@ func (s *CrawlStore) RecordPages(ctx context.Context, ident string, ws []activit
 		}
 		out[settle].Queued += promoted
 	}
-	ops = ops[:0]
-	type outcome struct {
-		page int
-		urls []string
-		res  func(redis.Cmder) (frontier.Completed, error)
-	}
-	var outcomes []outcome
+	// The outcomes in one script: their job counters summed (frontier
+	// CompleteBatchOp).
+	var cs []frontier.Completion
+	var pages []int // ws index of each completion
+	var urls [][]string
 	for i, w := range ws {
 		if out[i].Superseded != nil {
 			continue
 		}
-		o, urls := s.outcome(w.Status, w.Note, w.NotBefore, w.Tally)
+		o, u := s.outcome(w.Status, w.Note, w.NotBefore, w.Tally)
 		o.Last = w.Last
-		op, res, err := s.Frontier.CompleteOp(ctx, ident, w.PageID, w.Attempt, o)
-		if err != nil {
-			return nil, activities.PageCounts{}, crawlErr(err)
-		}
-		outcomes = append(outcomes, outcome{page: i, urls: urls, res: res})
-		ops = append(ops, op)
+		cs, pages, urls = append(cs, frontier.Completion{PageID: w.PageID, Attempt: w.Attempt, Outcome: o}), append(pages, i), append(urls, u)
 	}
 	var counts *frontier.Counts
 	var counted []countedPage
-	for i, c := range luascript.Pipeline(ctx, rdb, ops) {
-		o := outcomes[i]
-		w := ws[o.page]
-		done, err := o.res(c)
-		if errors.Is(err, frontier.ErrNotClaimed) {
-			out[o.page].Superseded = crawlErr(err)
-			continue
-		}
+	if len(cs) > 0 {
+		op, res, err := s.Frontier.CompleteBatchOp(ctx, ident, cs)
 		if err != nil {
-			return nil, activities.PageCounts{}, fmt.Errorf("complete page %d of %s: %w", w.PageID, ident, crawlErr(err))
+			return nil, activities.PageCounts{}, crawlErr(err)
 		}
-		counts = &done.Counts
-		if done.Counted {
-			counted = append(counted, countedPage{w.PageID, w.Attempt, w.Tally, o.urls, done})
+		done, errs, err := res(luascript.Pipeline(ctx, rdb, []luascript.Op{op})[0])
+		if err != nil {
+			return nil, activities.PageCounts{}, fmt.Errorf("complete %d pages of %s: %w", len(cs), ident, crawlErr(err))
+		}
+		for j, d := range done {
+			w := ws[pages[j]]
+			if errors.Is(errs[j], frontier.ErrNotClaimed) {
+				out[pages[j]].Superseded = crawlErr(errs[j])
+				continue
+			}
+			if errs[j] != nil {
+				return nil, activities.PageCounts{}, fmt.Errorf("complete page %d of %s: %w", w.PageID, ident, crawlErr(errs[j]))
+			}
+			counts = &d.Counts
+			if d.Counted {
+				counted = append(counted, countedPage{w.PageID, w.Attempt, w.Tally, urls[j], d})
+			}
 		}
 	}
 	s.counted(ctx, ident, counted)

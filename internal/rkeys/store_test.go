@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
 func TestCreateJobWritesLayout(t *testing.T) {
@@ -702,7 +703,9 @@ func TestRecordPageEventsSumsTheCountersOfManyPages(t *testing.T) {
 	assert.Equal(t, []string{"job/page-3/attempt-1/outlinks http://example.com/1 critical", "job/page-5/attempt-1/outlinks http://example.com/3 critical"}, events)
 	if e.srv.Real() {
 		// heartbeat, then all, succeeded and failed of each counters hash.
-		assert.Equal(t, int64(1+2*3), commandCalls(t, e, "hincrby"), "one HINCRBY per field for 15 results")
+		calls, err := testredis.CommandCalls(ctxT(t), e.rdb)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1+2*3), calls["hincrby"], "one HINCRBY per field for 15 results")
 	}
 
 	e = newEnv(t, Options{EventsTTL: time.Hour})
@@ -716,49 +719,4 @@ func TestRecordPageEventsSumsTheCountersOfManyPages(t *testing.T) {
 	assert.Contains(t, err.Error(), "http://example.com/0")
 	assert.Equal(t, map[string]string{"all": "5", "succeeded": "4", "failed": "1"}, e.rdb.HGetAll(ctx, "event_counters").Val(), "the bogus result alone left out")
 	assert.Equal(t, "2", e.rdb.HGet(ctx, j.Ident, "heartbeat").Val())
-}
-
-// commandCalls reads how many times e's Redis ran command (INFO
-// commandstats, a script's own calls included).
-func commandCalls(t *testing.T, e *env, command string) int64 {
-	t.Helper()
-	info, err := e.rdb.Info(ctxT(t), "commandstats").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+command+":calls="); ok {
-			calls, _, _ := strings.Cut(rest, ",")
-			n, err := strconv.ParseInt(calls, 10, 64)
-			require.NoError(t, err)
-			return n
-		}
-	}
-	return 0
-}
-
-// A job's nice is written at creation, changed by SetNice (range checked)
-// and read back by GetJob; a hash without it (a job ArchiveBot's bot
-// queued) reads as 0.
-func TestNiceIsStoredAndRead(t *testing.T) {
-	e := newEnv(t, Options{})
-	ctx := ctxT(t)
-	j := testJob(t, "http://example.com/nice")
-	j.Nice = 5
-	require.NoError(t, e.store.CreateJob(ctx, j))
-	v, err := e.store.GetJob(ctx, j.Ident)
-	require.NoError(t, err)
-	assert.Equal(t, 5, v.Nice)
-	require.NoError(t, e.store.SetNice(ctx, j.Ident, -20))
-	assert.Equal(t, "-20", e.rdb.HGet(ctx, j.Ident, FieldNice).Val())
-	err = e.store.SetNice(ctx, j.Ident, 20)
-	require.ErrorIs(t, err, ErrInvalid)
-	assert.Contains(t, err.Error(), "nice 20: must be between -20 and 19")
-	require.ErrorIs(t, e.store.SetNice(ctx, "nojob", 1), ErrJobNotFound)
-	bad := testJob(t, "http://example.com/bad")
-	bad.Nice = -21
-	require.Error(t, e.store.CreateJob(ctx, bad))
-
-	require.NoError(t, e.rdb.HDel(ctx, j.Ident, FieldNice).Err())
-	v, err = e.store.GetJob(ctx, j.Ident)
-	require.NoError(t, err)
-	assert.Zero(t, v.Nice)
 }
