@@ -34,6 +34,16 @@ func claimOne(t *testing.T, e *env, token string) Page {
 	return ps[0]
 }
 
+// succeeded adds urls as the links of claimed page p, then completes it
+// succeeded.
+func succeeded(t *testing.T, e *env, p Page, urls ...string) {
+	t.Helper()
+	_, err := e.f.Discover(ctxT(t), job, p.ID, p.Attempts, 0, links(urls...))
+	require.NoError(t, err)
+	_, err = e.f.Complete(ctxT(t), job, p.ID, p.Attempts, Outcome{Status: StatusSucceeded})
+	require.NoError(t, err)
+}
+
 func TestNewValidatesOptions(t *testing.T) {
 	keys, _ := rkeys.NewKeys("")
 	_, err := New(nil, keys, Options{})
@@ -255,10 +265,7 @@ func TestClaimOrderAndAttempts(t *testing.T) {
 	require.NoError(t, err)
 	a := claimOne(t, e, "ta")
 	require.Equal(t, u("/a"), a.URL)
-	_, err = e.f.Discover(ctx, job, a.ID, a.Attempts, 0, links(u("/a/1"), u("/a/2")))
-	require.NoError(t, err)
-	_, err = e.f.Complete(ctx, job, a.ID, a.Attempts, Outcome{Status: StatusSucceeded})
-	require.NoError(t, err)
+	succeeded(t, e, a, u("/a/1"), u("/a/2"))
 	// Depth 1 (/b, /c) before depth 2 (/a/1, /a/2), discovery order within.
 	ps, c, err := e.f.Claim(ctx, job, 3, "tb", 42)
 	require.NoError(t, err)
@@ -780,11 +787,7 @@ func TestCompleteBatchSumsTheJobCounters(t *testing.T) {
 	claimed := func(t *testing.T) (*env, []Completion) {
 		e := newEnv(t, Options{})
 		ctx, _ := seedCounted(t, e, 3)
-		s := claimOne(t, e, "seed")
-		_, err := e.f.Discover(ctx, job, s.ID, s.Attempts, 0, links(numbered(u("/p%d"), 5)...))
-		require.NoError(t, err)
-		_, err = e.f.Complete(ctx, job, s.ID, s.Attempts, Outcome{Status: StatusSucceeded})
-		require.NoError(t, err)
+		succeeded(t, e, claimOne(t, e, "seed"), numbered(u("/p%d"), 5)...)
 		ps, _, err := e.f.Claim(ctx, job, 5, "t", 0)
 		require.NoError(t, err)
 		require.Len(t, ps, 5)
