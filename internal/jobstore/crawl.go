@@ -216,13 +216,13 @@ type countedPage struct {
 // counted writes what follows an applied outcome, for the pages, in one
 // round trip: the job's heartbeat pulses and the pages' hook events (one
 // write for all of them, its counters summed), and their hooks' outcomes
-// in the fleet's health, once, with the outcome the
+// in the fleet's health (one write too), once, with the outcome the
 // frontier applied (a crash right after it loses them, never counts them
 // twice; a lost pulse is the next page's to give). The metrics count
 // exactly what the job's counters got.
 func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedPage) {
 	var ops []luascript.Op
-	var results []func(redis.Cmder) (bool, error) // nil: the command's error is all
+	var results []func(redis.Cmder) error // nil: the command's error is all
 	var what []string
 	events := make([]rkeys.PageEvents, len(pages))
 	for i, p := range pages {
@@ -238,13 +238,17 @@ func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedP
 		ops, results = append(ops, op), append(results, nil)
 		what = append(what, fmt.Sprintf("%d pages' heartbeat and hook events", len(pages)))
 	}
+	var health []fleethealth.Outcome
 	for _, p := range pages {
 		for _, res := range p.t.Results {
-			if op, read := s.healthOp(ctx, ident, fleethealth.Outcome{Once: true, Result: res}); op != nil {
-				ops, results = append(ops, op), append(results, read)
-				what = append(what, fmt.Sprintf("page %d's hook %s in the fleet's health", p.id, res.Hook))
-			}
+			health = append(health, fleethealth.Outcome{Once: true, Result: res})
 		}
+	}
+	if op, read := s.healthOp(ctx, ident, health); op != nil {
+		ops, results = append(ops, op), append(results, read)
+		what = append(what, fmt.Sprintf("%d pages' hooks in the fleet's health", len(pages)))
+	}
+	for _, p := range pages {
 		metrics.Fetched(metrics.FetchPage, p.t.Responses)
 		for i, u := range p.urls {
 			if p.done.Once[i] {
@@ -258,7 +262,7 @@ func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedP
 	for i, c := range luascript.Pipeline(ctx, s.Redis.Client(), ops) {
 		err := c.Err()
 		if results[i] != nil {
-			_, err = results[i](c)
+			err = results[i](c)
 		}
 		if err != nil && s.Log != nil {
 			s.Log.Warn("not recorded: "+what[i], zap.String("ident", ident), zap.Error(err))
