@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -345,21 +344,17 @@ func crawlOnce(b *testing.B, st *e2e.Stack, procs []*exec.Cmd) measure {
 // scriptCalls reads how many EVALSHA and EVAL calls the stack's Redis
 // served (INFO commandstats).
 func scriptCalls(b *testing.B, st *e2e.Stack) int64 {
+	calls := commandCalls(b, st)
+	return calls["evalsha"] + calls["eval"]
+}
+
+// commandCalls reads how many calls of each command the stack's Redis
+// served (testredis.CommandCalls).
+func commandCalls(b *testing.B, st *e2e.Stack) map[string]int64 {
 	b.Helper()
-	info, err := st.Redis.Info(context.Background(), "commandstats").Result()
+	calls, err := testredis.CommandCalls(context.Background(), st.Redis)
 	require.NoError(b, err)
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		v, err := strconv.ParseInt(calls, 10, 64)
-		require.NoError(b, err)
-		n += v
-	}
-	return n
+	return calls
 }
 
 // keyMemory sums MEMORY USAGE over every key of the stack's Redis (its

@@ -3,10 +3,12 @@
 package crawl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -145,6 +147,7 @@ type wireRun struct {
 	events   int                      // Temporal history events (archiveflow)
 	reads    int64                    // Redis read events: round trips (archiveflow)
 	commands int64                    // Redis commands (archiveflow)
+	byName   map[string]int64         // Redis commands by name (archiveflow: INFO commandstats)
 	probe    time.Duration            // benchkit.Probe, the mean of before and after
 	sys      time.Duration            // the kernel's part of cpu
 	ownSys   time.Duration            // the kernel's part of the crawler's own process (wget, worker)
@@ -197,6 +200,7 @@ func archiveflowOnce(b *testing.B, st *e2e.Stack, worker *exec.Cmd, dir, server 
 	rs0, err := benchkit.ReadRedisStats(ctx, st.Redis)
 	require.NoError(b, err)
 	cpu0 := cpuOf(b, []*exec.Cmd{worker}, site.Process.Pid, rs0.PID)
+	calls0 := commandCalls(b, st)
 	t0 := time.Now()
 	job := st.SubmitCrawl(b, start, -1, func(r *submit.Request) {
 		r.Settings.UserAgent = crawlUA
@@ -218,6 +222,10 @@ func archiveflowOnce(b *testing.B, st *e2e.Stack, worker *exec.Cmd, dir, server 
 	}, sys: cpu.sys, ownSys: cpu.workerSys, own: "worker"}
 	rd := rs1.Sub(rs0)
 	r.reads, r.commands = rd.Reads, rd.Commands
+	r.byName = commandCalls(b, st)
+	for name, n := range calls0 {
+		r.byName[name] -= n
+	}
 	for runID := firstRun; runID != ""; {
 		events := history(b, st.Client, job.Ident, runID)
 		r.events += len(events)
@@ -281,6 +289,19 @@ func BenchmarkWire(b *testing.B) {
 	reportWire(b, runs, server)
 }
 
+// topCommands names the commands most called, per page, most first.
+func topCommands(byName map[string]int64, pages float64) string {
+	names := slices.Collect(maps.Keys(byName))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(byName[b], byName[a]), cmp.Compare(a, b)) })
+	var parts []string
+	for _, name := range names[:min(len(names), 8)] {
+		if byName[name] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", name, float64(byName[name])/pages))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 func reportWire(b *testing.B, runs []wireRun, server string) {
 	n := float64(*wirePages)
 	load, _ := os.ReadFile("/proc/loadavg")
@@ -303,7 +324,7 @@ func reportWire(b *testing.B, runs []wireRun, server string) {
 		fmt.Printf("  %-16s %7.1f pages/s, CPU %.2f ms/page (%s), %.2f cores busy, probe %.1f ms", r.crawler, rate, cpu, strings.Join(parts, ", "), r.totalCPU().Seconds()/r.wall.Seconds(), benchkit.Millis(r.probe))
 		fmt.Printf(", kernel %.0f%% of CPU (%s: %.2f of its %.2f ms/page)", 100*r.sys.Seconds()/r.totalCPU().Seconds(), r.own, benchkit.Millis(r.ownSys)/n, benchkit.Millis(r.cpu[r.own])/n)
 		if r.crawler != "wget" {
-			fmt.Printf(", %.3f history events/page, %.2f Redis round trips/page (%.2f commands)", float64(r.events)/n, float64(r.reads)/n, float64(r.commands)/n)
+			fmt.Printf(", %.3f history events/page, %.2f Redis round trips/page (%.2f commands: %s)", float64(r.events)/n, float64(r.reads)/n, float64(r.commands)/n, topCommands(r.byName, n))
 		}
 		fmt.Println()
 		med[r.crawler+" rate"] = append(med[r.crawler+" rate"], rate)

@@ -45,12 +45,18 @@ func (h *Hook) parsePage(ctx context.Context, sources ...string) (*page, *htmldo
 	return p, doc, nil
 }
 
-func sourceJSON(p *page) map[string]any {
-	return map[string]any{"source": p.Source, "source_file": p.Path, "page_url": p.URL}
+// sourceJSON is what a parsing hook's output_json says of the page it
+// read: its source, and its file when that is on disk (a crawl page's
+// pagefetch body kept in memory has none: nameFile).
+func sourceJSON(ctx context.Context, h *Hook, p *page) map[string]any {
+	out := map[string]any{"source": p.Source, "page_url": p.URL}
+	crawlPageOf(ctx, h).nameFile(out, "source_file", filepath.Join(h.SnapDir, p.Path), p.Path)
+	return out
 }
 
 // runTitle saves the page title (title.txt; on a crawl page inside the
-// worker only when a later hook runs as a process: WithCrawlPage). Step 5, after dom: it reads the
+// worker only when a later hook runs as a process: WithCrawlPage, and
+// its output_json names the file only when it is on disk). Step 5, after dom: it reads the
 // rendered DOM, else the headers hook's body, else fetches the page.
 func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
 	p, doc, err := h.parsePage(ctx, sourceDOM, sourcePageFetch, sourceHeaders, sourceFetch)
@@ -61,7 +67,7 @@ func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
 		return hookio.Result{}, fmt.Errorf("title: %w", err)
 	}
 	title := doc.Title()
-	out := sourceJSON(p)
+	out := sourceJSON(ctx, h, p)
 	if title == "" {
 		return hookio.Result{Status: model.StatusNoResults, OutputStr: "page has no title", OutputJSON: out}, nil
 	}
@@ -76,7 +82,8 @@ func runTitle(ctx context.Context, h *Hook) (hookio.Result, error) {
 	if err := h.Out.Title(h.Inv.SnapshotID, title); err != nil {
 		return hookio.Result{}, err
 	}
-	out["title"], out["file"] = title, titleFile
+	out["title"] = title
+	crawlPageOf(ctx, h).nameFile(out, "file", filepath.Join(h.Dir, titleFile), titleFile)
 	return hookio.Result{Status: model.StatusSucceeded, OutputStr: title, OutputJSON: out}, nil
 }
 
@@ -104,7 +111,7 @@ func runOutlinks(ctx context.Context, h *Hook) (hookio.Result, error) {
 		}
 		buf.Write(append(line, '\n'))
 	}
-	out := sourceJSON(p)
+	out := sourceJSON(ctx, h, p)
 	out["count"] = len(links)
 	if len(links) == 0 {
 		return hookio.Result{Status: model.StatusNoResults, OutputStr: "no links on the page", OutputJSON: out}, nil
@@ -117,7 +124,7 @@ func runOutlinks(ctx context.Context, h *Hook) (hookio.Result, error) {
 			return hookio.Result{}, err
 		}
 	}
-	out["file"] = outlinksFile
+	crawlPageOf(ctx, h).nameFile(out, "file", filepath.Join(h.Dir, outlinksFile), outlinksFile)
 	return hookio.Result{Status: model.StatusSucceeded, OutputStr: fmt.Sprintf("%d links", len(links)), OutputJSON: out}, nil
 }
 
@@ -133,7 +140,7 @@ func runHTMLToText(ctx context.Context, h *Hook) (hookio.Result, error) {
 		return hookio.Result{}, fmt.Errorf("htmltotext: %w", err)
 	}
 	text := doc.Text()
-	out := sourceJSON(p)
+	out := sourceJSON(ctx, h, p)
 	if text == "" {
 		return hookio.Result{Status: model.StatusNoResults, OutputStr: "page has no text", OutputJSON: out}, nil
 	}

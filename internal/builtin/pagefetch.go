@@ -74,7 +74,9 @@ type pageFetchSummary struct {
 	Reused      int    `json:"requisites_reused"`
 	Responses   int    `json:"responses"`
 	Bytes       int64  `json:"bytes"`
-	WARC        string `json:"warc"`
+	// WARC is the page's WARC file; none on a crawl page inside the
+	// worker, whose WARC joins the job's from memory (WithCrawlPage).
+	WARC string `json:"warc,omitempty"`
 	// Denied is the refusal of the page (or a redirect hop of it) by the
 	// fetch policy: later hooks read no page and fetch none.
 	Denied string `json:"denied,omitempty"`
@@ -250,6 +252,22 @@ func writeFile(path string, f pendingFile) error {
 	return nil
 }
 
+// nameFile sets out[key] to name, the file at path, unless path is one
+// kept back in memory (writeFile before WriteCrawlPageFiles): a hook's
+// output_json names only files on disk. Without a crawl page (nil) every
+// file is written at once.
+func (cp *crawlPage) nameFile(out map[string]any, key, path, name string) {
+	if cp != nil {
+		cp.mu.Lock()
+		_, kept := cp.files[path]
+		cp.mu.Unlock()
+		if kept {
+			return
+		}
+	}
+	out[key] = name
+}
+
 // crawlPageOf is the crawl page h runs for inside the worker, or nil.
 func crawlPageOf(ctx context.Context, h *Hook) *crawlPage {
 	if cp, ok := ctx.Value(crawlPageKey{}).(*crawlPage); ok && h.inWorker {
@@ -331,25 +349,38 @@ func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 		crawl:    h.Inv.String("CRAWL_DIR", ""),
 		client: &http.Client{Transport: transport, Timeout: h.Inv.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		sum: pageFetchSummary{URL: h.Inv.URL, WARC: PageFetchWARC},
+		sum: pageFetchSummary{URL: h.Inv.URL},
+	}
+	cp := crawlPageOf(ctx, h)
+	if cp == nil {
+		pf.sum.WARC = PageFetchWARC // else it joins the job's WARC from memory: no file
 	}
 	// A page WARC kept in memory joins the job's WARC, whose own warcinfo
 	// replaces the page's (warc.Append drops archiveflow's): it gets none.
-	if crawlPageOf(ctx, h) == nil {
+	if cp == nil {
 		if _, err := pf.w.Info(PageFetchWARC, map[string]string{"software": warc.Software() + " (pagefetch)", "format": "WARC File Format 1.1",
 			"robots": "ignore"}); err != nil {
 			return hookio.Result{}, err
 		}
 	}
 	res, err := pf.fetchPage(ctx)
-	crawlPageOf(ctx, h).setFetched(pf.sum, pf.body)
+	cp.setFetched(pf.sum, pf.body)
 	sum, werr := json.MarshalIndent(pf.sum, "", "  ")
 	if werr == nil {
 		// Atomic: other hooks may read it while this one runs.
-		werr = crawlPageOf(ctx, h).writeFile(filepath.Join(h.Dir, pageFetchSummaryFile), append(sum, '\n'), true)
+		werr = cp.writeFile(filepath.Join(h.Dir, pageFetchSummaryFile), append(sum, '\n'), true)
 	}
 	if werr != nil {
 		h.Log.Warn("cannot write pagefetch summary", zap.Error(werr))
+	}
+	// The files its output_json names: those on disk.
+	if out, ok := res.OutputJSON.(map[string]any); ok {
+		if werr == nil {
+			cp.nameFile(out, "file", filepath.Join(h.Dir, pageFetchSummaryFile), pageFetchSummaryFile)
+		}
+		if pf.sum.WARC != "" {
+			out["warc"] = pf.sum.WARC
+		}
 	}
 	return res, err
 }
@@ -393,7 +424,7 @@ func (pf *pageFetcher) final(ctx context.Context, u string, resp *http.Response,
 		return hookio.Result{}, fmt.Errorf("pagefetch: save body: %w", err)
 	}
 	s.BodyFile = pageFetchBodyFile
-	out := map[string]any{"file": pageFetchSummaryFile, "warc": PageFetchWARC, "status": s.Status, "final_url": u}
+	out := map[string]any{"status": s.Status, "final_url": u} // the files it names: runPageFetch
 	switch {
 	case s.Status >= 500:
 		return hookio.Result{}, fmt.Errorf("pagefetch: %s answered HTTP %d", u, s.Status)

@@ -3,6 +3,7 @@ package engine
 import (
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -230,6 +231,8 @@ func TestRunPageBuiltinsInProcess(t *testing.T) {
 	}
 	assert.Equal(t, []string{"pagefetch succeeded", "title succeeded", "outlinks succeeded"}, hooks)
 	assert.NoDirExists(t, filepath.Join(e.cfg.ArchiveDir, "crawls", "crawl1", "pages"), "no page has a directory")
+	assert.Empty(t, missingFiles(t, e.pageDir("crawl1", 2), attempts[0].Results), "a record names no file kept in memory")
+	assert.Equal(t, "T /one", jsonField(t, attempts[0].Results[1].OutputJSON, "title"), "what the title hook says is in its record")
 	out, err := e.RunPage(ctx, activities.PageRun{Crawl: cr, Page: activities.PageSpec{ID: 4, URL: srv.URL + "/gone", Attempt: 1}})
 	require.NoError(t, err)
 	assert.Equal(t, activities.PageFailed, out.Status)
@@ -506,12 +509,61 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"copied"}'
 	copied, err := os.ReadFile(filepath.Join(dir, "reader", "copy.html"))
 	require.NoError(t, err, "the process hook read pagefetch's files")
 	assert.Contains(t, string(copied), "body text")
+	attempts, err := pageindex.Page(PageIndexDir(e.cfg.ArchiveDir, "crawl1"), 2)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	assert.Empty(t, missingFiles(t, dir, attempts[0].Results))
 	logs, err := filepath.Glob(filepath.Join(dir, "pagefetch", "*.log"))
 	require.NoError(t, err)
 	assert.Empty(t, logs, "the built-in in the worker keeps no runner logs")
 	logs, err = filepath.Glob(filepath.Join(dir, "reader", "*.stdout.log"))
 	require.NoError(t, err)
 	assert.Len(t, logs, 1, "a hook run as a process keeps its own")
+}
+
+// missingFiles lists the files the results name that are not on disk:
+// their output files, and the output_json fields naming files ("file",
+// "warc", "*_file", relative to the hook's directory; "source_file",
+// relative to the page's, pageDir).
+func missingFiles(t *testing.T, pageDir string, results []model.ArchiveResult) []string {
+	t.Helper()
+	var missing []string
+	check := func(path string) {
+		if _, err := os.Stat(path); err != nil {
+			missing = append(missing, path)
+		}
+	}
+	for _, r := range results {
+		hookDir := filepath.Join(pageDir, r.Plugin)
+		for _, f := range r.Outputs {
+			check(filepath.Join(hookDir, f.Path))
+		}
+		if len(r.OutputJSON) == 0 {
+			continue
+		}
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(r.OutputJSON, &out), "%s output_json", r.Hook)
+		for k, v := range out {
+			name, ok := v.(string)
+			switch {
+			case !ok:
+			case k == "source_file":
+				check(filepath.Join(pageDir, name))
+			case k == "file" || k == "warc" || strings.HasSuffix(k, "_file"):
+				check(filepath.Join(hookDir, name))
+			}
+		}
+	}
+	return missing
+}
+
+// jsonField is the string field key of raw, a JSON object.
+func jsonField(t *testing.T, raw []byte, key string) string {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(raw, &m))
+	s, _ := m[key].(string)
+	return s
 }
 
 // writeSeedAttempt writes what one attempt of the start page's snapshot

@@ -2,6 +2,7 @@ package fleethealth
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
@@ -142,7 +144,7 @@ func TestOutcomesWithinASecondWriteTheMirrorsOnce(t *testing.T) {
 	again := written("op-2", model.StatusSucceeded)
 	assert.Zero(t, again["zadd"], "no mirror written again within the second")
 	assert.Zero(t, again["pexpire"], "the job check's expiry was set this second")
-	assert.Equal(t, 2, again["hincrby"], "both checks count the outcome")
+	assert.Equal(t, 2, again["hset"], "both checks count the outcome, each hash written once")
 	assert.Equal(t, "2", e.rdb.HGet(ctx, "check:host-a:wget", "count").Val())
 	assert.Equal(t, "2", e.rdb.HGet(ctx, "check:job1:on_Snapshot__50_wget.py", "count").Val())
 
@@ -255,4 +257,78 @@ func TestClassify(t *testing.T) {
 		Result: model.ArchiveResult{Plugin: "p", Hook: "x.sh", Status: model.StatusFailed, Error: "malformed config.json"}})
 	require.NoError(t, err)
 	assert.Equal(t, StateCritical, e.rdb.HGet(context.Background(), "check:h:p", "state").Val())
+}
+
+// TestRecordBatchIsRecordOneAtATime: a batch of outcomes (a crawl page
+// sink flush's) leaves exactly the state recording them one at a time
+// leaves (checks, histories, failed_checks, notifications, expiries),
+// with fewer commands: each check hash read and written once.
+func TestRecordBatchIsRecordOneAtATime(t *testing.T) {
+	for _, feed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("feed=%v", feed), func(t *testing.T) {
+			outcomes := func(e *env) []Outcome {
+				var os []Outcome
+				for i := range 12 {
+					if i%4 == 0 {
+						e.clock.Add(time.Second) // some in the same second, some not
+					}
+					for _, plugin := range []string{"pagefetch", "title", "outlinks"} {
+						r := model.ArchiveResult{Plugin: plugin, Hook: plugin, Status: model.StatusSucceeded,
+							StartedAt: e.clock.Now().Add(-time.Second), EndedAt: e.clock.Now()}
+						if plugin == "title" && i >= 3 && i < 8 {
+							r.Status, r.ExitCode, r.Error = model.StatusFailed, 1, "no title" // critical, then recovered
+						}
+						if plugin == "outlinks" && i == 5 {
+							r.Status = model.StatusNoResults
+						}
+						o := Outcome{Host: "host-a", Ident: "crawl1", Once: true, Result: r}
+						if i == 2 {
+							o.Once, o.OpID = false, fmt.Sprintf("op-%d-%s", i, plugin)
+						}
+						os = append(os, o)
+					}
+				}
+				return os
+			}
+			opts := testOpts()
+			opts.Feed = feed
+			ctx := context.Background()
+			alone := newEnv(t, opts)
+			alone.job(t, "crawl1")
+			require.NoError(t, alone.rdb.Expire(ctx, "crawl1", time.Hour).Err())
+			for _, o := range outcomes(alone) {
+				ok, err := alone.health.Record(ctx, o)
+				require.NoError(t, err)
+				require.True(t, ok)
+			}
+			e := newEnv(t, opts)
+			e.job(t, "crawl1")
+			require.NoError(t, e.rdb.Expire(ctx, "crawl1", time.Hour).Err())
+			os := outcomes(e)
+			require.Equal(t, alone.clock.Now(), e.clock.Now())
+			op, res, err := e.health.RecordBatchOp(ctx, os)
+			require.NoError(t, err)
+			applied, err := res(op(e.rdb))
+			require.NoError(t, err)
+			for i, ok := range applied {
+				require.True(t, ok, "outcome %d", i)
+			}
+			assert.Equal(t, testredis.Dump(t, alone.rdb, "*"), testredis.Dump(t, e.rdb, "*"))
+			if !feed {
+				assert.Contains(t, testredis.Dump(t, e.rdb, "*"), "recovery", "the title check went critical and recovered")
+			}
+
+			// Again: the outcomes with an op id are not applied twice.
+			applied, err = res(op(e.rdb))
+			require.NoError(t, err)
+			assert.Equal(t, []bool{false, false, false}, applied[6:9])
+
+			_, _, err = e.health.RecordBatchOp(ctx, []Outcome{os[0], {Ident: "crawl2", Once: true, Result: os[0].Result}})
+			require.ErrorIs(t, err, ErrInvalid)
+			op, res, err = e.health.RecordBatchOp(ctx, []Outcome{{Ident: "nojob", Once: true, Result: os[0].Result}})
+			require.NoError(t, err)
+			_, err = res(op(e.rdb))
+			require.ErrorIs(t, err, rkeys.ErrJobNotFound)
+		})
+	}
 }

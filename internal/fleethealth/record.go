@@ -87,7 +87,8 @@ func hostState(c Class) string {
 // feed on, it pushes the two events to Flapjack's events queue instead.
 // It reports whether this call applied the outcome. This is the function
 // every final hook outcome goes through: snapshot hooks (internal/jobstore
-// RecordResult) and crawl page hooks alike.
+// RecordResult) and crawl page hooks alike (a page sink flush's together:
+// RecordBatchOp).
 func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 	op, result, err := h.RecordOp(ctx, o)
 	if err != nil {
@@ -98,21 +99,98 @@ func (h *Health) Record(ctx context.Context, o Outcome) (bool, error) {
 
 // RecordOp is Record as an op of a pipeline (luascript.Pipeline: many
 // outcomes in one round trip); result reads its command once the
-// pipeline ran.
+// pipeline ran. It is RecordBatchOp of one outcome.
 func (h *Health) RecordOp(ctx context.Context, o Outcome) (op luascript.Op, result func(redis.Cmder) (bool, error), err error) {
+	op, results, err := h.RecordBatchOp(ctx, []Outcome{o})
+	if err != nil {
+		return nil, nil, err
+	}
+	return op, func(c redis.Cmder) (bool, error) {
+		applied, err := results(c)
+		if err != nil {
+			return false, err
+		}
+		return applied[0], nil
+	}, nil
+}
+
+// RecordBatchOp records outcomes of one job in one script, in order, each
+// as Record does alone (a page sink flush's: jobstore CrawlStore): the
+// check hashes they touch are read once and written once for all of them
+// (`count`, `last_update`, `recent`), so a check's outcome count moves by
+// one HINCRBY's worth per batch instead of per outcome. result reads the
+// op's command once the pipeline ran: whether each outcome was applied.
+// An outcome Record would refuse fails the whole batch (ErrInvalid), as
+// do outcomes of several jobs.
+func (h *Health) RecordBatchOp(ctx context.Context, os []Outcome) (op luascript.Op, result func(redis.Cmder) ([]bool, error), err error) {
+	if len(os) == 0 {
+		return nil, nil, fmt.Errorf("record health: %w: no outcomes", ErrInvalid)
+	}
+	ident := os[0].Ident
+	args := []any{h.ns, h.opts.Now().Unix(), h.opts.OKAfter, h.opts.CriticalAfter, h.opts.HistoryCap,
+		h.QueueKey(), "", int64(h.opts.JobTTL / time.Second), feedArg(h.opts.Feed), ident}
+	if h.opts.Webhook {
+		args[6] = h.WebhookOutbox()
+	}
+	for _, o := range os {
+		if o.Ident != ident {
+			return nil, nil, fmt.Errorf("record health of job %s hook %s: %w: a batch is of one job, not also %s", o.Ident, o.Result.Hook, ErrInvalid, ident)
+		}
+		if args, err = h.appendOutcome(args, o); err != nil {
+			return nil, nil, err
+		}
+	}
+	keys := h.store.Keys()
+	named := map[string]string{"job": keys.Job(ident), "ops": keys.Ops(ident)}
+	op = func(c redis.Cmdable) redis.Cmder {
+		return h.store.RunScriptOn(ctx, c, recordScript, named, nil, args...)
+	}
+	result = func(c redis.Cmder) ([]bool, error) {
+		what := fmt.Sprintf("record health of job %s hook %s", ident, os[0].Result.Hook)
+		if len(os) > 1 {
+			what = fmt.Sprintf("record health of %d outcomes of job %s", len(os), ident)
+		}
+		v, err := c.(*redis.Cmd).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if code, ok := v.(int64); ok && code == rkeys.CodeNotFound {
+			return nil, fmt.Errorf("%s: %w", what, rkeys.ErrJobNotFound)
+		}
+		codes, ok := v.([]any)
+		if !ok || len(codes) != len(os) {
+			return nil, fmt.Errorf("%s: unexpected reply %v", what, v)
+		}
+		applied := make([]bool, len(os))
+		for i, code := range codes {
+			applied[i] = code != int64(rkeys.CodeNoop)
+		}
+		return applied, nil
+	}
+	return op, result, nil
+}
+
+// outcomeArgs is the number of recordScript's arguments per outcome.
+const (
+	outcomeArgs    = 11
+	outcomeArgsLua = "11"
+)
+
+// appendOutcome checks o and appends its arguments of recordScript.
+func (h *Health) appendOutcome(args []any, o Outcome) ([]any, error) {
 	r := o.Result
 	switch {
 	case o.Ident == "":
-		return nil, nil, fmt.Errorf("record health of hook %s: %w: job ident must not be empty", r.Hook, ErrInvalid)
+		return nil, fmt.Errorf("record health of hook %s: %w: job ident must not be empty", r.Hook, ErrInvalid)
 	case o.OpID == "" && !o.Once:
-		return nil, nil, fmt.Errorf("record health of job %s hook %s: %w: op id must not be empty (repeat-safety key)", o.Ident, r.Hook, ErrInvalid)
+		return nil, fmt.Errorf("record health of job %s hook %s: %w: op id must not be empty (repeat-safety key)", o.Ident, r.Hook, ErrInvalid)
 	case r.Hook == "" || strings.Contains(r.Hook, ":"):
-		return nil, nil, fmt.Errorf("record health of job %s: %w: hook %q: must be non-empty without ':'", o.Ident, ErrInvalid, r.Hook)
+		return nil, fmt.Errorf("record health of job %s: %w: hook %q: must be non-empty without ':'", o.Ident, ErrInvalid, r.Hook)
 	case o.Host != "" && (r.Plugin == "" || strings.ContainsAny(r.Plugin, ":*") || strings.ContainsAny(o.Host, ":*")):
-		return nil, nil, fmt.Errorf("record health of job %s hook %s: %w: host %q and plugin %q: must be non-empty without ':' or '*'", o.Ident, r.Hook, ErrInvalid, o.Host, r.Plugin)
+		return nil, fmt.Errorf("record health of job %s hook %s: %w: host %q and plugin %q: must be non-empty without ':' or '*'", o.Ident, r.Hook, ErrInvalid, o.Host, r.Plugin)
 	}
 	if _, err := model.ParseStatus(string(r.Status)); err != nil {
-		return nil, nil, fmt.Errorf("record health of job %s hook %s: %w: %w", o.Ident, r.Hook, ErrInvalid, err)
+		return nil, fmt.Errorf("record health of job %s hook %s: %w: %w", o.Ident, r.Hook, ErrInvalid, err)
 	}
 	at := r.EndedAt
 	if at.IsZero() {
@@ -137,41 +215,16 @@ func (h *Health) RecordOp(ctx context.Context, o Outcome) (op luascript.Op, resu
 		if o.Host != "" {
 			if hostEv, err = json.Marshal(event{Type: "service", State: hostState(class), Entity: o.Host, Check: r.Plugin,
 				Time: at.Unix(), Summary: sum, Tags: []string{"archiveflow", "host"}, Duration: dur}); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 		if jobEv, err = json.Marshal(event{Type: "service", State: jobState, Entity: o.Ident, Check: r.Hook,
 			Time: at.Unix(), Summary: sum, Details: r.Plugin, Tags: []string{"archiveflow", "job"}, Duration: dur}); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	outbox := ""
-	if h.opts.Webhook {
-		outbox = h.WebhookOutbox()
-	}
-	keys := h.store.Keys()
-	args := []any{h.ns, at.Unix(), opKey(o), h.opts.OKAfter, h.opts.CriticalAfter, h.opts.HistoryCap,
-		h.QueueKey(), outbox, int64(h.opts.JobTTL / time.Second), feedArg(h.opts.Feed),
-		o.Host, r.Plugin, string(class), sum, o.Ident, r.Hook, jobState,
-		latency, string(hostEv), string(jobEv)}
-	named := map[string]string{"job": keys.Job(o.Ident), "ops": keys.Ops(o.Ident)}
-	op = func(c redis.Cmdable) redis.Cmder {
-		return h.store.RunScriptOn(ctx, c, recordScript, named, nil, args...)
-	}
-	result = func(c redis.Cmder) (bool, error) {
-		code, err := c.(*redis.Cmd).Int()
-		if err != nil {
-			return false, fmt.Errorf("record health of job %s hook %s: %w", o.Ident, r.Hook, err)
-		}
-		switch code {
-		case rkeys.CodeNotFound:
-			return false, fmt.Errorf("record health of job %s hook %s: %w", o.Ident, r.Hook, rkeys.ErrJobNotFound)
-		case rkeys.CodeNoop:
-			return false, nil
-		}
-		return true, nil
-	}
-	return op, result, nil
+	return append(args, at.Unix(), opKey(o), o.Host, r.Plugin, string(class), sum, r.Hook, jobState,
+		latency, string(hostEv), string(jobEv)), nil
 }
 
 // opKey is the outcome's entry in the job's ops set; "" keeps none.
@@ -189,26 +242,42 @@ func feedArg(feed bool) string {
 	return "0"
 }
 
-// recordScript writes one outcome; see Record. ARGV: 1 ns, 2 time,
-// 3 op ("": none kept), 4 ok_after, 5 critical_after, 6 cap, 7 queue, 8 webhook outbox,
-// 9 job ttl s, 10 feed, 11 host, 12 plugin, 13 class, 14 summary,
-// 15 ident, 16 hook, 17 job state, 18 latency (whole seconds), 19 host
-// event, 20 job event.
+// recordScript writes outcomes of one job, in order; see Record and
+// RecordBatchOp. ARGV: 1 ns, 2 now (each outcome's time in turn), 3
+// ok_after, 4 critical_after, 5 cap, 6 queue, 7 webhook outbox, 8 job ttl
+// s, 9 feed, 10 ident; then per outcome (outcomeArgs): time, op ("": none
+// kept), host, plugin, class, summary, hook, job state, latency (whole
+// seconds), host event, job event. Reply: CODE_NOT_FOUND, or a code per
+// outcome (CODE_APPLIED, CODE_NOOP: its op was kept before).
 // The names of events, failed_checks and health_hosts are NS-prefixed
 // constants (keyFailedChecks, keyHealthHosts, EventsKey).
 var recordScript = rkeys.NewScript([]string{"job", "ops"}, luaCommon+`
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
-if ARGV[3] ~= '' then
-  if redis.call('SADD', ops, ARGV[3]) == 0 then return CODE_NOOP end
-  inherit_ttl(job, ops)
+local OKN, CRITK, CAP = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local QUEUE, OUTBOX, FAILED = ARGV[6], ARGV[7], NS .. '`+keyFailedChecks+`'
+local JOB_TTL, FEED, ident = tonumber(ARGV[8]), ARGV[9], ARGV[10]
+
+-- The check hashes the outcomes touch, read once (check) and their
+-- count, last_update and recent written once, after them all (flush).
+local checks, order = {}, {}
+local function check(h)
+  local ch = checks[h]
+  if not ch then
+    local v = redis.call('HMGET', h, 'state', 'last_update', 'count', 'recent')
+    ch = {state = v[1], last_update = v[2], count = tonumber(v[3] or '0'), recent = v[4], set = {}}
+    checks[h], order[#order + 1] = ch, h
+  end
+  return ch
 end
-if ARGV[10] == '1' then
-  if ARGV[19] ~= '' then redis.call('RPUSH', NS .. '`+keyEvents+`', ARGV[19]) end
-  redis.call('RPUSH', NS .. '`+keyEvents+`', ARGV[20])
-  return CODE_APPLIED
+local function flush()
+  for _, h in ipairs(order) do
+    local ch, args = checks[h], {}
+    for _, f in ipairs({'count', 'last_update', 'recent'}) do
+      if ch.set[f] then args[#args + 1], args[#args + 2] = f, ch[f] end
+    end
+    if #args > 0 then redis.call('HSET', h, unpack(args)) end
+  end
 end
-local OKN, CRITK, CAP = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local QUEUE, OUTBOX, FAILED = ARGV[7], ARGV[8], NS .. '`+keyFailedChecks+`'
 
 -- touch counts an outcome of ENTITY:CHECK and marks it current and
 -- known; it returns the old state, the check's outcome count and whether
@@ -216,18 +285,17 @@ local QUEUE, OUTBOX, FAILED = ARGV[7], ARGV[8], NS .. '`+keyFailedChecks+`'
 -- sorted mirrors' scores and the name maps would not change, so they are
 -- not written again).
 local function touch(e, c)
-  local h = hk(e, c)
-  local cur = redis.call('HMGET', h, 'state', 'last_update')
-  local n = redis.call('HINCRBY', h, 'count', 1)
-  if cur[2] == tostring(NOW) then return cur[1], n, true end
-  redis.call('HSET', h, 'last_update', NOW)
+  local ch = check(hk(e, c))
+  ch.count, ch.set.count = ch.count + 1, true
+  if ch.last_update == tostring(NOW) then return ch.state, ch.count, true end
+  ch.last_update, ch.set.last_update = tostring(NOW), true
   redis.call('ZADD', NS .. 'current_checks:' .. e, NOW, c)
   redis.call('ZADD', NS .. 'current_entities', NOW, e)
   redis.call('ZADD', NS .. 'all_checks', NOW, c)
   redis.call('ZADD', NS .. 'all_checks:' .. e, NOW, c)
   redis.call('HSET', NS .. 'all_entity_names_by_id', e, e)
   redis.call('HSET', NS .. 'all_entity_ids_by_name', e, e)
-  return cur[1], n, false
+  return ch.state, ch.count, false
 end
 
 -- change appends a state change to the check's history, capped; it
@@ -235,9 +303,10 @@ end
 -- update_state, it writes no key for a field without a value: no
 -- check_latency when the outcome is recorded within its second (a stale
 -- check_latency of an earlier change at the same second is deleted).
-local function change(e, c, state, summary, n)
+local function change(e, c, state, summary, n, latency)
   local k = ck(e, c)
   redis.call('HSET', hk(e, c), 'state', state, 'last_change', NOW)
+  check(hk(e, c)).state = state
   local list = k .. ':states'
   if redis.call('LINDEX', list, -1) ~= tostring(NOW) then redis.call('RPUSH', list, NOW) end
   local p = k .. ':' .. NOW .. ':'
@@ -245,9 +314,9 @@ local function change(e, c, state, summary, n)
   redis.call('SET', written[1], state)
   redis.call('SET', written[2], summary)
   redis.call('SET', written[3], n)
-  if ARGV[18] ~= '0' then
+  if latency ~= '0' then
     written[4] = p .. 'check_latency'
-    redis.call('SET', written[4], ARGV[18])
+    redis.call('SET', written[4], latency)
   else
     redis.call('DEL', p .. 'check_latency')
   end
@@ -271,61 +340,83 @@ local function failed(e, c, state)
   return 0
 end
 
--- The host × plugin check.
-local host, plugin, class = ARGV[11], ARGV[12], ARGV[13]
-if host ~= '' then
-  local h = hk(host, plugin)
-  local old, n, seen = touch(host, plugin)
-  if not seen then redis.call('ZADD', NS .. '`+keyHealthHosts+`', NOW, host) end
-  local recent = redis.call('HGET', h, 'recent') or ''
-  local state = old or 'ok'
-  if class ~= 'n' then
-    local w = math.max(OKN, CRITK)
-    recent = string.sub(recent .. class, -w)
-    redis.call('HSET', h, 'recent', recent)
-    if #recent >= CRITK and string.sub(recent, -CRITK) == string.rep('c', CRITK) then
-      state = 'critical'
-    elseif string.sub(recent, -OKN) == string.rep('o', math.min(OKN, #recent)) then
-      state = 'ok'
-    else
-      state = 'warning'
-    end
+-- record writes the outcome whose arguments start at ARGV[a].
+local function record(a)
+  NOW = tonumber(ARGV[a])
+  local op = ARGV[a + 1]
+  if op ~= '' then
+    if redis.call('SADD', ops, op) == 0 then return CODE_NOOP end
+    inherit_ttl(job, ops)
   end
-  if state ~= old then
-    local last_summary = ''
-    if old then
-      local prev = redis.call('LINDEX', ck(host, plugin) .. ':states', -1)
-      if prev then last_summary = redis.call('GET', ck(host, plugin) .. ':' .. prev .. ':summary') or '' end
-    end
-    change(host, plugin, state, ARGV[14], n)
-    local moved = failed(host, plugin, state)
-    if moved == 1 then
-      if not active_maint(host, plugin) then
-        notify(host, plugin, 'problem', state, ARGV[14], old or 'ok', last_summary, 0, CAP, QUEUE, OUTBOX)
-        redis.call('HSET', h, 'notified', '1')
-      end
-    elseif moved == -1 then
-      if redis.call('HDEL', h, 'notified') == 1 then
-        notify(host, plugin, 'recovery', state, ARGV[14], old or 'ok', last_summary, 0, CAP, QUEUE, OUTBOX)
+  local host, plugin, class, summary = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+  local hook, jstate, latency = ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  if FEED == '1' then
+    if ARGV[a + 9] ~= '' then redis.call('RPUSH', NS .. '`+keyEvents+`', ARGV[a + 9]) end
+    redis.call('RPUSH', NS .. '`+keyEvents+`', ARGV[a + 10])
+    return CODE_APPLIED
+  end
+
+  -- The host × plugin check.
+  if host ~= '' then
+    local h = hk(host, plugin)
+    local old, n, seen = touch(host, plugin)
+    if not seen then redis.call('ZADD', NS .. '`+keyHealthHosts+`', NOW, host) end
+    local ch = check(h)
+    local recent = ch.recent or ''
+    local state = old or 'ok'
+    if class ~= 'n' then
+      local w = math.max(OKN, CRITK)
+      recent = string.sub(recent .. class, -w)
+      ch.recent, ch.set.recent = recent, true
+      if #recent >= CRITK and string.sub(recent, -CRITK) == string.rep('c', CRITK) then
+        state = 'critical'
+      elseif string.sub(recent, -OKN) == string.rep('o', math.min(OKN, #recent)) then
+        state = 'ok'
+      else
+        state = 'warning'
       end
     end
+    if state ~= old then
+      local last_summary = ''
+      if old then
+        local prev = redis.call('LINDEX', ck(host, plugin) .. ':states', -1)
+        if prev then last_summary = redis.call('GET', ck(host, plugin) .. ':' .. prev .. ':summary') or '' end
+      end
+      change(host, plugin, state, summary, n, latency)
+      local moved = failed(host, plugin, state)
+      if moved == 1 then
+        if not active_maint(host, plugin) then
+          notify(host, plugin, 'problem', state, summary, old or 'ok', last_summary, 0, CAP, QUEUE, OUTBOX)
+          redis.call('HSET', h, 'notified', '1')
+        end
+      elseif moved == -1 then
+        if redis.call('HDEL', h, 'notified') == 1 then
+          notify(host, plugin, 'recovery', state, summary, old or 'ok', last_summary, 0, CAP, QUEUE, OUTBOX)
+        end
+      end
+    end
   end
+
+  -- The job × hook check: its state is the hook's final status; its keys
+  -- expire with the job (or after the job ttl while it runs).
+  local old, n, seen = touch(ident, hook)
+  local keys = {hk(ident, hook), NS .. 'current_checks:' .. ident, NS .. 'all_checks:' .. ident}
+  if jstate == old and seen then return CODE_APPLIED end -- its keys' expiry was set this second
+  if jstate ~= old then
+    for _, k in ipairs(change(ident, hook, jstate, summary, n, latency)) do keys[#keys + 1] = k end
+    keys[#keys + 1] = ck(ident, hook) .. ':states'
+    keys[#keys + 1] = ck(ident, hook) .. ':sorted_state_timestamps'
+    failed(ident, hook, jstate)
+  end
+  -- A new check's hash exists already: change wrote its state.
+  local ttl = redis.call('PTTL', job)
+  if ttl <= 0 then ttl = JOB_TTL * 1000 end
+  for _, k in ipairs(keys) do redis.call('PEXPIRE', k, ttl) end
+  return CODE_APPLIED
 end
 
--- The job × hook check: its state is the hook's final status; its keys
--- expire with the job (or after the job ttl while it runs).
-local ident, hook, jstate = ARGV[15], ARGV[16], ARGV[17]
-local old, n, seen = touch(ident, hook)
-local keys = {hk(ident, hook), NS .. 'current_checks:' .. ident, NS .. 'all_checks:' .. ident}
-if jstate == old and seen then return CODE_APPLIED end -- its keys' expiry was set this second
-if jstate ~= old then
-  for _, k in ipairs(change(ident, hook, jstate, ARGV[14], n)) do keys[#keys + 1] = k end
-  keys[#keys + 1] = ck(ident, hook) .. ':states'
-  keys[#keys + 1] = ck(ident, hook) .. ':sorted_state_timestamps'
-  failed(ident, hook, jstate)
-end
-local ttl = redis.call('PTTL', job)
-if ttl <= 0 then ttl = tonumber(ARGV[9]) * 1000 end
-for _, k in ipairs(keys) do redis.call('PEXPIRE', k, ttl) end
-return CODE_APPLIED
+local codes = {}
+for a = 11, #ARGV, `+outcomeArgsLua+` do codes[#codes + 1] = record(a) end
+flush()
+return codes
 `)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/rkeys"
+	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
 const job = "testjob"
@@ -31,6 +32,16 @@ func claimOne(t *testing.T, e *env, token string) Page {
 	require.NoError(t, err)
 	require.Len(t, ps, 1, "a page must be ready")
 	return ps[0]
+}
+
+// succeeded adds urls as the links of claimed page p, then completes it
+// succeeded.
+func succeeded(t *testing.T, e *env, p Page, urls ...string) {
+	t.Helper()
+	_, err := e.f.Discover(ctxT(t), job, p.ID, p.Attempts, 0, links(urls...))
+	require.NoError(t, err)
+	_, err = e.f.Complete(ctxT(t), job, p.ID, p.Attempts, Outcome{Status: StatusSucceeded})
+	require.NoError(t, err)
 }
 
 func TestNewValidatesOptions(t *testing.T) {
@@ -254,10 +265,7 @@ func TestClaimOrderAndAttempts(t *testing.T) {
 	require.NoError(t, err)
 	a := claimOne(t, e, "ta")
 	require.Equal(t, u("/a"), a.URL)
-	_, err = e.f.Discover(ctx, job, a.ID, a.Attempts, 0, links(u("/a/1"), u("/a/2")))
-	require.NoError(t, err)
-	_, err = e.f.Complete(ctx, job, a.ID, a.Attempts, Outcome{Status: StatusSucceeded})
-	require.NoError(t, err)
+	succeeded(t, e, a, u("/a/1"), u("/a/2"))
 	// Depth 1 (/b, /c) before depth 2 (/a/1, /a/2), discovery order within.
 	ps, c, err := e.f.Claim(ctx, job, 3, "tb", 42)
 	require.NoError(t, err)
@@ -764,4 +772,95 @@ func seedCounted(t *testing.T, e *env, maxAttempts int) (context.Context, string
 	_, err := e.f.Seed(ctx, job, u("/"), Config{MaxDepth: 1, MaxAttempts: maxAttempts, QueuedField: "items_queued"})
 	require.NoError(t, err)
 	return ctx, jobKey
+}
+
+// TestCompleteBatchSumsTheJobCounters: a batch of outcomes (a page sink
+// flush's) leaves the same state as completing them one at a time, with
+// one HINCRBY per job counter for all of them; a repeated batch changes
+// nothing, and a page the batch no longer holds gets its own error while
+// the others apply.
+func TestCompleteBatchSumsTheJobCounters(t *testing.T) {
+	counters := []JobCounter{{"items_downloaded", 1}, {"bytes_downloaded", 100}, {"r2xx", 1}}
+	css := OnceCounters{Key: "requisite " + u("/site.css"), Counters: []JobCounter{{"items_downloaded", 1}, {"bytes_downloaded", 10}}}
+	// claimed seeds a crawl of five pages besides the start page, done,
+	// and claims them.
+	claimed := func(t *testing.T) (*env, []Completion) {
+		e := newEnv(t, Options{})
+		ctx, _ := seedCounted(t, e, 3)
+		succeeded(t, e, claimOne(t, e, "seed"), numbered(u("/p%d"), 5)...)
+		ps, _, err := e.f.Claim(ctx, job, 5, "t", 0)
+		require.NoError(t, err)
+		require.Len(t, ps, 5)
+		var cs []Completion
+		for i, p := range ps {
+			o := Outcome{Status: StatusSucceeded, JobCounters: counters, Once: []OnceCounters{css}}
+			if i == 3 {
+				o = Outcome{Status: StatusTransient, Note: "timed out", JobCounters: []JobCounter{{"error_count", 1}}}
+			}
+			cs = append(cs, Completion{PageID: p.ID, Attempt: p.Attempts, Outcome: o})
+		}
+		return e, cs
+	}
+	hincrby := func(t *testing.T, e *env) int64 {
+		calls, err := testredis.CommandCalls(ctxT(t), e.rdb)
+		require.NoError(t, err)
+		return calls["hincrby"]
+	}
+	ctx := ctxT(t)
+	alone, cs := claimed(t)
+	before := hincrby(t, alone)
+	for _, c := range cs {
+		_, err := alone.f.Complete(ctx, job, c.PageID, c.Attempt, c.Outcome)
+		require.NoError(t, err)
+	}
+	aloneCalls := hincrby(t, alone) - before
+
+	e, cs := claimed(t)
+	before = hincrby(t, e)
+	var done []Completed
+	twice(t, e, func() error {
+		op, res, err := e.f.CompleteBatchOp(ctx, job, cs)
+		require.NoError(t, err)
+		var errs []error
+		done, errs, err = res(op(e.rdb))
+		require.NoError(t, err)
+		return errors.Join(errs...)
+	})
+	assert.Equal(t, testredis.Dump(t, alone.rdb, "*"), testredis.Dump(t, e.rdb, "*"), "the same state as one at a time")
+	assert.Equal(t, map[string]string{"items_queued": "1", "items_downloaded": "5", "bytes_downloaded": "410", "r2xx": "4", "error_count": "1"},
+		e.rdb.HGetAll(ctx, e.keys.Job(job)).Val())
+	assert.Equal(t, int64(1), done[0].Counts.Ready, "the counts after the batch")
+	for i := range done {
+		assert.False(t, done[i].Counted, "the repeat counted nothing")
+	}
+	if e.srv.Real() {
+		// The job's three counters, error_count and items_queued: once.
+		assert.LessOrEqual(t, hincrby(t, e)-before, aloneCalls-(4*3+3), "one HINCRBY per job counter field for the batch, then none for its repeat")
+	}
+
+	// A page claimed again by a later attempt: its own error.
+	e, cs = claimed(t)
+	n, _, err := e.f.ReleasePages(ctx, job, []int64{cs[1].PageID})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	p := claimOne(t, e, "t2")
+	require.Equal(t, cs[1].PageID, p.ID)
+	op, res, err := e.f.CompleteBatchOp(ctx, job, cs)
+	require.NoError(t, err)
+	done, errs, err := res(op(e.rdb))
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[1], ErrNotClaimed)
+	for i, err := range errs {
+		if i != 1 {
+			require.NoError(t, err)
+			assert.True(t, done[i].Counted)
+		}
+	}
+	assert.Equal(t, "4", e.rdb.HGet(ctx, e.keys.Job(job), "items_downloaded").Val(), "three pages and the stylesheet")
+
+	// Without a frontier: the batch's error.
+	op, res, err = e.f.CompleteBatchOp(ctx, "nojob", cs[:1])
+	require.NoError(t, err)
+	_, _, err = res(op(e.rdb))
+	require.ErrorIs(t, err, ErrNoFrontier)
 }

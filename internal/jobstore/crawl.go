@@ -213,32 +213,42 @@ type countedPage struct {
 	done    frontier.Completed
 }
 
-// counted writes what follows an applied outcome, for each page, in one
-// round trip: the job's heartbeat pulse and the page's hook events, and
-// its hooks' outcomes in the fleet's health, once, with the outcome the
+// counted writes what follows an applied outcome, for the pages, in one
+// round trip: the job's heartbeat pulses and the pages' hook events (one
+// write for all of them, its counters summed), and their hooks' outcomes
+// in the fleet's health (one write too), once, with the outcome the
 // frontier applied (a crash right after it loses them, never counts them
 // twice; a lost pulse is the next page's to give). The metrics count
 // exactly what the job's counters got.
 func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedPage) {
 	var ops []luascript.Op
-	var results []func(redis.Cmder) (bool, error) // nil: the command's error is all
+	var results []func(redis.Cmder) error // nil: the command's error is all
 	var what []string
+	events := make([]rkeys.PageEvents, len(pages))
+	for i, p := range pages {
+		events[i] = rkeys.PageEvents{OpID: fmt.Sprintf("%s/page-%d/attempt-%d", ident, p.id, p.attempt), URL: p.t.PageURL, Results: p.t.Results}
+	}
+	// One write for every page's heartbeat pulse and hook events: the
+	// counters summed (rkeys RecordPageEvents).
+	op, err := s.Redis.RecordPageEventsOp(ctx, ident, events)
+	if err != nil && s.Log != nil {
+		s.Log.Warn("hook events left out", zap.String("ident", ident), zap.Error(err))
+	}
+	if op != nil {
+		ops, results = append(ops, op), append(results, nil)
+		what = append(what, fmt.Sprintf("%d pages' heartbeat and hook events", len(pages)))
+	}
+	var health []fleethealth.Outcome
 	for _, p := range pages {
-		opID := fmt.Sprintf("%s/page-%d/attempt-%d", ident, p.id, p.attempt)
-		op, err := s.Redis.RecordPageEventsOp(ctx, ident, opID, p.t.PageURL, p.t.Results)
-		if err != nil && s.Log != nil {
-			s.Log.Warn("the page's heartbeat and hook events are not recorded", zap.String("ident", ident), zap.Int64("page", p.id), zap.Error(err))
-		}
-		if op != nil {
-			ops, results = append(ops, op), append(results, nil)
-			what = append(what, fmt.Sprintf("page %d's heartbeat and hook events", p.id))
-		}
 		for _, res := range p.t.Results {
-			if op, read := s.healthOp(ctx, ident, fleethealth.Outcome{Once: true, Result: res}); op != nil {
-				ops, results = append(ops, op), append(results, read)
-				what = append(what, fmt.Sprintf("page %d's hook %s in the fleet's health", p.id, res.Hook))
-			}
+			health = append(health, fleethealth.Outcome{Once: true, Result: res})
 		}
+	}
+	if op, read := s.healthOp(ctx, ident, health); op != nil {
+		ops, results = append(ops, op), append(results, read)
+		what = append(what, fmt.Sprintf("%d pages' hooks in the fleet's health", len(pages)))
+	}
+	for _, p := range pages {
 		metrics.Fetched(metrics.FetchPage, p.t.Responses)
 		for i, u := range p.urls {
 			if p.done.Once[i] {
@@ -252,7 +262,7 @@ func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedP
 	for i, c := range luascript.Pipeline(ctx, s.Redis.Client(), ops) {
 		err := c.Err()
 		if results[i] != nil {
-			_, err = results[i](c)
+			err = results[i](c)
 		}
 		if err != nil && s.Log != nil {
 			s.Log.Warn("not recorded: "+what[i], zap.String("ident", ident), zap.Error(err))
@@ -263,7 +273,8 @@ func (s *CrawlStore) counted(ctx context.Context, ident string, pages []countedP
 // RecordPages records finished page attempts in three round trips for all
 // of them (more only to settle depths their links lowered, once for all):
 // their log packets and links, then the outcomes of those whose links were
-// applied, then what follows an applied outcome (counted). Each part is
+// applied (one script, their job counters summed), then what follows an
+// applied outcome (counted). Each part is
 // repeat-safe (a log batch per page attempt, Discover's batches, an
 // outcome applied once), so a failed call is made again whole.
 func (s *CrawlStore) RecordPages(ctx context.Context, ident string, ws []activities.PageWrite) ([]activities.PageWritten, activities.PageCounts, error) {
@@ -328,42 +339,43 @@ func (s *CrawlStore) RecordPages(ctx context.Context, ident string, ws []activit
 		}
 		out[settle].Queued += promoted
 	}
-	ops = ops[:0]
-	type outcome struct {
-		page int
-		urls []string
-		res  func(redis.Cmder) (frontier.Completed, error)
-	}
-	var outcomes []outcome
+	// The outcomes in one script: their job counters summed (frontier
+	// CompleteBatchOp).
+	var cs []frontier.Completion
+	var pages []int // ws index of each completion
+	var urls [][]string
 	for i, w := range ws {
 		if out[i].Superseded != nil {
 			continue
 		}
-		o, urls := s.outcome(w.Status, w.Note, w.NotBefore, w.Tally)
+		o, u := s.outcome(w.Status, w.Note, w.NotBefore, w.Tally)
 		o.Last = w.Last
-		op, res, err := s.Frontier.CompleteOp(ctx, ident, w.PageID, w.Attempt, o)
-		if err != nil {
-			return nil, activities.PageCounts{}, crawlErr(err)
-		}
-		outcomes = append(outcomes, outcome{page: i, urls: urls, res: res})
-		ops = append(ops, op)
+		cs, pages, urls = append(cs, frontier.Completion{PageID: w.PageID, Attempt: w.Attempt, Outcome: o}), append(pages, i), append(urls, u)
 	}
 	var counts *frontier.Counts
 	var counted []countedPage
-	for i, c := range luascript.Pipeline(ctx, rdb, ops) {
-		o := outcomes[i]
-		w := ws[o.page]
-		done, err := o.res(c)
-		if errors.Is(err, frontier.ErrNotClaimed) {
-			out[o.page].Superseded = crawlErr(err)
-			continue
-		}
+	if len(cs) > 0 {
+		op, res, err := s.Frontier.CompleteBatchOp(ctx, ident, cs)
 		if err != nil {
-			return nil, activities.PageCounts{}, fmt.Errorf("complete page %d of %s: %w", w.PageID, ident, crawlErr(err))
+			return nil, activities.PageCounts{}, crawlErr(err)
 		}
-		counts = &done.Counts
-		if done.Counted {
-			counted = append(counted, countedPage{w.PageID, w.Attempt, w.Tally, o.urls, done})
+		done, errs, err := res(luascript.Pipeline(ctx, rdb, []luascript.Op{op})[0])
+		if err != nil {
+			return nil, activities.PageCounts{}, fmt.Errorf("complete %d pages of %s: %w", len(cs), ident, crawlErr(err))
+		}
+		for j, d := range done {
+			w := ws[pages[j]]
+			if errors.Is(errs[j], frontier.ErrNotClaimed) {
+				out[pages[j]].Superseded = crawlErr(errs[j])
+				continue
+			}
+			if errs[j] != nil {
+				return nil, activities.PageCounts{}, fmt.Errorf("complete page %d of %s: %w", w.PageID, ident, crawlErr(errs[j]))
+			}
+			counts = &d.Counts
+			if d.Counted {
+				counted = append(counted, countedPage{w.PageID, w.Attempt, w.Tally, urls[j], d})
+			}
 		}
 	}
 	s.counted(ctx, ident, counted)

@@ -106,7 +106,8 @@ func (s *RedisStore) RecordResult(ctx context.Context, in activities.ResultInput
 // worker's when empty), exactly once per key
 // (the outcome's idempotency key, unique per hook outcome in its workflow
 // run). RecordResult calls it for every result it records; a crawl page's
-// hooks go through CrawlStore's counted writes (healthOp). An
+// hooks go through CrawlStore's counted writes (healthOp: a flush's
+// together). An
 // outcome the health cannot hold (a name it refuses) is left out: health
 // never fails a job.
 func (s *RedisStore) RecordHealth(ctx context.Context, ident, key string, res model.ArchiveResult) error {
@@ -142,18 +143,29 @@ func (s *RedisStore) healthOutcome(ident string, o fleethealth.Outcome) fleethea
 	return o
 }
 
-// healthOp is recordHealth as an op of a pipeline (luascript.Pipeline),
-// with its result; nil when there is nothing to write (no fleet health,
-// or an outcome it cannot hold: health never fails a job).
-func (s *RedisStore) healthOp(ctx context.Context, ident string, o fleethealth.Outcome) (luascript.Op, func(redis.Cmder) (bool, error)) {
+// healthOp is recordHealth of several outcomes as one op of a pipeline
+// (luascript.Pipeline: fleethealth RecordBatchOp), with its result; nil
+// when there is nothing to write (no fleet health, or no outcome it can
+// hold: one it cannot is left out, health never fails a job).
+func (s *RedisStore) healthOp(ctx context.Context, ident string, os []fleethealth.Outcome) (luascript.Op, func(redis.Cmder) error) {
 	if s.Health == nil {
 		return nil, nil
 	}
-	op, res, err := s.Health.RecordOp(ctx, s.healthOutcome(ident, o))
-	if err != nil {
-		return nil, nil // fleethealth.ErrInvalid: its only error before a write
+	var valid []fleethealth.Outcome
+	for _, o := range os {
+		o = s.healthOutcome(ident, o)
+		if _, _, err := s.Health.RecordOp(ctx, o); err == nil { // fleethealth.ErrInvalid: its only error before a write
+			valid = append(valid, o)
+		}
 	}
-	return op, res
+	if len(valid) == 0 {
+		return nil, nil
+	}
+	op, res, err := s.Health.RecordBatchOp(ctx, valid)
+	if err != nil {
+		return nil, nil
+	}
+	return op, func(c redis.Cmder) error { _, err := res(c); return err }
 }
 
 // FinishJob logs why a job did not finish cleanly, then finishes it once.

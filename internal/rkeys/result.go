@@ -145,7 +145,7 @@ func (s *Store) RecordResult(ctx context.Context, ident, opID string, r model.Ar
 // recordResultScript counts one final ArchiveResult exactly once.
 // ARGV: op_key status bytes_fetched downloaded own(0|1) r1xx r2xx r3xx r4xx r5xx
 // runk errors event_json events_ttl ts title unknown tags...
-var recordResultScript = newScript([]string{"job", "ops", "events", "counters", "instance_counters", "tags"}, false, `
+var recordResultScript = newScript([]string{"job", "ops", "events", "counters", "instance_counters", "tags"}, false, luaCountEvents+`
 if redis.call('EXISTS', job) == 0 then return CODE_NOT_FOUND end
 if redis.call('SADD', ops, ARGV[1]) == 0 then return CODE_NOOP end
 inherit_ttl(job, ops)
@@ -170,86 +170,136 @@ if #ARGV > 17 then
 end
 redis.call('RPUSH', events, ARGV[13])
 redis.call('EXPIRE', events, ARGV[14])
-for _, k in ipairs({counters, instance_counters}) do
-  redis.call('HINCRBY', k, 'all', 1)
-  redis.call('HINCRBY', k, status, 1)
-end
--- event_counters:HOST:PID expires like executive_instance:HOST:PID.
-redis.call('EXPIRE', instance_counters, ARGV[14])
+count_events(counters, instance_counters, ARGV[14], 1, {status, 1})
 return CODE_APPLIED
 `)
+
+// luaCountEvents defines count_events(counters, instance_counters, ttl,
+// all, by_status), the one way final hook results are counted in
+// event_counters and event_counters:HOST:PID (a snapshot hook's alone,
+// RecordResult; a page sink flush's together, RecordPageEvents): one
+// HINCRBY per field however many results, all = how many, by_status =
+// {status, n, ...}. event_counters:HOST:PID expires after ttl seconds, like
+// executive_instance:HOST:PID.
+const luaCountEvents = `
+local function count_events(counters, instance_counters, ttl, all, by_status)
+  for _, k in ipairs({counters, instance_counters}) do
+    redis.call('HINCRBY', k, 'all', all)
+    for i = 1, #by_status, 2 do redis.call('HINCRBY', k, by_status[i], by_status[i + 1]) end
+  end
+  redis.call('EXPIRE', instance_counters, ttl)
+end
+`
 
 // errMalformed marks a Redis value that does not have the documented encoding.
 var errMalformed = errors.New("malformed redis value")
 
-// RecordPageEvents pulses the job's heartbeat (as Heartbeat does: a
-// recorded page is a sign of life) and counts each final result of one
-// crawl page attempt's hooks in event_counters / event_counters:HOST:PID,
-// as RecordResult does a snapshot hook's, appending its Flapjack event to
-// events_archive:HOUR when it is not ok (warning or critical; every one
-// with Options.AllPageEvents), in one round trip. It is not repeat-safe by
-// itself: its caller calls it once per page attempt whose outcome the
-// frontier applied (jobstore CrawlStore.Complete). opID names the attempt
-// in each event's op_id (opID/HOOK). A missing job hash is not recreated.
-func (s *Store) RecordPageEvents(ctx context.Context, ident, opID, pageURL string, results []model.ArchiveResult) error {
-	op, err := s.RecordPageEventsOp(ctx, ident, opID, pageURL, results)
-	if err != nil {
-		return err
+// PageEvents are the final hook results of one crawl page attempt
+// (RecordPageEvents).
+type PageEvents struct {
+	// OpID names the attempt in each event's op_id (OpID/HOOK).
+	OpID string
+	// URL is the page's, each event's page.
+	URL     string
+	Results []model.ArchiveResult
+}
+
+// RecordPageEvents records the hook results of crawl page attempts (a
+// page sink flush's, or one page's) in one round trip: it pulses the job's
+// heartbeat once for each page (as Heartbeat does: a recorded page is a
+// sign of life), counts every result in event_counters /
+// event_counters:HOST:PID as RecordResult does a snapshot hook's (the
+// same count_events, one HINCRBY per field for all of them), and appends
+// each result's Flapjack event to events_archive:HOUR when it is not ok
+// (warning or critical; every one with Options.AllPageEvents), in page
+// and hook order. It is not repeat-safe by itself: its caller calls it
+// once for the page attempts whose outcomes the frontier applied
+// (jobstore CrawlStore.Complete, RecordPages). A missing job hash is not
+// recreated. A result of an unknown status is left out, and its page
+// named in the error; the others are recorded.
+func (s *Store) RecordPageEvents(ctx context.Context, ident string, pages []PageEvents) error {
+	op, err := s.RecordPageEventsOp(ctx, ident, pages)
+	if op != nil {
+		if werr := op(s.rdb).Err(); werr != nil {
+			return errors.Join(err, fmt.Errorf("record page events of job %s: %w", ident, werr))
+		}
 	}
-	if err := op(s.rdb).Err(); err != nil {
-		return fmt.Errorf("record page events of job %s: %w", ident, err)
-	}
-	return nil
+	return err
 }
 
 // RecordPageEventsOp is RecordPageEvents as an op of a pipeline
-// (luascript.Pipeline: many pages' events in one round trip); its
-// command's error is the write's.
-func (s *Store) RecordPageEventsOp(ctx context.Context, ident, opID, pageURL string, results []model.ArchiveResult) (luascript.Op, error) {
+// (luascript.Pipeline); its command's error is the write's. The op is
+// nil when there is nothing to write (no pages, or none valid); err names
+// the results left out.
+func (s *Store) RecordPageEventsOp(ctx context.Context, ident string, pages []PageEvents) (luascript.Op, error) {
 	now := s.now()
-	args := []any{seconds(s.opts.EventsTTL), unixInt(now)}
-	for _, r := range results {
-		if _, err := model.ParseStatus(string(r.Status)); err != nil {
-			return nil, fmt.Errorf("record page events of job %s hook %s: %w: %w", ident, r.Hook, ErrInvalid, err)
-		}
-		ev := s.event(ident, opID+"/"+r.Hook, r, 0)
-		ev.Page = pageURL
-		evJSON := ""
-		if ev.State != "ok" || s.opts.AllPageEvents {
+	var errs []error
+	var events []any
+	var statuses []string
+	byStatus := map[string]int64{}
+	n, all := 0, int64(0)
+	for _, p := range pages {
+		valid := false
+		for _, r := range p.Results {
+			if _, err := model.ParseStatus(string(r.Status)); err != nil {
+				errs = append(errs, fmt.Errorf("record page events of job %s page %s hook %s: %w: %w", ident, p.URL, r.Hook, ErrInvalid, err))
+				continue
+			}
+			valid = true
+			all++
+			st := string(r.Status)
+			if _, ok := byStatus[st]; !ok {
+				statuses = append(statuses, st)
+			}
+			byStatus[st]++
+			ev := s.event(ident, p.OpID+"/"+r.Hook, r, 0)
+			ev.Page = p.URL
+			if ev.State == "ok" && !s.opts.AllPageEvents {
+				continue
+			}
 			b, err := json.Marshal(ev)
 			if err != nil {
-				return nil, fmt.Errorf("record page events of job %s hook %s: encode event: %w", ident, r.Hook, err)
+				errs = append(errs, fmt.Errorf("record page events of job %s hook %s: encode event: %w", ident, r.Hook, err))
+				continue
 			}
-			evJSON = string(b)
+			events = append(events, string(b))
 		}
-		args = append(args, string(r.Status), evJSON)
+		if valid || len(p.Results) == 0 {
+			n++
+		}
 	}
+	if n == 0 {
+		return nil, errors.Join(errs...)
+	}
+	args := []any{seconds(s.opts.EventsTTL), unixInt(now), n, all, len(statuses)}
+	for _, st := range statuses {
+		args = append(args, st, byStatus[st])
+	}
+	args = append(args, events...)
 	keys := map[string]string{"job": s.keys.Job(ident), "events": s.keys.EventsArchive(now),
 		"counters": s.keys.EventCounters(), "instance_counters": s.keys.InstanceEventCounters(s.opts.Host, s.opts.PID)}
-	return func(c redis.Cmdable) redis.Cmder { return s.runOn(ctx, c, recordPageEventsScript, keys, nil, args...) }, nil
+	return func(c redis.Cmdable) redis.Cmder { return s.runOn(ctx, c, recordPageEventsScript, keys, nil, args...) }, errors.Join(errs...)
 }
 
-// recordPageEventsScript pulses the job's heartbeat, counts a page
-// attempt's hook results and appends their events ("" = counted only).
-// ARGV: events_ttl ts, then status event_json per hook.
-var recordPageEventsScript = newScript([]string{"job", "events", "counters", "instance_counters"}, false, `
+// recordPageEventsScript pulses the job's heartbeat once per page, counts
+// the pages' hook results and appends their events.
+// ARGV: events_ttl ts pages results m, then m status count pairs, then the
+// events to append.
+var recordPageEventsScript = newScript([]string{"job", "events", "counters", "instance_counters"}, false, luaCountEvents+`
 if redis.call('EXISTS', job) == 1 then
   redis.call('HSET', job, 'heartbeat_at', ARGV[2], 'ts', ARGV[2])
-  redis.call('HINCRBY', job, 'heartbeat', 1)
+  redis.call('HINCRBY', job, 'heartbeat', ARGV[3])
 end
-local appended = false
-for i = 3, #ARGV, 2 do
-  if ARGV[i + 1] ~= '' then
-    redis.call('RPUSH', events, ARGV[i + 1])
-    appended = true
-  end
-  for _, k in ipairs({counters, instance_counters}) do
-    redis.call('HINCRBY', k, 'all', 1)
-    redis.call('HINCRBY', k, ARGV[i], 1)
-  end
+local m = tonumber(ARGV[5])
+local first = 6 + 2 * m
+for i = first, #ARGV, 1000 do
+  redis.call('RPUSH', events, unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
-if appended then redis.call('EXPIRE', events, ARGV[1]) end
--- event_counters:HOST:PID expires like executive_instance:HOST:PID.
-if #ARGV > 2 then redis.call('EXPIRE', instance_counters, ARGV[1]) end
+if #ARGV >= first then redis.call('EXPIRE', events, ARGV[1]) end
+if m > 0 then
+  local by_status = {}
+  for i = 6, first - 1 do by_status[#by_status + 1] = ARGV[i] end
+  count_events(counters, instance_counters, ARGV[1], tonumber(ARGV[4]), by_status)
+end
 return 0
 `)

@@ -2,7 +2,9 @@ package rkeys
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
 func TestCreateJobWritesLayout(t *testing.T) {
@@ -604,7 +607,7 @@ func TestRecordPageEventsCountsEveryResultAndKeepsTheProblems(t *testing.T) {
 				{Plugin: "pagefetch", Hook: "on_Snapshot__10_pagefetch.py", Step: 1, Status: model.StatusSucceeded, OutputStr: "200 OK", Attempts: 2, StartedAt: t0, EndedAt: t0.Add(time.Second)},
 				{Plugin: "title", Hook: "on_Snapshot__60_title.py", Step: 6, Status: model.StatusFailed, Error: "no <title>", Attempts: 2, StartedAt: t0, EndedAt: t0.Add(time.Second)},
 			}
-			require.NoError(t, e.store.RecordPageEvents(ctx, j.Ident, "job/page-7/attempt-2", "http://example.com/a", results))
+			require.NoError(t, e.store.RecordPageEvents(ctx, j.Ident, []PageEvents{{OpID: "job/page-7/attempt-2", URL: "http://example.com/a", Results: results}}))
 			evKey := e.store.keys.EventsArchive(e.store.now())
 			var evs []map[string]any
 			for _, raw := range e.rdb.LRange(ctx, evKey, 0, -1).Val() {
@@ -641,38 +644,79 @@ func TestRecordPageEventsCountsEveryResultAndKeepsTheProblems(t *testing.T) {
 			}
 			assert.Equal(t, before, after)
 
-			err := e.store.RecordPageEvents(ctx, j.Ident, "job/page-8/attempt-1", "http://example.com/b",
-				[]model.ArchiveResult{{Hook: "x.sh", Status: "bogus"}})
+			err := e.store.RecordPageEvents(ctx, j.Ident, []PageEvents{{OpID: "job/page-8/attempt-1", URL: "http://example.com/b",
+				Results: []model.ArchiveResult{{Hook: "x.sh", Status: "bogus"}}}})
 			require.ErrorIs(t, err, ErrInvalid)
 			assert.Contains(t, err.Error(), "x.sh")
+			assert.Equal(t, "1", e.rdb.HGet(ctx, j.Ident, "heartbeat").Val(), "a page of invalid results only is not recorded")
 		})
 	}
 }
 
-// A job's nice is written at creation, changed by SetNice (range checked)
-// and read back by GetJob; a hash without it (a job ArchiveBot's bot
-// queued) reads as 0.
-func TestNiceIsStoredAndRead(t *testing.T) {
-	e := newEnv(t, Options{})
-	ctx := ctxT(t)
-	j := testJob(t, "http://example.com/nice")
-	j.Nice = 5
-	require.NoError(t, e.store.CreateJob(ctx, j))
-	v, err := e.store.GetJob(ctx, j.Ident)
-	require.NoError(t, err)
-	assert.Equal(t, 5, v.Nice)
-	require.NoError(t, e.store.SetNice(ctx, j.Ident, -20))
-	assert.Equal(t, "-20", e.rdb.HGet(ctx, j.Ident, FieldNice).Val())
-	err = e.store.SetNice(ctx, j.Ident, 20)
-	require.ErrorIs(t, err, ErrInvalid)
-	assert.Contains(t, err.Error(), "nice 20: must be between -20 and 19")
-	require.ErrorIs(t, e.store.SetNice(ctx, "nojob", 1), ErrJobNotFound)
-	bad := testJob(t, "http://example.com/bad")
-	bad.Nice = -21
-	require.Error(t, e.store.CreateJob(ctx, bad))
+// A page sink flush records its pages' hook events in one write whose
+// counters are summed: one HINCRBY per field however many pages and
+// hooks, with the same final values as one page at a time, the events in
+// page and hook order, and a result of an unknown status left out alone.
+func TestRecordPageEventsSumsTheCountersOfManyPages(t *testing.T) {
+	pages := func() []PageEvents {
+		var out []PageEvents
+		for i := range 5 {
+			out = append(out, PageEvents{OpID: fmt.Sprintf("job/page-%d/attempt-1", i+2), URL: fmt.Sprintf("http://example.com/%d", i),
+				Results: []model.ArchiveResult{
+					{Plugin: "pagefetch", Hook: "pagefetch", Status: model.StatusSucceeded},
+					{Plugin: "title", Hook: "title", Status: model.StatusSucceeded},
+					{Plugin: "outlinks", Hook: "outlinks", Status: []model.Status{model.StatusSucceeded, model.StatusFailed}[i%2]},
+				}})
+		}
+		return out
+	}
+	record := func(t *testing.T, together bool) (*env, map[string]map[string]string, []string) {
+		e := newEnv(t, Options{EventsTTL: time.Hour})
+		ctx := ctxT(t)
+		j := testJob(t, "http://example.com/")
+		require.NoError(t, e.store.CreateJob(ctx, j))
+		if together {
+			require.NoError(t, e.store.RecordPageEvents(ctx, j.Ident, pages()))
+		} else {
+			for _, p := range pages() {
+				require.NoError(t, e.store.RecordPageEvents(ctx, j.Ident, []PageEvents{p}))
+			}
+		}
+		out := map[string]map[string]string{}
+		for _, k := range []string{j.Ident, "event_counters", "event_counters:worker1:4242"} {
+			out[strings.ReplaceAll(k, j.Ident, "IDENT")] = e.rdb.HGetAll(ctx, k).Val()
+		}
+		var evs []string
+		for _, raw := range e.rdb.LRange(ctx, e.store.keys.EventsArchive(e.store.now()), 0, -1).Val() {
+			var ev Event
+			require.NoError(t, json.Unmarshal([]byte(raw), &ev))
+			evs = append(evs, ev.OpID+" "+ev.Page+" "+ev.State)
+		}
+		return e, out, evs
+	}
+	_, alone, alonEvents := record(t, false)
+	e, together, events := record(t, true)
+	assert.Equal(t, alone, together)
+	assert.Equal(t, "5", together["IDENT"]["heartbeat"])
+	assert.Equal(t, map[string]string{"all": "15", "succeeded": "13", "failed": "2"}, together["event_counters"])
+	assert.Equal(t, alonEvents, events)
+	assert.Equal(t, []string{"job/page-3/attempt-1/outlinks http://example.com/1 critical", "job/page-5/attempt-1/outlinks http://example.com/3 critical"}, events)
+	if e.srv.Real() {
+		// heartbeat, then all, succeeded and failed of each counters hash.
+		calls, err := testredis.CommandCalls(ctxT(t), e.rdb)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1+2*3), calls["hincrby"], "one HINCRBY per field for 15 results")
+	}
 
-	require.NoError(t, e.rdb.HDel(ctx, j.Ident, FieldNice).Err())
-	v, err = e.store.GetJob(ctx, j.Ident)
-	require.NoError(t, err)
-	assert.Zero(t, v.Nice)
+	e = newEnv(t, Options{EventsTTL: time.Hour})
+	ctx := ctxT(t)
+	j := testJob(t, "http://example.com/")
+	require.NoError(t, e.store.CreateJob(ctx, j))
+	ps := pages()[:2]
+	ps[0].Results[2].Status = "bogus"
+	err := e.store.RecordPageEvents(ctx, j.Ident, ps)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "http://example.com/0")
+	assert.Equal(t, map[string]string{"all": "5", "succeeded": "4", "failed": "1"}, e.rdb.HGetAll(ctx, "event_counters").Val(), "the bogus result alone left out")
+	assert.Equal(t, "2", e.rdb.HGet(ctx, j.Ident, "heartbeat").Val())
 }

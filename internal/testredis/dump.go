@@ -82,3 +82,29 @@ func UsedMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
 	}
 	return 0, fmt.Errorf("INFO memory: no used_memory")
 }
+
+// CommandCalls is how many calls of each command the server ran, by
+// command name in lower case (INFO commandstats: a script's own calls
+// included, the script call too), so a test or bench can count the
+// commands a write costs. miniredis (the fallback) has none: an empty
+// map.
+func CommandCalls(ctx context.Context, rdb redis.UniversalClient) (map[string]int64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("INFO commandstats line %q: %w", line, err)
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return out, nil
+}
