@@ -223,6 +223,9 @@ func printRetry(a *app, id, url string, r submit.Retried) {
 		fmt.Fprintf(a.stdout, "continuing crawl %s (%s): %d page(s) left to fetch\n", id, url, r.PageCount)
 		return
 	}
+	if r.PageCount == 0 {
+		return // a cut-short list, and no failed page
+	}
 	fmt.Fprintf(a.stdout, "retrying %d failed page(s) of crawl %s (%s):\n", r.PageCount, id, url)
 	for _, p := range r.Pages[:min(len(r.Pages), retryShownPages)] {
 		fmt.Fprintf(a.stdout, "  %s (depth %d): %s\n", p.URL, p.Depth, oneLine(p.Note))

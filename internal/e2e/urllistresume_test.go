@@ -93,7 +93,8 @@ func TestURLListCutShortIsSeededToItsEndByRetry(t *testing.T) {
 	res = runStarter(t, bin, s, "retry", job.Ident, "--wait")
 	require.Equal(t, 0, res.code, "starter retry --wait: %s%s", res.stdout, res.stderr)
 	assert.Contains(t, res.stdout, "its URL list was cut short")
-	assert.Contains(t, res.stdout, job.Ident+" finished")
+	assert.Contains(t, res.stdout, job.Ident+"  FINISHED ")
+	assert.NotContains(t, res.stdout, "retrying 0 failed page(s)", "no failed page to list")
 	st = workflows.CrawlStatus{}
 	require.NoError(t, s.Client.GetWorkflow(ctx, job.Ident, "").Get(ctx, &st))
 	assert.Equal(t, model.StateFinished, st.State, st.Error)
