@@ -55,7 +55,7 @@ goes on with it, or submit it again with --force), when nothing failed (--contin
 			"starter retry 3mlbkdu1fpo7wt4lr2qf1mpsw --continue --max-pages 5000",
 		},
 		flags: func(fs *pflag.FlagSet) {
-			fs.Bool("wait", false, "wait for the retry and exit 1 if the job ends failed")
+			fs.Bool("wait", false, "follow the retry as submit --wait follows a job (live view on a terminal); exit 1 if the job ends failed")
 			fs.Bool("continue", false, "a crawl: go on with the pages it left (after a limit), fetching none twice")
 			addLimitFlags(fs)
 		},
@@ -104,7 +104,7 @@ crawl with no page left.`,
 			"starter unabort 3mlbkdu1fpo7wt4lr2qf1mpsw --wait",
 		},
 		flags: func(fs *pflag.FlagSet) {
-			fs.Bool("wait", false, "wait for the new run and exit 1 if the job ends failed")
+			fs.Bool("wait", false, "follow the new run as submit --wait follows a job (live view on a terminal); exit 1 if the job ends failed")
 		},
 		run: runUnabort,
 	}
