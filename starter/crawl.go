@@ -19,6 +19,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/jobctl"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/pageindex"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/scope"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -41,8 +42,8 @@ type crawlJSON struct {
 	// Cuts counts losses to a limit: bodies cut short, links dropped over
 	// a cap or refused by the frontier (the job hash's cut_count).
 	Cuts int64 `json:"cut_count"`
-	// Bytes is the crawl's bytes_downloaded (a --wait outcome's; status
-	// shows the job's bytes line).
+	// Bytes is the crawl's bytes_downloaded (status shows it on the
+	// job's bytes line).
 	Bytes       int64                  `json:"bytes_downloaded,omitempty"`
 	Responses   model.ResponseCounts   `json:"responses"`
 	Pages       frontier.StateCounts   `json:"pages"`
@@ -85,6 +86,18 @@ func crawlStatus(ctx context.Context, b *backend.Backend, id string) (*crawlJSON
 		out.RetryAt = &c.RetryAt
 	}
 	return out, nil
+}
+
+// jobCrawl is crawl job v's pages (its frontier) and counters (its job
+// hash); nil when it has no frontier (yet, or any more).
+func jobCrawl(ctx context.Context, b *backend.Backend, v rkeys.JobView) (*crawlJSON, error) {
+	c, err := crawlStatus(ctx, b, v.Ident)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	c.ItemsQueued, c.ItemsDownloaded, c.Responses, c.Cuts = v.ItemsQueued, v.ItemsDownloaded, v.Responses, v.Cuts
+	c.Bytes = v.BytesDownloaded
+	return c, nil
 }
 
 // printCrawl prints a crawl's pages by state and by depth.

@@ -227,11 +227,8 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	j.WACZ = toWACZJSON(v.Archive)
 	hooksOf := v
 	if v.FetchDepth == model.FetchInf {
-		if j.Crawl, err = crawlStatus(ctx, b, id); err != nil {
+		if j.Crawl, err = jobCrawl(ctx, b, v); err != nil {
 			return err
-		}
-		if j.Crawl != nil {
-			j.Crawl.ItemsQueued, j.Crawl.ItemsDownloaded, j.Crawl.Responses, j.Crawl.Cuts = v.ItemsQueued, v.ItemsDownloaded, v.Responses, v.Cuts
 		}
 		// A crawl's hooks table is its start page's: the seed snapshot.
 		hooksOf.WorkflowID, hooksOf.RunID = workflows.CrawlSeedID(workflowID(v)), ""

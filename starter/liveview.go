@@ -78,13 +78,13 @@ func (t *textReporter) read(ctx context.Context, i int) (progress, bool) {
 	}
 	pr := progressOf(v)
 	if v.FetchDepth == model.FetchInf {
-		pr.Crawl, pr.Items = true, v.ItemsDownloaded
-		c, err := crawlStatus(ctx, t.b, v.Ident)
+		pr.Crawl = true
+		c, err := jobCrawl(ctx, t.b, v)
 		if err != nil {
 			return progress{}, false
 		}
 		if c != nil { // nil: no frontier yet
-			pr.PagesDone, pr.Pages = c.Pages.Done+c.Pages.Skipped, c.Total
+			pr.PagesDone, pr.Pages, pr.Items = c.Pages.Done+c.Pages.Skipped, c.Total, c.ItemsDownloaded
 		}
 	}
 	return pr, true

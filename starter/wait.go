@@ -281,22 +281,11 @@ func (a *app) outcomeOf(ctx context.Context, inv *invocation, b *backend.Backend
 	if v, err := b.Store.GetJob(ctx, j.Ident); err == nil {
 		o.WACZ = toWACZJSON(v.Archive)
 		if v.FetchDepth == model.FetchInf {
-			o.Crawl = endedCrawl(ctx, b, v)
+			// Unread (nil), the outcome says only how the crawl ended.
+			o.Crawl, _ = jobCrawl(ctx, b, v)
 		}
 	}
 	return o
-}
-
-// endedCrawl is an ended crawl's pages and counters, or nil when its
-// frontier cannot be read (the outcome then says only how it ended).
-func endedCrawl(ctx context.Context, b *backend.Backend, v rkeys.JobView) *crawlJSON {
-	c, err := crawlStatus(ctx, b, v.Ident)
-	if err != nil || c == nil {
-		return nil
-	}
-	c.ItemsQueued, c.ItemsDownloaded, c.Responses, c.Cuts = v.ItemsQueued, v.ItemsDownloaded, v.Responses, v.Cuts
-	c.Bytes = v.BytesDownloaded
-	return c
 }
 
 // printOutcome prints how a job ended, its hooks table, where its files
