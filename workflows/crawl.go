@@ -685,8 +685,8 @@ func (c *crawl) setCounts(n activities.PageCounts) {
 // handOn drains and continues as new, carrying the run's state.
 func (c *crawl) handOn() (CrawlStatus, error) {
 	c.upsertSearchAttributes()
-	if err := workflow.Await(c.dctx, func() bool { return workflow.AllHandlersFinished(c.dctx) && c.writes.idle() }); err != nil {
-		return c.status(), fmt.Errorf("await handlers of %s: %w", c.ident(), err)
+	if err := c.awaitEnd(); err != nil {
+		return c.status(), err
 	}
 	next := c.in
 	next.Settings = c.settings.current
@@ -885,19 +885,6 @@ func (c *crawl) sealWACZ() {
 	c.log().Info("crawl sealed into its WACZ", "host_queue", host, "wacz", rep.WACZ, "error", rep.Error, "missing_warcs", len(rep.Missing))
 	ar := rep.Archive(c.ident())
 	c.write("set wacz", poolActs.SetArchive, ar)
-}
-
-// finalState decides the crawl's final state and error.
-func (c *crawl) finalState() (model.JobState, string) {
-	switch {
-	case c.job.aborted:
-		return model.StateAborted, c.job.stopReason
-	case c.job.stopReason != "":
-		return model.StateFailed, c.job.stopReason
-	case c.job.failure != "":
-		return model.StateFailed, c.job.failure
-	}
-	return model.StateFinished, ""
 }
 
 // finishedAt is the limit the crawl finished at ("" when it did not).

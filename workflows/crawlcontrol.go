@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -53,17 +55,10 @@ func (c *crawl) status() CrawlStatus {
 		Ident: c.ident(), URL: c.in.Crawl.Job.URL, Kind: "crawl", State: c.shownState(), RetryAt: c.shownRetryAt(), Run: c.carry.Run,
 		MaxDepth: c.in.Crawl.MaxDepth, Settings: c.settings.current, SettingsVersion: c.settings.version,
 		Rules: c.rules, Counts: c.counts, PagesLaunched: c.carry.Pages + c.launched, SeedDone: c.carry.SeedDone,
-		Hosts: slices.Clone(c.carry.SetupHosts), StartURLs: slices.Clone(c.in.Crawl.Scope.StartURLs), Error: c.job.failure,
-		Limit: c.limitReached(),
+		Hosts: slices.Clone(c.carry.SetupHosts), StartURLs: slices.Clone(c.in.Crawl.Scope.StartURLs),
+		Error: cmp.Or(c.job.failure, c.job.stopReason), Limit: c.limitReached(),
 	}
-	if st.Error == "" && c.job.stopReason != "" {
-		st.Error = c.job.stopReason
-	}
-	ids := make([]int64, 0, len(c.inflight))
-	for id := range c.inflight {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(c.inflight))
 	for _, id := range ids[:min(len(ids), maxStatusPages)] {
 		st.InFlight = append(st.InFlight, c.inflight[id])
 	}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -106,10 +107,7 @@ func (c *crawl) failWaiting() {
 	if !c.laterOn() || (!c.stopping() && c.job.failure == "") {
 		return
 	}
-	why := c.job.stopReason
-	if why == "" {
-		why = c.job.failure
-	}
+	why := cmp.Or(c.job.stopReason, c.job.failure)
 	in := activities.FailWaitingInput{Ident: c.ident(), Note: "later retry not run (" + why + ")"}
 	var counts activities.PageCounts
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.FailWaitingPages, in).Get(c.dctx, &counts); err != nil {

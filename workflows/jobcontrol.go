@@ -132,16 +132,36 @@ func (c *control) startDeadline(left time.Duration, set bool) func() {
 	if !set {
 		return func() {}
 	}
+	return c.after(left, "job max duration", func() { c.stop(reasonDeadline, false) })
+}
+
+// after runs fn once a timer named summary has waited left (at once when
+// left ≤ 0), unless the returned cancel comes first.
+func (c *control) after(left time.Duration, summary string, fn func()) workflow.CancelFunc {
 	tctx, cancel := workflow.WithCancel(c.dctx)
 	workflow.Go(tctx, func(gc workflow.Context) {
 		if left > 0 {
-			if err := workflow.NewTimerWithOptions(gc, left, workflow.TimerOptions{Summary: "job max duration"}).Get(gc, nil); err != nil {
+			if err := workflow.NewTimerWithOptions(gc, left, workflow.TimerOptions{Summary: summary}).Get(gc, nil); err != nil {
 				return
 			}
 		}
-		c.stop(reasonDeadline, false)
+		fn()
 	})
 	return cancel
+}
+
+// finalState decides the job's final state and error from a stop or a
+// failure: finished when neither happened.
+func (c *control) finalState() (model.JobState, string) {
+	switch {
+	case c.job.aborted:
+		return model.StateAborted, c.job.stopReason
+	case c.job.stopReason != "":
+		return model.StateFailed, c.job.stopReason
+	case c.job.failure != "":
+		return model.StateFailed, c.job.failure
+	}
+	return model.StateFinished, ""
 }
 
 // refuseChange refuses any change (what: the update's name) once the job

@@ -67,16 +67,7 @@ func (c *crawl) armDurationLimit() {
 		return
 	}
 	left := c.durationStart().Add(d).Sub(workflow.Now(c.dctx))
-	tctx, cancel := workflow.WithCancel(c.dctx)
-	c.limits.cancel = cancel
-	workflow.Go(tctx, func(gc workflow.Context) {
-		if left > 0 {
-			if err := workflow.NewTimerWithOptions(gc, left, workflow.TimerOptions{Summary: "crawl duration limit"}).Get(gc, nil); err != nil {
-				return
-			}
-		}
-		c.limits.wake++
-	})
+	c.limits.cancel = c.after(left, "crawl duration limit", func() { c.limits.wake++ })
 }
 
 func (c *crawl) disarmDurationLimit() {

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"time"
@@ -129,21 +130,10 @@ func (s *snapshot) failWaiting() {
 			continue
 		}
 		res.RetryAt = nil
-		res.Error = "later retry not run (" + s.stopWords() + "): " + res.Error
+		res.Error = "later retry not run (" + cmp.Or(s.job.stopReason, s.job.failure, "host lost") + "): " + res.Error
 		s.claim.results[h.Key()] = res
 		s.hash.result(activities.ResultInput{Ident: s.in.Job.Ident, Result: res, Counters: s.claim.counters, Key: s.runKey(h)})
 	}
-}
-
-// stopWords says why a job stopped waiting.
-func (s *snapshot) stopWords() string {
-	switch {
-	case s.job.stopReason != "":
-		return s.job.stopReason
-	case s.job.failure != "":
-		return s.job.failure
-	}
-	return "host lost"
 }
 
 // setRetryAt indexes the job in the retry_at set, due at; a zero at takes

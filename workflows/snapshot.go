@@ -608,21 +608,18 @@ func (s *snapshot) recordArchive(rep activities.SealReport) {
 	s.write("set wacz", poolActs.SetArchive, in)
 }
 
-// finalState decides the job's final state and error.
+// finalState decides the job's final state and error: a job neither
+// stopped nor failed (control.finalState) fails when it ran no hook.
 func (s *snapshot) finalState() (model.JobState, string) {
+	state, reason := s.control.finalState()
 	switch {
-	case s.job.aborted:
-		return model.StateAborted, s.job.stopReason
-	case s.job.stopReason != "":
-		return model.StateFailed, s.job.stopReason
-	case s.job.failure != "":
-		return model.StateFailed, s.job.failure
+	case state != model.StateFinished:
 	case len(s.plan.Hooks) == 0:
 		return model.StateFailed, "no hooks discovered"
 	case s.claim.counters.Failed == s.claim.counters.Total:
 		return model.StateFailed, "every hook failed"
 	}
-	return model.StateFinished, ""
+	return state, reason
 }
 
 // finish writes the final state once.
@@ -696,20 +693,14 @@ func (s *snapshot) publishStep() {
 // never a visibility write or a workflow task of its own, and a long one
 // shows after the delay. Without a delay every change is upserted at once.
 func (s *snapshot) showLater() {
-	if s.attr.cancelLater != nil {
-		s.attr.cancelLater()
-		s.attr.cancelLater = nil
-	}
+	s.cancelShow()
 	d := s.in.Timing.StepAttributeDelay
 	if d <= 0 {
 		s.upsertSearchAttributes()
 		return
 	}
-	tctx, cancel := workflow.WithCancel(s.dctx)
-	s.attr.cancelLater = cancel
-	workflow.Go(tctx, func(c workflow.Context) {
-		t := workflow.NewTimerWithOptions(c, d, workflow.TimerOptions{Summary: "show step"})
-		if t.Get(c, nil) == nil && (s.claim.step != s.attr.shown || s.job.state != s.attr.shownState) {
+	s.attr.cancelLater = s.after(d, "show step", func() {
+		if s.claim.step != s.attr.shown || s.job.state != s.attr.shownState {
 			s.upsertSearchAttributes()
 		}
 	})
@@ -733,11 +724,16 @@ func (s *snapshot) memoTitle() {
 
 // showNow shows the final state (and the step of the end) at once.
 func (s *snapshot) showNow() {
+	s.cancelShow()
+	s.upsertSearchAttributes()
+}
+
+// cancelShow cancels the pending delayed upsert (showLater).
+func (s *snapshot) cancelShow() {
 	if s.attr.cancelLater != nil {
 		s.attr.cancelLater()
 		s.attr.cancelLater = nil
 	}
-	s.upsertSearchAttributes()
 }
 
 func (s *snapshot) upsertSearchAttributes() {
