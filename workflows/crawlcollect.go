@@ -35,12 +35,8 @@ type pendingPage struct {
 // coroutine; the version is asked once, at the first page launched, which
 // starts the coroutine.
 func (c *crawl) collects() bool {
-	if c.collect == nil {
-		on := workflow.GetVersion(c.dctx, pageCollectChange, workflow.DefaultVersion, 1) == 1
-		c.collect = &on
-		if on {
-			workflow.GoNamed(c.dctx, "crawl pages", c.collectPages)
-		}
+	if c.collect == nil && versionOnce(c.dctx, &c.collect, pageCollectChange) {
+		workflow.GoNamed(c.dctx, "crawl pages", c.collectPages)
 	}
 	return *c.collect
 }

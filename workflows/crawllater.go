@@ -120,13 +120,7 @@ func (c *crawl) failWaiting() {
 
 // waitingShown reports (asked once) that the retry_at entry means the
 // crawl only waits (crawlWaitingChange).
-func (c *crawl) waitingShown() bool {
-	if c.waitShown == nil {
-		on := workflow.GetVersion(c.dctx, crawlWaitingChange, workflow.DefaultVersion, 1) == 1
-		c.waitShown = &on
-	}
-	return *c.waitShown
-}
+func (c *crawl) waitingShown() bool { return versionOnce(c.dctx, &c.waitShown, crawlWaitingChange) }
 
 // retryAtKnown reports that retryAt is what the retry_at set has: not so
 // in a run continued as new (crawlWaitingChange on) until it wrote it, as

@@ -40,13 +40,7 @@ const unstartedChange = "crawl-unstarted-pages-wait"
 
 // lockRoutes reports that this run routes pages to locked pipelines (the
 // version is asked once, at the first claim).
-func (c *crawl) lockRoutes() bool {
-	if c.lockRoute == nil {
-		on := workflow.GetVersion(c.dctx, crawlLockChange, workflow.DefaultVersion, 1) == 1
-		c.lockRoute = &on
-	}
-	return *c.lockRoute
-}
+func (c *crawl) lockRoutes() bool { return versionOnce(c.dctx, &c.lockRoute, crawlLockChange) }
 
 // pageQueue is the task queue of the next page activity or batch: a
 // locked pipeline's host queue, in turn, else the pool's shared queue.

@@ -55,6 +55,16 @@ func newControl(ctx workflow.Context, ident, kind string, set model.Settings) co
 	}
 }
 
+// versionOnce reports that this run takes version 1 of change, asking
+// GetVersion the first time only and keeping its answer in *on.
+func versionOnce(ctx workflow.Context, on **bool, change string) bool {
+	if *on == nil {
+		v := workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) == 1
+		*on = &v
+	}
+	return **on
+}
+
 // log is the workflow's replay-safe logger.
 func (c *control) log() interface {
 	Info(string, ...any)
@@ -273,11 +283,7 @@ func (c *control) stateWords() string {
 // once); it reports that what the job shows changed, for the workflow to
 // upsert its search attributes and details line.
 func (c *control) showWaiting(at time.Time) bool {
-	if c.waitState == nil {
-		on := workflow.GetVersion(c.dctx, waitingStateChange, workflow.DefaultVersion, 1) == 1
-		c.waitState = &on
-	}
-	if !*c.waitState || c.job.retryAt.Equal(at) {
+	if !versionOnce(c.dctx, &c.waitState, waitingStateChange) || c.job.retryAt.Equal(at) {
 		return false
 	}
 	c.job.retryAt = at
