@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -321,13 +320,7 @@ func (c *crawl) runSeedAttempt(n int) bool {
 		}
 		seedIn.Settings = c.settings.current
 	}
-	cctx := workflow.WithChildOptions(c.runCtx, workflow.ChildWorkflowOptions{
-		WorkflowID:          CrawlSeedID(c.ident()),
-		TaskQueue:           c.in.TaskQueue,
-		StaticSummary:       "start page " + summary(page.URL),
-		ParentClosePolicy:   enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
-		WaitForCancellation: true,
-	})
+	cctx := workflow.WithChildOptions(c.runCtx, childOptions(CrawlSeedID(c.ident()), c.in.TaskQueue, "start page "+summary(page.URL)))
 	var st Status
 	child := workflow.ExecuteChildWorkflow(cctx, SnapshotWorkflow, seedIn)
 	if follows {
@@ -363,21 +356,13 @@ func (c *crawl) runSeedAttempt(n int) bool {
 		if n > 1 {
 			id += fmt.Sprintf("#a%d", page.Attempt)
 		}
-		actx := workflow.WithActivityOptions(c.dctx, workflow.ActivityOptions{
-			TaskQueue:              st.HostQueue,
-			ActivityID:             id,
-			Summary:                "complete start page",
-			ScheduleToStartTimeout: c.in.Timing.HostScheduleToStart,
-			StartToCloseTimeout:    c.in.Timing.PageTimeout,
-			HeartbeatTimeout:       c.in.Timing.HeartbeatTimeout,
-			RetryPolicy:            pageRetry(c.in.Timing),
-		})
+		actx := workflow.WithActivityOptions(c.dctx, c.pageOptions(st.HostQueue, id, "complete start page", c.in.Timing.HostScheduleToStart, c.in.Timing.PageTimeout))
 		err = workflow.ExecuteActivity(actx, crawlHostActs.CompleteSeedPage, seed).Get(c.dctx, &res)
 	} else {
 		err = errors.New("the start page's snapshot ran on no host")
 	}
 	if err != nil {
-		res = c.completeFailed(c.dctx, page, fmt.Sprintf("%s; complete the start page: %v", note, err))
+		res = c.completeAttempt(c.dctx, page, fmt.Sprintf("%s; complete the start page: %v", note, err), false)
 	}
 	c.pageDone(res)
 	if transient && res.Status == activities.PageTransient && res.Counts.Waiting > 0 {
@@ -438,17 +423,12 @@ func finalHooks(st Status) []string {
 	return out
 }
 
-// completeFailed records a page attempt failed when its activity could
-// not (CompletePage is idempotent: a page already completed stays as is).
+// completeAttempt records a page attempt failed, or transient (the page
+// is claimed again while it has attempts), when its activity could not
+// (CompletePage is idempotent: a page already completed stays as is).
 // ctx is the calling coroutine's: blocking on another coroutine's context
 // panics the workflow task (a page whose activity failed did, from its
 // launch coroutine); the command issued is the same whichever it is.
-func (c *crawl) completeFailed(ctx workflow.Context, p activities.PageSpec, note string) activities.PageResult {
-	return c.completeAttempt(ctx, p, note, false)
-}
-
-// completeAttempt records a page attempt failed, or transient (the page
-// is claimed again while it has attempts), for its activity.
 func (c *crawl) completeAttempt(ctx workflow.Context, p activities.PageSpec, note string, transient bool) activities.PageResult {
 	in := activities.CompletePageInput{Ident: c.ident(), PageID: p.ID, Attempt: p.Attempt, Note: note, Transient: transient}
 	var counts activities.PageCounts
@@ -536,13 +516,7 @@ func (c *crawl) loop() {
 	_ = workflow.Await(c.dctx, func() bool { return len(c.inflight) == 0 })
 	if len(c.released) > 0 {
 		slices.Sort(c.released)
-		var counts activities.PageCounts
-		in := activities.ReleasePagesInput{Ident: c.ident(), PageIDs: c.released}
-		if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.ReleasePages, in).Get(c.dctx, &counts); err != nil {
-			c.log().Error("release pages of a stopped crawl", "pages", len(c.released), "error", err)
-		} else {
-			c.setCounts(counts)
-		}
+		c.release(c.dctx, c.released, "pages of a stopped crawl")
 		c.released = nil
 	}
 	if !c.continueAsNew {
@@ -578,16 +552,27 @@ func (c *crawl) claim(n int) activities.ClaimResult {
 	return res
 }
 
-// pageRetry is the retry policy of a page activity: it reruns an attempt
-// that could not record its outcome (the worker died, Redis stayed down);
-// a page's own transient failures are new attempts of the frontier.
-func pageRetry(t CrawlTiming) *temporal.RetryPolicy {
-	return &temporal.RetryPolicy{
-		InitialInterval:        time.Second,
-		BackoffCoefficient:     2,
-		MaximumInterval:        30 * time.Second,
-		MaximumAttempts:        t.PageActivityAttempts,
-		NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+// pageOptions are the options of a page's activity (RunPage,
+// RunPageBatch, CompleteSeedPage) on queue, waiting there wait at most. It
+// heartbeats, and its retry policy reruns an attempt that could not record
+// its outcome (the worker died, Redis stayed down); a page's own transient
+// failures are new attempts of the frontier.
+func (c *crawl) pageOptions(queue, id, summary string, wait, startToClose time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:              queue,
+		ActivityID:             id,
+		Summary:                summary,
+		ScheduleToStartTimeout: wait,
+		StartToCloseTimeout:    startToClose,
+		HeartbeatTimeout:       c.in.Timing.HeartbeatTimeout,
+		WaitForCancellation:    true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			MaximumAttempts:        c.in.Timing.PageActivityAttempts,
+			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+		},
 	}
 }
 
@@ -604,16 +589,7 @@ func (c *crawl) launch(p activities.PageSpec) {
 	queue := c.pageQueue()
 	c.inflight[p.ID] = p
 	c.launched++
-	opts := workflow.ActivityOptions{
-		TaskQueue:              queue,
-		ActivityID:             fmt.Sprintf("%s/page-%d#a%d", c.ident(), p.ID, p.Attempt),
-		Summary:                summary(p.URL),
-		ScheduleToStartTimeout: c.pageStartTimeout(queue),
-		StartToCloseTimeout:    c.in.Timing.PageTimeout,
-		HeartbeatTimeout:       c.in.Timing.HeartbeatTimeout,
-		WaitForCancellation:    true,
-		RetryPolicy:            pageRetry(c.in.Timing),
-	}
+	opts := c.pageOptions(queue, fmt.Sprintf("%s/page-%d#a%d", c.ident(), p.ID, p.Attempt), summary(p.URL), c.pageStartTimeout(queue), c.in.Timing.PageTimeout)
 	in := activities.RunPageInput{Crawl: c.in.Crawl, Page: p, Settings: c.settings.current}
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(c.runCtx, opts), crawlActs.RunPage, in)
 	if c.collects() {
@@ -640,7 +616,7 @@ func (c *crawl) pageEnded(gc workflow.Context, p activities.PageSpec, queue stri
 	case queue != c.in.TaskQueue && isScheduleToStart(err):
 		res = c.completeAttempt(gc, p, fmt.Sprintf("the pipeline locked to the crawl did not start the page (%s): %v", queue, err), true)
 	default:
-		res = c.completeFailed(gc, p, fmt.Sprintf("page activity failed: %v", err))
+		res = c.completeAttempt(gc, p, fmt.Sprintf("page activity failed: %v", err), false)
 	}
 	delete(c.inflight, p.ID)
 	c.completed++

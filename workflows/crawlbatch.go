@@ -82,18 +82,10 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 	c.shares += share
 	t := c.in.Timing
 	queue := c.pageQueue()
-	opts := workflow.ActivityOptions{
-		TaskQueue:              queue,
-		ScheduleToStartTimeout: c.pageStartTimeout(queue),
-		ActivityID:             fmt.Sprintf("%s/r%d/batch-%d", c.ident(), c.carry.Run, c.claims),
-		Summary:                fmt.Sprintf("%d pages from %s", len(ps), summary(ps[0].URL)),
-		// The batch starts pages for BatchTime; each then runs for
-		// PageTimeout at most, and its writes retry for less than that.
-		StartToCloseTimeout: t.BatchTime + 2*t.PageTimeout,
-		HeartbeatTimeout:    t.HeartbeatTimeout,
-		WaitForCancellation: true,
-		RetryPolicy:         pageRetry(t),
-	}
+	// The batch starts pages for BatchTime; each then runs for
+	// PageTimeout at most, and its writes retry for less than that.
+	opts := c.pageOptions(queue, fmt.Sprintf("%s/r%d/batch-%d", c.ident(), c.carry.Run, c.claims),
+		fmt.Sprintf("%d pages from %s", len(ps), summary(ps[0].URL)), c.pageStartTimeout(queue), t.BatchTime+2*t.PageTimeout)
 	in := activities.RunPageBatchInput{Crawl: c.in.Crawl, Pages: ps, Settings: c.settings.current, RulesVersion: rulesVersion,
 		PageTimeout: t.PageTimeout, Budget: t.BatchTime, Share: share, ShareOf: of}
 	if d := c.settings.current.MaxDuration; d > 0 {

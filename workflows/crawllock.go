@@ -69,21 +69,23 @@ func (c *crawl) unstarted(queue string, err error) bool {
 	if !(queue != c.in.TaskQueue && isScheduleToStart(err)) && !slotgate.Refused(err) {
 		return false
 	}
-	if c.unstartedWait == nil {
-		on := workflow.GetVersion(c.dctx, unstartedChange, workflow.DefaultVersion, 1) == 1
-		c.unstartedWait = &on
-	}
-	return *c.unstartedWait
+	return versionOnce(c.dctx, &c.unstartedWait, unstartedChange)
 }
 
 // releaseUnstarted returns the claimed pages ids of an activity that never
 // started (unstarted) to READY, their attempt not counted.
 func (c *crawl) releaseUnstarted(ctx workflow.Context, ids []int64, queue string, cause error) {
 	c.log().Info("pages not started; they wait to be claimed again", "task_queue", queue, "pages", len(ids), "error", cause)
+	c.release(ctx, ids, "pages not started")
+}
+
+// release returns the claimed pages ids to READY, their attempt not
+// counted (ReleasePages); what names them in the log line of a failure.
+func (c *crawl) release(ctx workflow.Context, ids []int64, what string) {
 	var counts activities.PageCounts
 	in := activities.ReleasePagesInput{Ident: c.ident(), PageIDs: ids}
 	if err := workflow.ExecuteLocalActivity(c.redisCtx(c.dctx), crawlActs.ReleasePages, in).Get(ctx, &counts); err != nil {
-		c.log().Error("release pages not started", "pages", len(ids), "error", err)
+		c.log().Error("release "+what, "pages", len(ids), "error", err)
 		return
 	}
 	c.setCounts(counts)

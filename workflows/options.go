@@ -153,10 +153,11 @@ func hostTaskOptions(hostQueue, id, summary string, wait, startToClose time.Dura
 	}
 }
 
-// backgroundChildOptions are the options of a background hook's child
-// workflow. REQUEST_CANCEL is the safety net if the parent ever closes
-// without sealing; the seal cancels children explicitly and waits.
-func backgroundChildOptions(id, queue, summary string) workflow.ChildWorkflowOptions {
+// childOptions are the options of a child workflow: a background hook's,
+// a crawl's start page. REQUEST_CANCEL is the safety net if the parent
+// ever closes without ending it; the seal cancels background children
+// explicitly and waits.
+func childOptions(id, queue, summary string) workflow.ChildWorkflowOptions {
 	return workflow.ChildWorkflowOptions{
 		WorkflowID:          id,
 		TaskQueue:           queue,

@@ -443,7 +443,7 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 	s.claim.bgCancels = append(s.claim.bgCancels, cancel)
 	s.claim.bgLive++
 	s.claim.running[h.Key()] = true
-	cctx = workflow.WithChildOptions(cctx, backgroundChildOptions(s.childID(h), s.in.TaskQueue, h.Name))
+	cctx = workflow.WithChildOptions(cctx, childOptions(s.childID(h), s.in.TaskQueue, h.Name))
 	run := s.runInput(h)
 	if s.in.since(InputV3) {
 		run.ReadyTo, run.ReadyKey = workflow.GetInfo(s.dctx).WorkflowExecution.ID, s.activityID(h)
