@@ -128,19 +128,12 @@ func (req AbortRequest) reason() string {
 	return reason
 }
 
-// applySettings installs set and queues its Redis write (settings fields,
-// settings_age bump, publish). It returns the write's sequence number and
-// the new settings version.
+// applySettings installs set and queues its Redis write (nextSettings).
+// It returns the write's sequence number and the new settings version.
 func (s *snapshot) applySettings(set model.Settings) (seq, version int) {
-	s.settings = settingsState{current: set, version: s.settings.version + 1}
+	in := s.nextSettings(set)
 	workflow.SetCurrentDetails(s.dctx, s.details())
-	in := activities.SettingsInput{
-		Ident:    s.in.Job.Ident,
-		Settings: set,
-		Version:  s.settings.version,
-		Key:      fmt.Sprintf("%s/settings/%d", s.runID, s.settings.version),
-	}
-	return s.hash.settings(in), s.settings.version
+	return s.hash.settings(in), in.Version
 }
 
 // ErrTypeJobFailed is the ApplicationError type of a SnapshotWorkflow whose

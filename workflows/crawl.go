@@ -756,7 +756,7 @@ func (c *crawl) teardownOn(ctx workflow.Context, q string) {
 	for round := 1; ; round++ {
 		var live activities.Liveness
 		actx := workflow.WithActivityOptions(ctx, hostAliveOptions(c.in.TaskQueue,
-			fmt.Sprintf("%s/teardown-alive/%s%s", c.ident(), q, requeueSuffix(round)), Timing{HostScheduleToStart: c.in.Timing.HostScheduleToStart}))
+			fmt.Sprintf("%s/teardown-alive/%s%s", c.ident(), q, requeueSuffix(round)), c.in.Timing.HostScheduleToStart))
 		err := workflow.ExecuteActivity(actx, poolActs.HostLiveness, q).Get(ctx, &live)
 		if err == nil && !live.Alive {
 			c.log().Info("crawl teardown skipped: the host is gone", "host_queue", q, "round", round)
@@ -786,10 +786,9 @@ func (c *crawl) teardownOn(ctx workflow.Context, q string) {
 // liveHosts returns the host queues HostAlive does not know to be dead,
 // asking for all of them at once.
 func (c *crawl) liveHosts(queues []string) []string {
-	timing := Timing{HostScheduleToStart: c.in.Timing.HostScheduleToStart}
 	futs := make([]workflow.Future, len(queues))
 	for i, q := range queues {
-		actx := workflow.WithActivityOptions(c.dctx, hostAliveOptions(c.in.TaskQueue, fmt.Sprintf("%s/teardown-alive/%s", c.ident(), q), timing))
+		actx := workflow.WithActivityOptions(c.dctx, hostAliveOptions(c.in.TaskQueue, fmt.Sprintf("%s/teardown-alive/%s", c.ident(), q), c.in.Timing.HostScheduleToStart))
 		futs[i] = workflow.ExecuteActivity(actx, poolActs.HostAlive, q)
 	}
 	var live []string

@@ -79,7 +79,7 @@ func (c *crawl) serveRules(ctx workflow.Context) func() error {
 
 func (c *crawl) applySettings(set model.Settings) (seq, version int) {
 	before := c.settings.current.MaxDuration
-	c.settings = settingsState{current: set, version: c.settings.version + 1}
+	in := c.nextSettings(set)
 	if set.MaxDuration != before {
 		c.armDurationLimit()
 	}
@@ -89,9 +89,7 @@ func (c *crawl) applySettings(set model.Settings) (seq, version int) {
 		// that finds it ended changes nothing.
 		c.seed.SignalChildWorkflow(c.dctx, SignalSetSettings, set)
 	}
-	in := activities.SettingsInput{Ident: c.ident(), Settings: set, Version: c.settings.version,
-		Key: fmt.Sprintf("%s/settings/%d", c.runID, c.settings.version)}
-	return c.hash.settings(in), c.settings.version
+	return c.hash.settings(in), in.Version
 }
 
 func (c *crawl) validateRules(rules scope.Rules) error {

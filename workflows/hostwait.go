@@ -77,13 +77,13 @@ func isHostLost(err error) bool {
 // HostScheduleToStart: the check must not keep the hook out of the host's
 // queue for long, and "cannot tell" is never read as "dead" (see
 // hostLost).
-func hostAliveOptions(poolQueue, id string, t Timing) workflow.ActivityOptions {
+func hostAliveOptions(poolQueue, id string, hostScheduleToStart time.Duration) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		TaskQueue:              poolQueue,
 		ActivityID:             id,
 		Summary:                "host alive?",
 		StartToCloseTimeout:    hostAliveStartToClose,
-		ScheduleToCloseTimeout: t.HostScheduleToStart,
+		ScheduleToCloseTimeout: hostScheduleToStart,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
@@ -131,7 +131,7 @@ func (c hostCheck) check(ctx workflow.Context, id string) verdict {
 	if !c.fast && workflow.GetVersion(ctx, hostCheckChange, workflow.DefaultVersion, hostCheckVersion) == workflow.DefaultVersion {
 		return verdict{lost: true}
 	}
-	actx := workflow.WithActivityOptions(ctx, hostAliveOptions(c.poolQueue, id, c.timing))
+	actx := workflow.WithActivityOptions(ctx, hostAliveOptions(c.poolQueue, id, c.timing.HostScheduleToStart))
 	var live activities.Liveness
 	var err error
 	if c.fast {

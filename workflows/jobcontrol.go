@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
@@ -209,6 +210,14 @@ func (c *control) updateSettings(ctx workflow.Context, set model.Settings) (int,
 		return 0, fmt.Errorf("set_settings on %s: await redis write: %w", c.ident, err)
 	}
 	return version, nil
+}
+
+// nextSettings installs set as the next settings version and returns
+// its Redis write's input (settings fields, settings_age bump, publish).
+func (c *control) nextSettings(set model.Settings) activities.SettingsInput {
+	c.settings = settingsState{current: set, version: c.settings.version + 1}
+	return activities.SettingsInput{Ident: c.ident, Settings: set, Version: c.settings.version,
+		Key: fmt.Sprintf("%s/settings/%d", c.runID, c.settings.version)}
 }
 
 // redisCtx runs a Redis write as a local activity (redisOptions).

@@ -123,17 +123,6 @@ func claimAndDiscoverOptions(queue, id string) workflow.ActivityOptions {
 	return o
 }
 
-// discoverOptions are the options of DiscoverHooks on the claimed host;
-// wait bounds its wait on the host's queue.
-func discoverOptions(hostQueue, id string, wait time.Duration) workflow.ActivityOptions {
-	return hostTaskOptions(hostQueue, id, "discover hooks", wait, discoverStartToClose, discoverAttempts)
-}
-
-// sealOptions are the options of SealSnapshot on the claimed host.
-func sealOptions(hostQueue, id string, wait time.Duration) workflow.ActivityOptions {
-	return hostTaskOptions(hostQueue, id, "seal", wait, sealStartToClose, sealAttempts)
-}
-
 // hostTaskOptions are the options of a short task on the claimed host
 // (discovery, seal): a few attempts, retried after 1 s doubling to 30 s.
 func hostTaskOptions(hostQueue, id, summary string, wait, startToClose time.Duration, attempts int32) workflow.ActivityOptions {

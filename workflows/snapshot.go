@@ -306,7 +306,7 @@ func (s *snapshot) discover() error {
 	in := activities.DiscoverInput{Ident: s.in.Job.Ident, SnapshotID: s.in.Job.SnapshotID, URL: s.in.Job.URL, Overrides: s.in.Job.Overrides}
 	var plan activities.Plan
 	err := s.hostCheck().untilStarted(s.runCtx, s.dctx, id, &plan, nil, func(r round) workflow.Future {
-		actx := workflow.WithActivityOptions(s.runCtx, discoverOptions(s.claim.hostQueue, id+requeueSuffix(r.n), r.wait))
+		actx := workflow.WithActivityOptions(s.runCtx, hostTaskOptions(s.claim.hostQueue, id+requeueSuffix(r.n), "discover hooks", r.wait, discoverStartToClose, discoverAttempts))
 		return workflow.ExecuteActivity(actx, hostActs.DiscoverHooks, in)
 	})
 	switch {
@@ -577,7 +577,7 @@ func (s *snapshot) sealOnHost() {
 	// The seal runs even when the job was stopped: on dctx, never runCtx.
 	var rep activities.SealReport
 	err := s.hostCheck().untilStarted(s.dctx, s.dctx, id, &rep, nil, func(r round) workflow.Future {
-		actx := workflow.WithActivityOptions(s.dctx, sealOptions(s.claim.hostQueue, id+requeueSuffix(r.n), r.wait))
+		actx := workflow.WithActivityOptions(s.dctx, hostTaskOptions(s.claim.hostQueue, id+requeueSuffix(r.n), "seal", r.wait, sealStartToClose, sealAttempts))
 		return workflow.ExecuteActivity(actx, hostActs.SealSnapshot, in)
 	})
 	switch {
