@@ -67,8 +67,10 @@ func (c *crawl) claimSize(limit int) int {
 // that failed for good ends its pages still claimed transient
 // (batchFailed).
 func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
-	for _, p := range ps {
+	ids := make([]int64, len(ps))
+	for i, p := range ps {
 		c.inflight[p.ID] = p
+		ids[i] = p.ID
 	}
 	c.launched += int64(len(ps))
 	limit := c.settings.current.Concurrency
@@ -98,14 +100,8 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 		switch {
 		case err == nil:
 		case c.stopping() && temporal.IsCanceledError(err):
-			for _, p := range ps {
-				c.released = append(c.released, p.ID)
-			}
+			c.released = append(c.released, ids...)
 		case c.unstarted(queue, err):
-			ids := make([]int64, len(ps))
-			for i, p := range ps {
-				ids[i] = p.ID
-			}
 			c.releaseUnstarted(gc, ids, queue, err)
 		default:
 			res.Counts = c.batchFailed(gc, ps, fmt.Sprintf("page batch activity failed: %v", err))

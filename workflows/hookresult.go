@@ -13,33 +13,30 @@ import (
 	"github.com/archiveflow/archiveflow/internal/model"
 )
 
-// baseResult is the identity part of a hook's result.
-func baseResult(h activities.HookSpec) model.ArchiveResult {
-	return model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background}
+// baseResult is a hook's result with status, started and ended now.
+func baseResult(h activities.HookSpec, status model.Status, now time.Time) model.ArchiveResult {
+	return model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background, Status: status, StartedAt: now, EndedAt: now}
 }
 
 // skippedResult records a disabled hook without running it.
 func skippedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
-	r := baseResult(h)
-	r.Status, r.OutputStr, r.StartedAt, r.EndedAt = model.StatusSkipped, "disabled by configuration", now, now
-	if h.SkipReason != "" {
-		r.OutputStr = h.SkipReason
-	}
+	r := baseResult(h, model.StatusSkipped, now)
+	r.OutputStr = cmp.Or(h.SkipReason, "disabled by configuration")
 	return r
 }
 
 // notStartedResult records a background hook that the seal (or a stop)
 // reached before it started: skipped, never succeeded.
 func notStartedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
-	r := baseResult(h)
-	r.Status, r.OutputStr, r.StartedAt, r.EndedAt = model.StatusSkipped, activities.NotStartedBeforeSeal, now, now
+	r := baseResult(h, model.StatusSkipped, now)
+	r.OutputStr = activities.NotStartedBeforeSeal
 	return r
 }
 
 // configFailedResult records a hook whose plugin configuration is invalid.
 func configFailedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
-	r := baseResult(h)
-	r.Status, r.Error, r.StartedAt, r.EndedAt = model.StatusFailed, "configuration error: "+h.ConfigError, now, now
+	r := baseResult(h, model.StatusFailed, now)
+	r.Error = "configuration error: " + h.ConfigError
 	return r
 }
 
@@ -47,7 +44,7 @@ func configFailedResult(h activities.HookSpec, now time.Time) model.ArchiveResul
 // policy gave up) into the hook's final failed result: the last attempt's
 // record when the activity reported one, else what the error says.
 func resultFromError(h activities.HookSpec, r Retry, err error, now time.Time) model.ArchiveResult {
-	res := baseResult(h)
+	res := baseResult(h, model.StatusFailed, now)
 	var appErr *temporal.ApplicationError
 	var canceled *temporal.CanceledError
 	var timeout *temporal.TimeoutError
