@@ -627,15 +627,13 @@ func (c *crawl) pageEnded(gc workflow.Context, p activities.PageSpec, queue stri
 
 // pageDone takes a finished page attempt into account.
 func (c *crawl) pageDone(res activities.PageResult) {
-	if res.HostQueue != "" {
-		c.addHost(res.HostQueue)
-	}
+	c.addHost(res.HostQueue)
 	c.setCounts(res.Counts)
 }
 
-// addHost remembers a host whose crawl setup must be torn down.
+// addHost remembers a host whose crawl setup must be torn down ("": none).
 func (c *crawl) addHost(q string) {
-	if i, found := slices.BinarySearch(c.carry.SetupHosts, q); !found {
+	if i, found := slices.BinarySearch(c.carry.SetupHosts, q); q != "" && !found {
 		c.carry.SetupHosts = slices.Insert(c.carry.SetupHosts, i, q)
 	}
 }

@@ -111,9 +111,7 @@ func (c *crawl) launchBatch(ps []activities.PageSpec, rulesVersion int64) {
 		}
 		c.shares -= share
 		c.completed += int64(len(ps))
-		if res.HostQueue != "" {
-			c.addHost(res.HostQueue)
-		}
+		c.addHost(res.HostQueue)
 		c.setCounts(res.Counts)
 	})
 }
