@@ -431,11 +431,7 @@ type donePage struct {
 func (a *CrawlActivities) runAttempt(ctx, pageCtx context.Context, timeout time.Duration, log *zap.Logger, in RunPageInput, logKey string) (donePage, error) {
 	p, ident := in.Page, in.Crawl.Job.Ident
 	stopped := func() error {
-		if workerStopping(ctx) {
-			log.Warn("page interrupted by worker shutdown: retried")
-			return fmt.Errorf("page %d of %s: worker shut down during the page", p.ID, ident)
-		}
-		return temporal.NewCanceledError()
+		return interrupted(ctx, log, "page", fmt.Errorf("page %d of %s: worker shut down during the page", p.ID, ident))
 	}
 	delayErr := politeDelay(pageCtx, in.Settings)
 	if ctx.Err() != nil {
@@ -660,6 +656,17 @@ func politeDelay(ctx context.Context, s model.Settings) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// interrupted is the error of work (a page, a page batch) that the end of
+// ctx stopped: canceled, or shutdown (retryable) when the worker is
+// shutting down.
+func interrupted(ctx context.Context, log *zap.Logger, work string, shutdown error) error {
+	if !workerStopping(ctx) {
+		return temporal.NewCanceledError()
+	}
+	log.Warn(work + " interrupted by worker shutdown: retried")
+	return shutdown
 }
 
 // heartbeatEvery heartbeats details until the returned stop is called.
