@@ -46,8 +46,11 @@ var ErrConfig = errors.New("configuration error")
 var ErrNotWritable = errors.New("job not writable")
 
 // storeError wraps a Store error with context, non-retryable when retrying
-// cannot help.
+// cannot help; nil when err is nil.
 func storeError(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
 	err = fmt.Errorf(format+": %w", append(args, err)...)
 	if errors.Is(err, ErrNotWritable) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNotWritable, nil)

@@ -291,8 +291,10 @@ func TestApplySettingsRefusesInvalidSettingsForGood(t *testing.T) {
 }
 
 // A store error marked ErrNotWritable is reported non-retryable; any other
-// store error is retried.
+// store error is retried; no error stays none.
 func TestStoreErrorsRetryOnlyWhatCanSucceed(t *testing.T) {
+	require.NoError(t, storeError(nil, "set step of %s", "abc"))
+	require.NoError(t, crawlStoreError(nil, "set rules of %s", "abc"))
 	err := storeError(errRedisDown, "set step of %s", "abc")
 	var appErr *temporal.ApplicationError
 	assert.False(t, errors.As(err, &appErr), "a plain error: retried")

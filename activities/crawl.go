@@ -221,10 +221,7 @@ func (a *CrawlActivities) SeedCrawl(ctx context.Context, in SeedCrawlInput) (See
 		return SeedCrawlResult{}, invalidInput("seed crawl %q: ident, url and token must be set", in.Ident)
 	}
 	res, err := a.store.SeedCrawl(ctx, in)
-	if err != nil {
-		return SeedCrawlResult{}, crawlStoreError(err, "seed crawl %s", in.Ident)
-	}
-	return res, nil
+	return crawlStored(res, err, "seed crawl %s", in.Ident)
 }
 
 // ClaimPages claims up to N pages, lowest depth first, and applies the
@@ -298,18 +295,12 @@ func (a *CrawlActivities) CompletePage(ctx context.Context, in CompletePageInput
 		a.log.Info("page already completed", logging.Ident(in.Ident), zap.Int64("page", in.PageID), zap.Int("attempt", in.Attempt))
 		return a.counts(ctx, in.Ident)
 	}
-	if err != nil {
-		return PageCounts{}, crawlStoreError(err, "complete page %d of %s", in.PageID, in.Ident)
-	}
-	return c, nil
+	return crawlStored(c, err, "complete page %d of %s", in.PageID, in.Ident)
 }
 
 func (a *CrawlActivities) counts(ctx context.Context, ident string) (PageCounts, error) {
 	c, err := a.store.Counts(ctx, ident)
-	if err != nil {
-		return PageCounts{}, crawlStoreError(err, "counts of %s", ident)
-	}
-	return c, nil
+	return crawlStored(c, err, "counts of %s", ident)
 }
 
 // ReleasePages returns claimed pages to READY without spending an attempt.
@@ -318,10 +309,7 @@ func (a *CrawlActivities) ReleasePages(ctx context.Context, in ReleasePagesInput
 		return a.counts(ctx, in.Ident)
 	}
 	c, err := a.store.Release(ctx, in.Ident, in.PageIDs)
-	if err != nil {
-		return PageCounts{}, crawlStoreError(err, "release pages of %s", in.Ident)
-	}
-	return c, nil
+	return crawlStored(c, err, "release pages of %s", in.Ident)
 }
 
 // FailWaitingPages ends a stopping crawl's pages waiting for a later
@@ -329,10 +317,7 @@ func (a *CrawlActivities) ReleasePages(ctx context.Context, in ReleasePagesInput
 // says why).
 func (a *CrawlActivities) FailWaitingPages(ctx context.Context, in FailWaitingInput) (PageCounts, error) {
 	c, err := a.store.FailWaiting(ctx, in.Ident, in.Note)
-	if err != nil {
-		return PageCounts{}, crawlStoreError(err, "fail waiting pages of %s", in.Ident)
-	}
-	return c, nil
+	return crawlStored(c, err, "fail waiting pages of %s", in.Ident)
 }
 
 // RequeueFailed makes a finished crawl's failed pages READY again at the
@@ -354,10 +339,7 @@ func (a *CrawlActivities) SetRules(ctx context.Context, in SetRulesInput) error 
 	if err := in.Rules.Rules.Validate(); err != nil {
 		return invalidInput("set rules of %s: %v", in.Ident, err)
 	}
-	if err := a.store.SetRules(ctx, in.Ident, in.Rules); err != nil {
-		return crawlStoreError(err, "set rules version %d of %s", in.Rules.Version, in.Ident)
-	}
-	return nil
+	return crawlStoreError(a.store.SetRules(ctx, in.Ident, in.Rules), "set rules version %d of %s", in.Rules.Version, in.Ident)
 }
 
 // FinishCrawl writes the crawl's final state; its frontier expires with
@@ -366,10 +348,7 @@ func (a *CrawlActivities) FinishCrawl(ctx context.Context, in FinishInput) error
 	if !in.State.Final() {
 		return invalidInput("finish crawl %s: state %q: must be finished, aborted or failed", in.Ident, in.State)
 	}
-	if err := a.store.FinishCrawl(ctx, in); err != nil {
-		return crawlStoreError(err, "finish crawl %s as %s", in.Ident, in.State)
-	}
-	return nil
+	return crawlStoreError(a.store.FinishCrawl(ctx, in), "finish crawl %s as %s", in.Ident, in.State)
 }
 
 // PageCounts reads the crawl's page counts from its frontier: what the
@@ -377,10 +356,7 @@ func (a *CrawlActivities) FinishCrawl(ctx context.Context, in FinishInput) error
 // older counts than one taken in before it).
 func (a *CrawlActivities) PageCounts(ctx context.Context, ident string) (PageCounts, error) {
 	c, err := a.store.Counts(ctx, ident)
-	if err != nil {
-		return PageCounts{}, crawlStoreError(err, "page counts of crawl %s", ident)
-	}
-	return c, nil
+	return crawlStored(c, err, "page counts of crawl %s", ident)
 }
 
 // RunPage runs one page attempt on this worker: the page plugin set (after
@@ -455,11 +431,7 @@ type donePage struct {
 func (a *CrawlActivities) runAttempt(ctx, pageCtx context.Context, timeout time.Duration, log *zap.Logger, in RunPageInput, logKey string) (donePage, error) {
 	p, ident := in.Page, in.Crawl.Job.Ident
 	stopped := func() error {
-		if workerStopping(ctx) {
-			log.Warn("page interrupted by worker shutdown: retried")
-			return fmt.Errorf("page %d of %s: worker shut down during the page", p.ID, ident)
-		}
-		return temporal.NewCanceledError()
+		return interrupted(ctx, log, "page", fmt.Errorf("page %d of %s: worker shut down during the page", p.ID, ident))
 	}
 	delayErr := politeDelay(pageCtx, in.Settings)
 	if ctx.Err() != nil {
@@ -686,6 +658,17 @@ func politeDelay(ctx context.Context, s model.Settings) error {
 	}
 }
 
+// interrupted is the error of work (a page, a page batch) that the end of
+// ctx stopped: canceled, or shutdown (retryable) when the worker is
+// shutting down.
+func interrupted(ctx context.Context, log *zap.Logger, work string, shutdown error) error {
+	if !workerStopping(ctx) {
+		return temporal.NewCanceledError()
+	}
+	log.Warn(work + " interrupted by worker shutdown: retried")
+	return shutdown
+}
+
 // heartbeatEvery heartbeats details until the returned stop is called.
 func heartbeatEvery(ctx context.Context, every time.Duration, details any) func() {
 	return onTicks(every, func() {
@@ -719,12 +702,22 @@ func onTicks(d time.Duration, fn func()) (stop func()) {
 }
 
 // crawlStoreError wraps a CrawlStore error with context, non-retryable
-// when retrying cannot help.
+// when retrying cannot help; nil when err is nil.
 func crawlStoreError(err error, format string, args ...any) error {
 	if errors.Is(err, ErrPageNotClaimed) {
 		err = fmt.Errorf("%w: %w", ErrNotWritable, err)
 	}
 	return storeError(err, format, args...)
+}
+
+// crawlStored is a CrawlStore call's value, or its error wrapped by
+// crawlStoreError (with the zero value).
+func crawlStored[T any](v T, err error, format string, args ...any) (T, error) {
+	if err = crawlStoreError(err, format, args...); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
 }
 
 // timed keeps a value per key for CrawlOptions.LiveInterval: a change

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/hostname"
@@ -123,7 +122,7 @@ func (a *CrawlActivities) RunPageBatch(ctx context.Context, in RunPageBatchInput
 	b.wg.Wait()
 	b.sink.close()
 	if ctx.Err() != nil {
-		return BatchResult{}, b.stoppedErr(ctx)
+		return BatchResult{}, interrupted(ctx, log, "page batch", fmt.Errorf("page batch of %s: worker shut down during the batch", ident))
 	}
 	if b.err != nil {
 		return BatchResult{}, b.err
@@ -368,14 +367,4 @@ func (b *pageBatch) fail(err error) {
 		b.err = err
 	}
 	b.mu.Unlock()
-}
-
-// stoppedErr is the batch's error once ctx ended: canceled, or retryable
-// when the worker is shutting down.
-func (b *pageBatch) stoppedErr(ctx context.Context) error {
-	if workerStopping(ctx) {
-		b.log.Warn("page batch interrupted by worker shutdown: retried")
-		return fmt.Errorf("page batch of %s: worker shut down during the batch", b.in.Crawl.Job.Ident)
-	}
-	return temporal.NewCanceledError()
 }

@@ -106,10 +106,7 @@ func (a *PoolActivities) SetJobState(ctx context.Context, in JobStateInput) erro
 	if _, err := model.ParseJobState(string(in.State)); err != nil {
 		return invalidInput("set job state of %s: %v", in.Ident, err)
 	}
-	if err := a.store.SetJobState(ctx, in); err != nil {
-		return storeError(err, "set job state of %s to %s", in.Ident, in.State)
-	}
-	return nil
+	return storeError(a.store.SetJobState(ctx, in), "set job state of %s to %s", in.Ident, in.State)
 }
 
 // SetStep writes the job's current step.
@@ -117,10 +114,7 @@ func (a *PoolActivities) SetStep(ctx context.Context, in StepInput) error {
 	if in.Step < 0 || in.Step > 9 {
 		return invalidInput("set step of %s: step %d: must be 0..9", in.Ident, in.Step)
 	}
-	if err := a.store.SetStep(ctx, in); err != nil {
-		return storeError(err, "set step of %s to %d", in.Ident, in.Step)
-	}
-	return nil
+	return storeError(a.store.SetStep(ctx, in), "set step of %s to %d", in.Ident, in.Step)
 }
 
 // RecordResult writes one final hook result with the job's counters.
@@ -128,10 +122,7 @@ func (a *PoolActivities) RecordResult(ctx context.Context, in ResultInput) error
 	if _, err := model.ParseStatus(string(in.Result.Status)); err != nil {
 		return invalidInput("record result of %s hook %s: %v", in.Ident, in.Result.Hook, err)
 	}
-	if err := a.store.RecordResult(ctx, in); err != nil {
-		return storeError(err, "record result of %s hook %s", in.Ident, in.Result.Hook)
-	}
-	return nil
+	return storeError(a.store.RecordResult(ctx, in), "record result of %s hook %s", in.Ident, in.Result.Hook)
 }
 
 // FinishJob writes the job's final state and bumps the matching jobs_*
@@ -140,10 +131,7 @@ func (a *PoolActivities) FinishJob(ctx context.Context, in FinishInput) error {
 	if !in.State.Final() {
 		return invalidInput("finish job %s: state %q: must be finished, aborted or failed", in.Ident, in.State)
 	}
-	if err := a.store.FinishJob(ctx, in); err != nil {
-		return storeError(err, "finish job %s as %s", in.Ident, in.State)
-	}
-	return nil
+	return storeError(a.store.FinishJob(ctx, in), "finish job %s as %s", in.Ident, in.State)
 }
 
 // SetArchive records where the seal wrote the job's WACZ (or why it wrote
@@ -152,10 +140,7 @@ func (a *PoolActivities) SetArchive(ctx context.Context, in ArchiveInput) error 
 	if (in.WACZ == "") == (in.Error == "") {
 		return invalidInput("set wacz of job %s: exactly one of file and error must be set", in.Ident)
 	}
-	if err := a.store.SetArchive(ctx, in); err != nil {
-		return storeError(err, "set wacz of job %s", in.Ident)
-	}
-	return nil
+	return storeError(a.store.SetArchive(ctx, in), "set wacz of job %s", in.Ident)
 }
 
 // ReopenJob takes a finished job back for a retry run (starter retry):
@@ -165,19 +150,13 @@ func (a *PoolActivities) ReopenJob(ctx context.Context, in ReopenInput) error {
 	if in.Hooks < 0 || in.Bytes < 0 {
 		return invalidInput("reopen job %s: hooks %d and bytes %d: must be >= 0", in.Ident, in.Hooks, in.Bytes)
 	}
-	if err := a.store.ReopenJob(ctx, in); err != nil {
-		return storeError(err, "reopen job %s", in.Ident)
-	}
-	return nil
+	return storeError(a.store.ReopenJob(ctx, in), "reopen job %s", in.Ident)
 }
 
 // SetRetryAt indexes the job as waiting for a later retry of its hooks
 // (retry_at), or takes it out when in.At is zero.
 func (a *PoolActivities) SetRetryAt(ctx context.Context, in RetryAtInput) error {
-	if err := a.store.SetRetryAt(ctx, in); err != nil {
-		return storeError(err, "set retry_at of job %s", in.Ident)
-	}
-	return nil
+	return storeError(a.store.SetRetryAt(ctx, in), "set retry_at of job %s", in.Ident)
 }
 
 // ApplySettings writes changed settings, bumps settings_age and publishes.
@@ -187,8 +166,5 @@ func (a *PoolActivities) ApplySettings(ctx context.Context, in SettingsInput) er
 	if err := in.Settings.Validate(); err != nil {
 		return invalidInput("apply settings to %s: %v", in.Ident, err)
 	}
-	if err := a.store.ApplySettings(ctx, in); err != nil {
-		return storeError(err, "apply settings version %d to %s", in.Version, in.Ident)
-	}
-	return nil
+	return storeError(a.store.ApplySettings(ctx, in), "apply settings version %d to %s", in.Version, in.Ident)
 }

@@ -162,19 +162,17 @@ func (a *HostActivities) recordFinal(ctx context.Context, in RunHookInput, res m
 }
 
 func validateRunHook(in RunHookInput) error {
-	if in.Job.Ident == "" {
+	hookErr := in.Hook.Validate()
+	switch {
+	case in.Job.Ident == "":
 		return invalidInput("run hook %s: job ident must not be empty", in.Hook.Key())
-	}
-	if in.Job.URL == "" {
+	case in.Job.URL == "":
 		return invalidInput("run hook %s for %s: job url must not be empty", in.Hook.Key(), in.Job.Ident)
-	}
-	if err := in.Hook.Validate(); err != nil {
-		return invalidInput("run hook for %s: %v", in.Job.Ident, err)
-	}
-	if in.Hook.Path == "" {
+	case hookErr != nil:
+		return invalidInput("run hook for %s: %v", in.Job.Ident, hookErr)
+	case in.Hook.Path == "":
 		return invalidInput("run hook %s for %s: path must not be empty", in.Hook.Key(), in.Job.Ident)
-	}
-	if in.AttemptsBefore < 0 {
+	case in.AttemptsBefore < 0:
 		return invalidInput("run hook %s for %s: attempts_before %d: must be >= 0", in.Hook.Key(), in.Job.Ident, in.AttemptsBefore)
 	}
 	return nil
@@ -326,10 +324,7 @@ func (f *logFlusher) flush(ctx context.Context, sink *runSink) bool {
 // could not be written: the pending batch and the rest of the sink in
 // batches of at most size entries, numbered on from the pending one.
 func (f *logFlusher) final(ctx context.Context, sink *runSink, size int) []LogBatch {
-	for {
-		if !f.flush(ctx, sink) {
-			break
-		}
+	for f.flush(ctx, sink) {
 		if len(f.pending) == 0 && sink.buffered() == 0 {
 			return nil
 		}
@@ -468,10 +463,7 @@ func (a *HostActivities) tellReady(ctx context.Context, in RunHookInput, req *Ru
 	if in.ReadyTo == "" || !in.Hook.Background {
 		return func() {}
 	}
-	signaler := a.opts.Ready
-	if signaler == nil {
-		signaler = clientReady{}
-	}
+	signaler := cmp.Or[ReadySignaler](a.opts.Ready, clientReady{})
 	var once sync.Once
 	done := make(chan struct{})
 	sent := false

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,7 +145,7 @@ func (a *HostActivities) RunSteps(ctx context.Context, in StepsInput) (StepsResu
 	info := activity.GetInfo(ctx)
 	seg := &segment{a: a, ctx: ctx, in: in, ended: map[string]bool{}, log: a.log.With(logging.Ident(in.Job.Ident), zap.String("segment", info.ActivityID))}
 	seg.resume()
-	seg.settings = settingsWatch{reader: a.settingsReader(), interval: a.opts.SettingsPollInterval, current: in.Settings, read: time.Now()}
+	seg.settings = settingsWatch{reader: cmp.Or[SettingsReader](a.opts.Settings, workflowSettings{}), interval: a.opts.SettingsPollInterval, current: in.Settings, read: time.Now()}
 
 	recorded := true
 	if !seg.failed() {
@@ -163,13 +164,6 @@ func (a *HostActivities) RunSteps(ctx context.Context, in StepsInput) (StepsResu
 		return StepsResult{}, temporal.NewCanceledError(res)
 	}
 	return res, nil
-}
-
-func (a *HostActivities) settingsReader() SettingsReader {
-	if a.opts.Settings != nil {
-		return a.opts.Settings
-	}
-	return workflowSettings{}
 }
 
 func validateSteps(in StepsInput) error {
