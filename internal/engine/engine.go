@@ -24,6 +24,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/hookenv"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/hostbudget"
@@ -340,7 +341,7 @@ type invocation struct {
 // resource limits and the live callbacks (DESIGN.md §3 Invocation). What
 // the hook prints reaches the callbacks with archiveflow's secrets
 // redacted. fp is the attempt's fetch proxy (nil: none).
-func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func(string), fp *fetchProxy) (procs.Spec, error) {
+func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func(string), fp *egress.Proxy) (procs.Spec, error) {
 	h := inv.hook
 	if err := checkDirs(inv.snapDir, filepath.Join(inv.snapDir, h.Plugin)); err != nil {
 		return procs.Spec{}, e.configError(h, err)

@@ -316,7 +316,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	if err != nil {
 		log.Warn("write the page's captures WARC", zap.Error(err))
 	}
-	if err := e.collectWARCs(cr.Job.Ident, dir, true, mem.take()); err != nil {
+	if err := e.collectWARCs(cr.Job.Ident, dir, mem.take()); err != nil {
 		log.Warn("append page WARC to the job's WARC", zap.Error(err))
 	}
 	return out, nil
@@ -473,9 +473,9 @@ func readRecords(path string, fn func(jsonl.Record)) error {
 
 // collectWARCs appends every *.warc.gz below dir, and the page WARCs
 // kept in memory (mem, by the path their file would have had), in path
-// order, to the crawl's WARC of this worker (remove: and deletes the
-// files, they are in the job's WARC now).
-func (e *Engine) collectWARCs(ident, dir string, remove bool, mem map[string][]byte) error {
+// order, to the crawl's WARC of this worker, and deletes the files: they
+// are in the job's WARC now.
+func (e *Engine) collectWARCs(ident, dir string, mem map[string][]byte) error {
 	files, err := listWARCs(dir)
 	if err != nil {
 		return err
@@ -493,11 +493,9 @@ func (e *Engine) collectWARCs(ident, dir string, remove bool, mem map[string][]b
 	if err := e.warcs.appendWARCs(e, ident, files, mem); err != nil {
 		return err
 	}
-	if remove {
-		for _, f := range files {
-			if _, ok := mem[f]; !ok {
-				_ = os.Remove(f)
-			}
+	for _, f := range files {
+		if _, ok := mem[f]; !ok {
+			_ = os.Remove(f)
 		}
 	}
 	return nil

@@ -68,16 +68,11 @@ func (w *warcFiles) get(e *Engine, ident string) *jobWARC {
 	return j
 }
 
-// appendFiles appends files, in order, to the crawl's WARC, rotating
+// appendWARCs appends files, in order, to the crawl's WARC, rotating
 // before a file that would take it past the size limit (a file is never
-// split).
-func (w *warcFiles) appendFiles(e *Engine, ident string, files []string) error {
-	return w.appendWARCs(e, ident, files, nil)
-}
-
-// appendWARCs is appendFiles where a path in mem is read from memory (a
-// page WARC an in-process pagefetch kept: builtin.WithCrawlPage) rather
-// than from disk. What one call appends is written through a buffer and
+// split). A path in mem is read from memory (a page WARC an in-process
+// pagefetch kept: builtin.WithCrawlPage) rather than from disk. What one
+// call appends is written through a buffer and
 // reaches the file before it returns: a page's records are in the job's
 // WARC before its outcome is recorded, with one write per page rather
 // than one per record.
