@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,7 +69,7 @@ func (e *Engine) pagePlan(cr activities.Crawl) (activities.Plan, map[string]stri
 	}
 	plan := e.plan(found, overrides, e.pageDir(cr.Job.Ident, 0)).Only(cr.PagePlugins)
 	for _, name := range cr.PagePlugins {
-		if !slicesContainsPlugin(plan, name) {
+		if !slices.ContainsFunc(plan.Hooks, func(h activities.HookSpec) bool { return h.Plugin == name }) {
 			return activities.Plan{}, nil, fmt.Errorf("crawl page plugin %q: not found in %v (config crawl.page_plugins): %w", name, e.cfg.PluginDirs, activities.ErrConfig)
 		}
 	}
@@ -78,21 +79,10 @@ func (e *Engine) pagePlan(cr activities.Crawl) (activities.Plan, map[string]stri
 	return plan, overrides, nil
 }
 
-func slicesContainsPlugin(p activities.Plan, plugin string) bool {
-	for _, h := range p.Hooks {
-		if h.Plugin == plugin {
-			return true
-		}
-	}
-	return false
-}
-
 // pageOverrides are the job's overrides with every page plugin enabled.
 func pageOverrides(cr activities.Crawl) map[string]string {
 	out := make(map[string]string, len(cr.Job.Overrides)+len(cr.PagePlugins))
-	for k, v := range cr.Job.Overrides {
-		out[k] = v
-	}
+	maps.Copy(out, cr.Job.Overrides)
 	for _, p := range cr.PagePlugins {
 		out[hooks.PluginKey(p)+"_ENABLED"] = "true"
 	}
@@ -372,14 +362,18 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 			return activities.SeedRecords{}, err
 		}
 	}
-	last := lastAttempts(snapDir)
+	attempts := allAttempts(snapDir)
+	last := map[string]string{} // each hook's (PLUGIN/STEM) newest stdout log
+	for _, a := range attempts {
+		last[a.key] = a.path
+	}
 	var out activities.SeedRecords
 	wanted := map[string]bool{}
 	for _, k := range in.Hooks {
 		plugin, name, _ := strings.Cut(k, "/")
 		wanted[plugin+"/"+strings.TrimSuffix(name, filepath.Ext(name))] = true
 	}
-	for _, a := range allAttempts(snapDir) {
+	for _, a := range attempts {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
@@ -437,15 +431,6 @@ func allAttempts(snapDir string) []attemptFile {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].mod.Before(out[j].mod) })
-	return out
-}
-
-// lastAttempts maps each hook (PLUGIN/STEM) to its newest stdout log.
-func lastAttempts(snapDir string) map[string]string {
-	out := map[string]string{}
-	for _, a := range allAttempts(snapDir) {
-		out[a.key] = a.path
-	}
 	return out
 }
 
