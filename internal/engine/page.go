@@ -39,28 +39,12 @@ func (e *Engine) pageDir(ident string, id int64) string {
 // pageSnapshotID is a page's sub-snapshot id: IDENT-pID.
 func pageSnapshotID(ident string, id int64) string { return ident + "-p" + strconv.FormatInt(id, 10) }
 
-// planCache keeps each crawl's page plan on this worker: discovered at its
-// first page here, kept until the crawl ends here.
-type planCache struct {
-	mu sync.Mutex
-	m  map[string]activities.Plan
-}
-
-func (c *planCache) forget(ident string) {
-	c.mu.Lock()
-	delete(c.m, ident)
-	c.mu.Unlock()
-}
-
 // pagePlan is the crawl's page plugin set as a plan, each plugin enabled
 // whatever its <PLUGIN>_ENABLED says for snapshots. A page plugin that is
 // not installed is a configuration error.
 func (e *Engine) pagePlan(cr activities.Crawl) (activities.Plan, map[string]string, error) {
 	overrides := pageOverrides(cr)
-	e.plans.mu.Lock()
-	p, ok := e.plans.m[cr.Job.Ident]
-	e.plans.mu.Unlock()
-	if ok {
+	if p, ok := e.plans.get(cr.Job.Ident, nil); ok {
 		return p, overrides, nil
 	}
 	found, err := hooks.Discover(e.cfg.PluginDirs, e.log)
@@ -73,9 +57,7 @@ func (e *Engine) pagePlan(cr activities.Crawl) (activities.Plan, map[string]stri
 			return activities.Plan{}, nil, fmt.Errorf("crawl page plugin %q: not found in %v (config crawl.page_plugins): %w", name, e.cfg.PluginDirs, activities.ErrConfig)
 		}
 	}
-	e.plans.mu.Lock()
-	e.plans.m[cr.Job.Ident] = plan
-	e.plans.mu.Unlock()
+	e.plans.put(cr.Job.Ident, plan)
 	return plan, overrides, nil
 }
 
