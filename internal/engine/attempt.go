@@ -69,7 +69,9 @@ func (e *Engine) attempt(ctx context.Context, inv invocation, io attemptIO) (res
 		if err != nil {
 			return procs.Result{}, fmt.Errorf("run hook %s: %w", key, err)
 		}
-		defer fp.close()
+		if fp != nil {
+			defer fp.Close()
+		}
 		if spec, err = e.spec(inv, io.onRecord, io.onStderr, fp); err != nil {
 			return procs.Result{}, err
 		}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/hookenv"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/hostbudget"
@@ -117,9 +119,11 @@ type Engine struct {
 	log     *zap.Logger
 	warned  sync.Map // plugin + variable already warned about (env.go)
 	schemas fileCache[*hooks.Schema]
-	crawls  crawlHosts
+	crawls  perCrawl[*crawlHost] // the crawls set up on this worker (ensureSetup)
 	warcs   warcFiles
-	plans   planCache
+	// plans keeps each crawl's page plan on this worker: discovered at its
+	// first page here, kept until the crawl ends here.
+	plans   perCrawl[activities.Plan]
 	indexes pageIndexes
 	wenv    workerEnv
 }
@@ -171,8 +175,57 @@ func (e *Engine) Close(ctx context.Context) {
 			e.log.Warn("tear down crawl at worker stop", zap.String("ident", ident), zap.Error(err))
 		}
 	}
-	e.warcs.closeAll(e.log)
-	e.indexes.closeAll(e.log)
+	for _, ident := range e.warcs.idents() {
+		if err := e.warcs.close(ident); err != nil {
+			e.log.Warn("close job warc", zap.String("ident", ident), zap.Error(err))
+		}
+	}
+	for _, ident := range e.indexes.idents() {
+		if err := e.indexes.close(ident); err != nil {
+			e.log.Warn("close page index", zap.String("ident", ident), zap.Error(err))
+		}
+	}
+}
+
+// perCrawl is one kind of state of the crawls on this worker, by ident
+// (New makes the map).
+type perCrawl[V any] struct {
+	mu sync.Mutex
+	m  map[string]V
+}
+
+// get is ident's value; when there is none and create is not nil, the one
+// create makes, kept.
+func (c *perCrawl[V]) get(ident string, create func() V) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[ident]
+	if !ok && create != nil {
+		v, ok = create(), true
+		c.m[ident] = v
+	}
+	return v, ok
+}
+
+func (c *perCrawl[V]) put(ident string, v V) {
+	c.mu.Lock()
+	c.m[ident] = v
+	c.mu.Unlock()
+}
+
+// take removes ident's value and returns it.
+func (c *perCrawl[V]) take(ident string) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[ident]
+	delete(c.m, ident)
+	return v, ok
+}
+
+func (c *perCrawl[V]) idents() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.m))
 }
 
 func (e *Engine) environ() []string {
@@ -340,7 +393,7 @@ type invocation struct {
 // resource limits and the live callbacks (DESIGN.md §3 Invocation). What
 // the hook prints reaches the callbacks with archiveflow's secrets
 // redacted. fp is the attempt's fetch proxy (nil: none).
-func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func(string), fp *fetchProxy) (procs.Spec, error) {
+func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func(string), fp *egress.Proxy) (procs.Spec, error) {
 	h := inv.hook
 	if err := checkDirs(inv.snapDir, filepath.Join(inv.snapDir, h.Plugin)); err != nil {
 		return procs.Spec{}, e.configError(h, err)

@@ -12,18 +12,14 @@ import (
 	"github.com/archiveflow/archiveflow/internal/logging"
 )
 
-// fetchProxy is one attempt's egress proxy; nil when the policy denies
-// nothing (no proxy is needed then and the hook fetches directly).
-type fetchProxy struct {
-	proxy *egress.Proxy
-}
-
-// startFetchProxy starts the attempt's egress proxy. Each attempt has its
-// own, so every refusal is reported in the log of the job that caused it.
+// startFetchProxy starts the attempt's egress proxy; none (nil) when the
+// policy denies nothing: the hook fetches directly then. Each attempt has
+// its own, so every refusal is reported in the log of the job that caused
+// it.
 // onStderr (may be nil) gets one line per refusal (egress.Denial.LogLine,
 // the words a built-in fetcher prints for its own refusals), for the
 // job's log.
-func (e *Engine) startFetchProxy(ctx context.Context, inv invocation, onStderr func(string)) (*fetchProxy, error) {
+func (e *Engine) startFetchProxy(ctx context.Context, inv invocation, onStderr func(string)) (*egress.Proxy, error) {
 	if e.cfg.Fetch.Empty() {
 		return nil, nil
 	}
@@ -55,11 +51,11 @@ func (e *Engine) startFetchProxy(ctx context.Context, inv invocation, onStderr f
 	if err != nil {
 		return nil, fmt.Errorf("start the fetch policy proxy: %w", err)
 	}
-	return &fetchProxy{proxy: p}, nil
+	return p, nil
 }
 
 // fetchEnv returns the fetch policy's keys of the hook environment.
-func (e *Engine) fetchEnv(fp *fetchProxy) ([]string, error) {
+func (e *Engine) fetchEnv(fp *egress.Proxy) ([]string, error) {
 	rules := e.cfg.Fetch.Rules()
 	if rules == nil {
 		rules = []string{}
@@ -72,18 +68,11 @@ func (e *Engine) fetchEnv(fp *fetchProxy) ([]string, error) {
 	if fp == nil {
 		return env, nil
 	}
-	u := fp.proxy.URL()
+	u := fp.URL()
 	// NO_PROXY empty: a bypass list from pass_env would open a way around.
 	env = append(env, egress.EnvProxy+"="+u, "NO_PROXY=", "no_proxy=")
 	for _, v := range egress.ProxyVars {
 		env = append(env, v+"="+u)
 	}
 	return env, nil
-}
-
-// close stops the proxy; no denial is reported after it returns.
-func (fp *fetchProxy) close() {
-	if fp != nil {
-		_ = fp.proxy.Close()
-	}
 }

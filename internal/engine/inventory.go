@@ -109,14 +109,9 @@ func (e *Engine) Inventory(ctx context.Context) (Inventory, error) {
 		snapDir := e.crawlDir("inventory")
 		resolved, _ := e.resolveAll(found, nil, snapDir)
 		unmet := found.Unmet(resolved, e.hookPath())
-		plan := e.plan(found, nil, snapDir)
-		warnings := map[string]string{}
-		for _, h := range found.Hooks {
-			warnings[h.ID()] = h.Warning
-		}
-		for _, h := range plan.Hooks {
+		for i, h := range e.plan(found, nil, snapDir).Hooks { // a spec per found.Hooks[i]
 			r := report(found, h.Plugin)
-			hr := HookReport{Name: h.Name, Event: event, Step: h.Step, Background: h.Background, Warning: warnings[h.Plugin+"/"+h.Name]}
+			hr := HookReport{Name: h.Name, Event: event, Step: h.Step, Background: h.Background, Warning: found.Hooks[i].Warning}
 			hr.Status, hr.Reason = hookStatus(h)
 			r.Hooks = append(r.Hooks, hr)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,28 +39,12 @@ func (e *Engine) pageDir(ident string, id int64) string {
 // pageSnapshotID is a page's sub-snapshot id: IDENT-pID.
 func pageSnapshotID(ident string, id int64) string { return ident + "-p" + strconv.FormatInt(id, 10) }
 
-// planCache keeps each crawl's page plan on this worker: discovered at its
-// first page here, kept until the crawl ends here.
-type planCache struct {
-	mu sync.Mutex
-	m  map[string]activities.Plan
-}
-
-func (c *planCache) forget(ident string) {
-	c.mu.Lock()
-	delete(c.m, ident)
-	c.mu.Unlock()
-}
-
 // pagePlan is the crawl's page plugin set as a plan, each plugin enabled
 // whatever its <PLUGIN>_ENABLED says for snapshots. A page plugin that is
 // not installed is a configuration error.
 func (e *Engine) pagePlan(cr activities.Crawl) (activities.Plan, map[string]string, error) {
 	overrides := pageOverrides(cr)
-	e.plans.mu.Lock()
-	p, ok := e.plans.m[cr.Job.Ident]
-	e.plans.mu.Unlock()
-	if ok {
+	if p, ok := e.plans.get(cr.Job.Ident, nil); ok {
 		return p, overrides, nil
 	}
 	found, err := hooks.Discover(e.cfg.PluginDirs, e.log)
@@ -68,31 +53,18 @@ func (e *Engine) pagePlan(cr activities.Crawl) (activities.Plan, map[string]stri
 	}
 	plan := e.plan(found, overrides, e.pageDir(cr.Job.Ident, 0)).Only(cr.PagePlugins)
 	for _, name := range cr.PagePlugins {
-		if !slicesContainsPlugin(plan, name) {
+		if !slices.ContainsFunc(plan.Hooks, func(h activities.HookSpec) bool { return h.Plugin == name }) {
 			return activities.Plan{}, nil, fmt.Errorf("crawl page plugin %q: not found in %v (config crawl.page_plugins): %w", name, e.cfg.PluginDirs, activities.ErrConfig)
 		}
 	}
-	e.plans.mu.Lock()
-	e.plans.m[cr.Job.Ident] = plan
-	e.plans.mu.Unlock()
+	e.plans.put(cr.Job.Ident, plan)
 	return plan, overrides, nil
-}
-
-func slicesContainsPlugin(p activities.Plan, plugin string) bool {
-	for _, h := range p.Hooks {
-		if h.Plugin == plugin {
-			return true
-		}
-	}
-	return false
 }
 
 // pageOverrides are the job's overrides with every page plugin enabled.
 func pageOverrides(cr activities.Crawl) map[string]string {
 	out := make(map[string]string, len(cr.Job.Overrides)+len(cr.PagePlugins))
-	for k, v := range cr.Job.Overrides {
-		out[k] = v
-	}
+	maps.Copy(out, cr.Job.Overrides)
 	for _, p := range cr.PagePlugins {
 		out[hooks.PluginKey(p)+"_ENABLED"] = "true"
 	}
@@ -316,7 +288,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	if err != nil {
 		log.Warn("write the page's captures WARC", zap.Error(err))
 	}
-	if err := e.collectWARCs(cr.Job.Ident, dir, true, mem.take()); err != nil {
+	if err := e.collectWARCs(cr.Job.Ident, dir, mem.take()); err != nil {
 		log.Warn("append page WARC to the job's WARC", zap.Error(err))
 	}
 	return out, nil
@@ -372,14 +344,18 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 			return activities.SeedRecords{}, err
 		}
 	}
-	last := lastAttempts(snapDir)
+	attempts := allAttempts(snapDir)
+	last := map[string]string{} // each hook's (PLUGIN/STEM) newest stdout log
+	for _, a := range attempts {
+		last[a.key] = a.path
+	}
 	var out activities.SeedRecords
 	wanted := map[string]bool{}
 	for _, k := range in.Hooks {
 		plugin, name, _ := strings.Cut(k, "/")
 		wanted[plugin+"/"+strings.TrimSuffix(name, filepath.Ext(name))] = true
 	}
-	for _, a := range allAttempts(snapDir) {
+	for _, a := range attempts {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
@@ -440,15 +416,6 @@ func allAttempts(snapDir string) []attemptFile {
 	return out
 }
 
-// lastAttempts maps each hook (PLUGIN/STEM) to its newest stdout log.
-func lastAttempts(snapDir string) map[string]string {
-	out := map[string]string{}
-	for _, a := range allAttempts(snapDir) {
-		out[a.key] = a.path
-	}
-	return out
-}
-
 // readRecords parses a stdout log's records with the hook contract's rules.
 func readRecords(path string, fn func(jsonl.Record)) error {
 	f, err := os.Open(path)
@@ -473,9 +440,9 @@ func readRecords(path string, fn func(jsonl.Record)) error {
 
 // collectWARCs appends every *.warc.gz below dir, and the page WARCs
 // kept in memory (mem, by the path their file would have had), in path
-// order, to the crawl's WARC of this worker (remove: and deletes the
-// files, they are in the job's WARC now).
-func (e *Engine) collectWARCs(ident, dir string, remove bool, mem map[string][]byte) error {
+// order, to the crawl's WARC of this worker, and deletes the files: they
+// are in the job's WARC now.
+func (e *Engine) collectWARCs(ident, dir string, mem map[string][]byte) error {
 	files, err := listWARCs(dir)
 	if err != nil {
 		return err
@@ -493,11 +460,9 @@ func (e *Engine) collectWARCs(ident, dir string, remove bool, mem map[string][]b
 	if err := e.warcs.appendWARCs(e, ident, files, mem); err != nil {
 		return err
 	}
-	if remove {
-		for _, f := range files {
-			if _, ok := mem[f]; !ok {
-				_ = os.Remove(f)
-			}
+	for _, f := range files {
+		if _, ok := mem[f]; !ok {
+			_ = os.Remove(f)
 		}
 	}
 	return nil

@@ -3,15 +3,11 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -46,43 +42,14 @@ func PageIndexDir(archiveDir, ident string) string {
 
 // pageIndexes are the page index writers of this worker's crawls, one
 // file per crawl: PageIndexDir/INSTANCE.jsonl.
-type pageIndexes struct {
-	mu sync.Mutex
-	m  map[string]*pageindex.Writer
-}
-
-func (x *pageIndexes) get(e *Engine, ident string) *pageindex.Writer {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	w := x.m[ident]
-	if w == nil {
-		w = pageindex.NewWriter(PageIndexDir(e.cfg.ArchiveDir, ident), safeName(e.cfg.Instance))
-		x.m[ident] = w
-	}
-	return w
-}
+type pageIndexes struct{ perCrawl[*pageindex.Writer] }
 
 // close closes a crawl's page index file (its crawl ended on this worker).
 func (x *pageIndexes) close(ident string) error {
-	x.mu.Lock()
-	w := x.m[ident]
-	delete(x.m, ident)
-	x.mu.Unlock()
-	if w == nil {
-		return nil
+	if w, ok := x.take(ident); ok {
+		return w.Close()
 	}
-	return w.Close()
-}
-
-func (x *pageIndexes) closeAll(log *zap.Logger) {
-	x.mu.Lock()
-	idents := slices.Collect(maps.Keys(x.m))
-	x.mu.Unlock()
-	for _, id := range idents {
-		if err := x.close(id); err != nil {
-			log.Warn("close page index", zap.String("ident", id), zap.Error(err))
-		}
-	}
+	return nil
 }
 
 // pageResults collects one page attempt's hook results (foreground and
@@ -229,7 +196,10 @@ func (e *Engine) writePageIndex(dir string, job activities.Job, p activities.Pag
 	}
 	snap := snapindex.Snapshot{ID: job.SnapshotID, URL: p.URL, Page: p.ID, Depth: p.Depth, State: state,
 		Error: out.Note, SealedAt: time.Now()}
-	err := e.indexes.get(e, job.Ident).Append(snap, results)
+	w, _ := e.indexes.get(job.Ident, func() *pageindex.Writer {
+		return pageindex.NewWriter(PageIndexDir(e.cfg.ArchiveDir, job.Ident), safeName(e.cfg.Instance))
+	})
+	err := w.Append(snap, results)
 	if _, serr := os.Lstat(dir); serr == nil {
 		_, derr := snapindex.Write(dir, snap, results)
 		err = errors.Join(err, derr)

@@ -110,7 +110,7 @@ func followGet(ctx context.Context, rf builtin.RecordedFetcher, u string, limit 
 
 // recorded runs fetch with a RecordedFetcher writing a WARC file of its
 // own in the crawl's directory, then appends that file to the crawl's
-// WARC on this worker (warcFiles.appendFiles, the one writer of it) and
+// WARC on this worker (warcFiles.appendWARCs, the one writer of it) and
 // removes it.
 func (e *Engine) recorded(ctx context.Context, ident, what, userAgent string, timeout time.Duration, fetch func(builtin.RecordedFetcher) error) error {
 	dir := e.crawlDir(ident)
@@ -142,7 +142,7 @@ func (e *Engine) recorded(ctx context.Context, ident, what, userAgent string, ti
 	if w.Written() == 0 {
 		return nil
 	}
-	if err := e.warcs.appendFiles(e, ident, []string{path}); err != nil {
+	if err := e.warcs.appendWARCs(e, ident, []string{path}, nil); err != nil {
 		return fmt.Errorf("%s of %s: %w", what, ident, err)
 	}
 	return nil

@@ -50,12 +50,6 @@ func safeName(s string) string {
 	return out
 }
 
-// crawlHosts are the crawls set up on this worker.
-type crawlHosts struct {
-	mu sync.Mutex
-	m  map[string]*crawlHost
-}
-
 // crawlHost is one crawl on this worker: its setup and the background
 // setup hooks that live until the crawl ends here.
 type crawlHost struct {
@@ -64,12 +58,6 @@ type crawlHost struct {
 	cancelBG context.CancelFunc
 	bg       sync.WaitGroup
 	failed   []string // setup hooks that did not succeed
-}
-
-func (c *crawlHosts) idents() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Sorted(maps.Keys(c.m))
 }
 
 // ensureSetup runs the crawl's on_CrawlSetup__ hooks on this worker once
@@ -230,14 +218,11 @@ func (e *Engine) hookPath() string {
 // until ctx ends); its WARC file is closed and the built-in hooks forget
 // it. A crawl this worker never set up is a no-op.
 func (e *Engine) TeardownCrawl(ctx context.Context, ident string) error {
-	e.crawls.mu.Lock()
-	ch := e.crawls.m[ident]
-	delete(e.crawls.m, ident)
-	e.crawls.mu.Unlock()
+	ch, ok := e.crawls.take(ident)
 	builtin.ForgetCrawl(e.crawlDir(ident))
-	e.plans.forget(ident)
+	e.plans.take(ident)
 	werr := errors.Join(e.warcs.close(ident), e.indexes.close(ident))
-	if ch == nil {
+	if !ok {
 		return werr
 	}
 	<-ch.ready

@@ -30,10 +30,7 @@ import (
 // version). The payload index, ARCHIVE_DIR/crawls/IDENT/payload-digests.tsv,
 // is per crawl and host: it outlives the worker process, so a restarted
 // worker refers to what its predecessor stored.
-type warcFiles struct {
-	mu sync.Mutex
-	m  map[string]*jobWARC
-}
+type warcFiles struct{ perCrawl[*jobWARC] }
 
 type jobWARC struct {
 	mu      sync.Mutex
@@ -53,31 +50,11 @@ func (e *Engine) jobWARCDir(ident string) string {
 	return filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), "warc")
 }
 
-func (w *warcFiles) get(e *Engine, ident string) *jobWARC {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	j := w.m[ident]
-	if j == nil {
-		j = &jobWARC{
-			ident: ident,
-			dir:   e.jobWARCDir(ident),
-			base:  safeName(ident) + "-" + safeName(e.cfg.Instance),
-		}
-		w.m[ident] = j
-	}
-	return j
-}
-
-// appendFiles appends files, in order, to the crawl's WARC, rotating
+// appendWARCs appends files, in order, to the crawl's WARC, rotating
 // before a file that would take it past the size limit (a file is never
-// split).
-func (w *warcFiles) appendFiles(e *Engine, ident string, files []string) error {
-	return w.appendWARCs(e, ident, files, nil)
-}
-
-// appendWARCs is appendFiles where a path in mem is read from memory (a
-// page WARC an in-process pagefetch kept: builtin.WithCrawlPage) rather
-// than from disk. What one call appends is written through a buffer and
+// split). A path in mem is read from memory (a page WARC an in-process
+// pagefetch kept: builtin.WithCrawlPage) rather than from disk. What one
+// call appends is written through a buffer and
 // reaches the file before it returns: a page's records are in the job's
 // WARC before its outcome is recorded, with one write per page rather
 // than one per record.
@@ -105,7 +82,9 @@ func (w *warcFiles) appendWARCs(e *Engine, ident string, files []string, mem map
 		}
 		scans[i] = warc.ScanAppend(src, size)
 	}
-	j := w.get(e, ident)
+	j, _ := w.get(ident, func() *jobWARC {
+		return &jobWARC{ident: ident, dir: e.jobWARCDir(ident), base: safeName(ident) + "-" + safeName(e.cfg.Instance)}
+	})
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	defer j.flush()
@@ -136,10 +115,8 @@ func (w *warcFiles) appendWARCs(e *Engine, ident string, files []string, mem map
 // sync writes the crawl's open WARC file to disk (fsync): what
 // appendWARCs appended survives a host crash from then on.
 func (w *warcFiles) sync(ident string) error {
-	w.mu.Lock()
-	j := w.m[ident]
-	w.mu.Unlock()
-	if j == nil {
+	j, ok := w.get(ident, nil)
+	if !ok {
 		return nil
 	}
 	j.mu.Lock()
@@ -267,11 +244,8 @@ func (j *jobWARC) closeFile() error {
 
 // close closes a crawl's WARC file (its crawl ended on this worker).
 func (w *warcFiles) close(ident string) error {
-	w.mu.Lock()
-	j := w.m[ident]
-	delete(w.m, ident)
-	w.mu.Unlock()
-	if j == nil {
+	j, ok := w.take(ident)
+	if !ok {
 		return nil
 	}
 	j.mu.Lock()
@@ -282,18 +256,4 @@ func (w *warcFiles) close(ident string) error {
 		j.digests = nil
 	}
 	return err
-}
-
-func (w *warcFiles) closeAll(log *zap.Logger) {
-	w.mu.Lock()
-	idents := make([]string, 0, len(w.m))
-	for id := range w.m {
-		idents = append(idents, id)
-	}
-	w.mu.Unlock()
-	for _, id := range idents {
-		if err := w.close(id); err != nil {
-			log.Warn("close job warc", zap.String("ident", id), zap.Error(err))
-		}
-	}
 }
