@@ -54,10 +54,9 @@ func (e *Engine) jobWARCDir(ident string) string {
 // before a file that would take it past the size limit (a file is never
 // split). A path in mem is read from memory (a page WARC an in-process
 // pagefetch kept: builtin.WithCrawlPage) rather than from disk. What one
-// call appends is written through a buffer and
-// reaches the file before it returns: a page's records are in the job's
-// WARC before its outcome is recorded, with one write per page rather
-// than one per record.
+// call appends is written through a buffer and reaches the file before it
+// returns: a page's records are in the job's WARC before its outcome is
+// recorded, with one write per page rather than one per record.
 func (w *warcFiles) appendWARCs(e *Engine, ident string, files []string, mem map[string][]byte) error {
 	// Each file is read (decompressed, its records parsed) before the
 	// crawl's WARC is locked: pages running at once wait for each other's
