@@ -22,11 +22,14 @@ import (
 // It runs only with ARCHIVEFLOW_CLUSTER_PEERS=1 (not in CI): on the merged
 // main of 2026-11-22 one job's gate hook failed after three attempts in
 // 1.6 s, each "cancelled before the hook reported a result", while the
-// killed process's history shard moved (docs/reliability.md §7). Until
-// that is understood the stretch drill is opt-in.
+// killed process's history shard moved (docs/reliability.md §7): the SDK
+// cancelled hooks whose heartbeat calls failed within its 1 s, which
+// tclient.HeartbeatCallTimeout now prevents. The failure was intermittent,
+// and a run may place no job on the peer: the drill stays opt-in until it
+// has passed many runs.
 func TestTwoServerProcessesOneKilledMidJob(t *testing.T) {
 	if os.Getenv("ARCHIVEFLOW_CLUSTER_PEERS") != "1" {
-		t.Skip("set ARCHIVEFLOW_CLUSTER_PEERS=1: a hook's attempts are cancelled while a killed server's shard moves (docs/reliability.md §7)")
+		t.Skip("set ARCHIVEFLOW_CLUSTER_PEERS=1: a killed server's shard moving to the other (opt-in: docs/reliability.md §7)")
 	}
 	c := cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)

@@ -510,6 +510,8 @@ func WorkerOptions(cfg *config.Config, p config.Pool) worker.Options {
 		WorkerStopTimeout: cfg.Worker.DrainTimeout,
 		// Send heartbeats at once rather than holding them for 80% of the
 		// heartbeat timeout, so cancellation reaches a hook within seconds.
+		// The SDK would bound each heartbeat call by this too; the client
+		// gives it tclient.HeartbeatCallTimeout instead.
 		MaxHeartbeatThrottleInterval: time.Second,
 	}
 }

@@ -1,6 +1,7 @@
 // Package tclient owns the Temporal client connection built from
-// configuration: host, namespace, TLS, API key, the zap-backed SDK logger
-// and the interceptor counting failed calls (internal/metrics).
+// configuration: host, namespace, TLS, API key, the zap-backed SDK logger,
+// the interceptor counting failed calls (internal/metrics) and the time a
+// heartbeat call may take (HeartbeatCallTimeout).
 // Workers, the starter and integration tests dial Temporal through it.
 package tclient
 
@@ -38,9 +39,10 @@ func Options(c config.Temporal, log *zap.Logger) (client.Options, error) {
 		HostPort:  c.HostPort,
 		Namespace: c.Namespace,
 		Logger:    NewLogger(log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
-		// Failed calls are counted (archiveflow_temporal_errors_total).
+		// Failed calls are counted (archiveflow_temporal_errors_total);
+		// heartbeat calls get HeartbeatCallTimeout.
 		ConnectionOptions: client.ConnectionOptions{
-			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(metrics.TemporalInterceptor)},
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(metrics.TemporalInterceptor, heartbeatCalls(HeartbeatCallTimeout))},
 		},
 	}
 	switch c.Compression {
