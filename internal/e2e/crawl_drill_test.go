@@ -138,6 +138,7 @@ func drillCrawls(t *testing.T, srv *testsite.Server, newStack func() *Stack, fau
 // a crawl: its pages' activities time out on their heartbeat and run on
 // the other worker, and the crawl ends as one without the kill did.
 func TestDrillCrawlWorkerKilled(t *testing.T) {
+	waitingDrill(t)
 	if testing.Short() {
 		t.Skip("builds the workers binary and crawls twice")
 	}
@@ -228,6 +229,7 @@ func pageWorkerPid(t *testing.T, s *Stack, j Job) int {
 // data dir and port) while a crawl runs: the workers and the crawl
 // reconnect, and the crawl ends as one without the restart did.
 func TestDrillCrawlTemporalRestart(t *testing.T) {
+	waitingDrill(t)
 	if testing.Short() {
 		t.Skip("starts and restarts a Temporal server")
 	}
@@ -247,6 +249,7 @@ func TestDrillCrawlTemporalRestart(t *testing.T) {
 // while a crawl runs: pages wait for their writes, the workflow's frontier
 // calls are retried, and the crawl ends as one without the outage did.
 func TestDrillCrawlRedisOutage(t *testing.T) {
+	waitingDrill(t)
 	if testing.Short() {
 		t.Skip("keeps Redis down for 30 s")
 	}

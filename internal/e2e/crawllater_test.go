@@ -173,6 +173,7 @@ func startLaterCrawl(t *testing.T, site *laterSite, adjust func(*config.Config))
 // once, nothing is left queued, retry_at is empty at the end, and the
 // first attempt's records are kept under attempts/1.
 func TestCrawlStartPageIsRetriedLater(t *testing.T) {
+	waitingDrill(t)
 	site := newLaterSite(t, map[string]string{"/": `<a href="/a">a</a> <a href="/b">b</a>`, "/a": "fine", "/b": "fine"},
 		func(path string, n int) bool { return path == "/" && n <= 3 })
 	s, job, ctx, f := startLaterCrawl(t, site, func(c *config.Config) {

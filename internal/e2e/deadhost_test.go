@@ -35,6 +35,7 @@ const deadHostSanityBound = 100 * time.Second
 // host with exact counters. It logs the time from the kill to the hook
 // starting again on the new host.
 func TestDrillDeadHostRecovery(t *testing.T) {
+	waitingDrill(t)
 	if testing.Short() {
 		t.Skip("builds the workers binary and waits out a dead host")
 	}

@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,4 +167,29 @@ func captureJobState(t *testing.T, rdb *redis.Client, ident string) jobState {
 		st.States[s] = m
 	}
 	return st
+}
+
+// drillsAtOnce is how many waiting drills (waitingDrill) run side by side
+// unless -test.parallel says otherwise. Each used 0.25 to 0.63 of a core
+// alone (2 cores, -race, 2026-11-27): three keep a 2-core machine busy
+// without starving their heartbeats.
+const drillsAtOnce = 3
+
+// drillsSideBySide sets -test.parallel to drillsAtOnce unless the command
+// line set it (TestMain, after flag.Parse).
+func drillsSideBySide() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(drillsAtOnce))
+	}
+}
+
+// waitingDrill marks a drill that spends most of its time waiting (for a
+// killed worker's heartbeat timeout, an outage, a restart): it runs beside
+// the other waiting drills once the package's other tests are done,
+// drillsAtOnce at a time. A test that asserts how soon something happens,
+// or runs Chromium, is not one.
+func waitingDrill(t *testing.T) {
+	t.Parallel()
 }

@@ -123,6 +123,7 @@ func runOutageJob(t *testing.T, outage time.Duration) jobState {
 // the same job hash (timestamps aside), counters, log lines and events,
 // nothing lost and nothing counted twice.
 func TestDrillRedisOutage(t *testing.T) {
+	waitingDrill(t)
 	if testing.Short() {
 		t.Skip("keeps Redis down for 30 s")
 	}

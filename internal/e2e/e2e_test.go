@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,6 +31,8 @@ func TestMain(m *testing.M) {
 	if code, ok := builtin.Dispatch(os.Args); ok {
 		os.Exit(code)
 	}
+	flag.Parse()
+	drillsSideBySide()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	srv, err := StartServer(ctx)
 	cancel()

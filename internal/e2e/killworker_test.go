@@ -29,6 +29,7 @@ import (
 // every history holds one state (ok), and nothing is in failed_checks or
 // the notification queue.
 func TestWorkerKilledMidHook(t *testing.T) {
+	waitingDrill(t)
 	if testing.Short() {
 		t.Skip("builds the workers binary")
 	}

@@ -239,6 +239,7 @@ func TestPolitenessAcrossWorkersAndJobs(t *testing.T) {
 // spends an attempt on it (crawl.page_attempts is 1: a spent attempt
 // would fail the page), and the crawl completes after the window.
 func TestRateLimitBackoff(t *testing.T) {
+	waitingDrill(t)
 	root, env := builtinPlugins(t, "pagefetch", "title", "outlinks"), builtinEnv(t)
 	rateLimitedCrawl(t, 1, func(c *config.Config) {
 		c.Crawl.PerHost = config.PerHost{Enabled: true, Concurrency: 2, Lease: time.Minute, MaxWait: time.Second, Reuse: time.Second,
@@ -258,6 +259,7 @@ func TestRateLimitBackoff(t *testing.T) {
 // other worker; that no attempt is spent on a rate limit is
 // TestRateLimitBackoff's.
 func TestRateLimitBackoffSurvivesWorkerKill(t *testing.T) {
+	waitingDrill(t)
 	if testing.Short() {
 		t.Skip("builds the workers binary")
 	}
