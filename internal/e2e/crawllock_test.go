@@ -162,7 +162,6 @@ func TestLockedCrawlRunsOnItsPipeline(t *testing.T) {
 // again); then they run, each page once, none failed. The start page's
 // hook, claimed before the maintenance began, runs on through it.
 func TestLockedCrawlPagesWaitForTheirPipeline(t *testing.T) {
-	waitingDrill(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var free atomic.Int64
