@@ -170,7 +170,7 @@ func captureJobState(t *testing.T, rdb *redis.Client, ident string) jobState {
 }
 
 // drillsAtOnce is how many waiting drills (waitingDrill) run side by side
-// unless -test.parallel says otherwise. Each used 0.25 to 0.63 of a core
+// unless -test.parallel says otherwise. Each used 0.25 to 0.65 of a core
 // alone (2 cores, -race, 2026-11-27): three keep a 2-core machine busy
 // without starving their heartbeats.
 const drillsAtOnce = 3
