@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/builtin/chrome"
+	"github.com/archiveflow/archiveflow/internal/cdptest"
 	"github.com/archiveflow/archiveflow/internal/hostile"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/proccheck"
@@ -54,6 +55,9 @@ func TestDevOnAGzipBombGivesUpAtTheMemoryLimit(t *testing.T) {
 
 	for _, mech := range []struct{ name, cgroup string }{{"host", ""}, {"rlimit", procs.CgroupNone}} {
 		t.Run(mech.name, func(t *testing.T) {
+			// Three Chromium renderers inflating up to their limit at once,
+			// with a time bound: the machine's browsers are this test's.
+			cdptest.Exclusive(t)
 			var requests atomic.Int64
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				requests.Add(1)
