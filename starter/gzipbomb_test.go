@@ -36,7 +36,7 @@ import (
 // embedded stack, the default configuration) on a loopback page that is a
 // gzip bomb (10 MB on the wire, 10 GiB of zeros inflated). The browser
 // hooks end failed after one attempt each, naming their default memory
-// limit, well before their 60 s timeout; the job reaches a final state;
+// limit (ended by it, not by their 60 s timeout); the job reaches a final state;
 // no hook process is left; wget's and pagefetch's WARCs keep the
 // compressed bytes as sent. It runs with the mechanism the host offers (a
 // cgroup where the worker can create one) and with rlimits only, as on a
@@ -106,8 +106,12 @@ func TestDevOnAGzipBombGivesUpAtTheMemoryLimit(t *testing.T) {
 				t.Logf("%s: %s, %d attempt(s), %s: %s", plugin, r.Status, r.Attempts, r.duration(), r.Error)
 				assert.Equal(t, model.StatusFailed, r.Status, "%s: %s", plugin, r.Error)
 				assert.Equal(t, 1, r.Attempts, "%s gave up after one attempt", plugin)
-				assert.Contains(t, r.Error, "memory limit 2 GiB", plugin)
-				assert.Less(t, r.duration(), 45*time.Second, "%s gave up early, not at its 60 s timeout", plugin)
+				// Ended by its memory limit, not by its 60 s timeout: how long
+				// that takes depends on the machine (22-28 s quiet, 48-53 s in
+				// a loaded CI run), so the log says it and docs/reliability.md
+				// §9 records it; the test asserts the cause.
+				assert.Contains(t, r.Error, "memory limit 2 GiB exceeded", plugin)
+				assert.NotContains(t, r.Error, "timed out", plugin)
 				browserTime += r.duration()
 			}
 			t.Logf("%s: job %s after %s (browser hooks %s, %d requests to the bomb)", mech.name, job.State, took.Round(100*time.Millisecond),
