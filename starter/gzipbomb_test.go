@@ -55,8 +55,10 @@ func TestDevOnAGzipBombGivesUpAtTheMemoryLimit(t *testing.T) {
 
 	for _, mech := range []struct{ name, cgroup string }{{"host", ""}, {"rlimit", procs.CgroupNone}} {
 		t.Run(mech.name, func(t *testing.T) {
-			// Three Chromium renderers inflating up to their limit at once,
-			// with a time bound: the machine's browsers are this test's.
+			// Three Chromium renderers inflating up to their limit at once:
+			// beside other browser tests one got too little CPU and ended its
+			// first attempt another way. The machine's browsers are this
+			// test's.
 			cdptest.Exclusive(t)
 			var requests atomic.Int64
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
