@@ -14,7 +14,7 @@
 //
 //	ABX_PLUGINS_DIR=/path/to/abx-plugins/abx_plugins/plugins \
 //	ABXDL_BIN=/path/to/abx-dl \
-//	go test -tags dev -run '^$' -bench ChromeStack -benchtime 1x ./bench/chromestack/ -rounds 5
+//	go test -tags dev,bench -run '^$' -bench ChromeStack -benchtime 1x ./bench/chromestack/ -rounds 5
 //
 // The hooks' own dependencies (abxpkg on PATH, Node 22, Chromium, the
 // npm packages abxpkg installs into ABXPKG_LIB_DIR) come from the bench's

@@ -9,8 +9,8 @@
 // memory per discovered URL. It links the Temporal server, so it builds
 // only with `-tags dev`:
 //
-//	go test -tags dev -run '^$' -bench Crawl -benchtime 1x -timeout 60m ./bench/crawl/
-//	go test -tags dev -run '^$' -bench 'Crawl/workers=1$' -benchtime 1x ./bench/crawl/ -pages 500
+//	go test -tags dev,bench -run '^$' -bench Crawl -benchtime 1x -timeout 60m ./bench/crawl/
+//	go test -tags dev,bench -run '^$' -bench 'Crawl/workers=1$' -benchtime 1x ./bench/crawl/ -pages 500
 //
 // -pages sets the site's size (default 5,000 generated pages: 5,422 URLs,
 // enough for the crawl to continue as new), -slots the slots of each
@@ -34,5 +34,5 @@
 // (total_reads_processed) and commands per page; then the medians'
 // ratios to wget's:
 //
-//	go test -tags dev -run '^$' -bench Wire -benchtime 1x -timeout 60m ./bench/crawl/
+//	go test -tags dev,bench -run '^$' -bench Wire -benchtime 1x -timeout 60m ./bench/crawl/
 package crawl

@@ -4,5 +4,5 @@
 // background hooks run at once. It links the Temporal server, so it builds
 // only with `-tags dev`:
 //
-//	go test -tags dev -run '^$' -bench Memory -benchtime 1x ./bench/memory/
+//	go test -tags dev,bench -run '^$' -bench Memory -benchtime 1x ./bench/memory/
 package memory

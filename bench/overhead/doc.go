@@ -5,5 +5,5 @@
 // hooks in parallel and waits (the physical floor), paired in the same run.
 // It links the Temporal server, so it builds only with `-tags dev`:
 //
-//	go test -tags dev -run '^$' -bench Overhead -benchtime 20x ./bench/overhead/
+//	go test -tags dev,bench -run '^$' -bench Overhead -benchtime 20x ./bench/overhead/
 package overhead

@@ -9,9 +9,9 @@
 // round trips. It links the Temporal server, so it builds only with
 // `-tags dev`:
 //
-//	go test -tags dev -run '^$' -bench Throughput -benchtime 1x -timeout 60m ./bench/throughput/
-//	go test -tags dev -run '^$' -bench Throughput -benchtime 1x ./bench/throughput/ -snapshots 50
-//	go test -tags dev -run '^$' -bench 'Throughput/workers=1$' -benchtime 1x ./bench/throughput/ -snapshots 50 -only archiveflow -cpuprofile /tmp/af.cpu
+//	go test -tags dev,bench -run '^$' -bench Throughput -benchtime 1x -timeout 60m ./bench/throughput/
+//	go test -tags dev,bench -run '^$' -bench Throughput -benchtime 1x ./bench/throughput/ -snapshots 50
+//	go test -tags dev,bench -run '^$' -bench 'Throughput/workers=1$' -benchtime 1x ./bench/throughput/ -snapshots 50 -only archiveflow -cpuprofile /tmp/af.cpu
 //
 // -workerprofile PATH writes each worker process's CPU profile to
 // PATH.NAME; -attrdelay D runs archiveflow with job.step_attribute_delay D
