@@ -513,6 +513,9 @@ func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult
 	say := a.pageLine(&entries, now)
 	if d.logResponses {
 		for _, r := range out.Responses {
+			if r.Reused {
+				continue // fetched for an earlier page: no download of this one
+			}
 			r.URL = truncate(r.URL, a.opts.LogLineBytes)
 			entries = append(entries, LogEntry{Kind: LogDownload, Time: now, Hook: "page", Response: &r})
 		}

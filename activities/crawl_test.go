@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/scope"
 )
 
@@ -82,4 +83,31 @@ func TestRefusedLinksAreReported(t *testing.T) {
 		Pattern: "longer than 8192 bytes (102400 bytes)", Source: "frontier"}},
 		a.refusedEntries([]RefusedLink{{URL: long, Bytes: 102400, Rule: "longer than 8192 bytes"}}, now))
 	assert.Empty(t, a.refusedEntries(nil, now), "nothing refused, nothing written")
+}
+
+// TestReusedRequisitesCountButAreNoDownload: a page's Response record of a
+// requisite the crawl fetched for an earlier page (reused) is in the
+// page's tally, so the crawl counts the requisite even if the attempt
+// that fetched it was never recorded, but it is no download packet of
+// this page in the job's log.
+func TestReusedRequisitesCountButAreNoDownload(t *testing.T) {
+	a := &CrawlActivities{store: &batchStore{}, opts: CrawlOptions{LogLineBytes: 300}}
+	page := model.Response{URL: "http://site.example/p", Status: 503, Bytes: 10}
+	fetched := model.Response{URL: "http://site.example/a.png", Status: 200, Bytes: 70, Requisite: true}
+	reused := model.Response{URL: "http://site.example/main.css", Status: 200, Bytes: 67, Requisite: true, Reused: true}
+	_, w, err := a.pageWrite(context.Background(), donePage{log: zap.NewNop(), logResponses: true,
+		in:  RunPageInput{Page: PageSpec{ID: 7, URL: page.URL, Attempt: 2}},
+		out: PageOutcome{Status: PageTransient, Responses: []model.Response{page, fetched, reused}}})
+	require.NoError(t, err)
+	var downloads []string
+	for _, e := range w.Entries {
+		if e.Kind == LogDownload {
+			downloads = append(downloads, e.Response.URL)
+		}
+	}
+	assert.Equal(t, []string{page.URL, fetched.URL}, downloads, "a reused requisite is no download of this page")
+	assert.Equal(t, map[string]FetchTally{
+		fetched.URL: {Responses: model.ResponseCounts{Count: 1, R2xx: 1, Bytes: 70}},
+		reused.URL:  {Responses: model.ResponseCounts{Count: 1, R2xx: 1, Bytes: 67}},
+	}, w.Tally.Requisites, "the reused requisite counts (once per crawl, by the frontier)")
 }

@@ -96,27 +96,37 @@ func readPageFetchJSON(snapDir string) (*pageFetchSummary, error) {
 // what the fetch led to (a stylesheet's references, a redirect's target),
 // so a page reusing a stylesheet still lists, and fetches if need be, what
 // the sheet needs: a page's requisites are the same whether its sheets were
-// fetched for it or before. It lives as long as the process: a crawl
-// running the hook in-process shares it across its pages; a hook run as its
-// own process starts empty and fetches them all.
+// fetched for it or before. It keeps the fetch's Response record too: a
+// page reusing the requisite prints it again, marked reused, so the crawl
+// counts the requisite even when the page attempt that fetched it was
+// never recorded (cancelled while Temporal restarted, say) and no later
+// page fetches it again. It lives as long as the process: a crawl running
+// the hook in-process shares it across its pages; a hook run as its own
+// process starts empty and fetches them all.
 var requisiteCache = struct {
 	sync.Mutex
-	crawls map[string]map[string][]requisite
-}{crawls: map[string]map[string][]requisite{}}
+	crawls map[string]map[string]fetchedRequisite
+}{crawls: map[string]map[string]fetchedRequisite{}}
+
+// fetchedRequisite is what the requisite memory keeps of one fetch.
+type fetchedRequisite struct {
+	next []requisite    // what it led to (leadsTo)
+	resp model.Response // its Response record
+}
 
 // requisiteSeen says whether the crawl fetched u already, and what that
-// fetch led to.
-func requisiteSeen(crawl, u string) ([]requisite, bool) {
+// fetch answered and led to.
+func requisiteSeen(crawl, u string) (fetchedRequisite, bool) {
 	if crawl == "" {
-		return nil, false
+		return fetchedRequisite{}, false
 	}
 	requisiteCache.Lock()
 	defer requisiteCache.Unlock()
-	next, ok := requisiteCache.crawls[crawl][u]
-	return next, ok
+	f, ok := requisiteCache.crawls[crawl][u]
+	return f, ok
 }
 
-func rememberRequisite(crawl, u string, next []requisite) {
+func rememberRequisite(crawl, u string, f fetchedRequisite) {
 	if crawl == "" {
 		return
 	}
@@ -124,11 +134,11 @@ func rememberRequisite(crawl, u string, next []requisite) {
 	defer requisiteCache.Unlock()
 	m := requisiteCache.crawls[crawl]
 	if m == nil {
-		m = map[string][]requisite{}
+		m = map[string]fetchedRequisite{}
 		requisiteCache.crawls[crawl] = m
 	}
 	if len(m) < requisiteCacheSize {
-		m[u] = next
+		m[u] = f
 	}
 }
 
@@ -302,7 +312,8 @@ type pageFetcher struct {
 	w      *warc.Writer
 	sum    pageFetchSummary
 	crawl  string
-	body   []byte // the page's body, saved as page.body
+	last   model.Response // the Response record get printed last
+	body   []byte         // the page's body, saved as page.body
 	// maxBytes bounds the page's body (PAGEFETCH_MAX_BYTES).
 	maxBytes int64
 }
@@ -495,9 +506,13 @@ func (pf *pageFetcher) requisites(ctx context.Context, found []requisite) {
 			return
 		}
 		r := list[i]
-		next, seen := requisiteSeen(pf.crawl, r.url)
-		if seen {
+		seen, ok := requisiteSeen(pf.crawl, r.url)
+		next := seen.next
+		if ok {
 			pf.sum.Reused++
+			reused := seen.resp
+			reused.Reused = true
+			pf.h.emitResponse(reused)
 		} else {
 			pf.sum.Requisites++
 			resp, body, _, err := pf.get(ctx, r.url, maxRequisiteBytes, true)
@@ -516,7 +531,7 @@ func (pf *pageFetcher) requisites(ctx context.Context, found []requisite) {
 				continue // not remembered: a later page asks again
 			}
 			next = leadsTo(r, resp, body)
-			rememberRequisite(pf.crawl, r.url, next)
+			rememberRequisite(pf.crawl, r.url, fetchedRequisite{next: next, resp: pf.last})
 		}
 		if r.depth < maxImportDepth {
 			add(next, r.depth)
@@ -586,7 +601,8 @@ func mediaType(contentType string) string {
 // record.
 func (pf *pageFetcher) get(ctx context.Context, u string, limit int64, requisite bool) (*http.Response, []byte, bool, error) {
 	respond := func(status int, bytes int64, code string) {
-		pf.h.emitResponse(model.Response{URL: u, Status: status, Bytes: bytes, WgetCode: code, Requisite: requisite})
+		pf.last = model.Response{URL: u, Status: status, Bytes: bytes, WgetCode: code, Requisite: requisite}
+		pf.h.emitResponse(pf.last)
 	}
 	// The host's turn in the fleet-wide host budget (none outside a crawl
 	// page run in the worker).

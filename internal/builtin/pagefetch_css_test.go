@@ -74,10 +74,13 @@ func (s *countingSite) requested() map[string]int {
 // pageRun is one pagefetch run: its Response records' URLs, its result,
 // stderr and the target URIs of its WARC's response records.
 type pageRun struct {
-	responses []string
-	result    map[string]any
-	stderr    string
-	warc      []string
+	responses []string // URLs of the Response records of fetches
+	// reused are the Response records of requisites fetched for an
+	// earlier page ("reused": true), by URL; fetched those of fetches.
+	reused, fetched map[string]map[string]any
+	result          map[string]any
+	stderr          string
+	warc            []string
 }
 
 // fetchPage runs pagefetch on url in a fresh directory, as a page of the
@@ -94,9 +97,19 @@ func fetchPage(t *testing.T, url, crawlDir string) pageRun {
 	for _, l := range lines {
 		var rec map[string]any
 		require.NoError(t, json.Unmarshal(l, &rec), string(l))
-		if rec["type"] == "Response" {
+		switch {
+		case rec["type"] == "Response" && rec["reused"] == true:
+			if run.reused == nil {
+				run.reused = map[string]map[string]any{}
+			}
+			run.reused[fmt.Sprint(rec["url"])] = rec
+		case rec["type"] == "Response":
 			run.responses = append(run.responses, fmt.Sprint(rec["url"]))
-		} else {
+			if run.fetched == nil {
+				run.fetched = map[string]map[string]any{}
+			}
+			run.fetched[fmt.Sprint(rec["url"])] = rec
+		default:
 			run.result = rec
 		}
 	}
@@ -196,6 +209,17 @@ func TestPageFetchGetsEveryRequisiteKindOnce(t *testing.T) {
 	assert.Equal(t, map[string]int{"/two.html": 1, "/img/two.png": 1}, site.requested())
 	assert.Equal(t, []string{"/img/two.png", "/two.html"}, paths(site.URL, second.warc))
 	assert.Contains(t, second.result["output_str"], "HTTP 200, 1 requisites (10 already fetched)")
+	// Each of the 10 is printed again, marked reused, with the first
+	// fetch's answer: the crawl counts it even if the first page's attempt
+	// was never recorded.
+	reused := []string{"/css/base.css", "/css/img/a-bg.png", "/css/img/escaped.png", "/css/main.css", "/css/print.css",
+		"/fonts/f.woff", "/fonts/f.woff2", "/img/a.png", "/img/hero.png", "/img/print.png"}
+	assert.Equal(t, reused, paths(site.URL, slices.Collect(maps.Keys(second.reused))))
+	for u, rec := range second.reused {
+		want := maps.Clone(first.fetched[u])
+		want["reused"] = true
+		assert.Equal(t, want, rec, "%s: the first fetch's record, marked reused", u)
+	}
 
 	// Another crawl starts afresh.
 	other := t.TempDir()

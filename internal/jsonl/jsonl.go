@@ -134,6 +134,7 @@ type wire struct {
 	Bytes      json.RawMessage
 	WgetCode   json.RawMessage
 	Requisite  json.RawMessage
+	Reused     json.RawMessage
 }
 
 // decodeWire picks the fields by their exact names. encoding/json would
@@ -159,6 +160,7 @@ func decodeWire(line []byte) (wire, error) {
 		Bytes:      m["bytes"],
 		WgetCode:   m["wget_code"],
 		Requisite:  m["requisite"],
+		Reused:     m["reused"],
 	}, nil
 }
 
@@ -265,6 +267,14 @@ func (w *wire) response() (Record, error) {
 	if present(w.Requisite) {
 		if err := json.Unmarshal(w.Requisite, &r.Requisite); err != nil {
 			return Record{}, fmt.Errorf("%w: Response requisite %s: must be true or false", ErrInvalid, shown(w.Requisite))
+		}
+	}
+	if present(w.Reused) {
+		if err := json.Unmarshal(w.Reused, &r.Reused); err != nil {
+			return Record{}, fmt.Errorf("%w: Response reused %s: must be true or false", ErrInvalid, shown(w.Reused))
+		}
+		if r.Reused && !r.Requisite {
+			return Record{}, fmt.Errorf("%w: Response reused true: only a requisite (\"requisite\": true) can be reused", ErrInvalid)
 		}
 	}
 	return Record{Type: TypeResponse, Response: r}, nil

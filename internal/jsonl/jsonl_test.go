@@ -41,6 +41,8 @@ func TestParseLineRecords(t *testing.T) {
 		{"tag of 100 characters", `{"type":"Tag","name":"` + strings.Repeat("é", 100) + `"}`, Record{Type: TypeTag, Tag: &Tag{Name: strings.Repeat("é", 100)}}},
 		{"response", `{"type":"Response","url":"https://e.com/","status":404,"bytes":512,"wget_code":"RETRFINISHED"}`,
 			Record{Type: TypeResponse, Response: &model.Response{URL: "https://e.com/", Status: 404, Bytes: 512, WgetCode: "RETRFINISHED"}}},
+		{"response reused requisite", `{"type":"Response","url":"https://e.com/a.css","status":200,"bytes":67,"requisite":true,"reused":true}`,
+			Record{Type: TypeResponse, Response: &model.Response{URL: "https://e.com/a.css", Status: 200, Bytes: 67, Requisite: true, Reused: true}}},
 		{"response network error", `{"type":"Response","url":"https://e.com/","status":0}`,
 			Record{Type: TypeResponse, Response: &model.Response{URL: "https://e.com/"}}},
 		{"unknown fields ignored", `{"type":"Tag","name":"n","extra":[1,2]}`, Record{Type: TypeTag, Tag: &Tag{Name: "n"}}},
@@ -86,6 +88,8 @@ func TestParseLineRejects(t *testing.T) {
 		{"response status out of range", `{"type":"Response","url":"u","status":1000}`, ErrInvalid, "0..999"},
 		{"response negative bytes", `{"type":"Response","url":"u","status":200,"bytes":-5}`, ErrInvalid, "bytes -5"},
 		{"response url wrong type", `{"type":"Response","url":5,"status":200}`, ErrInvalid, "Response"},
+		{"response reused not a requisite", `{"type":"Response","url":"u","status":200,"reused":true}`, ErrInvalid, "only a requisite"},
+		{"response reused wrong type", `{"type":"Response","url":"u","status":200,"requisite":true,"reused":1}`, ErrInvalid, "reused 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,13 @@ type Response struct {
 	// an image, a font): a crawl counts each requisite URL once, however
 	// many pages, hosts or restarts fetch it (activities.PageTally).
 	Requisite bool `json:"requisite,omitempty"`
+	// Reused marks a requisite the page did not fetch: its crawl fetched it
+	// before on this host (pagefetch's requisite memory), and the record
+	// repeats that fetch's answer. It counts as the requisite (once per
+	// crawl), so the count does not depend on the earlier fetch's page
+	// attempt having been recorded; it is no download of this page, so the
+	// job's log leaves it out.
+	Reused bool `json:"reused,omitempty"`
 }
 
 // FetcherCode is ArchiveBot's wget_code of the fetch: the fetcher's own
