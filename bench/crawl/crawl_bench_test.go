@@ -86,7 +86,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	e2e.RemoveBuilds()
+	os.Exit(code)
 }
 
 // serveSite generates the site, serves it, prints its siteInfo and serves

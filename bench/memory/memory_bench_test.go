@@ -30,6 +30,13 @@ const (
 
 // BenchmarkMemory measures a worker process's RSS before and during a job
 // (sampled every 10 ms, and its kernel-recorded peak VmHWM).
+// TestMain removes the binaries the benchmarks built (e2e.BuildCommand).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	e2e.RemoveBuilds()
+	os.Exit(code)
+}
+
 func BenchmarkMemory(b *testing.B) {
 	bin := e2e.BuildWorkers(b)
 	flood := fmt.Sprintf("yes '%s' | head -c %d", floodLine, gib)

@@ -47,6 +47,13 @@ const (
 // archiveflow and the same number of bare snapshots (the platform ceiling)
 // on the same server with as many bare worker processes, and reports both
 // and their ratio.
+// TestMain removes the binaries the benchmarks built (e2e.BuildCommand).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	e2e.RemoveBuilds()
+	os.Exit(code)
+}
+
 func BenchmarkThroughput(b *testing.B) {
 	bin := e2e.BuildCommand(b, benchWorker)
 	modes, err := benchkit.StepModes(*hostSteps)

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
-	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/proccheck"
@@ -26,11 +25,6 @@ import (
 var server *devserver.Server
 
 func TestMain(m *testing.M) {
-	// The test binary is ARCHIVEFLOW_BIN for the built-in plugins' hooks
-	// (builtinEnv): they exec `$ARCHIVEFLOW_BIN hook NAME ...`.
-	if code, ok := builtin.Dispatch(os.Args); ok {
-		os.Exit(code)
-	}
 	flag.Parse()
 	drillsSideBySide()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -211,10 +205,10 @@ func builtinPlugins(t testing.TB, names ...string) string {
 }
 
 // builtinEnv is the worker environment that lets the shipped plugins'
-// wrappers exec this test binary as ARCHIVEFLOW_BIN (TestMain dispatches).
+// wrappers exec the workers binary as ARCHIVEFLOW_BIN, as a worker host
+// runs them (BuildWorkers: built once, without -race; an exec of this
+// race-enabled test binary costs ten times the CPU).
 func builtinEnv(t testing.TB) []string {
 	t.Helper()
-	self, err := os.Executable()
-	require.NoError(t, err)
-	return append(os.Environ(), "ARCHIVEFLOW_BIN="+self)
+	return append(os.Environ(), "ARCHIVEFLOW_BIN="+BuildWorkers(t))
 }

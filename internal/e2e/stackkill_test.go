@@ -118,13 +118,10 @@ func devCrawl(t *testing.T, bin string, srv *testsite.Server, rules string, cras
 }
 
 // buildDevStarter builds the starter with the dev tag (the embedded
-// stack) into a temporary directory.
+// stack), once per test binary (BuildCommand).
 func buildDevStarter(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "starter")
-	out, err := exec.Command("go", "build", "-tags", "dev", "-o", bin, "github.com/archiveflow/archiveflow/starter").CombinedOutput()
-	require.NoError(t, err, "go build starter: %s", out)
-	return bin
+	return BuildCommand(t, "github.com/archiveflow/archiveflow/starter", "-tags", "dev")
 }
 
 // crawlRulesFile writes the drills' rules (the calendar skipped past six

@@ -4,34 +4,101 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/archiveflow/archiveflow/config"
 )
 
-// BuildWorkers builds the workers binary into a temporary directory of tb
-// and returns its path.
+// BuildWorkers builds the workers binary (BuildCommand) and returns its
+// path.
 func BuildWorkers(tb testing.TB) string {
 	tb.Helper()
 	return BuildCommand(tb, "github.com/archiveflow/archiveflow/workers")
 }
 
-// BuildCommand builds the main package pkg into a temporary directory of
-// tb and returns the binary's path.
-func BuildCommand(tb testing.TB, pkg string) string {
+// builds are the binaries BuildCommand built in this process, by build
+// flags and package, in one temporary directory (RemoveBuilds).
+var builds struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]*build
+}
+
+type build struct {
+	n    int // its directory's name
+	once sync.Once
+	path string
+	err  error
+}
+
+// BuildCommand builds the main package pkg with the go build flags (e.g.
+// "-tags", "dev"; never -race: a binary the tests start is as shipped) and
+// returns the binary's path. Each package and flags is built once per
+// process, on first use, and shared by every test: a link costs seconds of
+// CPU. The binaries are in a temporary directory: RemoveBuilds removes it
+// (a test binary under proccheck.Main has it removed with its TMPDIR).
+func BuildCommand(tb testing.TB, pkg string, flags ...string) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), filepath.Base(pkg))
-	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-	if err != nil {
-		tb.Fatalf("go build %s: %v: %s", pkg, err, out)
+	key := strings.Join(append(slices.Clone(flags), pkg), " ")
+	builds.mu.Lock()
+	if builds.bins == nil {
+		builds.bins = map[string]*build{}
 	}
-	return bin
+	b := builds.bins[key]
+	if b == nil {
+		b = &build{n: len(builds.bins)}
+		builds.bins[key] = b
+	}
+	builds.mu.Unlock()
+	b.once.Do(func() { b.path, b.err = goBuild(pkg, flags, b.n) })
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.path
+}
+
+// goBuild builds pkg into the builds' directory as its n-th binary.
+func goBuild(pkg string, flags []string, n int) (string, error) {
+	builds.mu.Lock()
+	if builds.dir == "" {
+		dir, err := os.MkdirTemp("", "e2e-builds-")
+		if err != nil {
+			builds.mu.Unlock()
+			return "", fmt.Errorf("go build %s: %w", pkg, err)
+		}
+		builds.dir = dir
+	}
+	bin := filepath.Join(builds.dir, strconv.Itoa(n), filepath.Base(pkg))
+	builds.mu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return "", fmt.Errorf("go build %s: %w", pkg, err)
+	}
+	args := append(append([]string{"build"}, flags...), "-o", bin, pkg)
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return bin, nil
+}
+
+// RemoveBuilds removes the binaries BuildCommand built (for a TestMain,
+// after the tests).
+func RemoveBuilds() {
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if builds.dir != "" {
+		_ = os.RemoveAll(builds.dir)
+		builds.dir, builds.bins = "", nil
+	}
 }
 
 // StartWorker runs one workers process for cfg's pools, configured through
