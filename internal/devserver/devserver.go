@@ -4,7 +4,9 @@
 // Temporal Web UI, the archiveflow namespace and its custom search
 // attributes registered, and dynamic config tuned for low latency.
 //
-// It exists for the `starter dev` command and for integration tests. It
+// It exists for the `starter dev` command and for integration tests
+// (devtemporal runs it in a process of its own for race-enabled test
+// binaries). It
 // links the whole Temporal server (~200 MB of binary, minutes of cold
 // build), so production binaries (workers, starter commands other than
 // dev) must never import it.

@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/archiveflow/archiveflow/config"
-	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/testredis"
 )
 
@@ -47,7 +46,7 @@ const waitForFileSh = `wait_for() { i=0; while [ ! -e "$1" ] && [ $i -lt 2400 ];
 
 // newStackOnRedis is NewStack wired to rs, a Redis server the test
 // controls (to stop and restart it), instead of a private one.
-func newStackOnRedis(t *testing.T, srv *devserver.Server, rs *testredis.Server, pluginDir string, configure func(*config.Config)) *Stack {
+func newStackOnRedis(t *testing.T, srv Temporal, rs *testredis.Server, pluginDir string, configure func(*config.Config)) *Stack {
 	t.Helper()
 	s := NewStack(t, srv, pluginDir, func(c *config.Config) {
 		c.Redis.URL = rs.URL

@@ -16,28 +16,33 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/config"
-	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/proccheck"
 	"github.com/archiveflow/archiveflow/workflows"
 )
 
-var server *devserver.Server
+// server is the tests' shared Temporal server, in a process of its own
+// (StartServerProcess): this binary is built with -race.
+var server *ServerProcess
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	drillsSideBySide()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	srv, err := StartServer(ctx)
+	srv, err := StartServerProcess(ctx)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start Temporal dev server: %v\n", err)
+		RemoveBuilds()
 		os.Exit(1)
 	}
 	server = srv
 	// No hook process may outlive the tests (internal/proccheck).
 	code := proccheck.Main(m, os.Stderr)
-	_ = srv.Stop()
+	if err := srv.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop Temporal dev server: %v\n", err)
+	}
+	RemoveBuilds()
 	os.Exit(code)
 }
 

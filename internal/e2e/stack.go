@@ -69,7 +69,7 @@ type Stack struct {
 	Client client.Client
 	Redis  *redis.Client
 	Store  *rkeys.Store
-	Server *devserver.Server
+	Server Temporal
 	// RedisURL reaches the test's Redis server.
 	RedisURL string
 	// Log is the pools' logger (nil: the test's, warnings and above).
@@ -92,7 +92,7 @@ var queueSeq atomic.Int64
 
 // TestConfig returns a configuration for srv and redisURL with fast timings:
 // one pool on a queue unique to this test, plugins from pluginDir.
-func TestConfig(t testing.TB, srv *devserver.Server, redisURL, pluginDir string) *config.Config {
+func TestConfig(t testing.TB, srv Temporal, redisURL, pluginDir string) *config.Config {
 	cfg := config.Default()
 	cfg.ArchiveDir = t.TempDir()
 	cfg.Temporal.HostPort = srv.HostPort()
@@ -122,7 +122,7 @@ func TestConfig(t testing.TB, srv *devserver.Server, redisURL, pluginDir string)
 // NewStack connects to srv and a fresh Redis; configure may adjust the
 // configuration before anything starts. Pools are not started: call
 // StartPools, or run worker processes.
-func NewStack(t testing.TB, srv *devserver.Server, pluginDir string, configure func(*config.Config)) *Stack {
+func NewStack(t testing.TB, srv Temporal, pluginDir string, configure func(*config.Config)) *Stack {
 	t.Helper()
 	rs := testredis.Start(t)
 	cfg := TestConfig(t, srv, rs.URL, pluginDir)

@@ -48,6 +48,15 @@ type build struct {
 // (a test binary under proccheck.Main has it removed with its TMPDIR).
 func BuildCommand(tb testing.TB, pkg string, flags ...string) string {
 	tb.Helper()
+	bin, err := buildCommand(pkg, flags...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bin
+}
+
+// buildCommand is BuildCommand without a test.
+func buildCommand(pkg string, flags ...string) (string, error) {
 	key := strings.Join(append(slices.Clone(flags), pkg), " ")
 	builds.mu.Lock()
 	if builds.bins == nil {
@@ -60,10 +69,7 @@ func BuildCommand(tb testing.TB, pkg string, flags ...string) string {
 	}
 	builds.mu.Unlock()
 	b.once.Do(func() { b.path, b.err = goBuild(pkg, flags, b.n) })
-	if b.err != nil {
-		tb.Fatal(b.err)
-	}
-	return b.path
+	return b.path, b.err
 }
 
 // goBuild builds pkg into the builds' directory as its n-th binary.

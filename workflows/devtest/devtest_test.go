@@ -31,6 +31,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/devserver"
+	"github.com/archiveflow/archiveflow/internal/e2e"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -78,18 +79,32 @@ type env struct {
 	hostSteps bool
 }
 
+// server is the tests' Temporal server, started on first use in a process
+// of its own (e2e.StartServerProcess: this binary is built with -race).
 var (
 	serverOnce sync.Once
-	server     *devserver.Server
+	server     *e2e.ServerProcess
 	serverErr  error
 )
+
+// TestMain stops the server and removes its binary after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if server != nil {
+		if err := server.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop Temporal dev server: %v\n", err)
+		}
+	}
+	e2e.RemoveBuilds()
+	os.Exit(code)
+}
 
 func start(t testing.TB) *env {
 	t.Helper()
 	serverOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), devserver.DefaultStartTimeout)
 		defer cancel()
-		server, serverErr = devserver.Start(ctx, devserver.Options{UIPort: -1})
+		server, serverErr = e2e.StartServerProcess(ctx)
 	})
 	require.NoError(t, serverErr)
 	c, err := client.Dial(client.Options{HostPort: server.HostPort(), Namespace: server.Namespace(),
