@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/archiveflow/archiveflow/internal/devserver"
 )
 
 // Temporal is the Temporal server a stack connects to: an in-process
@@ -63,10 +65,7 @@ func StartServerProcess(ctx context.Context) (*ServerProcess, error) {
 	ready := make(chan error, 1)
 	go func() {
 		line, err := bufio.NewReader(stdout).ReadBytes('\n')
-		var r struct {
-			HostPort  string `json:"host_port"`
-			Namespace string `json:"namespace"`
-		}
+		var r devserver.Ready
 		if err == nil {
 			err = json.Unmarshal(line, &r)
 		}

@@ -44,8 +44,8 @@ type build struct {
 // "-tags", "dev"; never -race: a binary the tests start is as shipped) and
 // returns the binary's path. Each package and flags is built once per
 // process, on first use, and shared by every test: a link costs seconds of
-// CPU. The binaries are in a temporary directory: RemoveBuilds removes it
-// (a test binary under proccheck.Main has it removed with its TMPDIR).
+// CPU. The binaries are in one temporary directory, which the test
+// binary's TestMain removes after the tests (RemoveBuilds).
 func BuildCommand(tb testing.TB, pkg string, flags ...string) string {
 	tb.Helper()
 	bin, err := buildCommand(pkg, flags...)

@@ -4,8 +4,9 @@
 // too and costs about seven times the CPU (docs/benchmarks.md §41), though
 // it shares no memory with the code under test, only gRPC on loopback.
 //
-// Once the server serves, it prints one JSON line on stdout,
-// {"host_port":"127.0.0.1:PORT","namespace":"default"}, and it serves until
+// Once the server serves, it prints one JSON line on stdout
+// (devserver.Ready: {"host_port":"127.0.0.1:PORT","namespace":"default"}),
+// and it serves until
 // its stdin closes (the test binary ended, however it ended) or it gets
 // SIGTERM or SIGINT; then it stops the server and exits 0. It exits 1 with
 // the reason on stderr when the server cannot start.
@@ -25,12 +26,6 @@ import (
 	"github.com/archiveflow/archiveflow/internal/devserver"
 )
 
-// Ready is the line devtemporal prints once its server serves.
-type Ready struct {
-	HostPort  string `json:"host_port"`
-	Namespace string `json:"namespace"`
-}
-
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "devtemporal: %v\n", err)
@@ -45,7 +40,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	line, err := json.Marshal(Ready{HostPort: srv.HostPort(), Namespace: srv.Namespace()})
+	line, err := json.Marshal(devserver.Ready{HostPort: srv.HostPort(), Namespace: srv.Namespace()})
 	if err == nil {
 		_, err = fmt.Printf("%s\n", line)
 	}
