@@ -49,8 +49,10 @@ var shared struct {
 	err  error
 }
 
-// SharedServer starts one in-memory Temporal dev server per test binary on
-// first use and returns it; benchmarks share it across runs.
+// SharedServer starts one in-memory Temporal dev server in this process on
+// first use and returns it; benchmarks share it across runs and count its
+// CPU as theirs. A race-enabled test binary that runs many workflows uses
+// StartServerProcess instead.
 func SharedServer(tb testing.TB) *devserver.Server {
 	tb.Helper()
 	shared.once.Do(func() {
