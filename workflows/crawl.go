@@ -566,13 +566,7 @@ func (c *crawl) pageOptions(queue, id, summary string, wait, startToClose time.D
 		StartToCloseTimeout:    startToClose,
 		HeartbeatTimeout:       c.in.Timing.HeartbeatTimeout,
 		WaitForCancellation:    true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        c.in.Timing.PageActivityAttempts,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-		},
+		RetryPolicy:            backoffPolicy(30*time.Second, c.in.Timing.PageActivityAttempts),
 	}
 }
 

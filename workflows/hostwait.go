@@ -78,19 +78,15 @@ func isHostLost(err error) bool {
 // queue for long, and "cannot tell" is never read as "dead" (see
 // hostLost).
 func hostAliveOptions(poolQueue, id string, hostScheduleToStart time.Duration) workflow.ActivityOptions {
+	retry := backoffPolicy(15*time.Second, 0)
+	retry.NonRetryableErrorTypes = append([]string{activities.ErrTypeNoHostRegistry}, activities.NonRetryableErrorTypes...)
 	return workflow.ActivityOptions{
 		TaskQueue:              poolQueue,
 		ActivityID:             id,
 		Summary:                "host alive?",
 		StartToCloseTimeout:    hostAliveStartToClose,
 		ScheduleToCloseTimeout: hostScheduleToStart,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        15 * time.Second,
-			MaximumAttempts:        0,
-			NonRetryableErrorTypes: append([]string{activities.ErrTypeNoHostRegistry}, activities.NonRetryableErrorTypes...),
-		},
+		RetryPolicy:            retry,
 	}
 }
 

@@ -59,15 +59,21 @@ func retryPolicy(r Retry, heartbeatFinal bool) *temporal.RetryPolicy {
 	}
 }
 
+// backoffPolicy retries after 1 s, doubling to maxInterval, for attempts
+// in all (0: without limit); activities.NonRetryableErrorTypes end it.
+func backoffPolicy(maxInterval time.Duration, attempts int32) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        maxInterval,
+		MaximumAttempts:        attempts,
+		NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+	}
+}
+
 // redisRetry retries Redis writes without limit: Redis being down delays a
 // job, it never fails it.
-var redisRetry = &temporal.RetryPolicy{
-	InitialInterval:        time.Second,
-	BackoffCoefficient:     2,
-	MaximumInterval:        time.Minute,
-	MaximumAttempts:        0,
-	NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-}
+var redisRetry = backoffPolicy(time.Minute, 0)
 
 // hookActivityOptions are the options of one hook's RunHook activity on the
 // claimed host's queue. A foreground hook may run for its timeout plus the
@@ -132,13 +138,7 @@ func hostTaskOptions(hostQueue, id, summary string, wait, startToClose time.Dura
 		Summary:                summary,
 		ScheduleToStartTimeout: wait,
 		StartToCloseTimeout:    startToClose,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        attempts,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-		},
+		RetryPolicy:            backoffPolicy(30*time.Second, attempts),
 	}
 }
 

@@ -55,10 +55,7 @@ func PurgeWorkflow(ctx workflow.Context, in PurgeInput) (PurgeResult, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: purgeBatchStartToClose,
 		Summary:             "purge finished jobs",
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 5,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-		},
+		RetryPolicy:         backoffPolicy(time.Minute, 5),
 	})
 	var res PurgeResult
 	for res.Batches < in.MaxBatches {
