@@ -854,14 +854,6 @@ func (c *crawl) sealWACZ() {
 	c.write("set wacz", poolActs.SetArchive, ar)
 }
 
-// finishedAt is the limit the crawl finished at ("" when it did not).
-func (c *crawl) finishedAt() string {
-	if c.job.state == model.StateFinished {
-		return c.limits.reached
-	}
-	return ""
-}
-
 // crawlFinalCountsChange versions the final counts read from the frontier
 // (finalCounts): runs from before it end with the counts they took in
 // last.
@@ -894,7 +886,10 @@ func (c *crawl) finish() {
 	c.job.failure, c.job.state = reason, state
 	c.upsertSearchAttributes()
 	workflow.SetCurrentDetails(c.dctx, c.details())
-	in := activities.FinishInput{Ident: c.ident(), State: state, Error: reason, Key: c.runID + "/finish", Limit: c.finishedAt()}
+	in := activities.FinishInput{Ident: c.ident(), State: state, Error: reason, Key: c.runID + "/finish"}
+	if state == model.StateFinished {
+		in.Limit = c.limits.reached // the limit it finished at, if any
+	}
 	c.hash.finish(in)
 	c.log().Info("crawl done", "state", string(state), "reason", reason, "limit", in.Limit, "pages", c.counts.Total,
 		"done", c.counts.Done, "failed", c.counts.Failed, "skipped", c.counts.Skipped)

@@ -161,11 +161,6 @@ func requeueSuffix(round int) string {
 	return fmt.Sprintf("#requeue-%d", round)
 }
 
-// checkID is the ID of a host check for the activity id.
-func checkID(id string, round int) string {
-	return fmt.Sprintf("%s/host-alive-%d", id, round)
-}
-
 // attemptsSpent counts the attempts of a hook that ended waiting past
 // ScheduleToStart or by a heartbeat timeout: the previous attempt's
 // reported result (the timeout's cause) or its last heartbeat carry the
@@ -252,7 +247,7 @@ func (c hostCheck) untilStarted(ctx, getCtx workflow.Context, id string, valuePt
 		if ctx.Err() != nil {
 			return errStoppedWaiting
 		}
-		v := c.check(ctx, checkID(id, r.n))
+		v := c.check(ctx, fmt.Sprintf("%s/host-alive-%d", id, r.n))
 		switch {
 		case ctx.Err() != nil:
 			return errStoppedWaiting

@@ -35,19 +35,14 @@ func (s *snapshot) laterRetry(h activities.HookSpec, err error) (time.Time, bool
 		return time.Time{}, false
 	}
 	delays := s.in.RetryLater.For(h.Plugin)
-	n := s.laterRetries(h)
+	n := 0 // the later retries h ran before this run
+	if s.in.Rerun != nil {
+		n = s.in.Rerun.Later[h.Key()]
+	}
 	if n >= len(delays) {
 		return time.Time{}, false
 	}
 	return workflow.Now(s.dctx).Add(delays[n]), true
-}
-
-// laterRetries counts the later retries h ran before this run.
-func (s *snapshot) laterRetries(h activities.HookSpec) int {
-	if s.in.Rerun == nil {
-		return 0
-	}
-	return s.in.Rerun.Later[h.Key()]
 }
 
 // transientEnd reports that a hook's activity gave up on transient
