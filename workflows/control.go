@@ -102,9 +102,8 @@ func (s *snapshot) status() Status {
 	for _, h := range s.plan.Hooks {
 		hs := HookStatus{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background, Phase: PhasePending}
 		if res, ok := s.claim.results[h.Key()]; ok {
-			r := res
-			hs.Phase, hs.Result = PhaseDone, &r
-			if waiting(r) {
+			hs.Phase, hs.Result = PhaseDone, &res
+			if waiting(res) {
 				hs.Phase = PhaseWaiting
 			}
 			hs.Transient = s.claim.transient[h.Key()]

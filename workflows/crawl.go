@@ -87,10 +87,8 @@ func CrawlWorkflow(ctx workflow.Context, in CrawlInput) (CrawlStatus, error) {
 	c.teardown()
 	c.sealWACZ()
 	c.finish()
-	if err := c.awaitEnd(); err != nil {
-		return c.status(), err
-	}
-	return c.status(), nil
+	err := c.awaitEnd()
+	return c.status(), err
 }
 
 // crawl is the state of one CrawlWorkflow run.
@@ -821,17 +819,12 @@ func (c *crawl) sealWACZ() {
 			}
 		}
 	}
-	host := ""
-	for _, q := range c.carry.SetupHosts {
-		if reached[q] {
-			host = q
-			break
-		}
-	}
-	if host == "" {
+	i := slices.IndexFunc(c.carry.SetupHosts, func(q string) bool { return reached[q] })
+	if i < 0 {
 		c.log().Warn("no WACZ at the seal: the teardown reached no worker host (starter export writes one)")
 		return
 	}
+	host := c.carry.SetupHosts[i]
 	timeout := c.in.Timing.SealTimeout
 	if timeout <= 0 {
 		timeout = c.in.Timing.PageTimeout
