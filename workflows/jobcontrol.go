@@ -220,7 +220,9 @@ func (c *control) nextSettings(set model.Settings) activities.SettingsInput {
 		Key: fmt.Sprintf("%s/settings/%d", c.runID, c.settings.version)}
 }
 
-// redisCtx runs a Redis write as a local activity (redisOptions).
+// redisCtx runs a Redis write as a local activity (redisOptions): it takes
+// milliseconds, and a local activity costs no task-queue round trip and no
+// extra workflow task, which keeps the orchestration overhead per hook low.
 func (c *control) redisCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, redisOptions())
 }

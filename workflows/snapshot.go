@@ -779,10 +779,6 @@ func (s *snapshot) title() string {
 	return t
 }
 
-// redisCtx runs Redis writes as local activities: they take milliseconds,
-// and a local activity costs no task-queue round trip and no extra workflow
-// task, which keeps the orchestration overhead per hook low.
-
 func (s *snapshot) runInput(h activities.HookSpec) activities.RunHookInput {
 	return activities.RunHookInput{Job: s.in.Job, Hook: h, Settings: s.settings.current, Key: s.runKey(h)}
 }
