@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/archiveflow/archiveflow/activities"
@@ -67,13 +68,7 @@ func versionOnce(ctx workflow.Context, on **bool, change string) bool {
 }
 
 // log is the workflow's replay-safe logger.
-func (c *control) log() interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-	Error(string, ...any)
-} {
-	return workflow.GetLogger(c.dctx)
-}
+func (c *control) log() log.Logger { return workflow.GetLogger(c.dctx) }
 
 // serve installs the status query (status, a func() (T, error), answers
 // it), the set_settings
