@@ -19,7 +19,6 @@ import (
 // HostScheduleToStart (the process is gone) ends its attempt transient:
 // the page is claimed again, by then routed as the locks are. Histories
 // from before it (crawlLockChange's default branch) route nothing.
-
 //
 // A page activity or batch that never started waits (unstartedChange):
 // sent to a locked pipeline whose disk guard holds it (a host-wide
