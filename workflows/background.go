@@ -54,7 +54,7 @@ func BackgroundHookWorkflow(ctx workflow.Context, in BackgroundInput) (activitie
 	if temporal.IsCanceledError(err) {
 		if r.Attempts == 0 {
 			// The seal came before any attempt of the hook ran.
-			return activities.RunHookResult{ArchiveResult: notStartedResult(h, workflow.Now(ctx))}, nil
+			return activities.RunHookResult{ArchiveResult: skippedResult(h, workflow.Now(ctx), activities.NotStartedBeforeSeal)}, nil
 		}
 		r.Error = "stopped at seal before the hook reported a result"
 	}

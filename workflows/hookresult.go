@@ -18,18 +18,12 @@ func baseResult(h activities.HookSpec, status model.Status, now time.Time) model
 	return model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background, Status: status, StartedAt: now, EndedAt: now}
 }
 
-// skippedResult records a disabled hook without running it.
-func skippedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
+// skippedResult records a hook that never ran, saying why: a disabled
+// hook, or a background hook that the seal (or a stop) reached before it
+// started (activities.NotStartedBeforeSeal): skipped, never succeeded.
+func skippedResult(h activities.HookSpec, now time.Time, why string) model.ArchiveResult {
 	r := baseResult(h, model.StatusSkipped, now)
-	r.OutputStr = cmp.Or(h.SkipReason, "disabled by configuration")
-	return r
-}
-
-// notStartedResult records a background hook that the seal (or a stop)
-// reached before it started: skipped, never succeeded.
-func notStartedResult(h activities.HookSpec, now time.Time) model.ArchiveResult {
-	r := baseResult(h, model.StatusSkipped, now)
-	r.OutputStr = activities.NotStartedBeforeSeal
+	r.OutputStr = why
 	return r
 }
 

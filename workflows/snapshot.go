@@ -25,6 +25,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -393,7 +394,7 @@ func (s *snapshot) launch(h activities.HookSpec) {
 	now := workflow.Now(s.dctx)
 	switch h.Launch() {
 	case activities.LaunchSkip:
-		s.complete(h, activities.RunHookResult{ArchiveResult: skippedResult(h, now)})
+		s.complete(h, activities.RunHookResult{ArchiveResult: skippedResult(h, now, cmp.Or(h.SkipReason, "disabled by configuration"))})
 	case activities.LaunchConfigFailed:
 		s.complete(h, activities.RunHookResult{ArchiveResult: configFailedResult(h, now)})
 	case activities.LaunchBackground:
@@ -464,7 +465,7 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 		case err == nil:
 		case temporal.IsCanceledError(err):
 			// Cancelled before the child ran: its hook never started.
-			res = activities.RunHookResult{ArchiveResult: notStartedResult(h, workflow.Now(s.dctx))}
+			res = activities.RunHookResult{ArchiveResult: skippedResult(h, workflow.Now(s.dctx), activities.NotStartedBeforeSeal)}
 		default:
 			res = activities.RunHookResult{ArchiveResult: s.failedResult(h, err)}
 		}
