@@ -122,11 +122,10 @@ func claimOptions(queue, id string) workflow.ActivityOptions {
 }
 
 // claimAndDiscoverOptions are the options of ClaimAndDiscover on the pool's
-// shared queue: discovery's retries, any worker of the pool may take it.
+// shared queue: discovery's retries, any worker of the pool may take it. It
+// has no ScheduleToStart (0): no host to lose yet, it waits for any worker.
 func claimAndDiscoverOptions(queue, id string) workflow.ActivityOptions {
-	o := hostTaskOptions(queue, id, "claim host, discover hooks", 0, discoverStartToClose, discoverAttempts)
-	o.ScheduleToStartTimeout = 0 // no host to lose yet: wait for any worker
-	return o
+	return hostTaskOptions(queue, id, "claim host, discover hooks", 0, discoverStartToClose, discoverAttempts)
 }
 
 // hostTaskOptions are the options of a short task on the claimed host
