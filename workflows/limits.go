@@ -28,11 +28,7 @@ type crawlLimits struct {
 
 // durationReached names the duration limit once it is reached.
 func (c *crawl) durationReached() string {
-	d := c.settings.current.MaxDuration
-	if d <= 0 {
-		return ""
-	}
-	if !workflow.Now(c.dctx).Before(c.durationStart().Add(d)) {
+	if d := c.settings.current.MaxDuration; d > 0 && !workflow.Now(c.dctx).Before(c.durationStart().Add(d)) {
 		return model.DurationLimitReached(d)
 	}
 	return ""
