@@ -53,7 +53,6 @@ func newControl(ctx workflow.Context, ident, kind string, set model.Settings) co
 		dctx:     dctx,
 		job:      jobStatus{state: model.StatePending},
 		settings: settingsState{current: set},
-		writes:   writer{ctx: dctx},
 	}
 }
 

@@ -8,9 +8,7 @@ import "go.temporal.io/sdk/workflow"
 // it. Writes never block hook launches; the workflow waits for the queue to
 // drain before it completes.
 type writer struct {
-	ctx    workflow.Context
 	ops    []writeOp
-	busy   bool
 	queued int
 	done   int
 }
@@ -35,19 +33,17 @@ func (w *writer) run(ctx workflow.Context) {
 		}
 		op := w.ops[0]
 		w.ops = w.ops[1:]
-		w.busy = true
 		if err := op.run(ctx); err != nil {
 			// Only non-retryable errors get here (Redis writes retry
 			// without limit): a bug, logged, never a reason to fail a job.
 			workflow.GetLogger(ctx).Error("redis write failed", "write", op.name, "error", err)
 		}
-		w.busy = false
 		w.done++
 	}
 }
 
 // idle reports that every enqueued write is done.
-func (w *writer) idle() bool { return len(w.ops) == 0 && !w.busy }
+func (w *writer) idle() bool { return w.done == w.queued }
 
 // await blocks until write seq is done.
 func (w *writer) await(ctx workflow.Context, seq int) error {
