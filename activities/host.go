@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/logging"
@@ -127,10 +128,11 @@ func (a *HostActivities) DiscoverHooks(ctx context.Context, in DiscoverInput) (P
 func discover(ctx context.Context, d Discoverer, in DiscoverInput, log *zap.Logger) (Plan, error) {
 	plan, err := d.Discover(ctx, in)
 	if err != nil {
+		err = fmt.Errorf("discover hooks for %s: %w", in.Ident, err)
 		if errors.Is(err, ErrConfig) {
-			return Plan{}, configError(fmt.Errorf("discover hooks for %s: %w", in.Ident, err))
+			return Plan{}, nonRetryable(ErrTypeConfig, "%v", err)
 		}
-		return Plan{}, temporalError(ErrTypeDiscovery, fmt.Errorf("discover hooks for %s: %w", in.Ident, err))
+		return Plan{}, temporal.NewApplicationError(err.Error(), ErrTypeDiscovery)
 	}
 	if err := plan.Validate(); err != nil {
 		return Plan{}, invalidInput("discover hooks for %s: %v", in.Ident, err)
