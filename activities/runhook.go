@@ -397,10 +397,7 @@ func (s *runSink) add(e LogEntry) {
 	s.logged++
 	s.buf = append(s.buf, e)
 	if len(s.buf) >= s.opts.LogBatch {
-		select {
-		case s.full <- struct{}{}:
-		default:
-		}
+		nudge(s.full)
 	}
 }
 
