@@ -193,7 +193,7 @@ type CrawlActivities struct {
 	deny      scope.Denier
 	live      timed[liveEntry]
 	robots    robotsCache
-	locks     timed[[]string]
+	locks     timed[[]string] // ClaimResult.Locked by crawl and shared queue
 }
 
 // NewCrawl builds the crawl activities. hostQueue is the task queue only
@@ -257,7 +257,10 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 	}
 	out := ClaimResult{Counts: counts}
 	if in.LockQueue != "" {
-		if out.Locked, err = a.lockedQueues(ctx, in.Ident, in.LockQueue); err != nil {
+		out.Locked, err = a.locks.get(in.Ident+" "+in.LockQueue, a.opts.LiveInterval, func([]string, bool) ([]string, error) {
+			return a.store.LockedHostQueues(ctx, in.Ident, in.LockQueue)
+		})
+		if err != nil {
 			return ClaimResult{}, crawlStoreError(err, "claim pages of %s: read the pipelines locked to it", in.Ident)
 		}
 	}
@@ -756,14 +759,6 @@ func (c *timed[V]) get(key string, maxAge time.Duration, load func(old V, had bo
 	c.m[key] = timedEntry[V]{at: time.Now(), v: v}
 	c.mu.Unlock()
 	return v, nil
-}
-
-// lockedQueues are the host queues of shared queue queue on the
-// pipelines locked to the crawl (ClaimResult.Locked).
-func (a *CrawlActivities) lockedQueues(ctx context.Context, ident, queue string) ([]string, error) {
-	return a.locks.get(ident+" "+queue, a.opts.LiveInterval, func([]string, bool) ([]string, error) {
-		return a.store.LockedHostQueues(ctx, ident, queue)
-	})
 }
 
 // liveEntry is a crawl's live settings and the judge of its links.
