@@ -208,6 +208,7 @@ func (b *pageBatch) run(ctx context.Context, pages []PageSpec, logKey string) []
 		b.wg.Go(func() {
 			defer func() {
 				b.mu.Lock()
+				b.inflight--
 				b.hosts[host]--
 				b.mu.Unlock()
 				b.ended <- struct{}{}
@@ -332,11 +333,6 @@ func (b *pageBatch) rules(ctx context.Context, p PageSpec) (PageSpec, bool, erro
 
 // page runs one page of the batch under its own timeout.
 func (b *pageBatch) page(ctx context.Context, p PageSpec, settings model.Settings, logKey string) {
-	defer func() {
-		b.mu.Lock()
-		b.inflight--
-		b.mu.Unlock()
-	}()
 	log := b.log.With(zap.Int64("page", p.ID), logging.Attempt(p.Attempt))
 	pctx, cancel := context.WithTimeout(ctx, b.in.PageTimeout)
 	defer cancel()
