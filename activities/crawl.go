@@ -783,7 +783,6 @@ func (a *CrawlActivities) liveSettings(ctx context.Context, cr Crawl) (LiveSetti
 		rules, err := live.Rules.Rules.Compile()
 		if err != nil {
 			a.log.Warn("stored rules do not compile; using none", logging.Ident(ident), zap.Error(err))
-			rules = nil
 		}
 		ig := scope.CompileIgnores(live.Ignores, cr.Job.URL)
 		if bad := ig.Invalid(); len(bad) > 0 && (!had || !slices.Equal(old.live.Ignores, live.Ignores)) {
