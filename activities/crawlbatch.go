@@ -224,17 +224,14 @@ func (b *pageBatch) run(ctx context.Context, pages []PageSpec, logKey string) []
 func (b *pageBatch) next(waiting []PageSpec) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i, p := range waiting {
+	return slices.IndexFunc(waiting, func(p PageSpec) bool {
 		h := b.host(p)
 		limit := b.a.opts.HostConcurrency
 		if l, ok := b.a.opts.HostLimits[h]; ok {
 			limit = l
 		}
-		if limit <= 0 || b.hosts[h] < limit {
-			return i
-		}
-	}
-	return -1
+		return limit <= 0 || b.hosts[h] < limit
+	})
 }
 
 // host is the page's target host as the host budget names it ("" when
