@@ -166,15 +166,14 @@ type CrawlOptions struct {
 }
 
 func (o CrawlOptions) validate() error {
-	switch {
-	case o.HeartbeatInterval <= 0:
-		return fmt.Errorf("crawl activity options: heartbeat interval %s: must be > 0", o.HeartbeatInterval)
-	case o.LiveInterval <= 0:
-		return fmt.Errorf("crawl activity options: live interval %s: must be > 0", o.LiveInterval)
-	case o.WriteTimeout <= 0:
-		return fmt.Errorf("crawl activity options: write timeout %s: must be > 0", o.WriteTimeout)
-	case o.LogLineBytes <= 0:
-		return fmt.Errorf("crawl activity options: log line bytes %d: must be > 0", o.LogLineBytes)
+	err := cmp.Or(
+		positive("heartbeat interval", o.HeartbeatInterval),
+		positive("live interval", o.LiveInterval),
+		positive("write timeout", o.WriteTimeout),
+		positive("log line bytes", o.LogLineBytes),
+	)
+	if err != nil {
+		return fmt.Errorf("crawl activity options: %w", err)
 	}
 	return nil
 }
