@@ -165,19 +165,6 @@ type CrawlOptions struct {
 	HostLimits      map[string]int
 }
 
-func (o CrawlOptions) validate() error {
-	err := cmp.Or(
-		positive("heartbeat interval", o.HeartbeatInterval),
-		positive("live interval", o.LiveInterval),
-		positive("write timeout", o.WriteTimeout),
-		positive("log line bytes", o.LogLineBytes),
-	)
-	if err != nil {
-		return fmt.Errorf("crawl activity options: %w", err)
-	}
-	return nil
-}
-
 // CrawlActivities are the crawl's activities on a pool's shared queue: the
 // frontier writes the workflow runs as local activities (SeedCrawl,
 // ClaimPages, CompletePage, ReleasePages, FailWaitingPages, RequeueFailed, SetRules,
@@ -207,8 +194,13 @@ func NewCrawl(store CrawlStore, pages PageRunner, hostQueue string, deny scope.D
 	case hostQueue == "":
 		return nil, errors.New("crawl activities: host queue must not be empty")
 	}
-	if err := opts.validate(); err != nil {
-		return nil, err
+	if err := cmp.Or(
+		positive("heartbeat interval", opts.HeartbeatInterval),
+		positive("live interval", opts.LiveInterval),
+		positive("write timeout", opts.WriteTimeout),
+		positive("log line bytes", opts.LogLineBytes),
+	); err != nil {
+		return nil, fmt.Errorf("crawl activity options: %w", err)
 	}
 	log = cmp.Or(log, zap.NewNop())
 	return &CrawlActivities{store: store, pages: pages, hostQueue: hostQueue, opts: opts, log: log, deny: deny}, nil

@@ -58,7 +58,7 @@ type Options struct {
 
 // Validate checks that every required value is set.
 func (o Options) Validate() error {
-	err := cmp.Or(
+	if err := cmp.Or(
 		positive("heartbeat interval", o.HeartbeatInterval),
 		positive("job heartbeat interval", o.JobHeartbeatInterval),
 		positive("settings poll interval", o.SettingsPollInterval),
@@ -68,8 +68,7 @@ func (o Options) Validate() error {
 		positive("log line bytes", o.LogLineBytes),
 		positive("result field bytes", o.ResultFieldBytes),
 		positive("responses per attempt", o.ResponsesPerRun),
-	)
-	if err != nil {
+	); err != nil {
 		return fmt.Errorf("hook activity options: %w", err)
 	}
 	return nil
