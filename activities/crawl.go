@@ -165,20 +165,6 @@ type CrawlOptions struct {
 	HostLimits      map[string]int
 }
 
-func (o CrawlOptions) validate() error {
-	switch {
-	case o.HeartbeatInterval <= 0:
-		return fmt.Errorf("crawl activity options: heartbeat interval %s: must be > 0", o.HeartbeatInterval)
-	case o.LiveInterval <= 0:
-		return fmt.Errorf("crawl activity options: live interval %s: must be > 0", o.LiveInterval)
-	case o.WriteTimeout <= 0:
-		return fmt.Errorf("crawl activity options: write timeout %s: must be > 0", o.WriteTimeout)
-	case o.LogLineBytes <= 0:
-		return fmt.Errorf("crawl activity options: log line bytes %d: must be > 0", o.LogLineBytes)
-	}
-	return nil
-}
-
 // CrawlActivities are the crawl's activities on a pool's shared queue: the
 // frontier writes the workflow runs as local activities (SeedCrawl,
 // ClaimPages, CompletePage, ReleasePages, FailWaitingPages, RequeueFailed, SetRules,
@@ -193,7 +179,7 @@ type CrawlActivities struct {
 	deny      scope.Denier
 	live      timed[liveEntry]
 	robots    robotsCache
-	locks     timed[[]string]
+	locks     timed[[]string] // ClaimResult.Locked by crawl and shared queue
 }
 
 // NewCrawl builds the crawl activities. hostQueue is the task queue only
@@ -208,8 +194,13 @@ func NewCrawl(store CrawlStore, pages PageRunner, hostQueue string, deny scope.D
 	case hostQueue == "":
 		return nil, errors.New("crawl activities: host queue must not be empty")
 	}
-	if err := opts.validate(); err != nil {
-		return nil, err
+	if err := cmp.Or(
+		positive("heartbeat interval", opts.HeartbeatInterval),
+		positive("live interval", opts.LiveInterval),
+		positive("write timeout", opts.WriteTimeout),
+		positive("log line bytes", opts.LogLineBytes),
+	); err != nil {
+		return nil, fmt.Errorf("crawl activity options: %w", err)
 	}
 	log = cmp.Or(log, zap.NewNop())
 	return &CrawlActivities{store: store, pages: pages, hostQueue: hostQueue, opts: opts, log: log, deny: deny}, nil
@@ -257,7 +248,10 @@ func (a *CrawlActivities) ClaimPages(ctx context.Context, in ClaimInput) (ClaimR
 	}
 	out := ClaimResult{Counts: counts}
 	if in.LockQueue != "" {
-		if out.Locked, err = a.lockedQueues(ctx, in.Ident, in.LockQueue); err != nil {
+		out.Locked, err = a.locks.get(in.Ident+" "+in.LockQueue, a.opts.LiveInterval, func([]string, bool) ([]string, error) {
+			return a.store.LockedHostQueues(ctx, in.Ident, in.LockQueue)
+		})
+		if err != nil {
 			return ClaimResult{}, crawlStoreError(err, "claim pages of %s: read the pipelines locked to it", in.Ident)
 		}
 	}
@@ -758,14 +752,6 @@ func (c *timed[V]) get(key string, maxAge time.Duration, load func(old V, had bo
 	return v, nil
 }
 
-// lockedQueues are the host queues of shared queue queue on the
-// pipelines locked to the crawl (ClaimResult.Locked).
-func (a *CrawlActivities) lockedQueues(ctx context.Context, ident, queue string) ([]string, error) {
-	return a.locks.get(ident+" "+queue, a.opts.LiveInterval, func([]string, bool) ([]string, error) {
-		return a.store.LockedHostQueues(ctx, ident, queue)
-	})
-}
-
 // liveEntry is a crawl's live settings and the judge of its links.
 type liveEntry struct {
 	live  LiveSettings
@@ -788,7 +774,6 @@ func (a *CrawlActivities) liveSettings(ctx context.Context, cr Crawl) (LiveSetti
 		rules, err := live.Rules.Rules.Compile()
 		if err != nil {
 			a.log.Warn("stored rules do not compile; using none", logging.Ident(ident), zap.Error(err))
-			rules = nil
 		}
 		ig := scope.CompileIgnores(live.Ignores, cr.Job.URL)
 		if bad := ig.Invalid(); len(bad) > 0 && (!had || !slices.Equal(old.live.Ignores, live.Ignores)) {

@@ -208,6 +208,7 @@ func (b *pageBatch) run(ctx context.Context, pages []PageSpec, logKey string) []
 		b.wg.Go(func() {
 			defer func() {
 				b.mu.Lock()
+				b.inflight--
 				b.hosts[host]--
 				b.mu.Unlock()
 				b.ended <- struct{}{}
@@ -223,26 +224,20 @@ func (b *pageBatch) run(ctx context.Context, pages []PageSpec, logKey string) []
 func (b *pageBatch) next(waiting []PageSpec) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i, p := range waiting {
+	return slices.IndexFunc(waiting, func(p PageSpec) bool {
 		h := b.host(p)
 		limit := b.a.opts.HostConcurrency
 		if l, ok := b.a.opts.HostLimits[h]; ok {
 			limit = l
 		}
-		if limit <= 0 || b.hosts[h] < limit {
-			return i
-		}
-	}
-	return -1
+		return limit <= 0 || b.hosts[h] < limit
+	})
 }
 
 // host is the page's target host as the host budget names it ("" when
 // it has none: never held back).
 func (b *pageBatch) host(p PageSpec) string {
-	h, err := hostname.Of(p.URL)
-	if err != nil {
-		return ""
-	}
+	h, _ := hostname.Of(p.URL) // "" with every error
 	return h
 }
 
@@ -332,11 +327,6 @@ func (b *pageBatch) rules(ctx context.Context, p PageSpec) (PageSpec, bool, erro
 
 // page runs one page of the batch under its own timeout.
 func (b *pageBatch) page(ctx context.Context, p PageSpec, settings model.Settings, logKey string) {
-	defer func() {
-		b.mu.Lock()
-		b.inflight--
-		b.mu.Unlock()
-	}()
 	log := b.log.With(zap.Int64("page", p.ID), logging.Attempt(p.Attempt))
 	pctx, cancel := context.WithTimeout(ctx, b.in.PageTimeout)
 	defer cancel()

@@ -45,7 +45,7 @@ func (s *pageSink) add(d donePage) {
 	s.mu.Lock()
 	s.pending = append(s.pending, d)
 	s.mu.Unlock()
-	s.kickSelf()
+	nudge(s.kick)
 }
 
 // close records the pages still waiting and stops the sink.
@@ -83,15 +83,15 @@ func (s *pageSink) run() {
 		}
 		t.Stop()
 		if s.flush() {
-			s.kickSelf()
+			nudge(s.kick) // pages left: gather again at once
 		}
 	}
 }
 
-// kickSelf makes the run loop gather again at once.
-func (s *pageSink) kickSelf() {
+// nudge wakes the loop that reads ch (one slot), never blocking.
+func nudge(ch chan struct{}) {
 	select {
-	case s.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

@@ -8,21 +8,10 @@ import (
 
 // invalidInput is a non-retryable error for input that breaks a rule.
 func invalidInput(format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalidInput, nil)
+	return nonRetryable(ErrTypeInvalidInput, format, args...)
 }
 
 // nonRetryable is a non-retryable error of the given type.
 func nonRetryable(errType, format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errType, nil)
-}
-
-// configError is a non-retryable plugin configuration error.
-func configError(err error, details ...any) error {
-	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil, details...)
-}
-
-// temporalError is a retryable ApplicationError of the given type.
-func temporalError(errType string, err error, details ...any) error {
-	return temporal.NewApplicationError(err.Error(), errType, details...)
 }

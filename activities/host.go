@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/internal/logging"
@@ -57,34 +58,28 @@ type Options struct {
 
 // Validate checks that every required value is set.
 func (o Options) Validate() error {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"heartbeat interval", o.HeartbeatInterval},
-		{"job heartbeat interval", o.JobHeartbeatInterval},
-		{"settings poll interval", o.SettingsPollInterval},
-		{"log flush interval", o.LogFlushInterval},
-	} {
-		if d.v <= 0 {
-			return fmt.Errorf("hook activity options: %s %s: must be > 0", d.name, d.v)
-		}
-	}
-	for _, n := range []struct {
-		name string
-		v    int
-	}{
-		{"log batch", o.LogBatch},
-		{"log lines per attempt", o.LogLinesPerRun},
-		{"log line bytes", o.LogLineBytes},
-		{"result field bytes", o.ResultFieldBytes},
-		{"responses per attempt", o.ResponsesPerRun},
-	} {
-		if n.v <= 0 {
-			return fmt.Errorf("hook activity options: %s %d: must be > 0", n.name, n.v)
-		}
+	if err := cmp.Or(
+		positive("heartbeat interval", o.HeartbeatInterval),
+		positive("job heartbeat interval", o.JobHeartbeatInterval),
+		positive("settings poll interval", o.SettingsPollInterval),
+		positive("log flush interval", o.LogFlushInterval),
+		positive("log batch", o.LogBatch),
+		positive("log lines per attempt", o.LogLinesPerRun),
+		positive("log line bytes", o.LogLineBytes),
+		positive("result field bytes", o.ResultFieldBytes),
+		positive("responses per attempt", o.ResponsesPerRun),
+	); err != nil {
+		return fmt.Errorf("hook activity options: %w", err)
 	}
 	return nil
+}
+
+// positive is the error of an option v, named what, that is not > 0.
+func positive[T int | time.Duration](what string, v T) error {
+	if v > 0 {
+		return nil
+	}
+	return fmt.Errorf("%s %v: must be > 0", what, v)
 }
 
 // HostActivities are the activities of the task queue only one worker
@@ -127,10 +122,11 @@ func (a *HostActivities) DiscoverHooks(ctx context.Context, in DiscoverInput) (P
 func discover(ctx context.Context, d Discoverer, in DiscoverInput, log *zap.Logger) (Plan, error) {
 	plan, err := d.Discover(ctx, in)
 	if err != nil {
+		err = fmt.Errorf("discover hooks for %s: %w", in.Ident, err)
 		if errors.Is(err, ErrConfig) {
-			return Plan{}, configError(fmt.Errorf("discover hooks for %s: %w", in.Ident, err))
+			return Plan{}, nonRetryable(ErrTypeConfig, "%v", err)
 		}
-		return Plan{}, temporalError(ErrTypeDiscovery, fmt.Errorf("discover hooks for %s: %w", in.Ident, err))
+		return Plan{}, temporal.NewApplicationError(err.Error(), ErrTypeDiscovery)
 	}
 	if err := plan.Validate(); err != nil {
 		return Plan{}, invalidInput("discover hooks for %s: %v", in.Ident, err)

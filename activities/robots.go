@@ -109,12 +109,8 @@ func (a *CrawlActivities) obeyRobots(ctx context.Context, cr Crawl, links []Link
 	logf := a.pageLine(&entries, now)
 	kept := links[:0:0]
 	for _, l := range links {
-		if l.Requisite {
-			kept = append(kept, l)
-			continue
-		}
 		origin, err := robots.Origin(l.URL)
-		if err != nil {
+		if l.Requisite || err != nil {
 			kept = append(kept, l)
 			continue
 		}
@@ -122,12 +118,10 @@ func (a *CrawlActivities) obeyRobots(ctx context.Context, cr Crawl, links []Link
 		if err != nil {
 			return nil, nil, err
 		}
-		rule, ok := rules.Check(l.URL)
-		if ok {
+		switch rule, ok := rules.Check(l.URL); {
+		case ok:
 			kept = append(kept, l)
-			continue
-		}
-		if !suppress {
+		case !suppress:
 			entries = append(entries, LogEntry{Kind: LogIgnore, Time: now, Hook: "page",
 				URL: truncate(l.URL, a.opts.LogLineBytes), Pattern: truncate(rule, a.opts.LogLineBytes), Source: "robots.txt"})
 		}

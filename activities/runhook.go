@@ -87,7 +87,7 @@ func (a *HostActivities) runAttempt(ctx context.Context, in RunHookInput, attemp
 	switch {
 	case class == steprun.Config:
 		log.Warn("hook configuration error", zap.Error(runErr))
-		return RunHookResult{}, configError(runErr)
+		return RunHookResult{}, nonRetryable(ErrTypeConfig, "%v", runErr)
 	case class == steprun.Retry && stopping:
 		// The worker is shutting down, not the job: the retry policy runs
 		// the hook again (on this host's queue, so a host that does not
@@ -397,10 +397,7 @@ func (s *runSink) add(e LogEntry) {
 	s.logged++
 	s.buf = append(s.buf, e)
 	if len(s.buf) >= s.opts.LogBatch {
-		select {
-		case s.full <- struct{}{}:
-		default:
-		}
+		nudge(s.full)
 	}
 }
 

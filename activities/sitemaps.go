@@ -44,23 +44,21 @@ func (a *CrawlActivities) sitemapLinks(ctx context.Context, cr Crawl, now time.T
 	if err != nil {
 		return nil, nil, "", 0, fmt.Errorf("read the sitemaps of %s: %w", cr.Job.Ident, err)
 	}
+	note = fmt.Sprintf("sitemaps: %d page URLs from %d files", len(res.URLs), res.Files)
+	if len(res.Problems) > 0 {
+		note += fmt.Sprintf(", %d sitemap files not read (malformed, too large or not fetched: see the job log)", len(res.Problems))
+	}
 	for _, p := range res.Problems {
 		logf(fmt.Sprintf("%ssitemap %s not read: %v", jsonl.NoticePrefix, p.URL, p.Err))
 	}
 	for _, c := range res.Cuts {
 		logf(jsonl.CutPrefix + c)
+		note = joinNote(note, "cut: "+c)
 	}
 	logf(fmt.Sprintf("sitemaps: %d page URLs from %d sitemap files (%d not read) seeded at depth 1", len(res.URLs), res.Files, len(res.Problems)))
 	a.log.Info("sitemaps read", logging.Ident(cr.Job.Ident), zap.Int("urls", len(res.URLs)), zap.Int("files", res.Files), zap.Int("problems", len(res.Problems)))
 	for _, u := range res.URLs {
 		links = append(links, Discovered{URL: u})
-	}
-	note = fmt.Sprintf("sitemaps: %d page URLs from %d files", len(res.URLs), res.Files)
-	if len(res.Problems) > 0 {
-		note += fmt.Sprintf(", %d sitemap files not read (malformed, too large or not fetched: see the job log)", len(res.Problems))
-	}
-	for _, c := range res.Cuts {
-		note = joinNote(note, "cut: "+c)
 	}
 	return links, entries, note, len(res.Cuts), nil
 }

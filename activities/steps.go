@@ -256,9 +256,7 @@ func (s *segment) hasEnded(key string) bool {
 func (s *segment) failed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.ContainsFunc(s.done, func(o StepOutcome) bool {
-		return o.Failure != nil && o.Failure.Retryable && !o.Failure.Cancelled
-	})
+	return slices.ContainsFunc(s.done, func(o StepOutcome) bool { return o.class() == steprun.Retry })
 }
 
 // beat heartbeats the segment's progress (the SDK throttles it).
