@@ -22,7 +22,7 @@ import (
 // fetch policy's keys (Engine.fetchEnv).
 func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved, fetchEnv []string) ([]string, error) {
 	ctx := map[string]any{
-		"snapshot_id": inv.snapshotID,
+		"snapshot_id": inv.job.SnapshotID,
 		"ident":       inv.job.Ident,
 		"plugin":      inv.hook.Plugin,
 		"hook_name":   inv.hook.Name,

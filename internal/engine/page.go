@@ -170,7 +170,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	ctx, budget := hostbudget.WithPage(ctx, e.cfg.Hosts)
 	inv := func(h activities.HookSpec) invocation {
 		return invocation{job: job, hook: h, settings: settings, attempt: p.Attempt, snapDir: dir,
-			crawlDir: e.crawlDir(cr.Job.Ident), snapshotID: job.SnapshotID, depth: p.Depth}
+			crawlDir: e.crawlDir(cr.Job.Ident), depth: p.Depth}
 	}
 	specs, hooks, bad := runnable(plan)
 	if len(bad) > 0 {

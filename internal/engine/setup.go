@@ -119,7 +119,7 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 	policy := e.readiness(steprun.Policy{KeepGoing: true, Background: bgCtx, BackgroundDone: &ch.bg}, specs, log)
 	steprun.Run(sctx, hooks, policy, func(ctx context.Context, i int, ready func()) steprun.Class {
 		h := specs[i]
-		inv := invocation{job: job, hook: h, attempt: 1, snapDir: ch.dir, crawlDir: ch.dir, snapshotID: job.SnapshotID, noSnapshotArg: true}
+		inv := invocation{job: job, hook: h, attempt: 1, snapDir: ch.dir, crawlDir: ch.dir, noSnapshotArg: true}
 		res, err := e.attempt(ctx, inv, attemptIO{onReady: ready})
 		class := steprun.Classify(steprun.Ending{Err: err, ConfigErr: errors.Is(err, activities.ErrConfig),
 			Transient: res.Transient, Cancelled: ctx.Err() != nil, Background: h.Background})
