@@ -409,14 +409,6 @@ func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func
 	if timeout <= 0 {
 		timeout = e.cfg.Timeout
 	}
-	fetchEnv, err := e.fetchEnv(fp)
-	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
-	}
-	env, err := e.env(inv, timeout, resolved, fetchEnv)
-	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
-	}
 	args := []string{"--url=" + inv.job.URL}
 	if !inv.noSnapshotArg {
 		args = append(args, "--snapshot-id="+inv.job.SnapshotID)
@@ -424,7 +416,7 @@ func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func
 	spec := procs.Spec{
 		Path:       h.Path,
 		Args:       append(args, inv.job.ExtraArgs...),
-		Env:        env,
+		Env:        e.env(inv, timeout, resolved, e.fetchEnv(fp)),
 		Dir:        filepath.Join(inv.snapDir, h.Plugin),
 		Stem:       strings.TrimSuffix(h.Name, filepath.Ext(h.Name)),
 		Timeout:    timeout,
