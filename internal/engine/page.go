@@ -151,7 +151,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	// The page's directory is made by the first hook that writes there
 	// (procs.RunFunc, builtin.writeOutput): a page whose hooks keep
 	// everything in memory has none.
-	results := newPageResults(p.Attempt)
+	results := &pageResults{attempt: p.Attempt, byKey: map[string]model.ArchiveResult{}}
 	notRun := "not run"
 	job := cr.Job
 	job.URL, job.SnapshotID, job.Overrides, job.FetchDepth = p.URL, pageSnapshotID(cr.Job.Ident, p.ID), overrides, model.FetchShallow
