@@ -86,18 +86,17 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 		e.crawls.mu.Unlock()
 		return fmt.Errorf("discover crawl setup hooks in %v: %w", e.cfg.PluginDirs, err)
 	}
+	ch = &crawlHost{ready: make(chan struct{}), dir: e.crawlDir(job.Ident), cancelBG: func() {}}
+	e.crawls.m[job.Ident] = ch
 	if len(found.Hooks) == 0 {
 		// Kept as a setup that is done, as the page plan is (pagePlan):
 		// the crawl's later pages here do not discover the plugins again.
-		ch = &crawlHost{ready: make(chan struct{}), dir: e.crawlDir(job.Ident), cancelBG: func() {}}
 		close(ch.ready)
-		e.crawls.m[job.Ident] = ch
 		e.crawls.mu.Unlock()
 		return nil
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
-	ch = &crawlHost{ready: make(chan struct{}), dir: e.crawlDir(job.Ident), cancelBG: cancel}
-	e.crawls.m[job.Ident] = ch
+	ch.cancelBG = cancel
 	e.crawls.mu.Unlock()
 	defer close(ch.ready)
 
