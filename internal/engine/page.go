@@ -447,9 +447,8 @@ func (e *Engine) collectWARCs(ident, dir string, mem map[string][]byte) error {
 	if err != nil {
 		return err
 	}
-	onDisk := len(files)
 	for path, data := range mem {
-		if len(data) > 0 && !slices.Contains(files[:onDisk], path) {
+		if len(data) > 0 && !slices.Contains(files, path) {
 			files = append(files, path)
 		}
 	}
