@@ -35,15 +35,12 @@ func (e *Engine) crawlDir(ident string) string {
 
 // safeName keeps a path element to [A-Za-z0-9._-].
 func safeName(s string) string {
-	var b strings.Builder
-	for _, r := range s {
+	out := strings.TrimLeft(strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
+			return r
 		}
-	}
-	out := strings.TrimLeft(b.String(), ".")
+		return '_'
+	}, s), ".")
 	if out == "" {
 		return "_"
 	}
