@@ -350,21 +350,15 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 	if err != nil {
 		return activities.Outcome{}, err
 	}
-	out := outcome(res)
-	out.Result.Host = e.cfg.Host
-	return out, nil
-}
-
-// outcome maps the runner's result to the activities' Outcome.
-func outcome(res procs.Result) activities.Outcome {
 	out := activities.Outcome{Result: res.ArchiveResult(), Transient: res.Transient}
+	out.Result.Host = e.cfg.Host
 	if res.Transient {
 		out.Error = res.Reason
 		if len(res.StderrTail) > 0 {
 			out.Error += "; stderr: " + strings.Join(res.StderrTail, " | ")
 		}
 	}
-	return out
+	return out, nil
 }
 
 // configError is a plugin configuration error as it may enter workflow
