@@ -120,13 +120,10 @@ func (r *pageResults) list(plan activities.Plan, why string) []model.ArchiveResu
 		if h.Launch() == activities.LaunchSkip && h.SkipReason == "" {
 			continue // disabled: the page plugin set says which run
 		}
-		ar, ok := r.byKey[h.Key()]
+		ar, ok := r.byKey[h.Key()] // a hook with a SkipReason has one (skip)
 		if !ok {
 			ar = model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background,
 				Status: model.StatusSkipped, OutputStr: why, Attempts: r.attempt}
-			if h.SkipReason != "" {
-				ar.OutputStr = h.SkipReason
-			}
 		}
 		out = append(out, ar)
 	}
