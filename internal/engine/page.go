@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -412,7 +411,7 @@ func allAttempts(snapDir string) []attemptFile {
 			out = append(out, attemptFile{key: p.Name() + "/" + rf.Stem, path: filepath.Join(snapDir, p.Name(), f.Name()), mod: info.ModTime()})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].mod.Before(out[j].mod) })
+	slices.SortStableFunc(out, func(a, b attemptFile) int { return a.mod.Compare(b.mod) })
 	return out
 }
 
@@ -455,7 +454,7 @@ func (e *Engine) collectWARCs(ident, dir string, mem map[string][]byte) error {
 	if len(files) == 0 {
 		return nil
 	}
-	sort.Strings(files)
+	slices.Sort(files)
 	if err := e.warcs.appendWARCs(e, ident, files, mem); err != nil {
 		return err
 	}
