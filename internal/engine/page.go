@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -430,7 +429,7 @@ func readRecords(path string, fn func(jsonl.Record)) error {
 			fn(r)
 		}
 	}}
-	if _, err := io.Copy(sp, bufio.NewReader(f)); err != nil {
+	if _, err := io.Copy(sp, f); err != nil {
 		return fmt.Errorf("read records of %s: %w", path, err)
 	}
 	sp.Flush()
