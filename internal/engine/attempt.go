@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
@@ -138,12 +139,9 @@ func (e *Engine) redactResult(res procs.Result) procs.Result {
 	s := e.cfg.Secrets
 	res.Reason = s.Redact(res.Reason)
 	res.LimitError = s.Redact(res.LimitError)
-	if len(res.StderrTail) > 0 {
-		tail := make([]string, len(res.StderrTail))
-		for i, l := range res.StderrTail {
-			tail[i] = s.Redact(l)
-		}
-		res.StderrTail = tail
+	res.StderrTail = slices.Clone(res.StderrTail)
+	for i, l := range res.StderrTail {
+		res.StderrTail[i] = s.Redact(l)
 	}
 	if res.Last != nil {
 		last := *res.Last

@@ -340,7 +340,7 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 		return activities.Outcome{}, fmt.Errorf("run hook %s: %w: %w", req.Hook.Key(), err, activities.ErrConfig)
 	}
 	inv := invocation{job: req.Job, hook: req.Hook, settings: req.Settings, attempt: req.Attempt,
-		snapDir: snapDir, crawlDir: e.crawlDir(req.Job.Ident), snapshotID: req.Job.SnapshotID}
+		snapDir: snapDir, crawlDir: e.crawlDir(req.Job.Ident)}
 	res, err := e.attempt(ctx, inv, attemptIO{onReady: req.OnReady, onRecord: func(r jsonl.Record) {
 		sink.Record()
 		if r.Response != nil {
@@ -350,21 +350,15 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 	if err != nil {
 		return activities.Outcome{}, err
 	}
-	out := outcome(res)
-	out.Result.Host = e.cfg.Host
-	return out, nil
-}
-
-// outcome maps the runner's result to the activities' Outcome.
-func outcome(res procs.Result) activities.Outcome {
 	out := activities.Outcome{Result: res.ArchiveResult(), Transient: res.Transient}
+	out.Result.Host = e.cfg.Host
 	if res.Transient {
 		out.Error = res.Reason
 		if len(res.StderrTail) > 0 {
 			out.Error += "; stderr: " + strings.Join(res.StderrTail, " | ")
 		}
 	}
-	return out
+	return out, nil
 }
 
 // configError is a plugin configuration error as it may enter workflow
@@ -382,10 +376,8 @@ type invocation struct {
 	attempt       int
 	snapDir       string // SNAP_DIR (a crawl setup hook: its CRAWL_DIR)
 	crawlDir      string // CRAWL_DIR
-	snapshotID    string // --snapshot-id and EXTRA_CONTEXT's snapshot_id
 	inProcessOK   bool   // a built-in may run in this process (a crawl page's)
 	depth         int    // EXTRA_CONTEXT's depth (a crawl page's depth)
-	url           string // --url (default: the job's URL)
 	noSnapshotArg bool   // a crawl setup hook gets --url only (abx-dl)
 }
 
@@ -411,29 +403,21 @@ func (e *Engine) spec(inv invocation, onRecord func(jsonl.Record), onStderr func
 	if timeout <= 0 {
 		timeout = e.cfg.Timeout
 	}
-	fetchEnv, err := e.fetchEnv(fp)
-	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
-	}
-	env, err := e.env(inv, timeout, resolved, fetchEnv)
-	if err != nil {
-		return procs.Spec{}, fmt.Errorf("run hook %s: %w", h.Key(), err)
-	}
-	args := []string{"--url=" + cmp.Or(inv.url, inv.job.URL)}
+	args := []string{"--url=" + inv.job.URL}
 	if !inv.noSnapshotArg {
-		args = append(args, "--snapshot-id="+inv.snapshotID)
+		args = append(args, "--snapshot-id="+inv.job.SnapshotID)
 	}
 	spec := procs.Spec{
 		Path:       h.Path,
 		Args:       append(args, inv.job.ExtraArgs...),
-		Env:        env,
+		Env:        e.env(inv, timeout, resolved, e.fetchEnv(fp)),
 		Dir:        filepath.Join(inv.snapDir, h.Plugin),
 		Stem:       strings.TrimSuffix(h.Name, filepath.Ext(h.Name)),
 		Timeout:    timeout,
 		Grace:      h.Grace,
 		Background: h.Background,
 		LineCap:    e.cfg.LineCap,
-		SnapshotID: inv.snapshotID,
+		SnapshotID: inv.job.SnapshotID,
 		Limits:     limits(e.cfg.Limits, resolved.Limits()),
 		Log:        e.log,
 	}

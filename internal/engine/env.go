@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,9 +19,9 @@ import (
 // config, then the runner's own keys (later entries win), without any
 // entry that would reveal one of archiveflow's secrets. fetchEnv are the
 // fetch policy's keys (Engine.fetchEnv).
-func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved, fetchEnv []string) ([]string, error) {
+func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved, fetchEnv []string) []string {
 	ctx := map[string]any{
-		"snapshot_id": inv.snapshotID,
+		"snapshot_id": inv.job.SnapshotID,
 		"ident":       inv.job.Ident,
 		"plugin":      inv.hook.Plugin,
 		"hook_name":   inv.hook.Name,
@@ -31,18 +30,14 @@ func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved, f
 	if inv.depth > 0 {
 		ctx["depth"] = inv.depth
 	}
-	extra, err := json.Marshal(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("encode EXTRA_CONTEXT: %w", err)
-	}
+	// Neither encoding can fail: json.Marshal fails only on values such as
+	// channels, functions or NaN, never on strings and ints.
+	extra, _ := json.Marshal(ctx)
 	ignores := inv.settings.Ignores
 	if ignores == nil {
 		ignores = []string{}
 	}
-	ign, err := json.Marshal(ignores)
-	if err != nil {
-		return nil, fmt.Errorf("encode IGNORE_PATTERNS: %w", err)
-	}
+	ign, _ := json.Marshal(ignores)
 	secs := strconv.Itoa(int((timeout + time.Second - 1) / time.Second))
 	runner := []string{
 		"SNAP_DIR=" + inv.snapDir,
@@ -72,7 +67,7 @@ func (e *Engine) env(inv invocation, timeout time.Duration, r *hooks.Resolved, f
 				logging.Hook(inv.hook.Key()), zap.String("variable", d.Name), zap.String("source", d.Source))
 		}
 	}
-	return env, nil
+	return env
 }
 
 // personasKey names the browser profiles' root of ArchiveBox's plugins

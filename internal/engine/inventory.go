@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os/exec"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -151,10 +150,9 @@ func (e *Engine) Inventory(ctx context.Context) (Inventory, error) {
 		r.Hooks = append(r.Hooks, HookReport{Name: h.Name, Event: family(h.Name), Step: h.Step, Status: HookNotRun, Reason: h.Skip})
 	}
 	inv := Inventory{Plugins: make([]PluginReport, 0, len(reports)), Missing: []string{}}
-	for _, r := range reports {
-		inv.Plugins = append(inv.Plugins, *r)
+	for _, name := range slices.Sorted(maps.Keys(reports)) {
+		inv.Plugins = append(inv.Plugins, *reports[name])
 	}
-	sort.Slice(inv.Plugins, func(i, j int) bool { return inv.Plugins[i].Name < inv.Plugins[j].Name })
 	inv.Missing = append(inv.Missing, slices.Sorted(maps.Keys(missing))...)
 	return inv, nil
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,7 +149,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	// The page's directory is made by the first hook that writes there
 	// (procs.RunFunc, builtin.writeOutput): a page whose hooks keep
 	// everything in memory has none.
-	results := newPageResults(p.Attempt)
+	results := &pageResults{attempt: p.Attempt, byKey: map[string]model.ArchiveResult{}}
 	notRun := "not run"
 	job := cr.Job
 	job.URL, job.SnapshotID, job.Overrides, job.FetchDepth = p.URL, pageSnapshotID(cr.Job.Ident, p.ID), overrides, model.FetchShallow
@@ -170,7 +168,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 	ctx, budget := hostbudget.WithPage(ctx, e.cfg.Hosts)
 	inv := func(h activities.HookSpec) invocation {
 		return invocation{job: job, hook: h, settings: settings, attempt: p.Attempt, snapDir: dir,
-			crawlDir: e.crawlDir(cr.Job.Ident), snapshotID: job.SnapshotID, depth: p.Depth}
+			crawlDir: e.crawlDir(cr.Job.Ident), depth: p.Depth}
 	}
 	specs, hooks, bad := runnable(plan)
 	if len(bad) > 0 {
@@ -412,7 +410,7 @@ func allAttempts(snapDir string) []attemptFile {
 			out = append(out, attemptFile{key: p.Name() + "/" + rf.Stem, path: filepath.Join(snapDir, p.Name(), f.Name()), mod: info.ModTime()})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].mod.Before(out[j].mod) })
+	slices.SortStableFunc(out, func(a, b attemptFile) int { return a.mod.Compare(b.mod) })
 	return out
 }
 
@@ -431,7 +429,7 @@ func readRecords(path string, fn func(jsonl.Record)) error {
 			fn(r)
 		}
 	}}
-	if _, err := io.Copy(sp, bufio.NewReader(f)); err != nil {
+	if _, err := io.Copy(sp, f); err != nil {
 		return fmt.Errorf("read records of %s: %w", path, err)
 	}
 	sp.Flush()
@@ -447,16 +445,15 @@ func (e *Engine) collectWARCs(ident, dir string, mem map[string][]byte) error {
 	if err != nil {
 		return err
 	}
-	onDisk := len(files)
 	for path, data := range mem {
-		if len(data) > 0 && !slices.Contains(files[:onDisk], path) {
+		if len(data) > 0 && !slices.Contains(files, path) {
 			files = append(files, path)
 		}
 	}
 	if len(files) == 0 {
 		return nil
 	}
-	sort.Strings(files)
+	slices.Sort(files)
 	if err := e.warcs.appendWARCs(e, ident, files, mem); err != nil {
 		return err
 	}

@@ -61,10 +61,6 @@ type pageResults struct {
 	final   []string // keys of the hooks that ended with a final status, in the order they ended
 }
 
-func newPageResults(attempt int) *pageResults {
-	return &pageResults{attempt: attempt, byKey: map[string]model.ArchiveResult{}}
-}
-
 // add records how hook h's run ended: its result, a transient failure as
 // failed with the reason (the page is retried), or the error that kept it
 // from running.
@@ -124,13 +120,10 @@ func (r *pageResults) list(plan activities.Plan, why string) []model.ArchiveResu
 		if h.Launch() == activities.LaunchSkip && h.SkipReason == "" {
 			continue // disabled: the page plugin set says which run
 		}
-		ar, ok := r.byKey[h.Key()]
+		ar, ok := r.byKey[h.Key()] // a hook with a SkipReason has one (skip)
 		if !ok {
 			ar = model.ArchiveResult{Plugin: h.Plugin, Hook: h.Name, Step: h.Step, Background: h.Background,
 				Status: model.StatusSkipped, OutputStr: why, Attempts: r.attempt}
-			if h.SkipReason != "" {
-				ar.OutputStr = h.SkipReason
-			}
 		}
 		out = append(out, ar)
 	}
@@ -144,11 +137,13 @@ func (r *pageResults) list(plan activities.Plan, why string) []model.ArchiveResu
 // activity runs the same attempt again) or with this attempt's own index,
 // nothing moves.
 func keepEarlierAttempt(dir string, attempt int) error {
-	prev, ok := indexAttempt(dir)
-	if !ok || prev >= attempt {
+	_, results, err := snapindex.Read(dir)
+	if err != nil || len(results) == 0 {
 		return nil
 	}
-	_, err := keepAttempt(dir, prev)
+	if prev := results[0].Attempts; prev > 0 && prev < attempt {
+		_, err = keepAttempt(dir, prev)
+	}
 	return err
 }
 
@@ -173,15 +168,6 @@ func keepAttempt(dir string, n int) (string, error) {
 		}
 	}
 	return dst, nil
-}
-
-// indexAttempt is the attempt that wrote dir's index, if there is one.
-func indexAttempt(dir string) (int, bool) {
-	_, results, err := snapindex.Read(dir)
-	if err != nil || len(results) == 0 {
-		return 0, false
-	}
-	return results[0].Attempts, results[0].Attempts > 0
 }
 
 // writePageIndex records the page attempt: the page as a snapshot

@@ -104,13 +104,11 @@ func readAppended(dir string) (map[string]appended, error) {
 		if len(parts) != 4 {
 			continue // a torn line: its file is appended again
 		}
-		var a appended
-		var errs [3]error
-		a.ino, errs[0] = strconv.ParseInt(parts[0], 10, 64)
-		a.size, errs[1] = strconv.ParseInt(parts[1], 10, 64)
-		a.mtime, errs[2] = strconv.ParseInt(parts[2], 10, 64)
-		if errs[0] == nil && errs[1] == nil && errs[2] == nil {
-			out[parts[3]] = a
+		ino, err1 := strconv.ParseInt(parts[0], 10, 64)
+		size, err2 := strconv.ParseInt(parts[1], 10, 64)
+		mtime, err3 := strconv.ParseInt(parts[2], 10, 64)
+		if err1 == nil && err2 == nil && err3 == nil {
+			out[parts[3]] = appended{ino: ino, size: size, mtime: mtime}
 		}
 	}
 	if err := sc.Err(); err != nil {

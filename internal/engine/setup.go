@@ -35,15 +35,12 @@ func (e *Engine) crawlDir(ident string) string {
 
 // safeName keeps a path element to [A-Za-z0-9._-].
 func safeName(s string) string {
-	var b strings.Builder
-	for _, r := range s {
+	out := strings.TrimLeft(strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
+			return r
 		}
-	}
-	out := strings.TrimLeft(b.String(), ".")
+		return '_'
+	}, s), ".")
 	if out == "" {
 		return "_"
 	}
@@ -86,18 +83,17 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 		e.crawls.mu.Unlock()
 		return fmt.Errorf("discover crawl setup hooks in %v: %w", e.cfg.PluginDirs, err)
 	}
+	ch = &crawlHost{ready: make(chan struct{}), dir: e.crawlDir(job.Ident), cancelBG: func() {}}
+	e.crawls.m[job.Ident] = ch
 	if len(found.Hooks) == 0 {
 		// Kept as a setup that is done, as the page plan is (pagePlan):
 		// the crawl's later pages here do not discover the plugins again.
-		ch = &crawlHost{ready: make(chan struct{}), dir: e.crawlDir(job.Ident), cancelBG: func() {}}
 		close(ch.ready)
-		e.crawls.m[job.Ident] = ch
 		e.crawls.mu.Unlock()
 		return nil
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
-	ch = &crawlHost{ready: make(chan struct{}), dir: e.crawlDir(job.Ident), cancelBG: cancel}
-	e.crawls.m[job.Ident] = ch
+	ch.cancelBG = cancel
 	e.crawls.mu.Unlock()
 	defer close(ch.ready)
 
@@ -119,7 +115,7 @@ func (e *Engine) ensureSetup(ctx context.Context, job activities.Job) error {
 	policy := e.readiness(steprun.Policy{KeepGoing: true, Background: bgCtx, BackgroundDone: &ch.bg}, specs, log)
 	steprun.Run(sctx, hooks, policy, func(ctx context.Context, i int, ready func()) steprun.Class {
 		h := specs[i]
-		inv := invocation{job: job, hook: h, attempt: 1, snapDir: ch.dir, crawlDir: ch.dir, snapshotID: job.SnapshotID, noSnapshotArg: true}
+		inv := invocation{job: job, hook: h, attempt: 1, snapDir: ch.dir, crawlDir: ch.dir, noSnapshotArg: true}
 		res, err := e.attempt(ctx, inv, attemptIO{onReady: ready})
 		class := steprun.Classify(steprun.Ending{Err: err, ConfigErr: errors.Is(err, activities.ErrConfig),
 			Transient: res.Transient, Cancelled: ctx.Err() != nil, Background: h.Background})

@@ -30,15 +30,11 @@ func runnable(plan activities.Plan) (specs []activities.HookSpec, hooks []stepru
 
 // readiness gives p abx-dl's readiness rule for specs' background hooks:
 // the hooks after one wait for its first line of stdout for at most its
-// timeout (the worker's when it has none) plus Config.ReadyMargin; a wait
+// timeout (plan gives every hook one) plus Config.ReadyMargin; a wait
 // that runs out is logged.
 func (e *Engine) readiness(p steprun.Policy, specs []activities.HookSpec, log *zap.Logger) steprun.Policy {
 	p.ReadyWait = func(i int) time.Duration {
-		t := specs[i].Timeout
-		if t <= 0 {
-			t = e.cfg.Timeout
-		}
-		return t + e.cfg.ReadyMargin
+		return specs[i].Timeout + e.cfg.ReadyMargin
 	}
 	p.NotReady = func(i int) {
 		log.Warn("background hook not ready (no line on stdout) within its wait; launching the next hooks anyway",

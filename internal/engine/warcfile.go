@@ -153,10 +153,8 @@ func (j *jobWARC) ensureRoom(n, max int64) error {
 	if j.f != nil && (max <= 0 || j.files == 0 || j.size+n <= max) {
 		return nil
 	}
-	if j.f != nil {
-		if err := j.closeFile(); err != nil {
-			return err
-		}
+	if err := j.closeFile(); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(j.dir, 0o755); err != nil {
 		return fmt.Errorf("create warc dir: %w", err)
