@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/robots"
@@ -513,9 +514,9 @@ func (a *CrawlActivities) pageWrite(ctx context.Context, d donePage) (PageResult
 			r.URL = truncate(r.URL, a.opts.LogLineBytes)
 			entries = append(entries, LogEntry{Kind: LogDownload, Time: now, Hook: "page", Response: &r})
 		}
-		for _, n := range out.Notices {
-			say(n)
-		}
+	}
+	for _, n := range out.Notices {
+		say(n)
 	}
 	if out.Status == PageSucceeded {
 		live, judge, err := a.liveSettings(ctx, in.Crawl)
@@ -815,6 +816,10 @@ func (h *CrawlHostActivities) CompleteSeedPage(ctx context.Context, in SeedPageI
 	}
 	if in.Succeeded {
 		out.Status, out.Links, out.LinksDropped = PageSucceeded, recs.Links, recs.LinksDropped
+		out.Notices, out.Cuts = recs.Notices, len(recs.Notices)
+		for _, n := range recs.Notices {
+			out.Note = joinNote(out.Note, "cut: "+jsonl.CutText(n))
+		}
 	}
 	info := activity.GetInfo(ctx)
 	logKey := fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)

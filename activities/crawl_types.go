@@ -444,6 +444,9 @@ type SeedRecords struct {
 	Responses    []model.Response
 	Links        []Discovered
 	LinksDropped int
+	// Notices are the cut notices for the job's log (jsonl.CutPrefix: the
+	// links over crawl.max_links_per_page dropped).
+	Notices []string
 }
 
 // URLList is a URL-list crawl's list (ArchiveBot's `!a <` / `!ao <`

@@ -82,9 +82,10 @@ func TestBadSettingsNeverKillAJob(t *testing.T) {
 
 // TestCrawlLossesAreNeverSilent is issue 30's item 3, run as the user
 // does: a hostile site's over-long link, a page over pagefetch's body
-// limit (PAGEFETCH_MAX_BYTES) and a page over crawl.max_links_per_page. Each loss is in the
-// page's note (starter pages), the job's log (starter logs) and counted in
-// status (cut_count), and the crawl still finishes.
+// limit (PAGEFETCH_MAX_BYTES), and a page and the start page over
+// crawl.max_links_per_page. Each loss is in the page's note (starter
+// pages), the job's log (starter logs) and counted in status (cut_count),
+// and the crawl still finishes.
 func TestCrawlLossesAreNeverSilent(t *testing.T) {
 	const maxLinks = 5
 	longLink := "/long-" + strings.Repeat("x", 100_000)
@@ -94,8 +95,12 @@ func TestCrawlLossesAreNeverSilent(t *testing.T) {
 		fmt.Fprint(w, "<!doctype html><html><head><title>t</title></head><body>"+body+"</body></html>")
 	}
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		html(w, `<a href="/long">long</a> <a href="/big">big</a> <a href="/many">many</a>`)
+		// Seven links: the last two are over the cap (the start page's
+		// links come from its snapshot's hooks, in the page's order).
+		html(w, `<a href="/long">long</a> <a href="/big">big</a> <a href="/many">many</a>`+
+			`<a href="/f/0">0</a> <a href="/f/1">1</a> <a href="/f/2">2</a> <a href="/f/3">3</a>`)
 	})
+	mux.HandleFunc("/f/", func(w http.ResponseWriter, r *http.Request) { html(w, "filler") })
 	mux.HandleFunc("/long", func(w http.ResponseWriter, r *http.Request) {
 		html(w, `<a href="`+longLink+`">a 100 KB link</a>`)
 	})
@@ -137,7 +142,7 @@ func TestCrawlLossesAreNeverSilent(t *testing.T) {
 
 	res = runStarter(t, bin, s, "status", id)
 	require.Equal(t, 0, res.code, res.stderr)
-	assert.Contains(t, res.stdout, "cuts:     3 lost to a limit", "status counts each loss")
+	assert.Contains(t, res.stdout, "cuts:     4 lost to a limit", "status counts each loss")
 
 	res = runStarter(t, bin, s, "pages", id)
 	require.Equal(t, 0, res.code, res.stderr)
@@ -145,6 +150,7 @@ func TestCrawlLossesAreNeverSilent(t *testing.T) {
 		"/long": "note: cut: 1 of its links refused by the frontier",
 		"/big":  "note: cut: " + srv.URL + "/big: body cut at 1 MiB (pagefetch's limit)",
 		"/many": fmt.Sprintf("note: cut: page %s/many: 3 of its %d links dropped: more than crawl.max_links_per_page (%d)", srv.URL, maxLinks+3, maxLinks),
+		"/":     fmt.Sprintf("note: cut: page %s: 2 of its %d links dropped: more than crawl.max_links_per_page (%d)", seed, maxLinks+2, maxLinks),
 	}
 	for page, note := range notes {
 		assert.Contains(t, res.stdout, note, "the note of %s", page)
@@ -155,7 +161,8 @@ func TestCrawlLossesAreNeverSilent(t *testing.T) {
 	assert.Contains(t, res.stdout, "ignored "+srv.URL+"/long-xxx", "the refused link's ignore packet")
 	assert.Contains(t, res.stdout, "longer than 8192 bytes (100028 bytes)", "names the rule")
 	assert.Contains(t, res.stdout, "body cut at 1 MiB")
-	assert.Contains(t, res.stdout, "links dropped: more than crawl.max_links_per_page")
+	assert.Contains(t, res.stdout, fmt.Sprintf("page %s/many: 3 of its", srv.URL))
+	assert.Contains(t, res.stdout, fmt.Sprintf("page %s: 2 of its", seed), "the start page's cut is logged too")
 }
 
 // TestMessagesSayWhatHappened is issue 30's item 7, run as the user does:

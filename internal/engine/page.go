@@ -262,8 +262,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 		out.LinksDropped = len(links) - max
 		links = links[:max]
 		log.Warn("page links over crawl.max_links_per_page dropped", zap.Int("dropped", out.LinksDropped))
-		recs.notice(fmt.Sprintf("%spage %s: %d of its %d links dropped: more than crawl.max_links_per_page (%d)",
-			jsonl.CutPrefix, p.URL, out.LinksDropped, len(links)+out.LinksDropped, max))
+		recs.notice(linksCut(p.URL, out.LinksDropped, max))
 	}
 	out.Notices = recs.notices
 	out.Cuts = recs.cutCount
@@ -373,6 +372,11 @@ func (e *Engine) SeedRecords(ctx context.Context, in activities.SeedPageInput) (
 		if err != nil {
 			return out, err
 		}
+	}
+	if out.LinksDropped > 0 {
+		e.log.Warn("start page links over crawl.max_links_per_page dropped", logging.Ident(in.Crawl.Job.Ident),
+			zap.Int("dropped", out.LinksDropped))
+		out.Notices = append(out.Notices, linksCut(in.Page.URL, out.LinksDropped, in.Crawl.MaxLinks))
 	}
 	// A kept attempt's WARC files leave it once in the job's WARC, as a
 	// page attempt's do; the last attempt's stay in the snapshot: a repeat
@@ -508,4 +512,12 @@ func (w *memWARCs) take() map[string][]byte {
 	defer w.mu.Unlock()
 	w.taken = true
 	return w.m
+}
+
+// linksCut is the cut notice of a page whose links over
+// crawl.max_links_per_page (max) were dropped: the page's note and the
+// job's log say so, for a start page as for any other.
+func linksCut(url string, dropped, max int) string {
+	return fmt.Sprintf("%spage %s: %d of its %d links dropped: more than crawl.max_links_per_page (%d)",
+		jsonl.CutPrefix, url, dropped, dropped+max, max)
 }

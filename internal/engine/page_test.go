@@ -708,6 +708,34 @@ func TestSeedRecordsKeepATransientAttemptAside(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(all, "second"), "the last attempt's WARC once")
 }
 
+// TestSeedRecordsSayWhenTheyDropLinks: the start page's links over
+// crawl.max_links_per_page are dropped with a cut notice, as any page's
+// are (TestRunPageSaysWhenItDropsLinks), never silently.
+func TestSeedRecordsSayWhenTheyDropLinks(t *testing.T) {
+	e, cr, snapDir := seedEngine(t)
+	more := `{"type":"Snapshot","url":"http://site.test/b"}` + "\n" + `{"type":"Snapshot","url":"http://site.test/c"}` + "\n"
+	f, err := os.OpenFile(filepath.Join(snapDir, "fetch", "on_Snapshot__10_fetch."+strings.Repeat("a", 32)+".stdout.log"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(more)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	cr.MaxLinks = 1
+	in := activities.SeedPageInput{Crawl: cr, Page: activities.PageSpec{ID: 1, URL: "http://site.test/", Attempt: 1},
+		Succeeded: true, Hooks: []string{"fetch/on_Snapshot__10_fetch.sh"}}
+	recs, err := e.SeedRecords(context.Background(), in)
+	require.NoError(t, err)
+	assert.Equal(t, []activities.Discovered{{URL: "http://site.test/first"}}, recs.Links)
+	assert.Equal(t, 2, recs.LinksDropped)
+	assert.Equal(t, []string{"archiveflow: cut: page http://site.test/: 2 of its 3 links dropped: more than crawl.max_links_per_page (1)"}, recs.Notices)
+
+	cr.MaxLinks = 3
+	in.Crawl = cr
+	recs, err = e.SeedRecords(context.Background(), in)
+	require.NoError(t, err)
+	assert.Len(t, recs.Links, 3)
+	assert.Empty(t, recs.Notices, "no cut, no notice")
+}
+
 // The worker environment a hook's spec derives from is kept between
 // attempts, and follows the worker's environment when that changes.
 func TestWorkerEnvFollowsTheWorkersEnvironment(t *testing.T) {
