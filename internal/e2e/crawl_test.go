@@ -71,6 +71,10 @@ type crawlOutcome struct {
 	fetched *testsite.Fetched
 	job     rkeys.JobView
 	pages   []frontier.Page
+	// requests are the site's log of the crawl's requests; faultAt is
+	// when its fault struck (zero without one).
+	requests []testsite.Request
+	faultAt  time.Time
 }
 
 // runSiteCrawl crawls srv depth links deep with the calendar contained by
@@ -97,11 +101,18 @@ func runSiteCrawl(t *testing.T, s *Stack, srv *testsite.Server, depth int, adjus
 	var st workflows.CrawlStatus
 	require.NoError(t, job.Run.Get(ctx, &st))
 	out := crawlOutcome{status: st}
-	out.fetched = testsite.Requested(srv.RequestsSince(mark), func(r testsite.Request) bool { return r.UserAgent == crawlUA })
+	out.requests = crawlRequests(srv.RequestsSince(mark))
+	out.fetched = testsite.Requested(out.requests, nil)
 	out.job, err = s.Store.GetJob(ctx, job.Ident)
 	require.NoError(t, err)
 	out.pages = crawlPages(t, s, job.Ident)
 	return out
+}
+
+// crawlRequests are the requests in log that the drills' crawls made (the
+// crawl's user agent).
+func crawlRequests(log []testsite.Request) []testsite.Request {
+	return slices.DeleteFunc(log, func(r testsite.Request) bool { return r.UserAgent != crawlUA })
 }
 
 // crawlPages lists every page of a crawl's frontier.
