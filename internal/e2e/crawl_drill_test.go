@@ -95,7 +95,7 @@ func requireSameCrawl(t *testing.T, srv *testsite.Server, want, got crawlOutcome
 	}
 	assert.Equal(t, finals(want.pages), finals(got.pages), "every page has the same final result")
 	assert.Equal(t, want.status.Counts, got.status.Counts, "page counts")
-	requireSameCounters(t, want.job, got.job, cutShort(got.requests, got.faultAt))
+	requireSameCounters(t, want.job, got.job, cutShort(got.requests, got.killedAt))
 	t.Logf("%d pages (%d done), items_queued %d, items_downloaded %d, bytes_downloaded %d, responses %+v",
 		len(got.pages), got.status.Counts.Done, got.job.ItemsQueued, got.job.ItemsDownloaded, got.job.BytesDownloaded, got.job.Responses)
 }
@@ -153,22 +153,26 @@ func cutShort(reqs []testsite.Request, at time.Time) []testsite.Request {
 // drillCrawls crawls srv twice, each on a stack newStack builds: without
 // the fault, then with it (fault runs once drillFaultAt pages are done),
 // requires the same outcome (requireSameCrawl) and returns the one with
-// the fault.
-func drillCrawls(t *testing.T, srv *testsite.Server, newStack func() *Stack, fault func(*Stack, Job)) crawlOutcome {
+// the fault. kills says the fault kills a process that runs page attempts,
+// whose answers may die with it (cutShort); any other fault leaves every
+// attempt's records to be counted.
+func drillCrawls(t *testing.T, srv *testsite.Server, newStack func() *Stack, fault func(*Stack, Job), kills bool) crawlOutcome {
 	t.Helper()
-	var faultAt time.Time
+	var killedAt time.Time
 	crawl := func(withFault bool) crawlOutcome {
 		s := newStack()
 		var f func(Job)
 		if withFault {
 			f = func(j Job) {
 				waitPagesDone(t, s, j, drillFaultAt)
-				faultAt = time.Now()
+				if kills {
+					killedAt = time.Now()
+				}
 				fault(s, j)
 			}
 		}
 		o := runSiteCrawl(t, s, srv, drillDepth, drillSettings, f)
-		o.faultAt = faultAt
+		o.killedAt = killedAt
 		return o
 	}
 	want := crawl(false)
@@ -202,7 +206,7 @@ func TestDrillCrawlWorkerKilled(t *testing.T) {
 		require.Contains(t, pids, pid, "a page runs on a worker process of the test")
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 		t.Logf("killed worker pid %d while it ran a page", pid)
-	})
+	}, true)
 	// What the frontier marks done is on disk: every page done (but the
 	// start page, a snapshot) has its last attempt's line in the page
 	// index of a worker, the killed one's included, saying how it ended.
@@ -285,7 +289,7 @@ func TestDrillCrawlTemporalRestart(t *testing.T) {
 		return s
 	}, func(*Stack, Job) {
 		t.Logf("Temporal frontend was down for %s", rsrv.restart(t).Round(time.Millisecond))
-	})
+	}, false)
 }
 
 // TestDrillCrawlRedisOutage keeps Redis down for 30 s (EnvRedisOutage)
@@ -313,7 +317,7 @@ func TestDrillCrawlRedisOutage(t *testing.T) {
 		assert.True(t, running(t, s.Client, j), "the crawl neither failed nor finished while Redis was down")
 		require.NoError(t, rs.Restart())
 		t.Logf("Redis was down for %s", time.Since(stopped).Round(time.Millisecond))
-	})
+	}, false)
 }
 
 // TestCutShortIsAFlakyPageAnsweredAgain: the only answers a drill's

@@ -71,10 +71,10 @@ type crawlOutcome struct {
 	fetched *testsite.Fetched
 	job     rkeys.JobView
 	pages   []frontier.Page
-	// requests are the site's log of the crawl's requests; faultAt is
-	// when its fault struck (zero without one).
+	// requests are the site's log of the crawl's requests; killedAt is
+	// when its fault killed a process running page attempts (zero: none).
 	requests []testsite.Request
-	faultAt  time.Time
+	killedAt time.Time
 }
 
 // runSiteCrawl crawls srv depth links deep with the calendar contained by

@@ -63,7 +63,7 @@ func TestDrillCrawlStackKilled(t *testing.T) {
 	assert.Less(t, got.finalAfter, 30*time.Second, "the crawl's final state came too long after its last page was done")
 	assert.Equal(t, finals(want.pages), finals(got.pages), "every page has the same final result")
 	assert.Equal(t, want.counts.StateCounts, got.counts.StateCounts, "page counts")
-	requireSameCounters(t, want.job, got.job, cutShort(got.requests, got.faultAt))
+	requireSameCounters(t, want.job, got.job, cutShort(got.requests, got.killedAt))
 }
 
 // devCrawlRun is what one crawl on the dev stack left, and how long its
@@ -75,7 +75,7 @@ type devCrawlRun struct {
 	pages      []frontier.Page
 	finalAfter time.Duration
 	requests   []testsite.Request // the site's log of the crawl's requests
-	faultAt    time.Time          // when the stack was killed (zero: never)
+	killedAt   time.Time          // when the stack was killed (zero: never)
 }
 
 // devCrawl crawls srv to drillDepth with `starter dev URL --keep` on a
@@ -93,10 +93,10 @@ func devCrawl(t *testing.T, bin string, srv *testsite.Server, rules string, cras
 	d := startDev(t, bin, data, srv.StartURL(), "--depth", strconv.Itoa(drillDepth), "--rules", rules,
 		"--user-agent", crawlUA, "--concurrency", "4")
 	w := d.watch(t, id)
-	var faultAt time.Time
+	var killedAt time.Time
 	if crash {
 		w.until(t, "pages done", func(c frontier.Counts, _ rkeys.JobView) bool { return c.Done >= drillFaultAt })
-		faultAt = time.Now()
+		killedAt = time.Now()
 		d.kill(t)
 		killed := time.Now()
 		d = startDev(t, bin, data)
@@ -110,7 +110,7 @@ func devCrawl(t *testing.T, bin string, srv *testsite.Server, rules string, cras
 		}
 		return j.Final()
 	})
-	out := devCrawlRun{job: w.job, counts: w.counts, finalAfter: time.Since(lastDone), faultAt: faultAt}
+	out := devCrawlRun{job: w.job, counts: w.counts, finalAfter: time.Since(lastDone), killedAt: killedAt}
 	if lastDone.IsZero() {
 		out.finalAfter = 0
 	}
