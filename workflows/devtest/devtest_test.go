@@ -42,18 +42,37 @@ const (
 	deadline = 3 * time.Minute
 )
 
-// nopStore accepts every write.
+// nopStore accepts every write; it keeps the finishes and counts the
+// job hash writes a crawl's start page must not make.
 type nopStore struct {
 	mu       sync.Mutex
 	finishes []activities.FinishInput
+	// hashWrites counts SetJobState, SetStep and ApplySettings calls;
+	// results are the RecordResult inputs.
+	hashWrites int
+	results    []activities.ResultInput
 }
 
-func (s *nopStore) SetJobState(context.Context, activities.JobStateInput) error   { return nil }
-func (s *nopStore) SetStep(context.Context, activities.StepInput) error           { return nil }
-func (s *nopStore) Heartbeat(context.Context, string) error                       { return nil }
-func (s *nopStore) SetArchive(context.Context, activities.ArchiveInput) error     { return nil }
-func (s *nopStore) RecordResult(context.Context, activities.ResultInput) error    { return nil }
-func (s *nopStore) ApplySettings(context.Context, activities.SettingsInput) error { return nil }
+func (s *nopStore) SetJobState(context.Context, activities.JobStateInput) error { return s.hashWrite() }
+func (s *nopStore) SetStep(context.Context, activities.StepInput) error         { return s.hashWrite() }
+func (s *nopStore) Heartbeat(context.Context, string) error                     { return nil }
+func (s *nopStore) SetArchive(context.Context, activities.ArchiveInput) error   { return nil }
+func (s *nopStore) RecordResult(_ context.Context, in activities.ResultInput) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.results = append(s.results, in)
+	return nil
+}
+func (s *nopStore) ApplySettings(context.Context, activities.SettingsInput) error {
+	return s.hashWrite()
+}
+
+func (s *nopStore) hashWrite() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hashWrites++
+	return nil
+}
 func (s *nopStore) AppendLog(context.Context, string, string, int, []activities.LogEntry) error {
 	return nil
 }
@@ -255,6 +274,19 @@ func (e *env) record(ctx context.Context, run client.WorkflowRun) {
 	require.NoError(e.t, os.WriteFile(filepath.Join("..", "testdata", name), data, 0o644))
 }
 
+// awaitPlan waits until the run's status lists hooks hooks (its plan).
+func (e *env) awaitPlan(ctx context.Context, run client.WorkflowRun, hooks int) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		v, err := e.c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.QueryStatus)
+		if err != nil {
+			return false
+		}
+		var st workflows.Status
+		return v.Get(&st) == nil && len(st.Hooks) == hooks
+	}, deadline, 50*time.Millisecond, "the run's status lists its %d hooks", hooks)
+}
+
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func TestSnapshotOnDevServer(t *testing.T) { testSnapshot(t, false) }
@@ -360,14 +392,7 @@ func testPauseAndSettings(t *testing.T, hostSteps bool) {
 	st := e.execute(e.input("devtestpause", 0), func(run client.WorkflowRun) {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
-		require.Eventually(t, func() bool {
-			v, err := e.c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.QueryStatus)
-			if err != nil {
-				return false
-			}
-			var st workflows.Status
-			return v.Get(&st) == nil && len(st.Hooks) == 1
-		}, deadline, 50*time.Millisecond)
+		e.awaitPlan(ctx, run, 1)
 		h, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(),
 			UpdateName: workflows.UpdateSetSettings, Args: []any{model.Settings{Concurrency: 1}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 		require.NoError(t, err)
