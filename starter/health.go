@@ -23,8 +23,8 @@ Every final hook outcome updates a check of the worker host that ran it
 Flapjack's layout (docs/redis-layout.md): ok after flapjack.ok_after ok
 outcomes in a row, critical after flapjack.critical_after hard failures in a
 row, warning otherwise. Without arguments: the matrix, critical then warning
-then ok, with the time of the last change, how long it has failed and any
-maintenance in force. With HOST PLUGIN: that check's recent state changes
+then ok, with the time of the last change, how long it has failed, why it
+left ok (the summary of its last change) and any maintenance in force. With HOST PLUGIN: that check's recent state changes
 and their summaries, the newest first.`,
 		examples: []string{
 			"starter health",
@@ -109,8 +109,11 @@ func runHealth(ctx context.Context, a *app, inv *invocation) error {
 	fmt.Fprintf(a.stdout, row, "HOST", "PLUGIN", "STATE", "SINCE", "NOTE")
 	for _, c := range checks {
 		note := c.Maintenance
-		if !c.FailingSince.IsZero() && note == "" {
-			note = "failing for " + a.now().Sub(c.FailingSince).Round(time.Second).String()
+		if note == "" {
+			note = c.Summary
+			if !c.FailingSince.IsZero() {
+				note = "failing for " + a.now().Sub(c.FailingSince).Round(time.Second).String() + ": " + c.Summary
+			}
 		}
 		fmt.Fprintf(a.stdout, row, c.Entity, c.Check, c.State, c.LastChange.UTC().Format(time.RFC3339), note)
 	}

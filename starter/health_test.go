@@ -28,28 +28,43 @@ func TestHealthAndMaintenanceCommands(t *testing.T) {
 	ctx := context.Background()
 	cfg := config.Default()
 	cfg.Flapjack.CriticalAfter = 1
+	cfg.Flapjack.OKAfter = 2
 	store, err := rkeys.NewStore(srv.Client(), backend.StoreOptions(&cfg), zap.NewNop())
 	require.NoError(t, err)
 	h, err := fleethealth.FromConfig(store, &cfg)
 	require.NoError(t, err)
 	require.NoError(t, srv.Client().HSet(ctx, "job1", "state", "active").Err())
 	at := time.Now().Add(-time.Minute)
-	rec := func(host, plugin string, st model.Status, op string) {
+	rec := func(host, plugin string, st model.Status, exit int, op string) {
 		at = at.Add(time.Second) // Flapjack's history is by the second
 		_, err := h.Record(ctx, fleethealth.Outcome{Host: host, Ident: "job1", OpID: op, Result: model.ArchiveResult{
-			Plugin: plugin, Hook: "on_Snapshot__50_" + plugin + ".sh", Status: st, ExitCode: 1, Error: "boom", EndedAt: at}})
+			Plugin: plugin, Hook: "on_Snapshot__50_" + plugin + ".sh", Status: st, ExitCode: exit, Error: "boom", EndedAt: at}})
 		require.NoError(t, err)
 	}
-	rec("host-a", "wget", model.StatusSucceeded, "1")
-	rec("host-b", "wget", model.StatusSucceeded, "2")
-	rec("host-b", "wget", model.StatusFailed, "3")
+	rec("host-a", "wget", model.StatusSucceeded, 0, "1")
+	rec("host-a", "wget", model.StatusSucceeded, 0, "1b")
+	rec("host-b", "wget", model.StatusSucceeded, 0, "2")
+	rec("host-b", "wget", model.StatusFailed, 1, "3")
+	rec("host-c", "title", model.StatusFailed, 0, "4") // reported by the hook: soft
+	rec("host-c", "title", model.StatusSucceeded, 0, "5")
 
 	res := runCLI(t, "", "health", "--redis-url", srv.URL)
 	require.Equal(t, exitOK, res.code, res.stderr)
 	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
-	require.Len(t, lines, 3, res.stdout)
-	assert.Regexp(t, `^host-b\s+wget\s+critical\s+\S+\s+failing for `, lines[1], "failing first")
-	assert.Regexp(t, `^host-a\s+wget\s+ok\s`, lines[2])
+	require.Len(t, lines, 4, res.stdout)
+	assert.Regexp(t, `^host-b\s+wget\s+critical\s+\S+\s+failing for \S+: failed: boom$`, lines[1], "failing first, with why")
+	assert.Regexp(t, `^host-c\s+title\s+warning\s+\S+\s+failed: boom$`, lines[2], "why it left ok: one ok outcome of flapjack.ok_after's 2 does not clear it")
+	assert.Regexp(t, `^host-a\s+wget\s+ok\s+\S+\s*$`, lines[3], "an ok check has no note")
+
+	res = runCLI(t, "", "health", "--json", "--redis-url", srv.URL)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	var matrix struct {
+		Checks []fleethealth.Check `json:"checks"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &matrix))
+	require.Len(t, matrix.Checks, 3)
+	assert.Equal(t, "failed: boom", matrix.Checks[0].Summary)
+	assert.Empty(t, matrix.Checks[2].Summary, "an ok check has no summary")
 
 	res = runCLI(t, "", "health", "host-b", "wget", "--json", "--redis-url", srv.URL)
 	require.Equal(t, exitOK, res.code, res.stderr)

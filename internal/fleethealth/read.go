@@ -24,6 +24,9 @@ type Check struct {
 	FailingSince time.Time `json:"failing_since,omitzero"`
 	// Maintenance is the maintenance in force, "" when none.
 	Maintenance string `json:"maintenance,omitempty"`
+	// Summary is why a check that is not ok changed into its state: the
+	// summary of its last change ("" for an ok check).
+	Summary string `json:"summary,omitempty"`
 }
 
 // Matrix is every host × plugin check, failing ones first (critical, then
@@ -86,6 +89,13 @@ func (h *Health) check(ctx context.Context, entity, check string) (Check, error)
 	}
 	if ok {
 		c.Maintenance = m.Reason()
+	}
+	if c.State != StateOK && !c.LastChange.IsZero() {
+		key := h.prefix(entity, check) + ":" + strconv.FormatInt(c.LastChange.Unix(), 10) + ":summary"
+		c.Summary, err = rdb.Get(ctx, key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Check{}, fmt.Errorf("fleet health of %s:%s: %w", entity, check, err)
+		}
 	}
 	return c, nil
 }
