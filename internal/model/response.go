@@ -108,6 +108,14 @@ func (c *ResponseCounts) Add(r Response) {
 	}
 }
 
+// WithCount returns c with Count set from its classes, in which Add puts
+// every response exactly once: for counts read back from a job hash,
+// which keeps the classes (ArchiveBot's r1xx..r5xx, runk) and no total.
+func (c ResponseCounts) WithCount() ResponseCounts {
+	c.Count = c.R1xx + c.R2xx + c.R3xx + c.R4xx + c.R5xx + c.Runk
+	return c
+}
+
 // CountResponses buckets responses the way ArchiveBot's log analyzer does.
 func CountResponses(rs []Response) ResponseCounts {
 	var c ResponseCounts

@@ -243,6 +243,12 @@ func TestRecordResultCountsOnce(t *testing.T) {
 					assert.Equal(t, "0", h[k], "%s is left to ArchiveBot's analyzer", k)
 				}
 			}
+			if own {
+				// The hash keeps no total; the view sums the classes.
+				v, err := e.store.GetJob(ctx, j.Ident)
+				require.NoError(t, err)
+				assert.Equal(t, model.ResponseCounts{Count: 6, R1xx: 1, R2xx: 1, R3xx: 1, R4xx: 1, R5xx: 1, Runk: 1, Errors: 3}, v.Responses)
+			}
 
 			evKey := "events_archive:2024050607"
 			evs := e.rdb.LRange(ctx, evKey, 0, -1).Val()

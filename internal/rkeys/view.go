@@ -233,7 +233,7 @@ func parseJob(ident string, h map[string]string) (JobView, error) {
 	v.Responses = model.ResponseCounts{
 		R1xx: p.int64("r1xx"), R2xx: p.int64("r2xx"), R3xx: p.int64("r3xx"),
 		R4xx: p.int64("r4xx"), R5xx: p.int64("r5xx"), Runk: p.int64("runk"), Errors: p.int64("error_count"),
-	}
+	}.WithCount()
 	v.LogScore = p.int64("log_score")
 	v.Heartbeat = p.int64("heartbeat")
 	v.QueuedAt = p.time("queued_at")
