@@ -24,8 +24,9 @@ Flapjack's layout (docs/redis-layout.md): ok after flapjack.ok_after ok
 outcomes in a row, critical after flapjack.critical_after hard failures in a
 row, warning otherwise. Without arguments: the matrix, critical then warning
 then ok, with the time of the last change, how long it has failed, why it
-left ok (the summary of its last change) and any maintenance in force. With HOST PLUGIN: that check's recent state changes
-and their summaries, the newest first.`,
+left ok (the summary of its last change) and any maintenance in force.
+With HOST PLUGIN: that check's recent state changes and their summaries,
+the newest first.`,
 		examples: []string{
 			"starter health",
 			"starter health worker-3 wget",
