@@ -184,13 +184,19 @@ func (c *control) refuseChange(what string) error {
 
 // validateSettings rejects settings model.Settings.Validate refuses (ranges,
 // ignore patterns), so the Redis store is never asked to write what it
-// cannot, and any change once the job is stopping or final.
+// cannot; the bot's settings older than those the job has
+// (model.Settings.OlderThan); and any change once the job is stopping or
+// final.
 func (c *control) validateSettings(set model.Settings) error {
 	if err := c.refuseChange(UpdateSetSettings); err != nil {
 		return err
 	}
 	if err := set.Validate(); err != nil {
 		return fmt.Errorf("set_settings on %s: %w", c.ident, err)
+	}
+	if cur := c.settings.current; set.OlderThan(cur) {
+		return fmt.Errorf("set_settings on %s: the bot's settings at settings_age %d are older than the job's (settings_age %d); a job never goes back to older settings",
+			c.ident, set.BotAge, cur.BotAge)
 	}
 	return nil
 }

@@ -335,6 +335,40 @@ func TestSettingsChangeMidRun(t *testing.T) {
 	assert.Equal(t, 1, st.SettingsVersion)
 }
 
+// TestBotSettingsNeverGoBack: two pipelines may read the bot's hash at
+// settings_age 4 and 5 and reach the workflow in the other order; the
+// older read is refused (update and signal alike), so the job keeps the
+// bot's newest settings.
+func TestBotSettingsNeverGoBack(t *testing.T) {
+	names := []string{"on_Snapshot__00_a.sh", "on_Snapshot__10_b.sh"}
+	h := newHarness(t, plan(names...))
+	newer := model.Settings{Concurrency: 5, Ignores: []string{`\.gif$`, `^https?://ads\.`}, BotOwned: true, BotAge: 5}
+	older := model.Settings{Concurrency: 5, Ignores: []string{`\.gif$`}, BotOwned: true, BotAge: 4}
+	var rejected error
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdateSetSettings, "archivebot-settings-5", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("newer settings rejected: %v", err) },
+			OnComplete: func(any, error) {},
+		}, newer)
+		h.env.UpdateWorkflow(UpdateSetSettings, "archivebot-settings-4", &testsuite.TestUpdateCallback{
+			OnAccept:   func() { t.Error("older bot settings accepted") },
+			OnReject:   func(err error) { rejected = err },
+			OnComplete: func(any, error) {},
+		}, older)
+		h.env.SignalWorkflow(SignalSetSettings, older)
+	}, time.Hour)
+
+	st := h.run(input(0))
+
+	assert.Equal(t, model.StateFinished, st.State)
+	require.Error(t, rejected)
+	assert.Contains(t, rejected.Error(), "the bot's settings at settings_age 4 are older than the job's (settings_age 5)")
+	assert.Equal(t, newer, st.Settings, "the job keeps the bot's newest settings")
+	assert.Equal(t, 1, st.SettingsVersion, "only the newer settings were applied")
+	assert.False(t, older.OlderThan(model.Settings{}), "settings without an age never make a read older")
+	assert.False(t, model.Settings{Concurrency: 1}.OlderThan(newer), "the CLI's settings are never older")
+}
+
 func TestConcurrencyZeroPausesUntilSettingsChange(t *testing.T) {
 	names := []string{"on_Snapshot__00_a.sh", "on_Snapshot__10_b.sh"}
 	h := newHarness(t, plan(names...))

@@ -77,7 +77,8 @@ func JobFromView(v rkeys.JobView) (j Job, notes []string, err error) {
 // (what ArchiveBot's pipeline re-reads when settings_age rises): the
 // ignore set split into the patterns archiveflow applies and those it
 // cannot, sorted so two reads compare equal, marked BotOwned (the
-// workflow does not write them back). A missing concurrency is 1,
+// workflow does not write them back) with the settings_age they were read
+// at (model.Settings.BotAge). A missing concurrency is 1,
 // as ArchiveBot's pipeline takes it (the bot always writes one).
 func BotSettings(v rkeys.JobView) model.Settings {
 	s := v.Settings
@@ -87,12 +88,12 @@ func BotSettings(v rkeys.JobView) model.Settings {
 	all := slices.Clone(s.Ignores)
 	slices.Sort(all)
 	s.Ignores, s.UnappliedIgnores, _ = model.SplitIgnores(all)
-	s.BotOwned = true
+	s.BotOwned, s.BotAge = true, v.SettingsAge
 	return s
 }
 
 // SameSettings reports whether a and b are the same settings, ignore
-// patterns compared as sets (BotOwned is not a setting).
+// patterns compared as sets (BotOwned and BotAge are not settings).
 func SameSettings(a, b model.Settings) bool {
 	norm := func(s model.Settings) model.Settings {
 		s.Ignores = slices.Sorted(slices.Values(s.Ignores))

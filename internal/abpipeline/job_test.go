@@ -44,11 +44,12 @@ func TestJobFromViewReadsTheBotsHash(t *testing.T) {
 	v := botView(raw, `\.gif$`, `(?<=x)y`, `^a`)
 	v.Settings.Concurrency, v.Settings.DelayMinMS, v.Settings.DelayMaxMS = 3, 250, 375
 	v.Settings.SuppressIgnoreReports = true
+	v.SettingsAge = 7
 	j, notes, err := JobFromView(v)
 	require.NoError(t, err)
 	assert.Equal(t, model.Settings{Concurrency: 3, DelayMinMS: 250, DelayMaxMS: 375, UserAgent: "UA",
 		Ignores: []string{`\.gif$`, `^a`}, UnappliedIgnores: []string{`(?<=x)y`}, SuppressIgnoreReports: true,
-		BotOwned: true}, j.Settings)
+		BotOwned: true, BotAge: 7}, j.Settings, "read at the hash's settings_age")
 	assert.Equal(t, "pending-ao", j.Queue)
 	require.Len(t, notes, 1)
 	assert.Contains(t, notes[0], "lookbehind")

@@ -143,6 +143,13 @@ func (w *watcher) check(ctx context.Context, ident string) {
 		log.Debug("read the workflow's settings (retrying)", zap.Error(err))
 		return
 	}
+	if want.OlderThan(cur) {
+		// Another pipeline applied a newer change of the bot's since this
+		// read; the next check reads that one.
+		log.Debug("the workflow has newer settings than this read of the bot's", zap.Int64("settings_age", v.SettingsAge),
+			zap.Int64("workflow_settings_age", cur.BotAge))
+		return
+	}
 	if !SameSettings(cur, want) {
 		if err := w.p.runner.SetSettings(cctx, ident, UpdateID(v.SettingsAge), want); err != nil {
 			log.Warn("apply the bot's settings (retrying)", zap.Error(err))

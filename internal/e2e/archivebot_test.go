@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -420,13 +421,15 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 		return st
 	}
 	st := status()
+	h, err := s.Redis.HGetAll(ctx, slow.Ident).Result()
+	require.NoError(t, err)
+	startAge, err := strconv.ParseInt(h["settings_age"], 10, 64)
+	require.NoError(t, err)
 	assert.Equal(t, "crawl", st.Kind, "fetch_depth inf is a crawl")
 	assert.Equal(t, -1, st.MaxDepth, "ArchiveBot's !a has no depth limit")
 	assert.Equal(t, model.Settings{Concurrency: 3, DelayMinMS: 250, DelayMaxMS: 375,
-		UserAgent: slowUA, Ignores: []string{`\.gif$`}, BotOwned: true}, st.Settings,
-		"started with the bot's settings")
-	h, err := s.Redis.HGetAll(ctx, slow.Ident).Result()
-	require.NoError(t, err)
+		UserAgent: slowUA, Ignores: []string{`\.gif$`}, BotOwned: true, BotAge: startAge}, st.Settings,
+		"started with the bot's settings, at their settings_age")
 	assert.Equal(t, "active", h["state"])
 	assert.True(t, strings.HasPrefix(h["pipeline_id"], "pipeline:"))
 	assert.NotEmpty(t, h["started_at"])
@@ -486,6 +489,8 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"ok"}'
 	}
 	first := hb()
 	require.Eventually(t, func() bool { return hb() > first }, 30*time.Second, 50*time.Millisecond, "heartbeat moves")
+	assert.Equal(t, []string{`\.gif$`, `^https?://ads\.`}, status().Settings.Ignores,
+		"no pipeline's older read of the bot's hash undid the change")
 
 	// !abort: the job ends aborted, ArchiveBot's way.
 	require.NoError(t, bot.Abort(ctx, slow.Ident))

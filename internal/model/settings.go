@@ -44,6 +44,11 @@ type Settings struct {
 	// not written back — a write-back could undo a change the bot made
 	// after they were read.
 	BotOwned bool `json:"bot_owned,omitempty"`
+	// BotAge is the bot's settings_age at which BotOwned settings were
+	// read. Several pipelines watch a job and each applies what it read,
+	// so a read can reach the workflow after a newer one: a job never goes
+	// back to bot settings older than those it has (OlderThan).
+	BotAge int64 `json:"bot_age,omitempty"`
 	// Crawl limits (0 = none): a crawl that reaches one stops claiming
 	// pages, lets the pages in flight end and finishes with the limit
 	// named (docs/crawls.md, "Limits"); its unfetched pages stay READY for
@@ -53,6 +58,14 @@ type Settings struct {
 	MaxPages    int64         `json:"max_pages,omitempty"`
 	MaxBytes    int64         `json:"max_bytes,omitempty"`
 	MaxDuration time.Duration `json:"max_duration,omitempty"`
+}
+
+// OlderThan reports whether s are the bot's settings read at a lower
+// settings_age than cur's: applying them would undo a newer change of the
+// bot's. Settings without an age (the CLI's, or read before ages were
+// kept) are never older.
+func (s Settings) OlderThan(cur Settings) bool {
+	return s.BotOwned && s.BotAge > 0 && s.BotAge < cur.BotAge
 }
 
 // HasLimits reports whether any crawl limit is set.
