@@ -315,6 +315,52 @@ func TestRunningJobCanBeSteeredAndAborted(t *testing.T) {
 	}
 }
 
+// TestStatusOfAnExpiredJobIsTemporalsRecord: once a job's hash has expired
+// from Redis (an aborted one after 5 s, as ArchiveBot's), status still
+// says how it ended, from the workflow Temporal retains, and says so; an
+// ident neither knows is exit 3 naming both.
+func TestStatusOfAnExpiredJobIsTemporalsRecord(t *testing.T) {
+	e := startSharedStack(t)
+	url := jobURL("expired")
+	id := identOf(t, url)
+	require.Equal(t, exitOK, e.run(t, "submit", url).code)
+	require.Eventually(t, func() bool { return e.status(t, id).CurrentStep == 2 }, eventually, 50*time.Millisecond)
+	require.Equal(t, exitOK, e.run(t, "abort", id, "--reason", "gone soon").code)
+	e.waitState(t, id, "aborted")
+	ctx := context.Background()
+	require.NoError(t, e.st.b.Redis.PExpire(ctx, id, time.Millisecond).Err(), "the hash expires, as after redis.retain_aborted")
+	require.Eventually(t, func() bool { return e.st.b.Redis.Exists(ctx, id).Val() == 0 }, eventually, 10*time.Millisecond)
+
+	res := e.run(t, "status", id)
+	require.Equal(t, exitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, id+"  "+url)
+	assert.Contains(t, res.stdout, "note:     Redis no longer has the job (its hash expired after its retention, or was purged): this is Temporal's record of its workflow (")
+	assert.Contains(t, res.stdout, "state:    aborted (snapshot): aborted: gone soon")
+	assert.Regexp(t, `(?m)^  1     fetch\s+succeeded  1\s+\d+\.\ds\s+page\.txt$`, res.stdout, "the hooks' results table")
+	assert.Contains(t, res.stdout, "Web UI:   "+e.cfg.Temporal.UIURL+"/namespaces/default/workflows/"+id)
+	j := e.status(t, id)
+	assert.Equal(t, sourceTemporal, j.Source)
+	assert.Equal(t, "aborted", string(j.State))
+	assert.Equal(t, url, j.URL)
+	assert.Equal(t, id, j.WorkflowID)
+	assert.NotEmpty(t, j.RunID)
+	assert.False(t, j.FinishedAt.IsZero(), "the workflow's close time")
+	assert.EqualValues(t, 1, j.HooksSucceeded, "fetch ran; slow was cut by the abort")
+	require.Len(t, j.Hooks, 2)
+	assert.Equal(t, model.StatusSucceeded, j.Hooks[0].Status)
+
+	// Temporal unreachable: still not found, and why it could not look further.
+	res = runCLI(t, "", "status", id, "--temporal-address", closedAddr(t), "--redis-url", e.cfg.Redis.URL)
+	assert.Equal(t, exitNotFound, res.code, res.stdout)
+	assert.Contains(t, res.stderr, "job "+id+": not found in Redis")
+	assert.Contains(t, res.stderr, "Temporal, which may still retain its workflow, is unreachable")
+
+	never := identOf(t, jobURL("never-submitted"))
+	res = e.run(t, "status", never)
+	assert.Equal(t, exitNotFound, res.code, res.stdout)
+	assert.Contains(t, res.stderr, "job "+never+": not found in Redis (never submitted, or expired after its retention); Temporal retains no workflow "+never+" either")
+}
+
 func TestWaitExitsOneWhenTheJobIsAborted(t *testing.T) {
 	e := startSharedStack(t)
 	url := jobURL("aborted-while-waiting")

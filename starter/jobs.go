@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/jobctl"
@@ -54,11 +55,20 @@ func parseIdent(raw string) (string, error) {
 	return raw, nil
 }
 
+// jobNotFound says Redis has no job id; it is rkeys.ErrJobNotFound.
+type jobNotFound struct{ id string }
+
+func (e jobNotFound) Error() string {
+	return fmt.Sprintf("job %s: not found in Redis (never submitted, or expired after its retention)", e.id)
+}
+
+func (jobNotFound) Is(target error) bool { return target == rkeys.ErrJobNotFound }
+
 // getJob reads a job: not found is exit 3, other failures exit 5.
 func getJob(ctx context.Context, b *backend.Backend, id string) (rkeys.JobView, error) {
 	v, err := b.Store.GetJob(ctx, id)
 	if errors.Is(err, rkeys.ErrJobNotFound) {
-		return v, withCode(exitNotFound, fmt.Errorf("job %s: not found in Redis (never submitted, or expired after its retention)", id))
+		return v, withCode(exitNotFound, jobNotFound{id})
 	}
 	if err != nil {
 		return v, withCode(exitUnavailable, err)
@@ -104,7 +114,12 @@ each hook's result (step, status, attempts, duration, output or error; for
 skipped hooks the reason); for a crawl these are the start page's hooks
 (its workflow IDENT/seed). Temporal answers for a finished job too while
 it retains the workflow. When Temporal cannot answer, the per-hook table
-is left out and the reason is said; the counts come from Redis.`,
+is left out and the reason is said; the counts come from Redis. Once the
+job's hash has expired (redis.retain_*: an aborted job's after 5 s) or was
+purged, status prints Temporal's record of its workflow instead, and says
+so ("source": "temporal" in --json; fields only Redis keeps, such as
+bytes, nice and the WACZ, are then absent or zero); exit 3 when neither
+has the job.`,
 		examples: []string{
 			"starter status 3mlbkdu1fpo7wt4lr2qf1mpsw",
 			"starter status https://example.com/ --json",
@@ -155,6 +170,14 @@ type jobJSON struct {
 	Crawl *crawlJSON `json:"crawl,omitempty"`
 	// WACZ is where the job's seal wrote its WACZ (status only).
 	WACZ *waczJSON `json:"wacz,omitempty"`
+	// Source is "temporal" when Redis no longer has the job and this is
+	// Temporal's record of its workflow (statusFromTemporal), Note says
+	// so, Error is how the workflow says the job ended and Pages a
+	// crawl's page counts as its workflow last knew them.
+	Source string                 `json:"source,omitempty"`
+	Note   string                 `json:"note,omitempty"`
+	Error  string                 `json:"error,omitempty"`
+	Pages  *activities.PageCounts `json:"pages,omitempty"`
 	// hooksView (status only) is each hook's result from the workflow.
 	hooksView
 }
@@ -220,6 +243,9 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	}
 	defer b.Close()
 	v, err := getJob(ctx, b, id)
+	if errors.Is(err, rkeys.ErrJobNotFound) {
+		return a.statusFromTemporal(ctx, inv, id, err)
+	}
 	if err != nil {
 		return err
 	}

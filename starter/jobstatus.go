@@ -154,7 +154,20 @@ func (a *app) statusHooks(ctx context.Context, inv *invocation, v rkeys.JobView)
 		return unavailable("Temporal is unreachable", err)
 	}
 	defer tc.Close()
-	st, err := queryStatus(ctx, tc, workflowID(v), v.RunID, statusQueryTimeout)
+	hv := a.statusHooksOf(ctx, tc, workflowID(v), v.RunID)
+	if hv.HooksNote != "" {
+		hv.HooksNote += "; the counts are Redis'"
+	}
+	return hv
+}
+
+// statusHooksOf asks the workflow workflowID (run runID, "" the latest)
+// for its per-hook results, or says why there are none.
+func (a *app) statusHooksOf(ctx context.Context, tc client.Client, workflowID, runID string) hooksView {
+	unavailable := func(why string, err error) hooksView {
+		return hooksView{HooksNote: fmt.Sprintf("per-hook results unavailable: %s (%v)", why, err)}
+	}
+	st, err := queryStatus(ctx, tc, workflowID, runID, statusQueryTimeout)
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):

@@ -171,6 +171,18 @@ func TestCrawlPageLimitStopsExactlyAndContinues(t *testing.T) {
 	assert.Zero(t, v.Settings.MaxPages)
 	assert.Equal(t, "1", s.Redis.Get(ctx, "jobs_completed").Val(), "the job is counted once")
 	t.Logf("first run: %d pages; continue: %d pages; expected in all: %d", len(first.Pages), len(second.Pages), len(want.Pages))
+
+	// Once the hash has expired (redis.retain_completed), status is
+	// Temporal's record: the crawl's state and page counts, the start
+	// page's hooks.
+	require.NoError(t, s.Redis.Del(ctx, id).Err())
+	res = runStarter(t, bin, s, "status", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "this is Temporal's record of its workflow (completed)")
+	assert.Contains(t, res.stdout, "state:    finished (crawl)")
+	assert.Contains(t, res.stdout, fmt.Sprintf("pages:    %d: 0 ready, 0 claimed, %d done (%d succeeded, %d failed)",
+		st.Counts.Total, st.Counts.Done, st.Counts.Succeeded, st.Counts.Failed))
+	assert.Regexp(t, regexp.MustCompile(`(?m)^  STEP  HOOK\s+STATUS`), res.stdout, "the start page's hooks")
 }
 
 // TestDiskGuardStopsClaimingUntilSpaceIsBack: a worker whose archive disk

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/searchattr"
+	"github.com/archiveflow/archiveflow/internal/tclient"
+	"github.com/archiveflow/archiveflow/workflows"
+)
+
+// sourceTemporal is jobJSON.Source when Redis no longer has the job and
+// the status is Temporal's record of its workflow.
+const sourceTemporal = "temporal"
+
+// statusFromTemporal is `status` of a job Redis no longer has (its hash
+// expired after redis.retain_*, 5 s for an aborted one as in ArchiveBot,
+// or was purged): while Temporal retains the job's workflow (the
+// namespace's retention), that workflow says how the job ended. notFound
+// is the error to return when Temporal has no record either.
+func (a *app) statusFromTemporal(ctx context.Context, inv *invocation, id string, notFound error) error {
+	dctx, cancel := context.WithTimeout(ctx, statusDialTimeout)
+	defer cancel()
+	tc, err := tclient.Dial(dctx, inv.cfg.Temporal, inv.log)
+	if err != nil {
+		return withCode(exitNotFound, fmt.Errorf("%w; Temporal, which may still retain its workflow, is unreachable: %w", notFound, err))
+	}
+	defer tc.Close()
+	qctx, qcancel := context.WithTimeout(ctx, statusQueryTimeout)
+	defer qcancel()
+	desc, err := tc.DescribeWorkflowExecution(qctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return withCode(exitNotFound, fmt.Errorf("%w; Temporal retains no workflow %s either", notFound, id))
+	case err != nil:
+		return withCode(exitUnavailable, fmt.Errorf("%w; describe its workflow in Temporal: %w", notFound, err))
+	}
+	j := recordJSON(inv, id, desc)
+	a.recordStatus(ctx, tc, &j)
+	if inv.json {
+		return writeJSON(a.stdout, j)
+	}
+	printRecord(a.stdout, j)
+	a.printStatusHooks(j.hooksView)
+	return nil
+}
+
+// recordJSON is what Temporal's description of the job's workflow says:
+// its run, times, task queue and the search attributes the workflow keeps
+// (URL, state, step).
+func recordJSON(inv *invocation, id string, desc *workflowservice.DescribeWorkflowExecutionResponse) jobJSON {
+	info := desc.GetWorkflowExecutionInfo()
+	j := jobJSON{
+		Ident: id, WorkflowID: id, RunID: info.GetExecution().GetRunId(), TaskQueue: info.GetTaskQueue(),
+		UI: uiLink(inv.cfg.Temporal, id), Source: sourceTemporal,
+		Note: fmt.Sprintf("Redis no longer has the job (its hash expired after its retention, or was purged): this is Temporal's record of its workflow (%s)",
+			strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))),
+	}
+	if t := info.GetStartTime(); t != nil {
+		j.StartedAt = t.AsTime()
+	}
+	if t := info.GetCloseTime(); t != nil {
+		j.FinishedAt = t.AsTime()
+	}
+	attrs := info.GetSearchAttributes().GetIndexedFields()
+	j.URL = keyword(attrs[searchattr.NameURL])
+	j.State = model.JobState(keyword(attrs[searchattr.NameState]))
+	var step int64
+	if p := attrs[searchattr.NameStep]; p != nil && converter.GetDefaultDataConverter().FromPayload(p, &step) == nil {
+		j.CurrentStep = int(step)
+	}
+	return j
+}
+
+// keyword decodes a keyword search attribute ("" when absent).
+func keyword(p *commonpb.Payload) string {
+	var s string
+	if p != nil && converter.GetDefaultDataConverter().FromPayload(p, &s) == nil {
+		return s
+	}
+	return ""
+}
+
+// recordStatus completes j from the workflow's status query (Temporal
+// answers it for a closed workflow too, a worker of its pool replaying
+// it): state, error, settings, the hooks' counts and results; a crawl's
+// page counts and its start page's hooks. Without an answer j keeps what
+// the description said and its hooks note says why.
+func (a *app) recordStatus(ctx context.Context, tc client.Client, j *jobJSON) {
+	qctx, cancel := context.WithTimeout(ctx, statusQueryTimeout)
+	defer cancel()
+	val, err := tc.QueryWorkflow(qctx, j.WorkflowID, j.RunID, workflows.QueryStatus)
+	if err != nil {
+		j.hooksView = hooksView{HooksNote: fmt.Sprintf("per-hook results unavailable: the status query failed (is a worker of its pool running?): %v", err)}
+		return
+	}
+	var kind struct{ Kind string }
+	if err := val.Get(&kind); err != nil {
+		j.hooksView = hooksView{HooksNote: fmt.Sprintf("per-hook results unavailable: decode the status of %s: %v", j.WorkflowID, err)}
+		return
+	}
+	if kind.Kind == "crawl" {
+		var cs workflows.CrawlStatus
+		if err := val.Get(&cs); err == nil {
+			j.URL, j.State, j.Error, j.Settings = cs.URL, cs.State, cs.Error, cs.Settings
+			j.FetchDepth, j.Limit = model.FetchInf, cs.Limit
+			j.Pages = &cs.Counts
+		}
+		j.hooksView = a.statusHooksOf(ctx, tc, workflows.CrawlSeedID(j.WorkflowID), "")
+		return
+	}
+	var st workflows.Status
+	if err := val.Get(&st); err != nil {
+		j.hooksView = hooksView{HooksNote: fmt.Sprintf("per-hook results unavailable: decode the status of %s: %v", j.WorkflowID, err)}
+		return
+	}
+	withSegmentProgress(qctx, tc, j.WorkflowID, j.RunID, &st)
+	j.URL, j.State, j.Error, j.Settings, j.CurrentStep = st.URL, st.State, st.Error, st.Settings, st.CurrentStep
+	j.HooksTotal, j.HooksSucceeded, j.HooksFailed = int64(st.Counters.Total), int64(st.Counters.Succeeded), int64(st.Counters.Failed)
+	j.HooksSkipped, j.HooksNoResults = int64(st.Counters.Skipped), int64(st.Counters.NoResults)
+	j.hooksDone = j.HooksSucceeded + j.HooksFailed + j.HooksSkipped + j.HooksNoResults
+	j.hooksView = hooksViewOf(st)
+}
+
+// printRecord prints Temporal's record of a job Redis no longer has.
+func printRecord(w io.Writer, j jobJSON) {
+	fmt.Fprintf(w, "%s  %s\n", j.Ident, j.URL)
+	fmt.Fprintf(w, "  note:     %s\n", j.Note)
+	kind := "snapshot"
+	if j.Pages != nil {
+		kind = "crawl"
+	}
+	fmt.Fprintf(w, "  state:    %s (%s)", j.State, kind)
+	if j.Error != "" {
+		fmt.Fprintf(w, ": %s", j.Error)
+	}
+	fmt.Fprintln(w)
+	if p := j.Pages; p != nil {
+		fmt.Fprintf(w, "  pages:    %d: %d ready, %d claimed, %d done (%d succeeded, %d failed), %d skipped, %d beyond the depth limit\n",
+			p.Total, p.Ready, p.Claimed, p.Done, p.Succeeded, p.Failed, p.Skipped, p.Deferred)
+	} else if j.HooksTotal > 0 {
+		fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
+			j.hooksDone, j.HooksTotal, j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
+	}
+	fmt.Fprintf(w, "  run:      %s on %s\n", j.RunID, j.TaskQueue)
+	for _, t := range []struct {
+		name string
+		at   time.Time
+	}{{"started", j.StartedAt}, {"finished", j.FinishedAt}} {
+		if !t.at.IsZero() {
+			fmt.Fprintf(w, "  %-9s %s\n", t.name+":", t.at.Local().Format(time.RFC3339))
+		}
+	}
+	if j.UI != "" {
+		fmt.Fprintf(w, "  Web UI:   %s\n", j.UI)
+	}
+}
