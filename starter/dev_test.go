@@ -443,6 +443,11 @@ func TestFailedStartLeavesNothingBehind(t *testing.T) {
 		r := e.run(t, "status", u)
 		assert.Equal(t, exitNotFound, r.code, "job of %s must be withdrawn: %s", u, r.stdout)
 	}
+	// Temporal keeps both workflows; neither is a job's record.
+	r := e.run(t, "status", url)
+	assert.Contains(t, r.stderr, "Temporal's workflow "+id+" is a Unregistered, not an archiveflow job")
+	r = e.run(t, "status", first)
+	assert.Contains(t, r.stderr, "its submission was withdrawn ("+withdrawnReason+")")
 }
 
 // TestWebUIListsTheJobWithSearchAttributes loads the dev stack's Web UI in

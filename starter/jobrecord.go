@@ -9,6 +9,7 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -47,6 +48,9 @@ func (a *app) statusFromTemporal(ctx context.Context, inv *invocation, id string
 	case err != nil:
 		return withCode(exitUnavailable, fmt.Errorf("%w; describe its workflow in Temporal: %w", notFound, err))
 	}
+	if why := notAJob(qctx, tc, desc); why != "" {
+		return withCode(exitNotFound, fmt.Errorf("%w; %s", notFound, why))
+	}
 	j := recordJSON(inv, id, desc)
 	a.recordStatus(ctx, tc, &j)
 	if inv.json {
@@ -55,6 +59,29 @@ func (a *app) statusFromTemporal(ctx context.Context, inv *invocation, id string
 	printRecord(a.stdout, j)
 	a.printStatusHooks(j.hooksView)
 	return nil
+}
+
+// notAJob says why the workflow desc describes is no job's record ("" when
+// it is one): a workflow of another type under the ident, or the
+// terminated workflow of a submission that was withdrawn (undo).
+func notAJob(ctx context.Context, tc client.Client, desc *workflowservice.DescribeWorkflowExecutionResponse) string {
+	info := desc.GetWorkflowExecutionInfo()
+	id, runID := info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId()
+	switch typ := info.GetType().GetName(); {
+	case typ != workflows.SnapshotWorkflowName && typ != workflows.CrawlWorkflowName:
+		return fmt.Sprintf("Temporal's workflow %s is a %s, not an archiveflow job", id, typ)
+	case info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return ""
+	}
+	it := tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	if !it.HasNext() {
+		return ""
+	}
+	ev, err := it.Next()
+	if err == nil && ev.GetWorkflowExecutionTerminatedEventAttributes().GetReason() == withdrawnReason {
+		return "its submission was withdrawn (" + withdrawnReason + "); Temporal keeps the terminated workflow " + id
+	}
+	return ""
 }
 
 // recordJSON is what Temporal's description of the job's workflow says:

@@ -139,12 +139,16 @@ func startError(t target, err error) error {
 	return withCode(exitUnavailable, fmt.Errorf("%s: start workflow %s for %s: %w", t.Source, t.Ident, t.URL, err))
 }
 
+// withdrawnReason is the reason undo terminates a withdrawn job's
+// workflow with: status knows by it that the job never was.
+const withdrawnReason = "submission withdrawn: a later URL of the same submit failed"
+
 // undo withdraws jobs submitted earlier in this command: their workflows
 // are terminated and their Redis jobs removed.
 func (sb *submitter) undo(done []submitted) {
 	for _, j := range done {
 		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
-		err := sb.b.Temporal.TerminateWorkflow(ctx, j.WorkflowID, j.RunID, "submission withdrawn: a later URL of the same submit failed")
+		err := sb.b.Temporal.TerminateWorkflow(ctx, j.WorkflowID, j.RunID, withdrawnReason)
 		cancel()
 		if err != nil {
 			sb.inv.log.Warn("withdraw job: terminate workflow", logging.Ident(j.Ident), zap.Error(err))

@@ -1,6 +1,15 @@
 package workflows
 
-import "go.temporal.io/sdk/worker"
+import (
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// The job workflows' registered names (a run's workflow type).
+const (
+	SnapshotWorkflowName = "SnapshotWorkflow"
+	CrawlWorkflowName    = "CrawlWorkflow"
+)
 
 // Register registers SnapshotWorkflow, BackgroundHookWorkflow and
 // CrawlWorkflow and PurgeWorkflow with a worker of a pool's shared task
@@ -9,8 +18,8 @@ import "go.temporal.io/sdk/worker"
 // activities in it) and, on the purge Schedule's queue, the
 // *activities.PurgeActivities.
 func Register(r worker.WorkflowRegistry) {
-	r.RegisterWorkflow(SnapshotWorkflow)
+	r.RegisterWorkflowWithOptions(SnapshotWorkflow, workflow.RegisterOptions{Name: SnapshotWorkflowName})
 	r.RegisterWorkflow(BackgroundHookWorkflow)
-	r.RegisterWorkflow(CrawlWorkflow)
+	r.RegisterWorkflowWithOptions(CrawlWorkflow, workflow.RegisterOptions{Name: CrawlWorkflowName})
 	r.RegisterWorkflow(PurgeWorkflow)
 }

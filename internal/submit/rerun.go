@@ -162,11 +162,8 @@ func endedRun(ctx context.Context, c client.Client, workflowID string) (runID st
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return "", false, fmt.Errorf("retry job %s: %w (run %s): wait for it to end, or abort it, before retrying", workflowID, ErrStillRunning, runID)
 	}
-	return runID, info.GetType().GetName() == crawlWorkflowName, nil
+	return runID, info.GetType().GetName() == workflows.CrawlWorkflowName, nil
 }
-
-// crawlWorkflowName is CrawlWorkflow's registered name (its function name).
-const crawlWorkflowName = "CrawlWorkflow"
 
 // rerunCrawl retries a crawl's failed pages: the new run starts from the
 // existing frontier with the last run's settings and rules. With limits
