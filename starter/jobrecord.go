@@ -101,6 +101,9 @@ func recordJSON(inv *invocation, id string, desc *workflowservice.DescribeWorkfl
 	if t := info.GetCloseTime(); t != nil {
 		j.FinishedAt = t.AsTime()
 	}
+	if info.GetType().GetName() == workflows.CrawlWorkflowName {
+		j.FetchDepth = model.FetchInf
+	}
 	attrs := info.GetSearchAttributes().GetIndexedFields()
 	j.URL = keyword(attrs[searchattr.NameURL])
 	j.State = model.JobState(keyword(attrs[searchattr.NameState]))
@@ -133,24 +136,23 @@ func (a *app) recordStatus(ctx context.Context, tc client.Client, j *jobJSON) {
 		j.hooksView = hooksView{HooksNote: fmt.Sprintf("per-hook results unavailable: the status query failed (is a worker of its pool running?): %v", err)}
 		return
 	}
-	var kind struct{ Kind string }
-	if err := val.Get(&kind); err != nil {
+	undecoded := func(err error) {
 		j.hooksView = hooksView{HooksNote: fmt.Sprintf("per-hook results unavailable: decode the status of %s: %v", j.WorkflowID, err)}
-		return
 	}
-	if kind.Kind == "crawl" {
+	if j.FetchDepth == model.FetchInf {
 		var cs workflows.CrawlStatus
-		if err := val.Get(&cs); err == nil {
-			j.URL, j.State, j.Error, j.Settings = cs.URL, cs.State, cs.Error, cs.Settings
-			j.FetchDepth, j.Limit = model.FetchInf, cs.Limit
-			j.Pages = &cs.Counts
+		if err := val.Get(&cs); err != nil {
+			undecoded(err)
+			return
 		}
+		j.URL, j.State, j.Error, j.Settings, j.Limit = cs.URL, cs.State, cs.Error, cs.Settings, cs.Limit
+		j.Pages = &cs.Counts
 		j.hooksView = a.statusHooksOf(ctx, tc, workflows.CrawlSeedID(j.WorkflowID), "")
 		return
 	}
 	var st workflows.Status
 	if err := val.Get(&st); err != nil {
-		j.hooksView = hooksView{HooksNote: fmt.Sprintf("per-hook results unavailable: decode the status of %s: %v", j.WorkflowID, err)}
+		undecoded(err)
 		return
 	}
 	withSegmentProgress(qctx, tc, j.WorkflowID, j.RunID, &st)
@@ -166,7 +168,7 @@ func printRecord(w io.Writer, j jobJSON) {
 	fmt.Fprintf(w, "%s  %s\n", j.Ident, j.URL)
 	fmt.Fprintf(w, "  note:     %s\n", j.Note)
 	kind := "snapshot"
-	if j.Pages != nil {
+	if j.FetchDepth == model.FetchInf {
 		kind = "crawl"
 	}
 	fmt.Fprintf(w, "  state:    %s (%s)", j.State, kind)
