@@ -111,8 +111,7 @@ func printCrawl(w io.Writer, c *crawlJSON) {
 		fmt.Fprintf(w, "  cuts:     %d lost to a limit (bodies cut short, links dropped or refused): see the pages' notes and the job log\n", c.Cuts)
 	}
 	fmt.Fprintf(w, "  depth:    %s\n", c.depthLimit())
-	fmt.Fprintf(w, "  pages:    %d: %d ready, %d claimed, %d done (%d succeeded, %d failed), %d skipped, %d beyond the depth limit\n",
-		c.Total, p.Ready, p.Claimed, p.Done, p.Succeeded, p.Failed, p.Skipped, p.Deferred)
+	printPages(w, c.Total, p)
 	if c.Waiting > 0 && c.RetryAt != nil {
 		fmt.Fprintf(w, "  waiting:  %d ready page(s) %s: their attempts ended transiently (hooks.retry_later)\n", c.Waiting, waitingWords(*c.RetryAt))
 	}
@@ -123,6 +122,12 @@ func printCrawl(w io.Writer, c *crawlJSON) {
 	for _, d := range c.ByDepth {
 		fmt.Fprintf(w, "  %-6d %8d %8d %8d %9d %7d %8d %8d\n", d.Depth, d.Ready, d.Claimed, d.Done, d.Succeeded, d.Failed, d.Skipped, d.Deferred)
 	}
+}
+
+// printPages is status's line of a crawl's total pages by state.
+func printPages(w io.Writer, total int64, p frontier.StateCounts) {
+	fmt.Fprintf(w, "  pages:    %d: %d ready, %d claimed, %d done (%d succeeded, %d failed), %d skipped, %d beyond the depth limit\n",
+		total, p.Ready, p.Claimed, p.Done, p.Succeeded, p.Failed, p.Skipped, p.Deferred)
 }
 
 // ---- pages ----

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -15,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/searchattr"
 	"github.com/archiveflow/archiveflow/internal/tclient"
@@ -177,21 +177,13 @@ func printRecord(w io.Writer, j jobJSON) {
 	}
 	fmt.Fprintln(w)
 	if p := j.Pages; p != nil {
-		fmt.Fprintf(w, "  pages:    %d: %d ready, %d claimed, %d done (%d succeeded, %d failed), %d skipped, %d beyond the depth limit\n",
-			p.Total, p.Ready, p.Claimed, p.Done, p.Succeeded, p.Failed, p.Skipped, p.Deferred)
+		printPages(w, p.Total, frontier.StateCounts{Ready: p.Ready, Claimed: p.Claimed, Skipped: p.Skipped, Done: p.Done,
+			Succeeded: p.Succeeded, Failed: p.Failed, Deferred: p.Deferred})
 	} else if j.HooksTotal > 0 {
-		fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
-			j.hooksDone, j.HooksTotal, j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
+		printSnapshotHooks(w, j)
 	}
 	fmt.Fprintf(w, "  run:      %s on %s\n", j.RunID, j.TaskQueue)
-	for _, t := range []struct {
-		name string
-		at   time.Time
-	}{{"started", j.StartedAt}, {"finished", j.FinishedAt}} {
-		if !t.at.IsZero() {
-			fmt.Fprintf(w, "  %-9s %s\n", t.name+":", t.at.Local().Format(time.RFC3339))
-		}
-	}
+	printTimes(w, j)
 	if j.UI != "" {
 		fmt.Fprintf(w, "  Web UI:   %s\n", j.UI)
 	}

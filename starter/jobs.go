@@ -290,9 +290,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		fmt.Fprintf(w, "  hooks:    %d of the start page done: %d succeeded, %d noresults, %d skipped, %d failed\n",
 			j.hooksDone, j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
 	} else {
-		fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
-			j.hooksDone, j.HooksTotal,
-			j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
+		printSnapshotHooks(w, j)
 	}
 	if j.UnknownRecords > 0 {
 		fmt.Fprintf(w, "  records:  %d of an unknown type, kept in the hooks' stdout logs (index.jsonl's unknown_records says which hook; starter logs %s --hook NAME)\n", j.UnknownRecords, j.Ident)
@@ -313,14 +311,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	}
 	fmt.Fprintf(w, "  queue:    %s\n", j.TaskQueue)
 	fmt.Fprintf(w, "  nice:     %d (priority %d; starter set %s nice=N)\n", j.Nice, model.PriorityKey(j.Nice), j.Ident)
-	for _, t := range []struct {
-		name string
-		at   time.Time
-	}{{"queued", j.QueuedAt}, {"started", j.StartedAt}, {"finished", j.FinishedAt}} {
-		if !t.at.IsZero() {
-			fmt.Fprintf(w, "  %-9s %s\n", t.name+":", t.at.Local().Format(time.RFC3339))
-		}
-	}
+	printTimes(w, j)
 	if j.ExpiresIn != "" {
 		fmt.Fprintf(w, "  expires:  in %s\n", j.ExpiresIn)
 	}
@@ -329,6 +320,25 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	}
 	a.printStatusHooks(j.hooksView)
 	return nil
+}
+
+// printSnapshotHooks is status's line of a snapshot's hook counts.
+func printSnapshotHooks(w io.Writer, j jobJSON) {
+	fmt.Fprintf(w, "  hooks:    %d/%d done: %d succeeded, %d noresults, %d skipped, %d failed\n",
+		j.hooksDone, j.HooksTotal, j.HooksSucceeded, j.HooksNoResults, j.HooksSkipped, j.HooksFailed)
+}
+
+// printTimes is status's lines of when the job was queued, started and
+// finished, each when known.
+func printTimes(w io.Writer, j jobJSON) {
+	for _, t := range []struct {
+		name string
+		at   time.Time
+	}{{"queued", j.QueuedAt}, {"started", j.StartedAt}, {"finished", j.FinishedAt}} {
+		if !t.at.IsZero() {
+			fmt.Fprintf(w, "  %-9s %s\n", t.name+":", t.at.Local().Format(time.RFC3339))
+		}
+	}
 }
 
 // ---- list ----
