@@ -48,6 +48,7 @@ var (
 	stackOnce sync.Once
 	shared    *stackEnv
 	stackErr  error
+	stackRoot string // the shared stack's directory: TestMain removes it
 )
 
 const gateHook = `#!/bin/sh
@@ -87,6 +88,7 @@ func startSharedStack(t *testing.T) *stackEnv {
 			stackErr = err
 			return
 		}
+		stackRoot = root
 		plugins, gates := filepath.Join(root, "plugins"), filepath.Join(root, "gates")
 		writeHook(t, plugins, "fetch", "on_Snapshot__10_fetch.sh", fetchHook)
 		writeHook(t, plugins, "slow", "on_Snapshot__20_slow.sh", gateHook)
@@ -126,6 +128,13 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
 		shared.st.stop()
+	}
+	// Nothing of the tests stays on disk: the shared stack's data and the
+	// built starter binary (hundreds of MB per run).
+	for _, dir := range []string{stackRoot, binDir} {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }

@@ -30,6 +30,7 @@ var (
 	binOnce sync.Once
 	binPath string
 	binErr  error
+	binDir  string // binPath's directory: TestMain removes it
 )
 
 // starterBinary builds the dev starter once into a temporary directory.
@@ -41,6 +42,7 @@ func starterBinary(t *testing.T) string {
 			binErr = err
 			return
 		}
+		binDir = dir
 		binPath = filepath.Join(dir, "starter")
 		out, err := exec.Command("go", "build", "-tags", "dev", "-o", binPath, "github.com/archiveflow/archiveflow/starter").CombinedOutput()
 		if err != nil {
