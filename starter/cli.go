@@ -185,8 +185,12 @@ Usage:
 
 Commands:
 `)
+	width := 0
 	for _, c := range a.commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range a.commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprint(w, `
 Every command takes --json for machine-readable output and the

@@ -238,6 +238,23 @@ func TestHelpAndUsage(t *testing.T) {
 	for _, c := range []string{"submit", "status", "list", "abort", "set", "ignore", "logs", "pipelines", "dev", "Exit codes:"} {
 		assert.Contains(t, res.stdout, c)
 	}
+	// Every command's summary starts in one column, however long its name.
+	column := -1
+	for _, c := range newApp(nil, nil, nil).commands {
+		var line string
+		for _, l := range strings.Split(res.stdout, "\n") {
+			if strings.HasPrefix(l, "  "+c.name+" ") {
+				line = l
+			}
+		}
+		at := strings.Index(line, c.summary)
+		require.Positive(t, at, "the usage lists %s with its summary", c.name)
+		assert.Greater(t, at, len("  "+c.name), "a space between %s and its summary", c.name)
+		if column < 0 {
+			column = at
+		}
+		assert.Equal(t, column, at, "%s's summary starts in the column of the others", c.name)
+	}
 
 	for _, c := range newApp(nil, nil, nil).commands {
 		t.Run(c.name, func(t *testing.T) {
