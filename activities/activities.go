@@ -93,7 +93,8 @@ type Outcome struct {
 	// signal is 128+signal (143 for SIGTERM, 137 for SIGKILL).
 	Result model.ArchiveResult
 	// Transient reports a failure worth retrying (non-zero exit without a
-	// record, crash, timeout); Error says why.
+	// record, crash, timeout); Result.Error says why, or Error when the
+	// attempt left no record.
 	Transient bool
 	Error     string
 }

@@ -395,3 +395,21 @@ func TestClaimAndDiscoverHandsOutThisWorkersQueueAndPlan(t *testing.T) {
 	require.ErrorAs(t, err, &appErr)
 	assert.True(t, appErr.NonRetryable(), "a worker that cannot discover never will")
 }
+
+// ErrorDetail removes exactly the hook-and-attempt words a failure message
+// of that hook starts with, and nothing of anyone else's.
+func TestErrorDetail(t *testing.T) {
+	const key = "wget/on_Snapshot__60_wget.sh"
+	for _, tc := range []struct{ msg, want string }{
+		{attemptFailure(key, 3, "exit 4 (why)"), "exit 4 (why)"},
+		{attemptFailure(key, 1, "ran past its limit of 1m0s"), "ran past its limit of 1m0s"},
+		{"hook " + key + ": the segment's attempt ended while it ran", "the segment's attempt ended while it ran"},
+		{"configuration error: x", "configuration error: x"},
+		{attemptFailure("dom/on_Snapshot__53_dom.sh", 2, "exit 1"), "hook dom/on_Snapshot__53_dom.sh attempt 2: exit 1"},
+		{"hook " + key + " attempt x: y", "hook " + key + " attempt x: y"},
+		{"hook " + key + " attempt : y", "hook " + key + " attempt : y"},
+		{"hook " + key + "x attempt 1: y", "hook " + key + "x attempt 1: y"},
+	} {
+		assert.Equal(t, tc.want, ErrorDetail(key, tc.msg), tc.msg)
+	}
+}

@@ -183,7 +183,7 @@ func validateRunHook(in RunHookInput) error {
 // retries run out.
 func transientError(in RunHookInput, res model.ArchiveResult) error {
 	res.Status = model.StatusFailed
-	msg := fmt.Sprintf("hook %s attempt %d: %s", in.Hook.Key(), res.Attempts, res.Error)
+	msg := attemptFailure(in.Hook.Key(), res.Attempts, res.Error)
 	return temporal.NewApplicationErrorWithOptions(msg, ErrTypeTransient, temporal.ApplicationErrorOptions{Details: []any{res}})
 }
 

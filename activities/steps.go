@@ -335,7 +335,7 @@ func (s *segment) runHook(h StepHook) StepOutcome {
 	case errors.As(err, &canceled) && s.ctx.Err() == nil:
 		// The hook ran past its limit: what the StartToClose timeout of
 		// its own activity would have been, retried like one.
-		out.Failure.Message = fmt.Sprintf("hook %s attempt 1: ran past its limit of %s", key, h.Limit)
+		out.Failure.Message = attemptFailure(key, 1, "ran past its limit of "+h.Limit.String())
 		out.Failure.Type, out.Failure.Retryable = ErrTypeTransient, true
 		out.Failure.HasRecord = canceled.HasDetails() && canceled.Details(&out.Result.ArchiveResult) == nil
 	case errors.As(err, &canceled):

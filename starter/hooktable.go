@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/builtin/chrome"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -115,7 +116,7 @@ func hookNames(rows []hookRow) []string {
 func (r hookRow) detail() string {
 	switch {
 	case r.Error != "":
-		return r.Error
+		return activities.ErrorDetail(r.key(), r.Error)
 	case r.Reason != "":
 		return r.Reason
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,31 @@ func TestHookTable(t *testing.T) {
 		assert.LessOrEqual(t, len([]rune(l)), 40, "lines are cut to the terminal width: %q", l)
 	}
 	assert.Contains(t, out.String(), "…")
+}
+
+// The error column starts with why the hook failed: the "hook KEY attempt
+// N: " of the activity's failure message repeats the row's own columns.
+func TestHookTableShowsWhyAHookFailed(t *testing.T) {
+	const why = "wget: connection refused (exit 4 without ArchiveResult record)"
+	st := workflows.Status{Hooks: []workflows.HookStatus{
+		{Plugin: "wget", Hook: "on_Snapshot__60_wget.sh", Step: 6, Phase: workflows.PhaseDone, Result: &model.ArchiveResult{
+			Status: model.StatusFailed, Attempts: 3, Error: "hook wget/on_Snapshot__60_wget.sh attempt 3: " + why}},
+		{Plugin: "dom", Hook: "on_Snapshot__53_dom.sh", Step: 5, Phase: workflows.PhaseDone, Result: &model.ArchiveResult{
+			Status: model.StatusFailed, Attempts: 1, Error: "hook dom/on_Snapshot__53_dom.sh: the segment's attempt ended while it ran"}},
+		{Plugin: "pdf", Hook: "on_Snapshot__52_pdf.sh", Step: 5, Phase: workflows.PhaseDone, Result: &model.ArchiveResult{
+			Status: model.StatusFailed, Attempts: 1, Error: "hook wget/on_Snapshot__60_wget.sh attempt 1: another hook's words stay whole"}},
+	}}
+	var out bytes.Buffer
+	writeHookTable(&out, hookRows(st), nil, 0)
+	lines := strings.Split(out.String(), "\n")
+	require.GreaterOrEqual(t, len(lines), 4, out.String())
+	assert.True(t, strings.HasSuffix(lines[1], "  "+why), "%q", lines[1])
+	assert.True(t, strings.HasSuffix(lines[2], "  the segment's attempt ended while it ran"), "%q", lines[2])
+	assert.True(t, strings.HasSuffix(lines[3], "  hook wget/on_Snapshot__60_wget.sh attempt 1: another hook's words stay whole"), "%q", lines[3])
+
+	var js bytes.Buffer
+	require.NoError(t, json.NewEncoder(&js).Encode(hookRows(st)))
+	assert.Contains(t, js.String(), `"error":"hook wget/on_Snapshot__60_wget.sh attempt 3: `+why, "--json keeps the whole message")
 }
 
 // A hook waiting for a later retry says so, and when.

@@ -352,12 +352,6 @@ func (e *Engine) Run(ctx context.Context, req activities.RunRequest, sink activi
 	}
 	out := activities.Outcome{Result: res.ArchiveResult(), Transient: res.Transient}
 	out.Result.Host = e.cfg.Host
-	if res.Transient {
-		out.Error = res.Reason
-		if len(res.StderrTail) > 0 {
-			out.Error += "; stderr: " + strings.Join(res.StderrTail, " | ")
-		}
-	}
 	return out, nil
 }
 

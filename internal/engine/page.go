@@ -206,7 +206,7 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 			configErr = err
 		case steprun.Retry, steprun.Cancelled:
 			if out.Status != activities.PageTransient {
-				out.Status, out.Note = activities.PageTransient, h.Name+": "+transientReason(res)
+				out.Status, out.Note = activities.PageTransient, h.Name+": "+res.TransientReason()
 				if err != nil {
 					out.Note = err.Error()
 				}
@@ -289,15 +289,6 @@ func (e *Engine) RunPage(ctx context.Context, run activities.PageRun) (activitie
 		log.Warn("append page WARC to the job's WARC", zap.Error(err))
 	}
 	return out, nil
-}
-
-// transientReason says why an attempt ended transiently: the hook's last
-// stderr line (its error, for the built-ins), then the runner's reason.
-func transientReason(res procs.Result) string {
-	if n := len(res.StderrTail); n > 0 && strings.TrimSpace(res.StderrTail[n-1]) != "" {
-		return res.StderrTail[n-1] + " (" + res.Reason + ")"
-	}
-	return res.Reason
 }
 
 // runPageHook runs one attempt of a page hook (attempt; a built-in that

@@ -71,7 +71,7 @@ func (r *pageResults) add(h activities.HookSpec, res procs.Result, runErr error)
 		ar = model.ArchiveResult{Status: model.StatusFailed, Error: runErr.Error()}
 	case res.Transient:
 		ar.Status = model.StatusFailed
-		ar.Error = "transient, the page is tried again: " + transientReason(res)
+		ar.Error = "transient, the page is tried again: " + res.TransientReason()
 	}
 	ar.Plugin, ar.Hook, ar.Step, ar.Background, ar.Attempts = h.Plugin, h.Name, h.Step, h.Background, r.attempt
 	r.mu.Lock()

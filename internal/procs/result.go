@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,11 +27,17 @@ type TransientError struct {
 }
 
 func (e *TransientError) Error() string {
-	msg := fmt.Sprintf("hook %s attempt %s: %s", e.Hook, e.AttemptID, e.Reason)
-	if n := len(e.StderrTail); n > 0 {
-		msg += "; last stderr line: " + e.StderrTail[n-1]
+	return fmt.Sprintf("hook %s attempt %s: %s", e.Hook, e.AttemptID, transientReason(e.Reason, e.StderrTail))
+}
+
+// transientReason says why an attempt ended transiently, cause first: the
+// hook's last stderr line (its error, for the built-ins), then the
+// runner's reason in parentheses.
+func transientReason(reason string, stderrTail []string) string {
+	if n := len(stderrTail); n > 0 && strings.TrimSpace(stderrTail[n-1]) != "" {
+		return stderrTail[n-1] + " (" + reason + ")"
 	}
-	return msg
+	return reason
 }
 
 // Unwrap makes errors.Is(err, ErrTransient) true.
@@ -119,6 +126,11 @@ func (r Result) Err() error {
 	return &TransientError{Hook: hook, AttemptID: r.AttemptID, Reason: r.Reason, StderrTail: r.StderrTail}
 }
 
+// TransientReason says why a transient attempt ended, cause first (the
+// hook's last stderr line, then the runner's reason): the text a result
+// records. The hook and the attempt are the record's own fields.
+func (r Result) TransientReason() string { return transientReason(r.Reason, r.StderrTail) }
+
 // ArchiveResult fills the fields of a model.ArchiveResult this attempt
 // knows; the caller sets Plugin, Hook, Step, Background and Attempts. For a
 // transient outcome Status is empty and Error holds the reason.
@@ -142,7 +154,7 @@ func (r Result) ArchiveResult() model.ArchiveResult {
 	}
 	switch {
 	case r.Transient:
-		ar.Error = r.Err().Error()
+		ar.Error = r.TransientReason()
 	case r.Status == model.StatusFailed && r.Last == nil:
 		ar.Error = r.Reason
 	}

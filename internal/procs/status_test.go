@@ -79,4 +79,7 @@ func TestTransientErrorCarriesStderr(t *testing.T) {
 	assert.Equal(t, []string{"first", "wget: connection refused"}, res.StderrTail)
 	assert.Contains(t, res.Err().Error(), "exit 4 without ArchiveResult record")
 	assert.Contains(t, res.Err().Error(), "wget: connection refused")
+	// The result records the cause first; its hook and attempt are the
+	// record's own fields, so they do not open its error.
+	assert.Equal(t, "wget: connection refused (exit 4 without ArchiveResult record)", res.ArchiveResult().Error)
 }
