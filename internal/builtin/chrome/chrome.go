@@ -1,7 +1,8 @@
 // Package chrome owns running headless Chromium once per capture: finding
 // the binary, building its command line (a fresh profile directory, no
-// sandbox, no background networking) and running it with the URL passed as
-// a single argv element, never through a shell.
+// sandbox, no background networking), running it with the URL passed as a
+// single argv element, never through a shell, and telling a capture from a
+// page that did not load.
 package chrome
 
 import (
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -161,7 +163,34 @@ func Run(ctx context.Context, c Capture) error {
 		}
 		return fmt.Errorf("chromium %s: %w; stderr: %s", c.Flag, err, tail(stderr.Name()))
 	}
-	return nil
+	return loadFailure(stderr.Name())
+}
+
+// LoadError is a capture whose page did not load: Chromium exited 0 but
+// said on stderr that the navigation failed, and captured nothing of the
+// page (or its own error page, which the origin never sent).
+type LoadError struct {
+	Net string // Chromium's net error, e.g. net::ERR_CONNECTION_REFUSED
+}
+
+func (e *LoadError) Error() string { return "the page did not load: " + e.Net }
+
+// pageLoadFailed is the line headless Chromium's command handler logs when
+// the page's navigation fails.
+var pageLoadFailed = regexp.MustCompile(`Page load failed: (net::ERR_[A-Z0-9_]+)`)
+
+// loadFailure is a *LoadError when Chromium's log at path says the page
+// did not load, else nil.
+func loadFailure(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read chromium log: %w", err)
+	}
+	m := pageLoadFailed.FindAllSubmatch(b, -1)
+	if len(m) == 0 {
+		return nil
+	}
+	return &LoadError{Net: string(m[len(m)-1][1])}
 }
 
 const tailMax = 2048

@@ -85,6 +85,20 @@ func TestRunReportsFailureWithStderr(t *testing.T) {
 	assert.Contains(t, err.Error(), "cannot open display")
 }
 
+// Headless Chromium exits 0 when the page's navigation fails: Run tells
+// that from a capture by the line it logs.
+func TestRunReportsAPageThatDidNotLoad(t *testing.T) {
+	bin, _ := fakeChromium(t, `echo '[1:1:1128/131723.093082:ERROR:components/headless/command_handler/headless_command_handler.cc:403] Page load failed: net::ERR_NAME_NOT_RESOLVED' >&2; exit 0`)
+	err := Run(context.Background(), Capture{Binary: bin, Flag: "--screenshot=/x.png", URL: "http://h/"})
+	var lerr *LoadError
+	require.ErrorAs(t, err, &lerr)
+	assert.Equal(t, "net::ERR_NAME_NOT_RESOLVED", lerr.Net)
+	assert.Equal(t, "the page did not load: net::ERR_NAME_NOT_RESOLVED", err.Error())
+
+	bin, _ = fakeChromium(t, `echo 'Failed to connect to the bus' >&2; exit 0`)
+	require.NoError(t, Run(context.Background(), Capture{Binary: bin, Flag: "--screenshot=/x.png", URL: "http://h/"}), "other noise is no failure")
+}
+
 func TestRunStopsOnCancel(t *testing.T) {
 	bin, argvFile := fakeChromium(t, "trap 'exit 143' TERM; while :; do sleep 0.05; done")
 	ctx, cancel := context.WithCancel(context.Background())
