@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -266,4 +267,29 @@ func TestParsingHooksReadNothingOutsideTheSnapshot(t *testing.T) {
 	title, err := os.ReadFile(filepath.Join(snap, "title", "title.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "Safe\n", string(title))
+}
+
+// A fetch that gets no answer names the URL once (net/http's error names
+// it too), and the hop it failed at when a redirect led there.
+func TestAFetchWithoutAnswerNamesItsURLOnce(t *testing.T) {
+	gone := httptest.NewServer(http.NotFoundHandler())
+	refused := gone.URL + "/x"
+	gone.Close() // refused from now on
+	site := httptest.NewServer(http.RedirectHandler(refused, http.StatusFound))
+	defer site.Close()
+
+	for url, want := range map[string]string{
+		refused:         "headers: get " + refused + ": dial tcp ",
+		site.URL + "/r": "headers: get " + site.URL + "/r: redirected to " + refused + ": dial tcp ",
+	} {
+		t.Chdir(t.TempDir())
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), []string{"headers", "--url=" + url}, env(nil), &out, &errb)
+		assert.NotEqual(t, ExitOK, code, "no answer is no result: retried")
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		last := lines[len(lines)-1]
+		assert.True(t, strings.HasPrefix(last, want), "%q", last)
+		assert.Contains(t, last, "connection refused")
+		assert.NotContains(t, last, `Get "`, "net/http's own naming of the URL is not repeated")
+	}
 }

@@ -183,6 +183,20 @@ func (h *Hook) denied(target string, err error) *deniedError {
 	return &deniedError{url: target, rule: d.Decision.Rule}
 }
 
+// getError is a GET of u that got no answer. net/http's *url.Error says
+// `Get "URL": ` itself: only its cause follows our words, and the URL it
+// failed at when a redirect led there.
+func getError(u string, err error) error {
+	var ue *neturl.Error
+	if !errors.As(err, &ue) {
+		return fmt.Errorf("get %s: %w", u, err)
+	}
+	if ue.URL != "" && ue.URL != u {
+		return fmt.Errorf("get %s: redirected to %s: %w", u, ue.URL, ue.Err)
+	}
+	return fmt.Errorf("get %s: %w", u, ue.Err)
+}
+
 // get fetches url with the hook's user agent and timeout, follows redirects,
 // reads at most limit body bytes, and reports one Response record per HTTP
 // exchange (each redirect hop and the final answer). A transport error is
@@ -222,7 +236,7 @@ func (h *Hook) get(ctx context.Context, url string, limit int64) (*fetched, erro
 	}
 	if err != nil {
 		h.responseCode(url, 0, 0, wgetlog.CodeNetworkError)
-		return nil, fmt.Errorf("get %s: %w", url, err)
+		return nil, getError(url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))

@@ -699,7 +699,7 @@ func (rf RecordedFetcher) Get(ctx context.Context, u string, limit int64) (Fetch
 	started := time.Now()
 	resp, err := rf.Client.Do(req)
 	if err != nil {
-		return Fetched{}, fmt.Errorf("get %s: %w", u, err)
+		return Fetched{}, getError(u, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
