@@ -80,4 +80,11 @@ func TestPageFetch(t *testing.T) {
 	assert.True(t, br.res.Transient)
 	require.Len(t, br.responses(), 1)
 	assert.Equal(t, 500, br.responses()[0].Status)
+	// So is a 429 outside a crawl's host budget (which would back the
+	// host off and postpone the page instead).
+	busy := newSnapshot(t, s.URL+"/busy")
+	busy.env = map[string]string{"PAGEFETCH_ENABLED": "True"}
+	bz := busy.run(ctx, hookOf(t, "pagefetch"), userAgent(t, "pagefetch"))
+	assert.True(t, bz.res.Transient, "HTTP 429: status %s", bz.status())
+	assert.Contains(t, bz.res.TransientReason(), s.URL+"/busy answered HTTP 429")
 }

@@ -2,7 +2,9 @@ package plugins_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +55,40 @@ func TestWgetRecursive(t *testing.T) {
 	assert.Equal(t, 2, r4, "/missing and /missing.png")
 	assert.Equal(t, 2, r5, "/error and /error.js")
 	assert.Equal(t, len(s.requests(ua)), r2+r3+r4+r5)
+}
+
+// TestWgetPageAnswers: what the page's own answer makes of wget's
+// attempt (model.TransientStatus): a 5xx or a 429 is the site unable to
+// answer now, so the attempt is transient and the runner tries again; a
+// 404 is the page's final answer. Each answer is in the WARC as the
+// origin sent it.
+func TestWgetPageAnswers(t *testing.T) {
+	s := newSite(t)
+	for _, c := range []struct {
+		path      string
+		status    int
+		transient bool
+	}{
+		{"/error", 500, true},
+		{"/busy", 429, true},
+		{"/missing", 404, false},
+	} {
+		t.Run(strings.TrimPrefix(c.path, "/"), func(t *testing.T) {
+			snap := newSnapshot(t, s.URL+c.path)
+			r := snap.run(context.Background(), hookOf(t, "wget"), userAgent(t, "wget"))
+			want := fmt.Sprintf("%s answered HTTP %d", s.URL+c.path, c.status)
+			if c.transient {
+				require.True(t, r.res.Transient, "HTTP %d: the attempt is transient (status %s)", c.status, r.status())
+				assert.Contains(t, r.res.TransientReason(), want)
+			} else {
+				requireFinal(t, r, model.StatusFailed)
+				assert.Equal(t, want, r.res.ArchiveResult().Error)
+			}
+			recs, err := readWARC(snap.file("wget", "warc/archive.warc.gz"))
+			require.NoError(t, err)
+			assert.Equal(t, c.status, warcResponses(recs)[s.URL+c.path], "the origin's answer is archived")
+		})
+	}
 }
 
 // TestWgetStopsOnSIGTERM stops wget at "the seal" while a requisite hangs:

@@ -321,8 +321,9 @@ type pageFetcher struct {
 // runPageFetch fetches the page (following redirects, each one recorded)
 // and its requisites from any host into page.warc.gz, saves the page body
 // and pagefetch.json, and prints one Response record per fetch. The page
-// answered 2xx → succeeded; 4xx → failed (a final answer); 5xx, a network
-// error or a redirect loop → transient (the runner retries it).
+// answered 2xx → succeeded; 4xx → failed (a final answer); 5xx, 408, 429
+// (model.TransientStatus), a network error or a redirect loop → transient
+// (the runner retries it).
 func runPageFetch(ctx context.Context, h *Hook) (hookio.Result, error) {
 	var out io.Writer
 	path := filepath.Join(h.Dir, PageFetchWARC)
@@ -437,7 +438,7 @@ func (pf *pageFetcher) final(ctx context.Context, u string, resp *http.Response,
 	s.BodyFile = pageFetchBodyFile
 	out := map[string]any{"status": s.Status, "final_url": u} // the files it names: runPageFetch
 	switch {
-	case s.Status >= 500:
+	case model.TransientStatus(s.Status):
 		return hookio.Result{}, fmt.Errorf("pagefetch: %s answered HTTP %d", u, s.Status)
 	case s.Status >= 400:
 		return hookio.Result{Status: model.StatusFailed, OutputStr: fmt.Sprintf("HTTP %d", s.Status), OutputJSON: out,
@@ -527,7 +528,7 @@ func (pf *pageFetcher) requisites(ctx context.Context, found []requisite) {
 				pf.h.Log.Info("requisite not fetched", zap.String("requisite", r.url), zap.Error(err))
 				continue
 			}
-			if resp.StatusCode >= 500 || hostbudget.PageFrom(ctx).RateLimited(resp.StatusCode, resp.Header.Get("Retry-After"), body) {
+			if model.TransientStatus(resp.StatusCode) || hostbudget.PageFrom(ctx).RateLimited(resp.StatusCode, resp.Header.Get("Retry-After"), body) {
 				continue // not remembered: a later page asks again
 			}
 			next = leadsTo(r, resp, body)

@@ -334,8 +334,10 @@ func (t *wgetTracker) save() {
 }
 
 // result decides the hook's status: the seed answered 2xx → succeeded; the
-// seed answered an HTTP error → failed (a permanent answer, not retried);
-// no answer at all → transient error (retried), unless wget was stopped.
+// seed answered an HTTP error → failed (the page's own answer, not
+// retried), or a transient error when model.TransientStatus says the site
+// could not answer now; no answer at all → transient error (retried),
+// unless wget was stopped.
 func (t *wgetTracker) result(code int, stopped bool) (hookio.Result, error) {
 	t.sum.Complete, t.sum.Stopped, t.sum.ExitCode = !stopped, stopped, code
 	t.save()
@@ -351,6 +353,8 @@ func (t *wgetTracker) result(code int, stopped bool) (hookio.Result, error) {
 	switch {
 	case t.sum.MainStatus >= 200 && t.sum.MainStatus < 300:
 		return hookio.Result{Status: model.StatusSucceeded, OutputStr: desc, OutputJSON: out}, nil
+	case model.TransientStatus(t.sum.MainStatus) && !stopped:
+		return hookio.Result{}, fmt.Errorf("%s answered HTTP %d", t.sum.MainURL, t.sum.MainStatus)
 	case t.sum.MainStatus >= 300:
 		return hookio.Result{Status: model.StatusFailed, OutputStr: desc, OutputJSON: out,
 			Error: fmt.Sprintf("%s answered HTTP %d", t.sum.MainURL, t.sum.MainStatus)}, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/egress"
+	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // URLListFile is the name of a URL-list job's downloaded list in the
@@ -54,7 +55,7 @@ func (e *Engine) FetchURLList(ctx context.Context, in activities.URLListFetch) (
 	}
 	defer resp.Body.Close()
 	switch {
-	case resp.StatusCode >= 500:
+	case model.TransientStatus(resp.StatusCode):
 		return out, fmt.Errorf("download url list %s: HTTP status %s", in.URL, resp.Status)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return out, fmt.Errorf("url list %s: %w: HTTP status %s: must be 2xx", in.URL, activities.ErrURLListRefused, resp.Status)

@@ -23,7 +23,7 @@ import (
 // TestFetchURLList: a text list is downloaded with the job's user agent
 // and kept in the crawl's directory; a denied host, a 4xx, a non-text
 // content type and a list over the size limit are refused
-// (ErrURLListRefused), a 5xx is not (another attempt may succeed).
+// (ErrURLListRefused), a 5xx or a 429 is not (another attempt may succeed).
 func TestFetchURLList(t *testing.T) {
 	var ua string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,6 +42,8 @@ func TestFetchURLList(t *testing.T) {
 			fmt.Fprint(w, "\x89PNG")
 		case "/down":
 			http.Error(w, "down", http.StatusServiceUnavailable)
+		case "/busy":
+			http.Error(w, "busy", http.StatusTooManyRequests)
 		case "/redirect":
 			http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 		default:
@@ -87,7 +89,9 @@ func TestFetchURLList(t *testing.T) {
 		assert.Contains(t, err.Error(), fmt.Sprintf("fetch of %s denied by fetch.deny rule %q", target, guard.Addr))
 	}
 	assert.Zero(t, guard.Connections(), "the denied address was connected to")
-	_, err = fetch(srv.URL+"/down", 50)
-	require.Error(t, err)
-	assert.NotErrorIs(t, err, activities.ErrURLListRefused, "a 5xx may pass")
+	for _, path := range []string{"/down", "/busy"} {
+		_, err = fetch(srv.URL+path, 50)
+		require.Error(t, err, path)
+		assert.NotErrorIs(t, err, activities.ErrURLListRefused, "%s: a 5xx or a 429 may pass", path)
+	}
 }

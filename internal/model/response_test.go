@@ -23,3 +23,14 @@ func TestCountResponses(t *testing.T) {
 	assert.True(t, Response{Status: 404}.IsError())
 	assert.False(t, Response{Status: 304}.IsError())
 }
+
+// A 5xx, 408 or 429 is the site unable to answer now; every other answer,
+// redirects and other 4xx included, is the page's own.
+func TestTransientStatus(t *testing.T) {
+	for status, want := range map[int]bool{
+		200: false, 301: false, 304: false, 400: false, 403: false, 404: false, 410: false,
+		408: true, 429: true, 500: true, 502: true, 503: true, 599: true, 600: false, 999: false,
+	} {
+		assert.Equal(t, want, TransientStatus(status), "HTTP %d", status)
+	}
+}
