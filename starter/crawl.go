@@ -249,7 +249,7 @@ func runPages(ctx context.Context, a *app, inv *invocation) error {
 	}
 	defer b.Close()
 	if _, err := getJob(ctx, b, id); err != nil {
-		return err
+		return a.notInRedis(ctx, inv, id, err, "its pages went with it (the WARCs stay: starter export "+id+")")
 	}
 	f := newFrontier(b)
 	if u, _ := inv.fs.GetString("url"); inv.fs.Changed("url") {

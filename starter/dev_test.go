@@ -358,6 +358,23 @@ func TestStatusOfAnExpiredJobIsTemporalsRecord(t *testing.T) {
 	require.Len(t, j.Hooks, 2)
 	assert.Equal(t, model.StatusSucceeded, j.Hooks[0].Status)
 
+	// The commands that need the Redis record say how the job ended, which
+	// retention expired the record, and what to do instead.
+	ended := "job " + id + " (" + url + ") ended aborted at " + j.FinishedAt.UTC().Format(time.RFC3339) +
+		", and its Redis record is gone: redis.retain_aborted keeps it 5s after the end (or starter purge removed it); starter status " + id + " shows Temporal's record of the job; "
+	for _, c := range []struct {
+		args []string
+		todo string
+	}{
+		{[]string{"unabort", id}, "un-abort needs that record: raise redis.retain_aborted to un-abort later, or submit the URL again with --force"},
+		{[]string{"retry", id}, "a retry needs that record: submit the URL again with --force to archive it afresh"},
+		{[]string{"logs", id}, "its log went with it (a hook's files stay: starter logs " + id + " --hook HOOK on its host)"},
+	} {
+		res = e.run(t, c.args...)
+		assert.Equal(t, exitNotFound, res.code, "%v: %s", c.args, res.stdout)
+		assert.Equal(t, "starter "+c.args[0]+": "+ended+c.todo+"\n", res.stderr, c.args)
+	}
+
 	// Temporal unreachable: still not found, and why it could not look further.
 	res = runCLI(t, "", "status", id, "--temporal-address", closedAddr(t), "--redis-url", e.cfg.Redis.URL)
 	assert.Equal(t, exitNotFound, res.code, res.stdout)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -14,8 +15,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
+	"github.com/archiveflow/archiveflow/internal/rkeys"
 	"github.com/archiveflow/archiveflow/internal/searchattr"
 	"github.com/archiveflow/archiveflow/internal/tclient"
 	"github.com/archiveflow/archiveflow/workflows"
@@ -59,6 +63,56 @@ func (a *app) statusFromTemporal(ctx context.Context, inv *invocation, id string
 	printRecord(a.stdout, j)
 	a.printStatusHooks(j.hooksView)
 	return nil
+}
+
+// notInRedis is the error of a command that needs a job's Redis record
+// when Redis has none (err is rkeys.ErrJobNotFound). While Temporal
+// retains the ended job's workflow, it says how and when the job ended,
+// which retention expired its record, and then todo (what the user can do
+// instead; "" for nothing). Otherwise, or when Temporal cannot say, it is
+// err unchanged. Either way the exit code is 3 (exitNotFound).
+func (a *app) notInRedis(ctx context.Context, inv *invocation, id string, err error, todo string) error {
+	if !errors.Is(err, rkeys.ErrJobNotFound) {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, statusDialTimeout)
+	defer cancel()
+	tc, derr := tclient.Dial(dctx, inv.cfg.Temporal, inv.log)
+	if derr != nil {
+		return err
+	}
+	defer tc.Close()
+	qctx, qcancel := context.WithTimeout(ctx, statusQueryTimeout)
+	defer qcancel()
+	desc, derr := tc.DescribeWorkflowExecution(qctx, id, "")
+	if derr != nil || notAJob(qctx, tc, desc) != "" {
+		return err
+	}
+	j := recordJSON(inv, id, desc)
+	if j.FinishedAt.IsZero() || !j.State.Final() {
+		return err
+	}
+	key, keep := retentionOf(inv.cfg, j.State)
+	why := fmt.Sprintf("job %s (%s) ended %s at %s, and its Redis record is gone: %s keeps it %s after the end (or starter purge removed it); starter status %s shows Temporal's record of the job",
+		id, j.URL, j.State, j.FinishedAt.UTC().Format(time.RFC3339), key, keep, id)
+	if todo != "" {
+		why += "; " + todo
+	}
+	return withCode(exitNotFound, jobNotFound{id: id, why: why})
+}
+
+// retentionOf is the configuration key and value that keep a job ended in
+// state in Redis (rkeys.Retention.Of).
+func retentionOf(cfg *config.Config, state model.JobState) (string, time.Duration) {
+	keep := backend.StoreOptions(cfg).Retention.Of(state)
+	switch state {
+	case model.StateAborted:
+		return "redis.retain_aborted", keep
+	case model.StateFailed:
+		return "redis.retain_failed", keep
+	default:
+		return "redis.retain_completed", keep
+	}
 }
 
 // notAJob says why the workflow desc describes is no job's record ("" when

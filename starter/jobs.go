@@ -55,10 +55,14 @@ func parseIdent(raw string) (string, error) {
 	return raw, nil
 }
 
-// jobNotFound says Redis has no job id; it is rkeys.ErrJobNotFound.
-type jobNotFound struct{ id string }
+// jobNotFound says Redis has no job id; it is rkeys.ErrJobNotFound. why,
+// when set, says what Temporal's record tells of the job (notInRedis).
+type jobNotFound struct{ id, why string }
 
 func (e jobNotFound) Error() string {
+	if e.why != "" {
+		return e.why
+	}
 	return fmt.Sprintf("job %s: not found in Redis (never submitted, or expired after its retention)", e.id)
 }
 
@@ -68,7 +72,7 @@ func (jobNotFound) Is(target error) bool { return target == rkeys.ErrJobNotFound
 func getJob(ctx context.Context, b *backend.Backend, id string) (rkeys.JobView, error) {
 	v, err := b.Store.GetJob(ctx, id)
 	if errors.Is(err, rkeys.ErrJobNotFound) {
-		return v, withCode(exitNotFound, jobNotFound{id})
+		return v, withCode(exitNotFound, jobNotFound{id: id})
 	}
 	if err != nil {
 		return v, withCode(exitUnavailable, err)

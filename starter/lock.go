@@ -68,7 +68,7 @@ func runLock(ctx context.Context, a *app, inv *invocation) error {
 	l := rkeys.PipelineLock{Ident: id, UntilFinished: until, By: by}
 	switch err := b.Store.LockPipeline(ctx, pipeline, l); {
 	case errors.Is(err, rkeys.ErrJobNotFound):
-		return withCode(exitNotFound, jobNotFound{id})
+		return withCode(exitNotFound, jobNotFound{id: id})
 	case errors.Is(err, rkeys.ErrJobFinal):
 		return withCode(exitConflict, fmt.Errorf("job %s has ended: a pipeline is locked to a job that runs", id))
 	case err != nil:

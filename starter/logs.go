@@ -70,7 +70,7 @@ func runLogs(ctx context.Context, a *app, inv *invocation) error {
 	defer b.Close()
 	v, err := getJob(ctx, b, id)
 	if err != nil {
-		return err
+		return a.notInRedis(ctx, inv, id, err, "its log went with it (a hook's files stay: starter logs "+id+" --hook HOOK on its host)")
 	}
 	if !follow || v.Final() {
 		_, err := a.printLog(ctx, inv, b, id, after)

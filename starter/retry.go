@@ -143,7 +143,11 @@ func runRerun(ctx context.Context, a *app, inv *invocation, unabort bool) error 
 	defer b.Close()
 	v, err := getJob(ctx, b, id)
 	if err != nil {
-		return err
+		todo := "a retry needs that record: submit the URL again with --force to archive it afresh"
+		if unabort {
+			todo = "un-abort needs that record: raise redis.retain_aborted to un-abort later, or submit the URL again with --force"
+		}
+		return a.notInRedis(ctx, inv, id, err, todo)
 	}
 	switch v.State {
 	case model.StateAborted:

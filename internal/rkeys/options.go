@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // minPacketCap is the smallest packet cap that fits a download packet.
@@ -14,6 +16,18 @@ type Retention struct {
 	Completed time.Duration // state finished (ArchiveBot: 48 h)
 	Aborted   time.Duration // state aborted (ArchiveBot: 5 s)
 	Failed    time.Duration // state failed
+}
+
+// Of is how long a job's keys are kept once it ended in state.
+func (r Retention) Of(state model.JobState) time.Duration {
+	switch state {
+	case model.StateAborted:
+		return r.Aborted
+	case model.StateFailed:
+		return r.Failed
+	default:
+		return r.Completed
+	}
 }
 
 // Options configure a Store. The layout's values are required (they come

@@ -154,13 +154,4 @@ redis.call('PUBLISH', ARGV[6], ident)
 return CODE_APPLIED
 `)
 
-func (s *Store) retention(state model.JobState) time.Duration {
-	switch state {
-	case model.StateAborted:
-		return s.opts.Retention.Aborted
-	case model.StateFailed:
-		return s.opts.Retention.Failed
-	default:
-		return s.opts.Retention.Completed
-	}
-}
+func (s *Store) retention(state model.JobState) time.Duration { return s.opts.Retention.Of(state) }
