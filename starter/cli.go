@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,6 +104,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	c := a.lookup(args[0])
+	if c == nil && strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(a.stderr, "starter: %q is a flag, and flags go after the command: %s\n", args[0], a.commandFirst(args))
+		return exitUsage
+	}
 	if c == nil {
 		fmt.Fprintf(a.stderr, "starter: unknown command %q (commands: %s)\n", args[0], strings.Join(a.names(), ", "))
 		return exitUsage
@@ -115,6 +120,19 @@ func (a *app) run(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "starter %s: %v\n", c.name, err)
 	}
 	return exitCode(err)
+}
+
+// commandFirst is how to write args, which start with a flag: the command
+// they name first, then the rest in their order; without a command in
+// them, the general form and the commands.
+func (a *app) commandFirst(args []string) string {
+	for i, arg := range args {
+		if c := a.lookup(arg); c != nil {
+			rest := append(slices.Clone(args[:i]), args[i+1:]...)
+			return "starter " + c.name + " " + strings.Join(rest, " ")
+		}
+	}
+	return "starter COMMAND [flags] [args] (commands: " + strings.Join(a.names(), ", ") + ")"
 }
 
 func (a *app) names() []string {

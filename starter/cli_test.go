@@ -271,6 +271,14 @@ func TestHelpAndUsage(t *testing.T) {
 	res = runCLI(t, "", "frobnicate")
 	assert.Equal(t, exitUsage, res.code)
 	assert.Contains(t, res.stderr, `unknown command "frobnicate"`)
+
+	// A flag before the command: the message shows the command first.
+	res = runCLI(t, "", "--redis-url", "redis://127.0.0.1:1/0", "status", "abc")
+	assert.Equal(t, exitUsage, res.code)
+	assert.Equal(t, `starter: "--redis-url" is a flag, and flags go after the command: starter status --redis-url redis://127.0.0.1:1/0 abc`+"\n", res.stderr)
+	res = runCLI(t, "", "--json")
+	assert.Equal(t, exitUsage, res.code)
+	assert.Contains(t, res.stderr, `starter: "--json" is a flag, and flags go after the command: starter COMMAND [flags] [args] (commands: submit, `)
 }
 
 func TestPriorityKeyFromNice(t *testing.T) {
