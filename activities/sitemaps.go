@@ -11,6 +11,7 @@ import (
 	"github.com/archiveflow/archiveflow/internal/jsonl"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/robots"
+	"github.com/archiveflow/archiveflow/internal/sitemap"
 )
 
 // sitemapFetchTimeout bounds one sitemap file's fetch.
@@ -35,7 +36,10 @@ func (a *CrawlActivities) sitemapLinks(ctx context.Context, cr Crawl, now time.T
 	if err != nil {
 		return nil, nil, "", 0, err
 	}
-	starts := slices.Clone(rules.Sitemaps())
+	var starts []string
+	for _, s := range rules.Sitemaps() {
+		starts = append(starts, sitemap.Resolve(robots.URL(origin), s))
+	}
 	if def := origin + "/sitemap.xml"; !slices.Contains(starts, def) {
 		starts = append(starts, def)
 	}

@@ -40,7 +40,9 @@ func robotsSite(t *testing.T) *policySite {
 		switch r.URL.Path {
 		case "/robots.txt":
 			w.Header().Set("Content-Type", "text/plain")
-			fmt.Fprintf(w, "User-agent: *\nDisallow: /private/\nCrawl-delay: 1\n\nSitemap: %s/sitemap-index.xml\n", site.URL)
+			// A relative Sitemap line, as sites write them: resolved
+			// against the robots.txt URL.
+			fmt.Fprint(w, "User-agent: *\nDisallow: /private/\nCrawl-delay: 1\n\nSitemap: /sitemap-index.xml\n")
 		case "/":
 			page(w, "start", "/a", "/private/secret", "/private/other?x=1")
 		case "/a":
@@ -52,7 +54,7 @@ func robotsSite(t *testing.T) *policySite {
 		case "/sitemap-index.xml":
 			w.Header().Set("Content-Type", "application/xml")
 			fmt.Fprintf(w, `<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
-<sitemap><loc>%[1]s/sitemap-pages.xml.gz</loc></sitemap><sitemap><loc>%[1]s/sitemap-broken.xml</loc></sitemap></sitemapindex>`, site.URL)
+<sitemap><loc>%[1]s/sitemap-pages.xml.gz</loc></sitemap><sitemap><loc>sitemap-broken.xml</loc></sitemap></sitemapindex>`, site.URL)
 		case "/sitemap-pages.xml.gz":
 			var b bytes.Buffer
 			zw := gzip.NewWriter(&b)

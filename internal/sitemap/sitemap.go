@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 )
 
@@ -138,8 +139,27 @@ type Result struct {
 	Cuts []string
 }
 
+// Resolve is ref, a sitemap's or a page's URL as a file names it (a
+// robots.txt Sitemap line, a sitemap's <loc>), resolved against that
+// file's URL base. sitemaps.org asks for absolute URLs, and absolute ones
+// are kept as written; a relative one (`Sitemap: /sitemap.xml`, which
+// sites write) means what it would in a browser. A ref that does not
+// parse is kept: its fetch, or the crawl's scope, says what is wrong.
+func Resolve(base, ref string) string {
+	r, err := url.Parse(ref)
+	if err != nil || r.IsAbs() {
+		return ref
+	}
+	b, err := url.Parse(base)
+	if err != nil {
+		return ref
+	}
+	return b.ResolveReference(r).String()
+}
+
 // Walk reads the sitemaps at starts and every sitemap an index among them
-// names, breadth first, each URL once, within lim.
+// names, breadth first, each URL once, within lim; the URLs a file names
+// are resolved against its URL (Resolve).
 func Walk(ctx context.Context, starts []string, fetch Fetch, lim Limits) Result {
 	var res Result
 	queue := append([]string(nil), starts...)
@@ -165,8 +185,11 @@ func Walk(ctx context.Context, starts []string, fetch Fetch, lim Limits) Result 
 			var doc Doc
 			doc, err = Parse(data, lim.MaxBytes)
 			if err == nil {
-				queue = append(queue, doc.Sitemaps...)
+				for _, s := range doc.Sitemaps {
+					queue = append(queue, Resolve(u, s))
+				}
 				for j, p := range doc.URLs {
+					p = Resolve(u, p)
 					if seenURL[p] {
 						continue
 					}

@@ -126,3 +126,28 @@ func TestWalkIndexesLimitsAndProblems(t *testing.T) {
 	require.Len(t, res.Cuts, 1)
 	assert.Contains(t, res.Cuts[0], "max_files")
 }
+
+// A relative sitemap or page URL means what it would in a browser: it is
+// resolved against the file that names it; absolute ones stay as written.
+func TestWalkResolvesRelativeURLs(t *testing.T) {
+	files := map[string][]byte{
+		"http://a/maps/index.xml": []byte(index("part.xml", "/root.xml", "http://b/other.xml")),
+		"http://a/maps/part.xml":  []byte(urlset("page1", "/page2", "http://a/x/../page3")),
+		"http://a/root.xml":       []byte(urlset("//a/page4")),
+		"http://b/other.xml":      []byte(urlset("http://b/5")),
+	}
+	fetch := func(_ context.Context, u string, limit int64) ([]byte, error) {
+		if b, ok := files[u]; ok {
+			return b, nil
+		}
+		return nil, fmt.Errorf("%s: HTTP 404", u)
+	}
+	res := Walk(context.Background(), []string{"http://a/maps/index.xml"}, fetch, Limits{MaxBytes: 1 << 20, MaxURLs: 100, MaxFiles: 10})
+	assert.Empty(t, res.Problems)
+	assert.Equal(t, []string{"http://a/maps/page1", "http://a/page2", "http://a/x/../page3", "http://a/page4", "http://b/5"}, res.URLs)
+	assert.Equal(t, 4, res.Files)
+
+	assert.Equal(t, "http://a/sitemap.xml", Resolve("http://a/robots.txt", "/sitemap.xml"))
+	assert.Equal(t, "https://c/s.xml", Resolve("http://a/robots.txt", "https://c/s.xml"))
+	assert.Equal(t, "%zz", Resolve("http://a/robots.txt", "%zz"), "kept: its fetch says what is wrong")
+}
