@@ -280,6 +280,7 @@ func (a *app) outcomeOf(ctx context.Context, inv *invocation, b *backend.Backend
 	o.hooksView = hooksViewOf(st)
 	if v, err := b.Store.GetJob(ctx, j.Ident); err == nil {
 		o.WACZ = toWACZJSON(v.Archive)
+		o.OutputDir = filesDir(o.OutputDir, o.WACZ)
 		if v.FetchDepth == model.FetchInf {
 			// Unread (nil), the outcome says only how the crawl ended.
 			o.Crawl, _ = jobCrawl(ctx, b, v)
@@ -316,7 +317,7 @@ func (a *app) printOutcome(o *outcome, width int) {
 	if o.Error != "" {
 		fmt.Fprintf(a.stdout, "  error:   %s\n", oneLine(o.Error))
 	}
-	fmt.Fprintf(a.stdout, "  files:   %s\n", filesLine(o.OutputDir, o.HostQueue))
+	fmt.Fprintf(a.stdout, "  files:   %s\n", filesLine(o.OutputDir, o.workerHost()))
 	if o.Crawl != nil {
 		fmt.Fprintf(a.stdout, "  pages:   starter pages %s  (a page's hooks: --url URL)\n", o.Ident)
 	}
@@ -334,14 +335,40 @@ func (a *app) printOutcome(o *outcome, width int) {
 // to its directory.
 var indexPages = []string{"index.html", filepath.Join("index", "index.html")}
 
+// workerHost names the worker host that has the job's files: the one
+// that sealed its WACZ, else the one whose host queue ran its hooks.
+func (o *outcome) workerHost() string {
+	switch {
+	case o.WACZ != nil && o.WACZ.Host != "":
+		return "worker host " + o.WACZ.Host
+	case o.HostQueue != "":
+		return "the worker host of " + o.HostQueue
+	}
+	return "the worker host that ran the job"
+}
+
+// filesDir is where a job's files are: local, its directory under this
+// host's archive dir, when this host has it; else (another host, or
+// another archive_dir) the directory its seal wrote its WACZ z in, on
+// that worker host; else local still.
+func filesDir(local string, z *waczJSON) string {
+	if z == nil || z.File == "" || exists(local) {
+		return local
+	}
+	return filepath.Dir(z.File)
+}
+
+// exists reports whether path exists on this host.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 // filesLine says where a job's files are: the directory and the index
 // page to open when this host has them, else on which worker host.
-func filesLine(dir, hostQueue string) string {
-	if _, err := os.Stat(dir); err != nil {
-		if hostQueue != "" {
-			return fmt.Sprintf("%s on the worker host of %s", dir, hostQueue)
-		}
-		return dir + " on the worker host that ran the job"
+func filesLine(dir, host string) string {
+	if !exists(dir) {
+		return dir + " on " + host
 	}
 	for _, p := range indexPages {
 		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -68,4 +70,28 @@ func TestAwaitEndStopsWithItsContext(t *testing.T) {
 	}, time.Millisecond)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, 3, calls)
+}
+
+// The files line names the job's directory where it is: under this host's
+// archive dir when it is there (with the index page to open), else where
+// the worker sealed its WACZ, on that worker host; never this host's
+// archive dir for files it does not have.
+func TestFilesLineSaysWhereTheJobsFilesAre(t *testing.T) {
+	here := filepath.Join(t.TempDir(), "snapshots", "abc")
+	require.NoError(t, os.MkdirAll(filepath.Join(here, "index"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(here, "index", "index.html"), nil, 0o644))
+	worker := "/srv/archive/snapshots/abc"
+	z := &waczJSON{File: worker + "/abc.wacz", Host: "box7"}
+
+	o := &outcome{OutputDir: filesDir(here, z), WACZ: z}
+	assert.Equal(t, here+"  (open index/index.html)", filesLine(o.OutputDir, o.workerHost()))
+
+	missing := filepath.Join(t.TempDir(), "snapshots", "abc")
+	o = &outcome{OutputDir: filesDir(missing, z), WACZ: z}
+	assert.Equal(t, worker+" on worker host box7", filesLine(o.OutputDir, o.workerHost()))
+
+	o = &outcome{OutputDir: filesDir(missing, nil), HostQueue: "archiveflow@box7-12"}
+	assert.Equal(t, missing+" on the worker host of archiveflow@box7-12", filesLine(o.OutputDir, o.workerHost()))
+	o = &outcome{OutputDir: filesDir(missing, &waczJSON{Error: "no WARC"})}
+	assert.Equal(t, missing+" on the worker host that ran the job", filesLine(o.OutputDir, o.workerHost()))
 }
