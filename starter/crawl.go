@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/frontier"
@@ -317,13 +318,13 @@ func (a *app) showPage(ctx context.Context, inv *invocation, f *frontier.Frontie
 		return withCode(exitUnavailable, err)
 	}
 	pj := newPageJSON(p)
-	dir := engine.PageDir(inv.cfg.ArchiveDir, id, p.ID)
+	dir := archivedir.Page(inv.cfg.ArchiveDir, id, p.ID)
 	if p.Parent == 0 && p.ID == 1 {
 		// The start page runs as the crawl's snapshot: its index is the
 		// snapshot's (each hook's attempts its own).
-		dir = filepath.Join(inv.cfg.ArchiveDir, "snapshots", id)
+		dir = archivedir.Snapshot(inv.cfg.ArchiveDir, id)
 	}
-	indexDir := engine.PageIndexDir(inv.cfg.ArchiveDir, id)
+	indexDir := archivedir.PageIndex(inv.cfg.ArchiveDir, id)
 	if p.Parent == 0 && p.ID == 1 {
 		indexDir = "" // the start page is a snapshot: no line in the page index
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/archiveflow/archiveflow/internal/engine"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
 	"github.com/archiveflow/archiveflow/internal/wacz"
@@ -117,8 +117,8 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 	}
 	defer b.Close()
 	archive := inv.cfg.ArchiveDir
-	snapDir := filepath.Join(archive, "snapshots", id)
-	crawlWARCDir := filepath.Join(archive, "crawls", id, "warc")
+	snapDir := archivedir.Snapshot(archive, id)
+	crawlWARCDir := archivedir.CrawlWARCs(archive, id)
 	src := jobwacz.Sources{Ident: id}
 	var crawl bool
 	job, err := getJob(ctx, b, id)
@@ -140,8 +140,8 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 		return o, err
 	default:
 		src.MainPageURL = job.URL
-		pageDir := func(p int64) string { return engine.PageDir(archive, id, p) }
-		if src.Pages, crawl, err = jobwacz.CrawlPages(ctx, newFrontier(b), id, engine.PageIndexDir(archive, id), pageDir, snapDir); err != nil {
+		pageDir := func(p int64) string { return archivedir.Page(archive, id, p) }
+		if src.Pages, crawl, err = jobwacz.CrawlPages(ctx, newFrontier(b), id, archivedir.PageIndex(archive, id), pageDir, snapDir); err != nil {
 			return o, withCode(exitUnavailable, err)
 		}
 		if !crawl {

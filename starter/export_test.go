@@ -17,8 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/backend"
-	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/ident"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -123,12 +123,12 @@ func TestExportACrawlWritesAValidWACZOfItsSucceededPages(t *testing.T) {
 	captures(t, filepath.Join(warcDir, id+"-w1-7-00002.warc.gz"), at.Add(time.Minute), "https://example.com/a")
 	// A page's title is in the crawl's page index (a title.txt, of a page
 	// run before it, is the fallback).
-	require.NoError(t, pageindex.NewWriter(engine.PageIndexDir(archive, id), "w1-7").Append(
+	require.NoError(t, pageindex.NewWriter(archivedir.PageIndex(archive, id), "w1-7").Append(
 		snapindex.Snapshot{ID: id + "-p2", URL: "https://example.com/a", Page: ids["https://example.com/a"], State: model.StateFinished, SealedAt: at},
 		[]model.ArchiveResult{{Plugin: "title", Status: model.StatusSucceeded, Title: "Page\n  A\n", Attempts: 1, EndedAt: at}}))
 	writeFile0(t, filepath.Join(archive, "snapshots", id, "title", "title.txt"), "Start")
 	// Page WARCs left in a page directory are not the job's WARC.
-	captures(t, filepath.Join(engine.PageDir(archive, id, 2), "pagefetch", "page.warc.gz"), at, "https://example.com/a")
+	captures(t, filepath.Join(archivedir.Page(archive, id, 2), "pagefetch", "page.warc.gz"), at, "https://example.com/a")
 
 	out := filepath.Join(t.TempDir(), "crawl.wacz")
 	res := runCLI(t, "", "export", id, "-o", out, "--archive-dir", archive, "--redis-url", srv.URL, "--json")

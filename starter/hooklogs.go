@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/procs"
 )
 
@@ -90,7 +91,7 @@ func runHookLogs(ctx context.Context, a *app, inv *invocation, id, name string) 
 	if err != nil {
 		archive = inv.cfg.ArchiveDir
 	}
-	snapDir := filepath.Join(archive, "snapshots", id)
+	snapDir := archivedir.Snapshot(archive, id)
 	files, err := findHookLogs(snapDir, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return withCode(exitNotFound, fmt.Errorf("job %s: no snapshot directory %s on this host: hook logs stay on the worker host that ran the job, as ARCHIVE_DIR/snapshots/%s/PLUGIN/HOOK.ATTEMPT.stdout.log and .stderr.log there%s",

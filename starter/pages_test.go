@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/pageindex"
@@ -21,7 +22,7 @@ import (
 func TestPageAttemptsReadThePageIndexAndThePageDirectory(t *testing.T) {
 	archive, id := t.TempDir(), "3mlbkdu1fpo7wt4lr2qf1mpsw"
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	index := engine.PageIndexDir(archive, id)
+	index := archivedir.PageIndex(archive, id)
 	w := pageindex.NewWriter(index, "w1-7")
 	rec := func(page int64, n int, state model.JobState) (snapindex.Snapshot, []model.ArchiveResult) {
 		return snapindex.Snapshot{ID: id + "-p", URL: "https://example.com/p", Page: page, State: state, SealedAt: at},
@@ -30,13 +31,13 @@ func TestPageAttemptsReadThePageIndexAndThePageDirectory(t *testing.T) {
 	// Page 5: attempt 1 wrote files (kept under attempts/1), attempt 2 none.
 	require.NoError(t, w.Append(rec(5, 1, model.StateFailed)))
 	require.NoError(t, w.Append(rec(5, 2, model.StateFinished)))
-	dir5 := engine.PageDir(archive, id, 5)
+	dir5 := archivedir.Page(archive, id, 5)
 	kept := filepath.Join(dir5, engine.AttemptsDir, "1")
 	snap, results := rec(5, 1, model.StateFailed)
 	_, err := snapindex.Write(kept, snap, results)
 	require.NoError(t, err)
 	// Page 6 ran before the page index: its directory's index only.
-	dir6 := engine.PageDir(archive, id, 6)
+	dir6 := archivedir.Page(archive, id, 6)
 	snap, results = rec(6, 3, model.StateFinished)
 	_, err = snapindex.Write(dir6, snap, results)
 	require.NoError(t, err)
@@ -54,5 +55,5 @@ func TestPageAttemptsReadThePageIndexAndThePageDirectory(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, 3, got[0].Attempt)
 	assert.Equal(t, dir6, got[0].Dir)
-	assert.Empty(t, pageAttempts(index, 7, engine.PageDir(archive, id, 7)))
+	assert.Empty(t, pageAttempts(index, 7, archivedir.Page(archive, id, 7)))
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/rkeys"
@@ -244,9 +245,9 @@ func waitCutShort(err error) bool {
 // ended with an error (a failed or aborted job) still has its Status: as
 // the error's details, or by querying the closed workflow.
 func (a *app) outcomeOf(ctx context.Context, inv *invocation, b *backend.Backend, j submitted, r result, elapsed time.Duration) *outcome {
-	dir, err := filepath.Abs(filepath.Join(inv.cfg.ArchiveDir, "snapshots", j.Ident))
-	if err != nil {
-		dir = filepath.Join(inv.cfg.ArchiveDir, "snapshots", j.Ident)
+	dir := archivedir.Snapshot(inv.cfg.ArchiveDir, j.Ident)
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
 	}
 	o := &outcome{submitted: j, Elapsed: elapsed, OutputDir: dir}
 	st := r.st

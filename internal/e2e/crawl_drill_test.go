@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/archiveflow/archiveflow/internal/engine"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/pageindex"
@@ -218,7 +218,7 @@ func TestDrillCrawlWorkerKilled(t *testing.T) {
 		}
 		var last pageindex.Attempt
 		for _, dir := range archives {
-			attempts, err := pageindex.Page(engine.PageIndexDir(dir, got.status.Ident), p.ID)
+			attempts, err := pageindex.Page(archivedir.PageIndex(dir, got.status.Ident), p.ID)
 			require.NoError(t, err)
 			for _, a := range attempts {
 				if a.Number() >= last.Number() {

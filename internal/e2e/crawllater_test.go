@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/engine"
 	"github.com/archiveflow/archiveflow/internal/frontier"
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -85,7 +86,7 @@ func TestCrawlPagesAreRetriedLater(t *testing.T) {
 	assert.Zero(t, s.Redis.ZCard(ctx, "retry_at").Val())
 	assert.Zero(t, s.Redis.HExists(ctx, job.Ident, rkeys.FieldRetryAt).Val())
 
-	attempts, err := pageindex.Page(engine.PageIndexDir(s.Config.ArchiveDir, job.Ident), flaky.ID)
+	attempts, err := pageindex.Page(archivedir.PageIndex(s.Config.ArchiveDir, job.Ident), flaky.ID)
 	require.NoError(t, err)
 	var kept []string
 	for _, a := range attempts {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/devserver"
 	"github.com/archiveflow/archiveflow/internal/diskguard"
@@ -273,5 +273,5 @@ func (s *Stack) Wait(t testing.TB, j Job, timeout time.Duration) error {
 
 // SnapDir is the job's snapshot directory under the stack's archive dir.
 func (s *Stack) SnapDir(j Job) string {
-	return filepath.Join(s.Config.ArchiveDir, "snapshots", j.Ident)
+	return archivedir.Snapshot(s.Config.ArchiveDir, j.Ident)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/model"
 )
@@ -86,7 +87,7 @@ func TestRunPageSkipsWhatCannotRunOnThisHost(t *testing.T) {
 	for _, ok := range []string{"good/on_Snapshot__20_good.sh", "named/on_Snapshot__30_fine.sh"} {
 		assert.Equal(t, model.StatusSucceeded, byKey[ok].Status, ok)
 	}
-	dir := PageDir(e.cfg.ArchiveDir, cr.Job.Ident, 3)
+	dir := archivedir.Page(e.cfg.ArchiveDir, cr.Job.Ident, 3)
 	for key, want := range wantSkips {
 		r := byKey[key]
 		assert.Equal(t, model.StatusSkipped, r.Status, key)

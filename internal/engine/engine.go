@@ -25,6 +25,7 @@ import (
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/egress"
 	"github.com/archiveflow/archiveflow/internal/hookenv"
 	"github.com/archiveflow/archiveflow/internal/hooks"
@@ -271,7 +272,7 @@ func (e *Engine) snapDir(snapshotID string) (string, error) {
 	if snapshotID == "" || snapshotID != filepath.Base(snapshotID) || strings.HasPrefix(snapshotID, ".") {
 		return "", fmt.Errorf("snapshot id %q: must be a single path element not starting with a dot", snapshotID)
 	}
-	return filepath.Join(e.cfg.ArchiveDir, "snapshots", snapshotID), nil
+	return archivedir.Snapshot(e.cfg.ArchiveDir, snapshotID), nil
 }
 
 // checkDirs refuses to run a hook in a snapshot or plugin directory that

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/hooks"
 	"github.com/archiveflow/archiveflow/internal/hostbudget"
@@ -29,9 +30,9 @@ import (
 	"github.com/archiveflow/archiveflow/internal/steprun"
 )
 
-// pageDir is ARCHIVE_DIR/crawls/IDENT/pages/ID: a crawl page's SNAP_DIR.
+// pageDir is a crawl page's SNAP_DIR (archivedir.Page).
 func (e *Engine) pageDir(ident string, id int64) string {
-	return PageDir(e.cfg.ArchiveDir, ident, id)
+	return archivedir.Page(e.cfg.ArchiveDir, ident, id)
 }
 
 // pageSnapshotID is a page's sub-snapshot id: IDENT-pID.

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/egress/egresstest"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/netpolicy"
@@ -218,10 +219,10 @@ func TestRunPageBuiltinsInProcess(t *testing.T) {
 	// WARC (it joined the job's WARC from memory), and no files only a
 	// hook run as a process would read (page.body, pagefetch.json,
 	// urls.jsonl, title.txt).
-	titles, err := pageindex.Titles(PageIndexDir(e.cfg.ArchiveDir, "crawl1"))
+	titles, err := pageindex.Titles(archivedir.PageIndex(e.cfg.ArchiveDir, "crawl1"))
 	require.NoError(t, err)
 	assert.Equal(t, map[int64]string{2: "T /one", 3: "T /two"}, titles)
-	attempts, err := pageindex.Page(PageIndexDir(e.cfg.ArchiveDir, "crawl1"), 2)
+	attempts, err := pageindex.Page(archivedir.PageIndex(e.cfg.ArchiveDir, "crawl1"), 2)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	assert.Equal(t, model.StateFinished, attempts[0].Snapshot.State)
@@ -426,7 +427,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"three ok"}'
 
 	// The crawl's page index has both attempts too: a page whose hooks
 	// wrote files keeps its index beside them as well.
-	attempts, err := pageindex.Page(PageIndexDir(e.cfg.ArchiveDir, cr.Job.Ident), 7)
+	attempts, err := pageindex.Page(archivedir.PageIndex(e.cfg.ArchiveDir, cr.Job.Ident), 7)
 	require.NoError(t, err)
 	require.Len(t, attempts, 2)
 	for i, want := range []model.JobState{model.StateFailed, model.StateFinished} {
@@ -509,7 +510,7 @@ echo '{"type":"ArchiveResult","status":"succeeded","output_str":"copied"}'
 	copied, err := os.ReadFile(filepath.Join(dir, "reader", "copy.html"))
 	require.NoError(t, err, "the process hook read pagefetch's files")
 	assert.Contains(t, string(copied), "body text")
-	attempts, err := pageindex.Page(PageIndexDir(e.cfg.ArchiveDir, "crawl1"), 2)
+	attempts, err := pageindex.Page(archivedir.PageIndex(e.cfg.ArchiveDir, "crawl1"), 2)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	assert.Empty(t, missingFiles(t, dir, attempts[0].Results))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/model"
 	"github.com/archiveflow/archiveflow/internal/pageindex"
 	"github.com/archiveflow/archiveflow/internal/procs"
@@ -18,9 +19,9 @@ import (
 
 // A crawl page keeps its records as a snapshot does, one result per hook
 // of each attempt: a line per attempt in the crawl's page index of this
-// host (internal/pageindex, PageIndexDir), written without a file or a
+// host (internal/pageindex, archivedir.PageIndex), written without a file or a
 // directory of the page's own. A page whose hooks wrote files has a page
-// directory (PageDir, its SNAP_DIR, created by the first hook that writes
+// directory (archivedir.Page, its SNAP_DIR, created by the first hook that writes
 // there); the attempt's index.json/index.jsonl go there too
 // (internal/snapindex), and, when the page runs again on the same host,
 // the earlier attempt's outputs and index move to attempts/N.
@@ -28,20 +29,8 @@ import (
 // AttemptsDir is the page directory's folder of earlier attempts.
 const AttemptsDir = "attempts"
 
-// PageDir is a crawl page's directory (its SNAP_DIR) under archiveDir:
-// ARCHIVE_DIR/crawls/IDENT/pages/ID.
-func PageDir(archiveDir, ident string, id int64) string {
-	return filepath.Join(archiveDir, "crawls", safeName(ident), "pages", strconv.FormatInt(id, 10))
-}
-
-// PageIndexDir is a crawl's page index directory on a host
-// (internal/pageindex): ARCHIVE_DIR/crawls/IDENT/pageindex.
-func PageIndexDir(archiveDir, ident string) string {
-	return filepath.Join(archiveDir, "crawls", safeName(ident), "pageindex")
-}
-
 // pageIndexes are the page index writers of this worker's crawls, one
-// file per crawl: PageIndexDir/INSTANCE.jsonl.
+// file per crawl: archivedir.PageIndex/INSTANCE.jsonl.
 type pageIndexes struct{ perCrawl[*pageindex.Writer] }
 
 // close closes a crawl's page index file (its crawl ended on this worker).
@@ -183,7 +172,7 @@ func (e *Engine) writePageIndex(dir string, job activities.Job, p activities.Pag
 	snap := snapindex.Snapshot{ID: job.SnapshotID, URL: p.URL, Page: p.ID, Depth: p.Depth, State: state,
 		Error: out.Note, SealedAt: time.Now()}
 	w, _ := e.indexes.get(job.Ident, func() *pageindex.Writer {
-		return pageindex.NewWriter(PageIndexDir(e.cfg.ArchiveDir, job.Ident), safeName(e.cfg.Instance))
+		return pageindex.NewWriter(archivedir.PageIndex(e.cfg.ArchiveDir, job.Ident), archivedir.Name(e.cfg.Instance))
 	})
 	err := w.Append(snap, results)
 	if _, serr := os.Lstat(dir); serr == nil {

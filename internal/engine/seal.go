@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/jobwacz"
 	"github.com/archiveflow/archiveflow/internal/logging"
 	"github.com/archiveflow/archiveflow/internal/snapindex"
@@ -139,8 +140,8 @@ func (e *Engine) SealCrawl(ctx context.Context, in activities.SealCrawlInput, pa
 	}
 	startDir, _ := e.snapDir(in.Ident)
 	src := jobwacz.Sources{Ident: in.Ident, MainPageURL: in.URL, WARCs: warcs,
-		Pages: jobwacz.PagesOf(refs, PageIndexDir(e.cfg.ArchiveDir, in.Ident), func(id int64) string { return PageDir(e.cfg.ArchiveDir, in.Ident, id) }, startDir)}
-	res, err := jobwacz.Write(filepath.Join(filepath.Dir(dir), jobwacz.Name(safeName(in.Ident))), src)
+		Pages: jobwacz.PagesOf(refs, archivedir.PageIndex(e.cfg.ArchiveDir, in.Ident), func(id int64) string { return e.pageDir(in.Ident, id) }, startDir)}
+	res, err := jobwacz.Write(filepath.Join(archivedir.Crawl(e.cfg.ArchiveDir, in.Ident), jobwacz.Name(archivedir.Name(in.Ident))), src)
 	if err != nil {
 		return rep, err
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/archiveflow/archiveflow/activities"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/builtin"
 	"github.com/archiveflow/archiveflow/internal/fleethealth"
 	"github.com/archiveflow/archiveflow/internal/hooks"
@@ -27,24 +27,10 @@ import (
 // setupTimeout bounds the foreground crawl setup hooks of one host.
 const setupTimeout = 10 * time.Minute
 
-// crawlDir is ARCHIVE_DIR/crawls/IDENT/INSTANCE: the crawl's directory on
-// this worker (CRAWL_DIR), where its setup hooks work.
+// crawlDir is the crawl's directory on this worker (CRAWL_DIR,
+// archivedir.Setup), where its setup hooks work.
 func (e *Engine) crawlDir(ident string) string {
-	return filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), safeName(e.cfg.Instance))
-}
-
-// safeName keeps a path element to [A-Za-z0-9._-].
-func safeName(s string) string {
-	out := strings.TrimLeft(strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
-			return r
-		}
-		return '_'
-	}, s), ".")
-	if out == "" {
-		return "_"
-	}
-	return out
+	return archivedir.Setup(e.cfg.ArchiveDir, ident, e.cfg.Instance)
 }
 
 // crawlHost is one crawl on this worker: its setup and the background

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/wacz"
 	"github.com/archiveflow/archiveflow/internal/warc"
 )
@@ -45,9 +46,9 @@ type jobWARC struct {
 	digests *warc.Digests // opened with the first file
 }
 
-// jobWARCDir is where a crawl's job WARCs are: ARCHIVE_DIR/crawls/IDENT/warc.
+// jobWARCDir is where a crawl's job WARCs are (archivedir.CrawlWARCs).
 func (e *Engine) jobWARCDir(ident string) string {
-	return filepath.Join(e.cfg.ArchiveDir, "crawls", safeName(ident), "warc")
+	return archivedir.CrawlWARCs(e.cfg.ArchiveDir, ident)
 }
 
 // appendWARCs appends files, in order, to the crawl's WARC, rotating
@@ -82,7 +83,7 @@ func (w *warcFiles) appendWARCs(e *Engine, ident string, files []string, mem map
 		scans[i] = warc.ScanAppend(src, size)
 	}
 	j, _ := w.get(ident, func() *jobWARC {
-		return &jobWARC{ident: ident, dir: e.jobWARCDir(ident), base: safeName(ident) + "-" + safeName(e.cfg.Instance)}
+		return &jobWARC{ident: ident, dir: e.jobWARCDir(ident), base: archivedir.Name(ident) + "-" + archivedir.Name(e.cfg.Instance)}
 	})
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -29,6 +29,7 @@ import (
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/abpipeline"
+	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/diskguard"
 	"github.com/archiveflow/archiveflow/internal/engine"
@@ -217,8 +218,8 @@ func Run(ctx context.Context, d Deps, names []string) error {
 	if err != nil {
 		return fmt.Errorf("archive dir %s: %w", d.Config.ArchiveDir, err)
 	}
-	for _, sub := range []string{"snapshots", "crawls"} {
-		if err := os.MkdirAll(filepath.Join(archiveDir, sub), 0o755); err != nil {
+	for _, top := range archivedir.Tops(archiveDir) {
+		if err := os.MkdirAll(top, 0o755); err != nil {
 			return fmt.Errorf("create archive dir: %w", err)
 		}
 	}
@@ -630,14 +631,14 @@ func serveMetrics(d Deps, logOutbox *outbox.Outbox, log *zap.Logger) (stop func(
 // sweep kills hook processes left by a crashed worker on this host:
 // snapshots' hooks and crawls' page and setup hooks.
 func sweep(archiveDir string, grace time.Duration, log *zap.Logger) {
-	for _, sub := range []string{"snapshots", "crawls"} {
-		rep, err := procs.SweepGrace(filepath.Join(archiveDir, sub), grace, log)
+	for _, top := range archivedir.Tops(archiveDir) {
+		rep, err := procs.SweepGrace(top, grace, log)
 		if err != nil {
-			log.Warn("sweep leftover hook processes", zap.String("dir", sub), zap.Error(err))
+			log.Warn("sweep leftover hook processes", zap.String("dir", top), zap.Error(err))
 			continue
 		}
 		if len(rep.Killed) > 0 || len(rep.Removed) > 0 {
-			log.Info("swept leftover hook processes", zap.String("dir", sub), zap.Ints("killed", rep.Killed), zap.Int("stale_pid_files", len(rep.Removed)))
+			log.Info("swept leftover hook processes", zap.String("dir", top), zap.Ints("killed", rep.Killed), zap.Int("stale_pid_files", len(rep.Removed)))
 		}
 	}
 }
