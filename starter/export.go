@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -168,7 +169,13 @@ func (a *app) export(ctx context.Context, inv *invocation, id, out string) (expo
 		}
 	}
 	if len(warcs) == 0 {
-		return o, withCode(exitNotFound, fmt.Errorf("job %s: no WARC in %s on this host (the job ran on another worker host, or wrote none yet)", id, where))
+		msg := fmt.Sprintf("job %s: no WARC in %s on this host (the job ran on another worker host, or wrote none yet)", id, where)
+		if job.Archive.WACZ != "" {
+			// The seal's WACZ says where the worker keeps the job.
+			msg += fmt.Sprintf("; its seal wrote the job's WACZ at %s on host %s: copy that, or export there (with that host's archive_dir)",
+				job.Archive.WACZ, job.Archive.Host)
+		}
+		return o, withCode(exitNotFound, errors.New(msg))
 	}
 
 	src.WARCs = warcs

@@ -165,7 +165,7 @@ func TestExportASnapshot(t *testing.T) {
 	url := "https://example.com/"
 	id, _, err := ident.FromURL(url)
 	require.NoError(t, err)
-	srv, _ := exportJob(t, id, url, model.FetchShallow)
+	srv, store := exportJob(t, id, url, model.FetchShallow)
 	archive := t.TempDir()
 	snap := filepath.Join(archive, "snapshots", id)
 	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
@@ -193,10 +193,16 @@ func TestExportASnapshot(t *testing.T) {
 	zr.Close()
 	assert.Equal(t, []string{"archive/" + id + "-pagefetch-page.warc.gz", "archive/" + id + "-wget-warc-page.warc.gz"}, names)
 
-	// Nothing on this host: exit 3, naming where it looked.
+	// Nothing on this host: exit 3, naming where it looked, and where the
+	// seal wrote the job's WACZ once it did.
 	res = runCLI(t, "", "export", id, "-o", out, "--archive-dir", t.TempDir(), "--redis-url", srv.URL)
 	assert.Equal(t, exitNotFound, res.code)
 	assert.Contains(t, res.stderr, "no WARC in ")
+	assert.NotContains(t, res.stderr, "its seal wrote")
+	require.NoError(t, store.SetArchive(context.Background(), id, rkeys.Archive{WACZ: "/srv/archive/snapshots/" + id + "/" + id + ".wacz", Host: "box7", Bytes: 9}))
+	res = runCLI(t, "", "export", id, "-o", out, "--archive-dir", t.TempDir(), "--redis-url", srv.URL)
+	assert.Equal(t, exitNotFound, res.code)
+	assert.Contains(t, res.stderr, "; its seal wrote the job's WACZ at /srv/archive/snapshots/"+id+"/"+id+".wacz on host box7: copy that, or export there (with that host's archive_dir)\n")
 	// An unknown job: exit 3.
 	res = runCLI(t, "", "export", "zzzzzzzzzzzzzzzzzzzzzzzzz", "--archive-dir", archive, "--redis-url", srv.URL)
 	assert.Equal(t, exitNotFound, res.code, res.stderr)
