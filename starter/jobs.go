@@ -80,6 +80,15 @@ func getJob(ctx context.Context, b *backend.Backend, id string) (rkeys.JobView, 
 	return v, nil
 }
 
+// paused says that a paused job (jobJSON.Paused: submit --concurrency 0,
+// or set) runs nothing, and how to resume it.
+func paused(j jobJSON) string {
+	if !j.Paused {
+		return ""
+	}
+	return fmt.Sprintf(", paused: concurrency 0 runs nothing (starter set %s concurrency=N resumes it)", j.Ident)
+}
+
 // liveJob reads a job that must not be final (exit 4 when it is).
 func liveJob(ctx context.Context, b *backend.Backend, id, what string) (rkeys.JobView, error) {
 	v, err := getJob(ctx, b, id)
@@ -178,7 +187,10 @@ type jobJSON struct {
 	// Temporal's record of its workflow (statusFromTemporal), Note says
 	// so, Error is how the workflow says the job ended and Pages a
 	// crawl's page counts as its workflow last knew them.
-	Source string                 `json:"source,omitempty"`
+	Source string `json:"source,omitempty"`
+	// Paused: the job has not ended and its concurrency 0 runs nothing
+	// (a missing concurrency is 1, as ArchiveBot's pipeline takes it).
+	Paused bool                   `json:"paused,omitempty"`
 	Note   string                 `json:"note,omitempty"`
 	Error  string                 `json:"error,omitempty"`
 	Pages  *activities.PageCounts `json:"pages,omitempty"`
@@ -199,6 +211,7 @@ func toJSON(v rkeys.JobView, ui string) jobJSON {
 	if v.TTL > 0 {
 		j.ExpiresIn = v.TTL.Round(time.Second).String()
 	}
+	j.Paused = !v.State.Final() && v.Settings.Concurrency == 0 && v.Raw["concurrency"] != ""
 	if !v.RetryAt.IsZero() && !v.State.Final() {
 		at := v.RetryAt
 		j.RetryAt = &at
@@ -276,7 +289,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		fmt.Fprintf(w, "  tags:     %s (the hooks' Tag records; starter list --tag T)\n", strings.Join(j.Tags, ", "))
 	}
 	if j.Crawl != nil {
-		fmt.Fprintf(w, "  state:    %s (crawl)", jobState(j.State, j.RetryAt, true))
+		fmt.Fprintf(w, "  state:    %s (crawl)%s", jobState(j.State, j.RetryAt, true), paused(j))
 		if j.Limit != "" {
 			fmt.Fprintf(w, ": %s (starter retry %s --continue crawls on)", j.Limit, j.Ident)
 		}
@@ -286,7 +299,7 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 		}
 		printCrawl(w, j.Crawl)
 	} else {
-		fmt.Fprintf(w, "  state:    %s (step %d/9)\n", jobState(j.State, j.RetryAt, true), j.CurrentStep)
+		fmt.Fprintf(w, "  state:    %s (step %d/9)%s\n", jobState(j.State, j.RetryAt, true), j.CurrentStep, paused(j))
 	}
 	if j.Crawl != nil {
 		// The job hash counts the start page's hooks; the pages' own are

@@ -65,6 +65,12 @@ func TestBadSettingsNeverKillAJob(t *testing.T) {
 	// A crawl queued paused, asked for too much, then resumed.
 	res := runStarter(t, bin, s, "submit", seed, "--depth", "1", "--concurrency", "0")
 	require.Equal(t, 0, res.code, res.stderr)
+	res = runStarter(t, bin, s, "status", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "(crawl), paused: concurrency 0 runs nothing (starter set "+id+" concurrency=N resumes it)\n", "status says the job is paused")
+	res = runStarter(t, bin, s, "status", id, "--json")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, `"paused": true`)
 	res = runStarter(t, bin, s, "set", id, "concurrency=999999")
 	assert.Equal(t, 2, res.code, res.stderr)
 	assert.Contains(t, res.stderr, "concurrency=999999: must be an integer 0..1000 (0 pauses the job)")
@@ -76,6 +82,9 @@ func TestBadSettingsNeverKillAJob(t *testing.T) {
 	require.NoError(t, s.Client.GetWorkflow(wctx, id, "").Get(wctx, &st))
 	assert.Equal(t, model.StateFinished, st.State, st.Error)
 	assert.Equal(t, 4, st.Settings.Concurrency)
+	res = runStarter(t, bin, s, "status", id)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.NotContains(t, res.stdout, "paused", "resumed, then finished")
 	assert.Positive(t, st.Counts.Done)
 	assert.Zero(t, st.Counts.Queued(), "every page ended")
 }
