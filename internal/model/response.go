@@ -53,8 +53,9 @@ func (r Response) IsWarning() bool { return r.Status >= 400 && r.Status < 500 }
 // TransientStatus is the one rule for what a page's own HTTP answer says
 // about the attempt that fetched it: a 5xx, 408 (Request Timeout) or 429
 // (Too Many Requests) is the site unable to answer now, so the attempt is
-// transient and tried again (its retry policy, then hooks.retry_later);
-// any other answer is the page's own and final. The answer is archived
+// transient and tried again (its retry policy; then, for a foreground
+// hook or a crawl page, hooks.retry_later); any other answer is the
+// page's own and final. The answer is archived
 // either way: it is what the origin sent.
 func TransientStatus(status int) bool {
 	return (status >= 500 && status < 600) || status == 408 || status == 429
