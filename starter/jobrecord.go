@@ -35,27 +35,11 @@ const sourceTemporal = "temporal"
 // namespace's retention), that workflow says how the job ended. notFound
 // is the error to return when Temporal has no record either.
 func (a *app) statusFromTemporal(ctx context.Context, inv *invocation, id string, notFound error) error {
-	dctx, cancel := context.WithTimeout(ctx, statusDialTimeout)
-	defer cancel()
-	tc, err := tclient.Dial(dctx, inv.cfg.Temporal, inv.log)
+	tc, j, err := temporalRecord(ctx, inv, id, notFound)
 	if err != nil {
-		return withCode(exitNotFound, fmt.Errorf("%w; Temporal, which may still retain its workflow, is unreachable: %w", notFound, err))
+		return err
 	}
 	defer tc.Close()
-	qctx, qcancel := context.WithTimeout(ctx, statusQueryTimeout)
-	defer qcancel()
-	desc, err := tc.DescribeWorkflowExecution(qctx, id, "")
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(err, &nf):
-		return withCode(exitNotFound, fmt.Errorf("%w; Temporal retains no workflow %s either", notFound, id))
-	case err != nil:
-		return withCode(exitUnavailable, fmt.Errorf("%w; describe its workflow in Temporal: %w", notFound, err))
-	}
-	if why := notAJob(qctx, tc, desc); why != "" {
-		return withCode(exitNotFound, fmt.Errorf("%w; %s", notFound, why))
-	}
-	j := recordJSON(inv, id, desc)
 	a.recordStatus(ctx, tc, &j)
 	if inv.json {
 		return writeJSON(a.stdout, j)
@@ -63,6 +47,39 @@ func (a *app) statusFromTemporal(ctx context.Context, inv *invocation, id string
 	printRecord(a.stdout, j)
 	a.printStatusHooks(j.hooksView)
 	return nil
+}
+
+// temporalRecord is Temporal's description of job id's workflow as the
+// job's record (recordJSON), with the client to ask it more (the caller
+// closes it). Without one, its error says why, after notFound (Redis has
+// no job id): Temporal unreachable or retaining no such job (exit 3), or
+// failing to answer (exit 5).
+func temporalRecord(ctx context.Context, inv *invocation, id string, notFound error) (client.Client, jobJSON, error) {
+	dctx, cancel := context.WithTimeout(ctx, statusDialTimeout)
+	defer cancel()
+	tc, err := tclient.Dial(dctx, inv.cfg.Temporal, inv.log)
+	if err != nil {
+		return nil, jobJSON{}, withCode(exitNotFound, fmt.Errorf("%w; Temporal, which may still retain its workflow, is unreachable: %w", notFound, err))
+	}
+	qctx, qcancel := context.WithTimeout(ctx, statusQueryTimeout)
+	defer qcancel()
+	desc, err := tc.DescribeWorkflowExecution(qctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		err = withCode(exitNotFound, fmt.Errorf("%w; Temporal retains no workflow %s either", notFound, id))
+	case err != nil:
+		err = withCode(exitUnavailable, fmt.Errorf("%w; describe its workflow in Temporal: %w", notFound, err))
+	default:
+		if why := notAJob(qctx, tc, desc); why != "" {
+			err = withCode(exitNotFound, fmt.Errorf("%w; %s", notFound, why))
+		}
+	}
+	if err != nil {
+		tc.Close()
+		return nil, jobJSON{}, err
+	}
+	return tc, recordJSON(inv, id, desc), nil
 }
 
 // notInRedis is the error of a command that needs a job's Redis record
@@ -75,20 +92,11 @@ func (a *app) notInRedis(ctx context.Context, inv *invocation, id string, err er
 	if !errors.Is(err, rkeys.ErrJobNotFound) {
 		return err
 	}
-	dctx, cancel := context.WithTimeout(ctx, statusDialTimeout)
-	defer cancel()
-	tc, derr := tclient.Dial(dctx, inv.cfg.Temporal, inv.log)
-	if derr != nil {
+	tc, j, rerr := temporalRecord(ctx, inv, id, err)
+	if rerr != nil {
 		return err
 	}
-	defer tc.Close()
-	qctx, qcancel := context.WithTimeout(ctx, statusQueryTimeout)
-	defer qcancel()
-	desc, derr := tc.DescribeWorkflowExecution(qctx, id, "")
-	if derr != nil || notAJob(qctx, tc, desc) != "" {
-		return err
-	}
-	j := recordJSON(inv, id, desc)
+	tc.Close()
 	if j.FinishedAt.IsZero() || !j.State.Final() {
 		return err
 	}
