@@ -2,6 +2,7 @@ package plugins_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/archiveflow/archiveflow/internal/cdptest"
+	"github.com/archiveflow/archiveflow/internal/model"
 )
 
 // TestBrowserHooksSayWhyAPageDidNotLoad runs the browser hooks on a URL
@@ -33,5 +35,49 @@ func TestBrowserHooksSayWhyAPageDidNotLoad(t *testing.T) {
 		assert.Contains(t, r.res.TransientReason(), plugin+": the page did not load: net::ERR_CONNECTION_REFUSED")
 		assert.NoFileExists(t, snap.file(plugin, file))
 		assert.Zero(t, r.res.Leftovers, "%s left processes behind", plugin)
+	}
+}
+
+// TestBrowserHooksRetryAPageTheSiteCouldNotServe: the browser hooks know
+// the status their page was answered. A 429 or a 5xx is the site unable
+// to answer now (model.TransientStatus, as for wget and pagefetch): each
+// hook ends transiently, the runner retries it, and the capture of that
+// answer is kept until a later attempt replaces it. A 404 is the page's
+// own answer: captured and succeeded, its status in output_json. A
+// download is nothing a browser shows: noresults, nothing kept.
+func TestBrowserHooksRetryAPageTheSiteCouldNotServe(t *testing.T) {
+	if !haveChromium() {
+		t.Skip("no Chromium")
+	}
+	cdptest.Exclusive(t) // its hooks must answer within their timeouts
+	s := newSite(t)
+	files := map[string]string{"screenshot": "screenshot.png", "pdf": "output.pdf", "dom": "output.html"}
+	for path, status := range map[string]int{"/busy": 429, "/error": 500} {
+		snap := newSnapshot(t, s.URL+path)
+		for plugin, file := range files {
+			r := snap.run(context.Background(), hookOf(t, plugin), userAgent(t, plugin))
+			require.True(t, r.res.Transient, "%s of %s: %s %s", plugin, path, r.res.Status, r.res.Reason)
+			assert.Contains(t, r.res.TransientReason(), fmt.Sprintf("%s: %s%s answered HTTP %d", plugin, s.URL, path, status))
+			assert.FileExists(t, snap.file(plugin, file), "%s keeps what the site answered", plugin)
+			assert.Zero(t, r.res.Leftovers, "%s left processes behind", plugin)
+		}
+	}
+	snap := newSnapshot(t, s.URL+"/gone")
+	for plugin, file := range files {
+		r := snap.run(context.Background(), hookOf(t, plugin), userAgent(t, plugin))
+		requireFinal(t, r, model.StatusSucceeded)
+		out := r.outputJSON(t)
+		assert.Equal(t, float64(404), out["status"], plugin)
+		assert.Equal(t, s.URL+"/gone", out["final_url"], plugin)
+		assert.FileExists(t, snap.file(plugin, file))
+	}
+	snap = newSnapshot(t, s.URL+"/report.zip")
+	for plugin, file := range files {
+		r := snap.run(context.Background(), hookOf(t, plugin), userAgent(t, plugin))
+		requireFinal(t, r, model.StatusNoResults)
+		assert.Equal(t, s.URL+"/report.zip answered HTTP 200 with application/zip as a download, which Chromium does not render",
+			r.last().OutputStr, plugin)
+		assert.Equal(t, "application/zip", r.outputJSON(t)["mime_type"], plugin)
+		assert.NoFileExists(t, snap.file(plugin, file))
 	}
 }

@@ -32,33 +32,32 @@ var (
 
 // capture is what distinguishes the three browser hooks.
 type capture struct {
-	file  string
-	flag  func(abs string) []string // capture flags given the output's absolute path
-	stdio bool                      // Chromium prints the output on stdout
-	magic []byte                    // the output must start with it (nil: non-empty)
+	file     string
+	kind     chrome.Kind
+	viewport chrome.Viewport
+	magic    []byte // the output must start with it (nil: non-empty)
 }
 
 func runScreenshot(ctx context.Context, h *Hook) (hookio.Result, error) {
-	return runCapture(ctx, h, capture{file: screenshotFile, magic: pngMagic, flag: func(abs string) []string {
-		return []string{"--window-size=1440,2000", "--screenshot=" + abs}
-	}})
+	return runCapture(ctx, h, capture{file: screenshotFile, kind: chrome.Screenshot, magic: pngMagic,
+		viewport: chrome.Viewport{Width: 1440, Height: 2000}})
 }
 
 func runPDF(ctx context.Context, h *Hook) (hookio.Result, error) {
-	return runCapture(ctx, h, capture{file: pdfFile, magic: pdfMagic, flag: func(abs string) []string {
-		return []string{"--no-pdf-header-footer", "--print-to-pdf=" + abs}
-	}})
+	return runCapture(ctx, h, capture{file: pdfFile, kind: chrome.PDF, magic: pdfMagic})
 }
 
 func runDOM(ctx context.Context, h *Hook) (hookio.Result, error) {
-	return runCapture(ctx, h, capture{file: domFile, stdio: true, flag: func(string) []string {
-		return []string{"--dump-dom"}
-	}})
+	return runCapture(ctx, h, capture{file: domFile, kind: chrome.DOM})
 }
 
 // runCapture runs one headless Chromium capture of the URL into c.file.
-// No Chromium: skipped. Chromium failing or exceeding <PLUGIN>_TIMEOUT:
-// transient failure (retried). A Chromium process ended by the hook's
+// No Chromium: skipped. Chromium failing or exceeding <PLUGIN>_TIMEOUT,
+// or the page not loading: transient failure (retried), nothing kept. A
+// page answered as a download: noresults, nothing to show. The
+// page answered a status model.TransientStatus calls the site unable to
+// answer now: transient failure too, the capture of that answer kept
+// (a later attempt replaces it). A Chromium process ended by the hook's
 // memory limit (<PLUGIN>_MAX_MEMORY): final failure naming the limit, as
 // soon as it is seen.
 func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) {
@@ -80,15 +79,19 @@ func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) 
 		return hookio.Result{}, err
 	}
 	final := filepath.Join(h.Dir, c.file)
-	tmp := filepath.Join(h.Dir, ".partial."+c.file) // keeps the extension Chromium reads
+	tmp := filepath.Join(h.Dir, ".partial."+c.file) // renamed once whole and valid
 	defer os.Remove(tmp)
 
 	runCtx, cancel := context.WithTimeout(ctx, h.Inv.Timeout)
 	defer cancel()
-	flags := c.flag(tmp)
+	out, err := os.Create(tmp)
+	if err != nil {
+		return hookio.Result{}, fmt.Errorf("%s: create output: %w", h.Inv.Plugin, err)
+	}
+	defer out.Close()
 	spec := chrome.Capture{
-		Binary: bin, UserAgent: h.Inv.UserAgent, Extra: append(extra, flags[:len(flags)-1]...),
-		Flag: flags[len(flags)-1], URL: h.Inv.URL, Grace: chromeGrace,
+		Binary: bin, UserAgent: h.Inv.UserAgent, Extra: extra, Kind: c.kind, Viewport: c.viewport,
+		URL: h.Inv.URL, Out: out, Grace: chromeGrace,
 	}
 	if p := h.Inv.FetchProxy; p != nil {
 		spec.Proxy = p.String()
@@ -96,15 +99,8 @@ func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) 
 	if m := procs.OwnMemoryLimit(); m.Limit > 0 {
 		spec.Memory = chrome.Memory{Limit: m.Limit, PerProcess: m.PerProcess(), OOMKills: m.OOMKills, Peak: m.Peak}
 	}
-	if c.stdio {
-		out, err := os.Create(tmp)
-		if err != nil {
-			return hookio.Result{}, fmt.Errorf("%s: create output: %w", h.Inv.Plugin, err)
-		}
-		defer out.Close()
-		spec.Stdout = out
-	}
-	if err := chrome.Run(runCtx, spec); err != nil {
+	page, err := chrome.Run(runCtx, spec)
+	if err != nil {
 		var merr *chrome.MemoryError
 		if errors.As(err, &merr) {
 			// The same page runs into the same limit on every attempt: a
@@ -114,7 +110,16 @@ func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) 
 					"process": merr.Process, "peak_rss": merr.PeakRSS, "peak_rss_total": merr.PeakTotal,
 					"cgroup_peak": merr.CgroupPeak, "seconds": merr.After.Seconds(), "browser": bin}}, nil
 		}
+		var derr *chrome.DownloadError
+		if errors.As(err, &derr) && !model.TransientStatus(derr.Page.Status) {
+			// The site's final answer, which no retry changes: nothing
+			// for a browser to show.
+			return hookio.Result{Status: model.StatusNoResults, OutputStr: derr.Error(), OutputJSON: pageJSON(derr.Page, bin)}, nil
+		}
 		return hookio.Result{}, fmt.Errorf("%s: %w", h.Inv.Plugin, err)
+	}
+	if err := out.Close(); err != nil {
+		return hookio.Result{}, fmt.Errorf("%s: write output: %w", h.Inv.Plugin, err)
 	}
 	size, err := checkOutput(tmp, c.magic)
 	if err != nil {
@@ -123,9 +128,17 @@ func runCapture(ctx context.Context, h *Hook, c capture) (hookio.Result, error) 
 	if err := os.Rename(tmp, final); err != nil {
 		return hookio.Result{}, fmt.Errorf("%s: %w", h.Inv.Plugin, err)
 	}
-	return hookio.Result{Status: model.StatusSucceeded, OutputStr: c.file, OutputJSON: map[string]any{
-		"file": c.file, "bytes": size, "browser": bin,
-	}}, nil
+	if model.TransientStatus(page.Status) {
+		return hookio.Result{}, fmt.Errorf("%s: %s answered HTTP %d", h.Inv.Plugin, page.URL, page.Status)
+	}
+	res := pageJSON(page, bin)
+	res["file"], res["bytes"] = c.file, size
+	return hookio.Result{Status: model.StatusSucceeded, OutputStr: c.file, OutputJSON: res}, nil
+}
+
+// pageJSON is a browser hook's output_json about the page's answer.
+func pageJSON(page chrome.Page, browser string) map[string]any {
+	return map[string]any{"status": page.Status, "final_url": page.URL, "mime_type": page.MIMEType, "browser": browser}
 }
 
 func checkOutput(path string, magic []byte) (int64, error) {

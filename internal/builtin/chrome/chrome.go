@@ -1,8 +1,9 @@
 // Package chrome owns running headless Chromium once per capture: finding
 // the binary, building its command line (a fresh profile directory, no
-// sandbox, no background networking), running it with the URL passed as a
-// single argv element, never through a shell, and telling a capture from a
-// page that did not load.
+// sandbox, no background networking), driving one page over the DevTools
+// protocol on a pipe (the URL never on a command line or through a
+// shell), and telling a capture from a page that did not load, with the
+// HTTP status the page was answered.
 package chrome
 
 import (
@@ -13,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -58,11 +58,14 @@ func Find(configured string) (string, error) {
 type Capture struct {
 	Binary    string   // from Find
 	UserAgent string   // empty: Chromium's own
-	Extra     []string // operator arguments (<PLUGIN>_ARGS), before the capture flag
-	Flag      string   // the capture flag, e.g. "--screenshot=/abs/screenshot.png"
-	URL       string   // the page; passed as one argv element
-	Stdout    io.Writer
-	Grace     time.Duration // SIGTERM → SIGKILL delay on cancellation
+	Extra     []string // operator arguments (<PLUGIN>_ARGS)
+	Kind      Kind     // what to capture
+	// Viewport, when set, is the page's size in CSS pixels, a screenshot's
+	// size in pixels; otherwise the window's.
+	Viewport Viewport
+	URL      string        // the page; sent over the DevTools pipe
+	Out      io.Writer     // receives the capture
+	Grace    time.Duration // SIGTERM → SIGKILL delay on cancellation
 	// Proxy, when set, is the runner's fetch proxy: every request of the
 	// page goes through it, loopback included.
 	Proxy string
@@ -92,19 +95,20 @@ func BaseArgs(profileDir string) []string {
 	}
 }
 
-// Run runs one capture with a throw-away profile directory and returns
-// Chromium's stderr tail in the error when it fails. Cancelling ctx sends
-// SIGTERM, then SIGKILL after Grace. Under a memory limit (c.Memory), a
-// Chromium process ended by the limit stops Chromium the same way and Run
-// returns a *MemoryError.
-func Run(ctx context.Context, c Capture) error {
+// Run runs one capture with a throw-away profile directory: Chromium
+// loads c.URL in a new page, and the capture goes to c.Out. It returns the
+// page's answer, and Chromium's stderr tail in the error when Chromium
+// fails. Cancelling ctx sends SIGTERM, then SIGKILL after Grace. Under a
+// memory limit (c.Memory), a Chromium process ended by the limit stops
+// Chromium the same way and Run returns a *MemoryError.
+func Run(ctx context.Context, c Capture) (Page, error) {
 	profile, err := os.MkdirTemp("", "archiveflow-chrome-")
 	if err != nil {
-		return fmt.Errorf("create chromium profile dir: %w", err)
+		return Page{}, fmt.Errorf("create chromium profile dir: %w", err)
 	}
 	defer os.RemoveAll(profile)
 
-	args := BaseArgs(profile)
+	args := append(BaseArgs(profile), "--remote-debugging-pipe")
 	if c.UserAgent != "" {
 		args = append(args, "--user-agent="+c.UserAgent)
 	}
@@ -112,86 +116,131 @@ func Run(ctx context.Context, c Capture) error {
 		args = append(args, ProxyArgs(c.Proxy)...)
 	}
 	args = append(args, c.Extra...)
-	args = append(args, c.Flag, c.URL)
+	args = append(args, "about:blank")
 
 	// Files, not pipes: Chromium's helper processes inherit stdio and may
 	// outlive the browser process for a moment.
 	stderr, err := os.Create(filepath.Join(profile, "chromium.stderr.log"))
 	if err != nil {
-		return fmt.Errorf("create chromium log: %w", err)
+		return Page{}, fmt.Errorf("create chromium log: %w", err)
 	}
 	defer stderr.Close()
+	// Chromium reads commands on its fd 3 and writes on its fd 4.
+	cmdR, cmdW, err := os.Pipe()
+	if err != nil {
+		return Page{}, fmt.Errorf("chromium devtools pipe: %w", err)
+	}
+	defer cmdW.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		cmdR.Close()
+		return Page{}, fmt.Errorf("chromium devtools pipe: %w", err)
+	}
+	defer outR.Close()
+
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	cmd := exec.CommandContext(runCtx, c.Binary, args...)
-	cmd.Stdout = c.Stdout
+	cmd.Stdout = stderr
 	cmd.Stderr = stderr
+	cmd.ExtraFiles = []*os.File{cmdR, outW}
 	cmd.Env = append(os.Environ(), "HOME="+profile)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = c.Grace
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("chromium %s: %w", c.Flag, err)
+	err = cmd.Start()
+	cmdR.Close()
+	outW.Close()
+	if err != nil {
+		return Page{}, fmt.Errorf("chromium %s: %w", c.Kind, err)
 	}
-	if c.Memory.Limit <= 0 {
-		err = cmd.Wait()
-	} else {
-		watch := newMemoryWatch(c.Memory, cmd.Process.Pid)
-		done, watched := make(chan struct{}), make(chan struct{})
+	state := newPageState()
+	tools := newDevtools(cmdW, outR, state.event)
+
+	// The watch follows Chromium's processes so that none outlives the
+	// capture; under a memory limit it also looks every memoryPoll.
+	watch := newMemoryWatch(c.Memory, cmd.Process.Pid)
+	done, watched := make(chan struct{}), make(chan struct{})
+	if c.Memory.Limit > 0 {
 		go func() {
 			defer close(watched)
 			watch.run(done, func() { watch.killAll(); stop() })
 		}()
-		err = cmd.Wait()
-		close(done)
-		<-watched
-		watch.endRest()
-		if err != nil {
-			merr := watch.stopped()
-			if merr == nil && ctx.Err() == nil {
-				// Chromium ended on its own: a process the limit ended
-				// since the last look may be why.
-				merr = watch.verdict()
-			}
-			if merr != nil {
-				return merr
-			}
+	} else {
+		close(watched)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	data, page, derr := drive(runCtx, tools, state, c)
+	// A page that did not load, or was a download, leaves Chromium well.
+	healthy := derr == nil || errors.As(derr, new(*LoadError)) || errors.As(derr, new(*DownloadError))
+	watch.look() // Chromium's processes now, to see each of them end
+	var werr error
+	if healthy {
+		// Done with the page: ask Chromium to close, and stop it when it
+		// does not within Grace.
+		closeCtx, cancel := context.WithTimeout(runCtx, c.Grace)
+		_ = tools.call(closeCtx, "", "Browser.close", struct{}{}, nil)
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(c.Grace):
+			stop()
+			<-exited
+		}
+	} else {
+		// Chromium failed, or ended, or ctx is done: it goes now.
+		stop()
+		werr = <-exited
+	}
+	close(done)
+	<-watched
+	watch.endRest()
+	if merr := watch.stopped(); merr != nil {
+		return page, merr
+	}
+	if !healthy && c.Memory.Limit > 0 && ctx.Err() == nil {
+		// Chromium failed on its own: a process the limit ended since
+		// the last look may be why.
+		if merr := watch.verdict(); merr != nil {
+			return page, merr
 		}
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("chromium %s: %w", c.Flag, ctx.Err())
-		}
-		return fmt.Errorf("chromium %s: %w; stderr: %s", c.Flag, err, tail(stderr.Name()))
+	switch {
+	case derr == nil:
+	case ctx.Err() != nil:
+		return page, fmt.Errorf("chromium %s: %w", c.Kind, ctx.Err())
+	case errors.As(derr, new(*LoadError)), errors.As(derr, new(*DownloadError)):
+		return page, derr
+	case werr != nil && !errors.Is(werr, context.Canceled) && !isSignal(werr, syscall.SIGTERM):
+		return page, fmt.Errorf("chromium %s: %w; stderr: %s", c.Kind, werr, tail(stderr.Name()))
+	default:
+		return page, fmt.Errorf("chromium %s: %w; stderr: %s", c.Kind, derr, tail(stderr.Name()))
 	}
-	return loadFailure(stderr.Name())
+	if _, err := c.Out.Write(data); err != nil {
+		return page, fmt.Errorf("chromium %s: write the capture: %w", c.Kind, err)
+	}
+	return page, nil
 }
 
-// LoadError is a capture whose page did not load: Chromium exited 0 but
-// said on stderr that the navigation failed, and captured nothing of the
-// page (or its own error page, which the origin never sent).
+// isSignal reports whether err is a process ended by sig.
+func isSignal(err error, sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// LoadError is a capture whose page did not load: the navigation failed,
+// so Chromium has nothing of the page, only its own error page, which the
+// origin never sent.
 type LoadError struct {
 	Net string // Chromium's net error, e.g. net::ERR_CONNECTION_REFUSED
 }
 
 func (e *LoadError) Error() string { return "the page did not load: " + e.Net }
-
-// pageLoadFailed is the line headless Chromium's command handler logs when
-// the page's navigation fails.
-var pageLoadFailed = regexp.MustCompile(`Page load failed: (net::ERR_[A-Z0-9_]+)`)
-
-// loadFailure is a *LoadError when Chromium's log at path says the page
-// did not load, else nil.
-func loadFailure(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("read chromium log: %w", err)
-	}
-	m := pageLoadFailed.FindAllSubmatch(b, -1)
-	if len(m) == 0 {
-		return nil
-	}
-	return &LoadError{Net: string(m[len(m)-1][1])}
-}
 
 const tailMax = 2048
 

@@ -1,8 +1,14 @@
 package chrome
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,26 +50,26 @@ func TestFind(t *testing.T) {
 	assert.Equal(t, "install chromium (or set CHROME_BINARY) to enable screenshot, pdf", EnableHint([]string{"screenshot", "pdf"}))
 }
 
-func TestRunPassesURLAsOneArgument(t *testing.T) {
-	bin, argvFile := fakeChromium(t, `echo '<html></html>'`)
+// TestRunKeepsTheURLOffTheCommandLine: Chromium gets its flags and
+// about:blank; the URL goes over the DevTools pipe, so no argument of
+// Chromium's (or a shell's) ever parses it.
+func TestRunKeepsTheURLOffTheCommandLine(t *testing.T) {
+	bin, argvFile := fakeChromium(t, "exit 0")
 	const url = `http://h/x?a='b"c d$(touch pwned);e`
-	out, err := os.Create(filepath.Join(t.TempDir(), "out.html"))
-	require.NoError(t, err)
-	defer out.Close()
-	err = Run(context.Background(), Capture{Binary: bin, UserAgent: "UA x", Extra: []string{"--foo"}, Flag: "--dump-dom", URL: url, Stdout: out, Grace: time.Second,
-		Proxy: "http://127.0.0.1:3128"})
-	require.NoError(t, err)
+	_, err := Run(context.Background(), Capture{Binary: bin, UserAgent: "UA x", Extra: []string{"--foo"}, Kind: DOM, URL: url,
+		Out: io.Discard, Grace: time.Second, Proxy: "http://127.0.0.1:3128"})
+	require.Error(t, err, "a Chromium that never answers on its pipe captured nothing")
+	assert.Contains(t, err.Error(), "chromium closed its DevTools pipe")
 	b, err := os.ReadFile(argvFile)
 	require.NoError(t, err)
 	argv := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	assert.Equal(t, url, argv[len(argv)-1], "the URL is the last argument, verbatim")
-	assert.Equal(t, "--dump-dom", argv[len(argv)-2])
-	assert.Contains(t, argv, "--headless")
-	assert.Contains(t, argv, "--no-sandbox")
-	assert.Contains(t, argv, "--user-agent=UA x")
-	assert.Contains(t, argv, "--foo")
-	assert.Contains(t, argv, "--proxy-server=http://127.0.0.1:3128")
-	assert.Contains(t, argv, "--proxy-bypass-list=<-loopback>", "loopback goes through the fetch proxy too")
+	assert.NotContains(t, string(b), "h/x", "the URL is not on the command line")
+	assert.Equal(t, "about:blank", argv[len(argv)-1])
+	assert.Equal(t, "--foo", argv[len(argv)-2], "operator arguments come last, before the blank page")
+	for _, a := range []string{"--headless", "--no-sandbox", "--remote-debugging-pipe", "--user-agent=UA x",
+		"--proxy-server=http://127.0.0.1:3128", "--proxy-bypass-list=<-loopback>"} {
+		assert.Contains(t, argv, a)
+	}
 	var profile string
 	for _, a := range argv {
 		if strings.HasPrefix(a, "--user-data-dir=") {
@@ -72,31 +78,102 @@ func TestRunPassesURLAsOneArgument(t *testing.T) {
 	}
 	require.NotEmpty(t, profile)
 	assert.NoDirExists(t, profile, "the throw-away profile is removed")
-	html, err := os.ReadFile(out.Name())
-	require.NoError(t, err)
-	assert.Equal(t, "<html></html>\n", string(html))
 }
 
 func TestRunReportsFailureWithStderr(t *testing.T) {
 	bin, _ := fakeChromium(t, "echo 'cannot open display' >&2; exit 3")
-	err := Run(context.Background(), Capture{Binary: bin, Flag: "--screenshot=/x.png", URL: "http://h/"})
+	_, err := Run(context.Background(), Capture{Binary: bin, Kind: Screenshot, URL: "http://h/", Out: io.Discard})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "exit status 3")
+	assert.Contains(t, err.Error(), "chromium screenshot: exit status 3")
 	assert.Contains(t, err.Error(), "cannot open display")
 }
 
-// Headless Chromium exits 0 when the page's navigation fails: Run tells
-// that from a capture by the line it logs.
+// realChromium is the Chromium on PATH; the test is skipped without one.
+func realChromium(t *testing.T) string {
+	t.Helper()
+	bin, err := Find("")
+	if err != nil {
+		t.Skip(err)
+	}
+	return bin
+}
+
+// TestRunCapturesThePageWithItsAnswer drives a real Chromium: each kind
+// of capture of a page that redirects, with the status and URL its main
+// document was answered after the redirect, whatever that status is.
+func TestRunCapturesThePageWithItsAnswer(t *testing.T) {
+	bin := realChromium(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/moved":
+			http.Redirect(w, r, "/busy", http.StatusFound)
+			return
+		case "/busy":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprint(w, "<!doctype html><title>t</title><p>page "+r.URL.Path+"</p>")
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		path   string
+		status int
+		final  string
+	}{{"/", 200, "/"}, {"/moved", 503, "/busy"}} {
+		for _, kind := range []Kind{Screenshot, PDF, DOM} {
+			var out bytes.Buffer
+			page, err := Run(context.Background(), Capture{Binary: bin, Kind: kind, URL: srv.URL + tc.path, Out: &out,
+				Grace: 5 * time.Second, Viewport: Viewport{1440, 2000}})
+			require.NoError(t, err, "%s of %s", kind, tc.path)
+			assert.Equal(t, Page{Status: tc.status, URL: srv.URL + tc.final, MIMEType: "text/html"}, page, "%s of %s", kind, tc.path)
+			switch kind {
+			case Screenshot:
+				require.True(t, bytes.HasPrefix(out.Bytes(), []byte("\x89PNG\r\n\x1a\n")), "a PNG")
+				assert.Equal(t, []byte{0, 0, 0x05, 0xa0, 0, 0, 0x07, 0xd0}, out.Bytes()[16:24], "1440×2000, the viewport's size")
+			case PDF:
+				assert.True(t, bytes.HasPrefix(out.Bytes(), []byte("%PDF-")), "a PDF")
+			case DOM:
+				assert.Equal(t, "<!DOCTYPE html>\n<html><head><title>t</title></head><body><p>page "+tc.final+"</p></body></html>", out.String())
+			}
+		}
+	}
+}
+
+// A page answered as a download (here Content-Disposition: attachment) is
+// nothing Chromium shows: Run says so with the answer, at once, and writes
+// nothing.
+func TestRunSaysAPageIsADownload(t *testing.T) {
+	bin := realChromium(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/zip")
+		w.Header().Set("Content-Disposition", "attachment; filename=report.zip")
+		_, _ = w.Write([]byte("PK\x03\x04"))
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	page, err := Run(context.Background(), Capture{Binary: bin, Kind: DOM, URL: srv.URL + "/report", Out: &out, Grace: 5 * time.Second})
+	var derr *DownloadError
+	require.ErrorAs(t, err, &derr)
+	want := Page{Status: 200, URL: srv.URL + "/report", MIMEType: "application/zip"}
+	assert.Equal(t, want, derr.Page)
+	assert.Equal(t, want, page)
+	assert.Equal(t, srv.URL+"/report answered HTTP 200 with application/zip as a download, which Chromium does not render", err.Error())
+	assert.Zero(t, out.Len())
+}
+
+// A page whose navigation fails has nothing to capture: Run says why
+// with Chromium's net error and writes nothing.
 func TestRunReportsAPageThatDidNotLoad(t *testing.T) {
-	bin, _ := fakeChromium(t, `echo '[1:1:1128/131723.093082:ERROR:components/headless/command_handler/headless_command_handler.cc:403] Page load failed: net::ERR_NAME_NOT_RESOLVED' >&2; exit 0`)
-	err := Run(context.Background(), Capture{Binary: bin, Flag: "--screenshot=/x.png", URL: "http://h/"})
+	bin := realChromium(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String() + "/"
+	require.NoError(t, ln.Close()) // refused from now on
+	var out bytes.Buffer
+	_, err = Run(context.Background(), Capture{Binary: bin, Kind: Screenshot, URL: url, Out: &out, Grace: 5 * time.Second})
 	var lerr *LoadError
 	require.ErrorAs(t, err, &lerr)
-	assert.Equal(t, "net::ERR_NAME_NOT_RESOLVED", lerr.Net)
-	assert.Equal(t, "the page did not load: net::ERR_NAME_NOT_RESOLVED", err.Error())
-
-	bin, _ = fakeChromium(t, `echo 'Failed to connect to the bus' >&2; exit 0`)
-	require.NoError(t, Run(context.Background(), Capture{Binary: bin, Flag: "--screenshot=/x.png", URL: "http://h/"}), "other noise is no failure")
+	assert.Equal(t, "the page did not load: net::ERR_CONNECTION_REFUSED", err.Error())
+	assert.Zero(t, out.Len())
 }
 
 func TestRunStopsOnCancel(t *testing.T) {
@@ -104,7 +181,8 @@ func TestRunStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Capture{Binary: bin, Flag: "--dump-dom", URL: "http://h/", Grace: 30 * time.Second})
+		_, err := Run(ctx, Capture{Binary: bin, Kind: DOM, URL: "http://h/", Out: io.Discard, Grace: 30 * time.Second})
+		done <- err
 	}()
 	require.Eventually(t, func() bool { _, err := os.Stat(argvFile); return err == nil }, 30*time.Second, 10*time.Millisecond)
 	cancel()

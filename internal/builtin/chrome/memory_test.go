@@ -3,6 +3,7 @@ package chrome
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,7 @@ func runWith(t *testing.T, bin string, m Memory) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
-	err := Run(ctx, Capture{Binary: bin, Flag: "--dump-dom", URL: "http://h/", Grace: 30 * time.Second, Memory: m})
+	_, err := Run(ctx, Capture{Binary: bin, Kind: DOM, URL: "http://h/", Out: io.Discard, Grace: 30 * time.Second, Memory: m})
 	require.NoError(t, ctx.Err(), "Run returned only at its deadline: %v", err)
 	return time.Since(start), err
 }
@@ -71,7 +72,8 @@ func TestRunStopsWhenAProcessEndsAtTheDataLimit(t *testing.T) {
 }
 
 // A process that ends small is no sign of the limit: the capture runs on
-// (here until the browser exits on its own, with an ordinary error).
+// (here until the browser exits on its own, with an ordinary error, or
+// without a word on its DevTools pipe).
 func TestRunIgnoresSmallProcessesEnding(t *testing.T) {
 	bin, _ := fakeChromium(t, "sleep 0.3 & wait\n(head -c 20000000 /dev/zero; sleep 0.5) | tail > /dev/null\nexit 3")
 	_, err := runWith(t, bin, Memory{Limit: 256 << 20, PerProcess: true})
@@ -80,9 +82,11 @@ func TestRunIgnoresSmallProcessesEnding(t *testing.T) {
 	assert.False(t, errors.As(err, &merr), "got %v", err)
 	assert.Contains(t, err.Error(), "exit status 3")
 
-	ok, _ := fakeChromium(t, "sleep 0.3")
-	_, err = runWith(t, ok, Memory{Limit: 256 << 20, PerProcess: true})
-	assert.NoError(t, err)
+	mute, _ := fakeChromium(t, "sleep 0.3")
+	_, err = runWith(t, mute, Memory{Limit: 256 << 20, PerProcess: true})
+	require.Error(t, err)
+	assert.False(t, errors.As(err, &merr), "got %v", err)
+	assert.Contains(t, err.Error(), "chromium closed its DevTools pipe")
 }
 
 // In a cgroup, an OOM kill counted by the cgroup stops the capture at
