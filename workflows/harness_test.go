@@ -233,6 +233,17 @@ func newFakeStore() *fakeStore {
 	return &fakeStore{results: map[string]activities.ResultInput{}}
 }
 
+// recorded is the status of each hook result written, by hook name.
+func (s *fakeStore) recorded() map[string]model.Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]model.Status{}
+	for _, in := range s.results {
+		out[in.Result.Hook] = in.Result.Status
+	}
+	return out
+}
+
 func (s *fakeStore) SetJobState(_ context.Context, in activities.JobStateInput) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -234,9 +234,9 @@ func TestBusyHostBackgroundHookIsWaitedFor(t *testing.T) {
 	assert.Equal(t, 1, count(h.runner.snapshot(), bg, "start"))
 	// As in TestBackgroundHookRunsAcrossStepsAndIsCancelledAtSeal, the test
 	// environment resolves the cancelled activity at once, without a
-	// result: to the workflow a hook the seal reached before it started.
-	assert.Equal(t, model.StatusSkipped, result(t, st, bg).Status)
-	assert.Equal(t, activities.NotStartedBeforeSeal, result(t, st, bg).OutputStr)
+	// result: to the workflow a hook that was ready and reported nothing.
+	assert.Equal(t, model.StatusFailed, result(t, st, bg).Status)
+	assert.Equal(t, SealedBetweenAttempts, result(t, st, bg).Error)
 	assert.Equal(t, model.StatusSucceeded, result(t, st, fg).Status)
 }
 

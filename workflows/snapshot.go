@@ -463,6 +463,7 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 		err := fut.Get(c, &res)
 		switch {
 		case err == nil:
+			res.ArchiveResult = s.sealedBetweenAttempts(h, run.ReadyKey, res.ArchiveResult)
 		case temporal.IsCanceledError(err):
 			// Cancelled before the child ran: its hook never started.
 			res = activities.RunHookResult{ArchiveResult: skippedResult(h, workflow.Now(s.dctx), activities.NotStartedBeforeSeal)}
@@ -475,6 +476,32 @@ func (s *snapshot) startBackground(h activities.HookSpec) {
 		s.awaitReady(h, run.ReadyKey)
 	}
 }
+
+// sealedBetweenAttempts corrects the child's "not started before the
+// seal" for a background hook that said it was ready (InputV3): it did
+// start. The child cannot tell, because a cancelled activity carries no
+// attempt: on a real server that is an attempt that ended transiently
+// while the seal came during the retry policy's wait for the next one
+// (an attempt the seal stops reports its own result). It ran and nothing
+// reported a final result, so it failed; its files stay.
+func (s *snapshot) sealedBetweenAttempts(h activities.HookSpec, key string, res model.ArchiveResult) model.ArchiveResult {
+	if res.Status != model.StatusSkipped || res.OutputStr != activities.NotStartedBeforeSeal || !s.ready[key] ||
+		workflow.GetVersion(s.dctx, sealedBetweenAttemptsChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return res
+	}
+	res.Status, res.OutputStr, res.Attempts = model.StatusFailed, "", 1
+	res.Error = SealedBetweenAttempts
+	return res
+}
+
+// SealedBetweenAttempts is the error of a background hook that started
+// and was sealed before any attempt reported a final result.
+const SealedBetweenAttempts = "stopped at seal before any attempt reported a final result: an attempt ran (the hook said " +
+	"it was ready) and the retry policy was waiting to run it again; see the hook's files and the job log"
+
+// sealedBetweenAttemptsChange marks histories in which a background hook
+// that was ready and then sealed between attempts is failed, not skipped.
+const sealedBetweenAttemptsChange = "bg-sealed-between-attempts"
 
 // hearReady keeps what SignalHookReady says (InputV3).
 func (s *snapshot) hearReady(ctx workflow.Context) {

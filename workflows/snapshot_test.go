@@ -149,10 +149,11 @@ func TestBackgroundHookRunsAcrossStepsAndIsCancelledAtSeal(t *testing.T) {
 	// test environment resolves a cancelled activity at once, without the
 	// result a real server delivers after the runner's SIGTERM (the engine
 	// tests cover that side), so to the workflow this is an activity that
-	// never reported: a hook the seal reached before it started.
+	// never reported; the hook said it was ready, so it ran: failed, with
+	// no final result (sealedBetweenAttempts), never "not started".
 	res := result(t, st, bg)
-	assert.Equal(t, model.StatusSkipped, res.Status)
-	assert.Equal(t, activities.NotStartedBeforeSeal, res.OutputStr)
+	assert.Equal(t, model.StatusFailed, res.Status)
+	assert.Equal(t, SealedBetweenAttempts, res.Error)
 	assert.True(t, res.Background)
 	assert.Equal(t, 2, res.Step)
 	assert.Contains(t, h.store.states, model.StateDraining, "draining while the background hook is stopped")
@@ -583,11 +584,31 @@ func TestBackgroundHookNotStartedBeforeSealIsSkipped(t *testing.T) {
 	assert.True(t, res.Background)
 	assert.Equal(t, 1, st.Counters.Skipped)
 	assert.Zero(t, st.Counters.Failed)
-	recorded := map[string]model.Status{}
-	for _, in := range h.store.results {
-		recorded[in.Result.Hook] = in.Result.Status
-	}
-	assert.Equal(t, model.StatusSkipped, recorded[bg], "Redis counts it skipped")
+	assert.Equal(t, model.StatusSkipped, h.store.recorded()[bg], "Redis counts it skipped")
+}
+
+// A background hook that started (it said it was ready), ended its first
+// attempt transiently and was sealed while its retry policy waited to run
+// it again did run: failed, saying so, not "not started before the seal".
+func TestBackgroundHookSealedBetweenAttemptsFailed(t *testing.T) {
+	const bg, fg = "on_Snapshot__60_fetch.bg.sh", "on_Snapshot__70_b.sh"
+	h := newHarness(t, plan(bg, fg))
+	h.runner.on(bg, transient)
+	in := input(1)
+	in.Retry.PerPlugin = map[string]Retry{"fetch": {InitialInterval: time.Hour, BackoffCoefficient: 2, MaximumInterval: time.Hour, MaximumAttempts: 3}}
+
+	st := h.run(in)
+
+	assert.Equal(t, model.StateFinished, st.State)
+	res := result(t, st, bg)
+	assert.Equal(t, model.StatusFailed, res.Status)
+	assert.Equal(t, SealedBetweenAttempts, res.Error)
+	assert.Empty(t, res.OutputStr)
+	assert.Equal(t, 1, res.Attempts)
+	assert.Equal(t, 1, count(h.runner.snapshot(), bg, "start"), "one attempt, then the seal")
+	assert.Equal(t, 1, st.Counters.Failed)
+	assert.Zero(t, st.Counters.Skipped)
+	assert.Equal(t, model.StatusFailed, h.store.recorded()[bg], "Redis counts it failed")
 }
 
 // A set_settings update or signal that sends an empty ignore pattern (which

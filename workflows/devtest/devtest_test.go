@@ -589,3 +589,28 @@ func TestTitleMemoOnDevServer(t *testing.T) {
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(field, &title))
 	assert.Equal(t, "Tïtle from a hook", title)
 }
+
+// A background hook that printed (so it was ready), ended its attempt
+// transiently and was sealed while its retry policy waited to run it
+// again is failed, saying so, not "not started before the seal"
+// (sealedBetweenAttempts).
+func TestBackgroundSealedBetweenAttemptsOnDevServer(t *testing.T) {
+	e := start(t)
+	e.hook("fetch", "on_Snapshot__60_fetch.bg.sh", `echo 'fetching'; exit 1`)
+	e.hook("b", "on_Snapshot__70_b.sh", `true`)
+	in := e.input("devtestsealedretry", 1)
+	in.Retry.PerPlugin = map[string]workflows.Retry{"fetch": {InitialInterval: time.Hour, BackoffCoefficient: 1, MaximumInterval: time.Hour, MaximumAttempts: 3}}
+
+	st := e.execute(in, nil)
+
+	require.Equal(t, model.StateFinished, st.State, st.Error)
+	var res *model.ArchiveResult
+	for _, hs := range st.Hooks {
+		if hs.Hook == "on_Snapshot__60_fetch.bg.sh" {
+			res = hs.Result
+		}
+	}
+	require.NotNil(t, res)
+	assert.Equal(t, model.StatusFailed, res.Status)
+	assert.Equal(t, workflows.SealedBetweenAttempts, res.Error)
+}
