@@ -371,7 +371,7 @@ func (a *CrawlActivities) RunPage(ctx context.Context, in RunPageInput) (PageRes
 	}
 	info := activity.GetInfo(ctx)
 	log := a.log.With(logging.Ident(ident), zap.Int64("page", p.ID), logging.Attempt(p.Attempt), zap.Int32("activity_attempt", info.Attempt))
-	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, Progress{Attempt: p.Attempt})
+	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, fixed(Progress{Attempt: p.Attempt}))
 	defer stop()
 	d, err := a.runAttempt(ctx, ctx, 0, log, in, fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt))
 	if err != nil {
@@ -668,13 +668,16 @@ func interrupted(ctx context.Context, log *zap.Logger, work string, shutdown err
 }
 
 // heartbeatEvery heartbeats details until the returned stop is called.
-func heartbeatEvery(ctx context.Context, every time.Duration, details any) func() {
+func heartbeatEvery(ctx context.Context, every time.Duration, details func() any) func() {
 	return onTicks(every, func() {
 		if ctx.Err() == nil {
-			activity.RecordHeartbeat(ctx, details)
+			activity.RecordHeartbeat(ctx, details())
 		}
 	})
 }
+
+// fixed is heartbeat details that do not change.
+func fixed(details any) func() any { return func() any { return details } }
 
 // onTicks calls fn every d until the returned stop is called; stop
 // returns once fn is no longer running.
@@ -804,7 +807,7 @@ func (h *CrawlHostActivities) CompleteSeedPage(ctx context.Context, in SeedPageI
 	a := h.c
 	ident := in.Crawl.Job.Ident
 	log := a.log.With(logging.Ident(ident), zap.Int64("page", in.Page.ID))
-	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, Progress{Attempt: in.Page.Attempt})
+	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, fixed(Progress{Attempt: in.Page.Attempt}))
 	defer stop()
 	recs, err := a.pages.SeedRecords(ctx, in)
 	if err != nil {

@@ -104,7 +104,11 @@ func (a *CrawlActivities) RunPageBatch(ctx context.Context, in RunPageBatchInput
 	}
 	info := activity.GetInfo(ctx)
 	log := a.log.With(logging.Ident(ident), zap.Int("batch_pages", len(in.Pages)), zap.Int32("activity_attempt", info.Attempt))
-	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, Progress{Attempt: int(info.Attempt)})
+	b := &pageBatch{a: a, in: in, log: log, start: time.Now(), ended: make(chan struct{}, len(in.Pages)), hosts: map[string]int{},
+		waiting: len(in.Pages), res: BatchResult{HostQueue: a.hostQueue, Statuses: map[string]int{}}}
+	progress := func() any { return b.progress(int(info.Attempt)) }
+	b.beat = func() { activity.RecordHeartbeat(ctx, progress()) }
+	stop := heartbeatEvery(ctx, a.opts.HeartbeatInterval, progress)
 	defer stop()
 	pages := in.Pages
 	if info.Attempt > 1 {
@@ -114,8 +118,6 @@ func (a *CrawlActivities) RunPageBatch(ctx context.Context, in RunPageBatchInput
 		}
 		log.Info("page batch run again: its pages still claimed", zap.Int("pages", len(pages)))
 	}
-	b := &pageBatch{a: a, in: in, log: log, start: time.Now(), ended: make(chan struct{}, len(pages)), hosts: map[string]int{},
-		res: BatchResult{HostQueue: a.hostQueue, Statuses: map[string]int{}}}
 	b.sink = newPageSink(ctx, b)
 	logKey := fmt.Sprintf("%s/%s/attempt-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 	rest := b.run(ctx, pages, logKey)
@@ -158,6 +160,8 @@ type pageBatch struct {
 
 	mu       sync.Mutex
 	inflight int
+	waiting  int            // the batch's pages not started yet
+	beat     func()         // records the batch's heartbeat now
 	hosts    map[string]int // the batch's pages running per host
 	err      error          // the first page that could not be recorded
 	res      BatchResult
@@ -172,6 +176,9 @@ type pageBatch struct {
 // or its pages released by the workflow).
 func (b *pageBatch) run(ctx context.Context, pages []PageSpec, logKey string) []PageSpec {
 	waiting := slices.Clone(pages)
+	b.setWaiting(len(waiting))
+	first := true
+	defer b.setWaiting(0)
 	for len(waiting) > 0 {
 		settings, why, ok := b.slot(ctx)
 		if !ok {
@@ -192,6 +199,7 @@ func (b *pageBatch) run(ctx context.Context, pages []PageSpec, logKey string) []
 		}
 		p := waiting[i]
 		waiting = slices.Delete(waiting, i, i+1)
+		b.setWaiting(len(waiting))
 		p, skip, err := b.rules(ctx, p)
 		if err != nil {
 			b.fail(err)
@@ -215,8 +223,28 @@ func (b *pageBatch) run(ctx context.Context, pages []PageSpec, logKey string) []
 			}()
 			b.page(ctx, p, settings, fmt.Sprintf("%s/page-%d", logKey, p.ID))
 		})
+		if first {
+			// Say at once that pages run, not after a heartbeat interval.
+			b.beat()
+			first = false
+		}
 	}
 	return nil
+}
+
+// setWaiting notes how many of the batch's pages have not started.
+func (b *pageBatch) setWaiting(n int) {
+	b.mu.Lock()
+	b.waiting = n
+	b.mu.Unlock()
+}
+
+// progress is the batch's heartbeat: its attempt, and how many of its
+// claimed pages run and wait (starter status shows them).
+func (b *pageBatch) progress(attempt int) BatchProgress {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return BatchProgress{Attempt: attempt, PagesRunning: b.inflight, PagesWaiting: b.waiting}
 }
 
 // next is the index of the first waiting page whose host may start one

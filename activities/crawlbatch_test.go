@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/archiveflow/archiveflow/internal/model"
@@ -86,7 +89,8 @@ type batchRunner struct {
 	ran       []int64
 	uas       map[int64]string
 	onPage    func(ran int)
-	hang      int64 // a page that runs until its context ends
+	hang      int64         // a page that runs until its context ends
+	gate      chan struct{} // when set, every page runs until it is closed
 	hostNow   map[string]int
 	hostMost  map[string]int
 }
@@ -101,9 +105,15 @@ func (r *batchRunner) RunPage(ctx context.Context, run PageRun) (PageOutcome, er
 		r.hostMost[host] = max(r.hostMost[host], r.hostNow[host])
 	}
 	r.mu.Unlock()
-	if run.Page.ID == r.hang {
+	switch {
+	case run.Page.ID == r.hang:
 		<-ctx.Done()
-	} else {
+	case r.gate != nil:
+		select {
+		case <-r.gate:
+		case <-ctx.Done():
+		}
+	default:
 		time.Sleep(5 * time.Millisecond)
 	}
 	r.mu.Lock()
@@ -136,15 +146,20 @@ func runBatch(t *testing.T, store *batchStore, runner *batchRunner, in RunPageBa
 	return runBatchWith(t, store, runner, in, CrawlOptions{})
 }
 
-// runBatchWith is runBatch with the per-host options of opts.
-func runBatchWith(t *testing.T, store *batchStore, runner *batchRunner, in RunPageBatchInput, opts CrawlOptions) (BatchResult, error) {
+// runBatchWith is runBatch with the per-host options and heartbeat
+// interval of opts; setup, when given, prepares the test environment.
+func runBatchWith(t *testing.T, store *batchStore, runner *batchRunner, in RunPageBatchInput, opts CrawlOptions,
+	setup ...func(*testsuite.TestActivityEnvironment)) (BatchResult, error) {
 	t.Helper()
-	a, err := NewCrawl(store, runner, "host-q", nil, nil, CrawlOptions{HeartbeatInterval: time.Second,
+	a, err := NewCrawl(store, runner, "host-q", nil, nil, CrawlOptions{HeartbeatInterval: cmp.Or(opts.HeartbeatInterval, time.Second),
 		LiveInterval: time.Millisecond, WriteTimeout: time.Second, LogLineBytes: 300,
 		HostConcurrency: opts.HostConcurrency, HostLimits: opts.HostLimits})
 	require.NoError(t, err)
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
+	for _, f := range setup {
+		f(env)
+	}
 	env.RegisterActivity(a)
 	if in.Crawl.Job.Ident == "" {
 		in.Crawl = Crawl{Job: Job{Ident: "c1", URL: "http://site.test/"}, MaxDepth: -1, PageAttempts: 3}
@@ -182,6 +197,39 @@ func TestPageBatchKeepsToTheLiveConcurrency(t *testing.T) {
 	assert.Empty(t, store.released)
 	assert.Equal(t, "host-q", res.HostQueue)
 	assert.Equal(t, int64(12), res.Counts.Done)
+}
+
+// TestPageBatchHeartbeatSaysWhichPagesRun: a batch's heartbeat says how
+// many of its claimed pages are running and how many have not started
+// (starter status splits a crawl's claimed pages so), at once when its
+// first page starts, not a heartbeat interval later. (The SDK's activity
+// test environment holds every later heartbeat back for 30 s, so this
+// test sees the first.)
+func TestPageBatchHeartbeatSaysWhichPagesRun(t *testing.T) {
+	store, runner := newBatchStore(3), &batchRunner{gate: make(chan struct{})}
+	beats := make(chan BatchProgress, 100)
+	listen := func(env *testsuite.TestActivityEnvironment) {
+		env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+			var p BatchProgress
+			if details.Get(&p) == nil {
+				beats <- p
+			}
+		})
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := runBatchWith(t, store, runner, RunPageBatchInput{Pages: batchPages(12), Settings: model.Settings{Concurrency: 8}},
+			CrawlOptions{HeartbeatInterval: time.Hour}, listen)
+		done <- err
+	}()
+	select {
+	case p := <-beats:
+		assert.Equal(t, BatchProgress{Attempt: 1, PagesRunning: 1, PagesWaiting: 11}, p, "the first page runs, 11 wait")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no heartbeat when the batch's first page started")
+	}
+	close(runner.gate)
+	require.NoError(t, <-done)
 }
 
 // TestPageBatchKeepsToItsShare: a batch holding 4 of a concurrency of 8

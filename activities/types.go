@@ -205,6 +205,16 @@ type Progress struct {
 	Responses   int64 `json:"responses"`
 }
 
+// BatchProgress is a RunPageBatch's heartbeat: Progress's attempt, and
+// how many of the batch's claimed pages are running and how many have not
+// started yet (a batch claims up to crawl.batch_pages at once and runs at
+// most its share of the concurrency).
+type BatchProgress struct {
+	Attempt      int `json:"attempt,omitempty"`
+	PagesRunning int `json:"pages_running"`
+	PagesWaiting int `json:"pages_waiting"`
+}
+
 // Counters are a job's absolute hook counters, computed by the workflow so
 // a retried write can never double-count.
 type Counters struct {

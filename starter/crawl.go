@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/archivedir"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/engine"
@@ -58,6 +61,11 @@ type crawlJSON struct {
 	// (hooks.retry_later), RetryAt when the first is due.
 	Waiting int64      `json:"waiting,omitempty"`
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// Running is how many CLAIMED pages are running now, read from the
+	// crawl's page activities (a batch claims up to crawl.batch_pages and
+	// runs its share of the concurrency; its heartbeat says how many run);
+	// nil when Temporal could not say.
+	Running *int64 `json:"claimed_running,omitempty"`
 }
 
 // depthLimit says a crawl's depth limit in words.
@@ -101,6 +109,45 @@ func jobCrawl(ctx context.Context, b *backend.Backend, v rkeys.JobView) (*crawlJ
 	return c, nil
 }
 
+// The activity types of a crawl's pages: one page, a batch of pages.
+const (
+	runPageActivity      = "RunPage"
+	runPageBatchActivity = "RunPageBatch"
+	seedWorkflowType     = "SnapshotWorkflow" // a crawl's start page
+)
+
+// pagesRunning is how many of a crawl's pages run now: its start page
+// while its seed snapshot (a child SnapshotWorkflow) runs, one per RunPage
+// activity, and what each RunPageBatch's last heartbeat says
+// (activities.BatchProgress); nil when the crawl's workflow cannot be
+// described. Best effort: a batch that has not beaten yet counts none.
+func pagesRunning(ctx context.Context, c client.Client, workflowID string) *int64 {
+	dctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	desc, err := c.DescribeWorkflowExecution(dctx, workflowID, "")
+	if err != nil {
+		return nil
+	}
+	var n int64
+	for _, pc := range desc.GetPendingChildren() {
+		if pc.GetWorkflowTypeName() == seedWorkflowType {
+			n++
+		}
+	}
+	for _, pa := range desc.GetPendingActivities() {
+		switch pa.GetActivityType().GetName() {
+		case runPageActivity:
+			n++
+		case runPageBatchActivity:
+			var p activities.BatchProgress
+			if pa.GetHeartbeatDetails() != nil && converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p) == nil {
+				n += int64(p.PagesRunning)
+			}
+		}
+	}
+	return &n
+}
+
 // printCrawl prints a crawl's pages by state and by depth.
 func printCrawl(w io.Writer, c *crawlJSON) {
 	p := c.Pages
@@ -113,6 +160,10 @@ func printCrawl(w io.Writer, c *crawlJSON) {
 	}
 	fmt.Fprintf(w, "  depth:    %s\n", c.depthLimit())
 	printPages(w, c.Total, p)
+	if c.Running != nil && p.Claimed > 0 {
+		fmt.Fprintf(w, "  claimed:  %d running, %d waiting their turn in a page batch or being recorded\n",
+			*c.Running, max(p.Claimed-*c.Running, 0))
+	}
 	if c.Waiting > 0 && c.RetryAt != nil {
 		fmt.Fprintf(w, "  waiting:  %d ready page(s) %s: their attempts ended transiently (hooks.retry_later)\n", c.Waiting, waitingWords(*c.RetryAt))
 	}

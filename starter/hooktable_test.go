@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,10 +12,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/mocks"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/config"
 	"github.com/archiveflow/archiveflow/internal/backend"
 	"github.com/archiveflow/archiveflow/internal/frontier"
@@ -378,4 +386,36 @@ func TestAJobThatOnlyWaitsShowsAsWaiting(t *testing.T) {
 	require.NotNil(t, j.RetryAt)
 	assert.Equal(t, at, *j.RetryAt)
 	assert.Nil(t, toJSON(rkeys.JobView{Ident: "j", State: model.StateFinished, RetryAt: at}, "").RetryAt, "a final job waits for nothing")
+}
+
+// TestCrawlStatusSaysHowManyClaimedPagesRun: status splits a crawl's
+// claimed pages into those running (the start page while its seed
+// snapshot runs, one per RunPage activity, and what each RunPageBatch's
+// heartbeat says) and those waiting their turn in a batch; without an answer from Temporal it says nothing of the split.
+func TestCrawlStatusSaysHowManyClaimedPagesRun(t *testing.T) {
+	beat, err := converter.GetDefaultDataConverter().ToPayloads(activities.BatchProgress{Attempt: 1, PagesRunning: 2, PagesWaiting: 70})
+	require.NoError(t, err)
+	pending := func(name string, details *commonpb.Payloads) *workflowpb.PendingActivityInfo {
+		return &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: name}, HeartbeatDetails: details}
+	}
+	c := &mocks.Client{}
+	c.On("DescribeWorkflowExecution", mock.Anything, "crawl1", "").Return(&workflowservice.DescribeWorkflowExecutionResponse{
+		PendingActivities: []*workflowpb.PendingActivityInfo{
+			pending("RunPageBatch", beat), pending("RunPageBatch", nil), pending("RunPage", nil), pending("SetJobState", nil),
+		},
+		PendingChildren: []*workflowpb.PendingChildExecutionInfo{{WorkflowId: "crawl1/seed", WorkflowTypeName: "SnapshotWorkflow"}},
+	}, nil)
+	c.On("DescribeWorkflowExecution", mock.Anything, "gone", "").Return(nil, errors.New("not found"))
+
+	running := pagesRunning(context.Background(), c, "crawl1")
+	require.NotNil(t, running)
+	assert.Equal(t, int64(4), *running, "the start page, two in a batch that beat, one page of its own; a batch yet to beat counts none")
+	assert.Nil(t, pagesRunning(context.Background(), c, "gone"))
+
+	var b strings.Builder
+	printCrawl(&b, &crawlJSON{MaxDepth: 1, Pages: frontier.StateCounts{Claimed: 74}, Running: running})
+	assert.Contains(t, b.String(), "  claimed:  4 running, 70 waiting their turn in a page batch or being recorded\n")
+	b.Reset()
+	printCrawl(&b, &crawlJSON{MaxDepth: 1, Pages: frontier.StateCounts{Claimed: 74}})
+	assert.NotContains(t, b.String(), "claimed: ")
 }

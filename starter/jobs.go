@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"github.com/archiveflow/archiveflow/activities"
 	"github.com/archiveflow/archiveflow/internal/backend"
@@ -269,14 +270,18 @@ func runStatus(ctx context.Context, a *app, inv *invocation) error {
 	j := toJSON(v, uiLink(inv.cfg.Temporal, id))
 	j.WACZ = toWACZJSON(v.Archive)
 	hooksOf := v
+	var also func(client.Client)
 	if v.FetchDepth == model.FetchInf {
 		if j.Crawl, err = jobCrawl(ctx, b, v); err != nil {
 			return err
 		}
 		// A crawl's hooks table is its start page's: the seed snapshot.
 		hooksOf.WorkflowID, hooksOf.RunID = workflows.CrawlSeedID(workflowID(v)), ""
+		if j.Crawl != nil && j.Crawl.Pages.Claimed > 0 {
+			also = func(tc client.Client) { j.Crawl.Running = pagesRunning(ctx, tc, workflowID(v)) }
+		}
 	}
-	j.hooksView = a.statusHooks(ctx, inv, hooksOf)
+	j.hooksView = a.statusHooks(ctx, inv, hooksOf, also)
 	if inv.json {
 		return writeJSON(a.stdout, j)
 	}

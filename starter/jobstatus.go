@@ -140,10 +140,10 @@ const (
 	statusQueryTimeout = 10 * time.Second
 )
 
-// statusHooks asks Temporal for the job's per-hook results. When the
-// workflow cannot be reached it says why; the caller still has Redis'
-// counts.
-func (a *app) statusHooks(ctx context.Context, inv *invocation, v rkeys.JobView) hooksView {
+// statusHooks asks Temporal for the job's per-hook results, and first
+// runs also (when not nil) with the same client. When the workflow cannot
+// be reached it says why; the caller still has Redis' counts.
+func (a *app) statusHooks(ctx context.Context, inv *invocation, v rkeys.JobView, also func(client.Client)) hooksView {
 	unavailable := func(why string, err error) hooksView {
 		return hooksView{HooksNote: fmt.Sprintf("per-hook results unavailable: %s (%v); the counts are Redis'", why, err)}
 	}
@@ -154,6 +154,9 @@ func (a *app) statusHooks(ctx context.Context, inv *invocation, v rkeys.JobView)
 		return unavailable("Temporal is unreachable", err)
 	}
 	defer tc.Close()
+	if also != nil {
+		also(tc)
+	}
 	hv := a.statusHooksOf(ctx, tc, workflowID(v), v.RunID)
 	if hv.HooksNote != "" {
 		hv.HooksNote += "; the counts are Redis'"
