@@ -40,11 +40,13 @@ func TestBrowserHooksSayWhyAPageDidNotLoad(t *testing.T) {
 
 // TestBrowserHooksRetryAPageTheSiteCouldNotServe: the browser hooks know
 // the status their page was answered. A 429 or a 5xx is the site unable
-// to answer now (model.TransientStatus, as for wget and pagefetch): each
+// to answer now (model.TransientStatus, as for wget and pagefetch): the
 // hook ends transiently, the runner retries it, and the capture of that
 // answer is kept until a later attempt replaces it. A 404 is the page's
 // own answer: captured and succeeded, its status in output_json. A
-// download is nothing a browser shows: noresults, nothing kept.
+// download is nothing a browser shows: noresults, nothing kept. Every
+// hook is run on the 429; the three share runCapture, so each other case
+// runs one of them (the chrome package covers each capture kind).
 func TestBrowserHooksRetryAPageTheSiteCouldNotServe(t *testing.T) {
 	if !haveChromium() {
 		t.Skip("no Chromium")
@@ -52,32 +54,33 @@ func TestBrowserHooksRetryAPageTheSiteCouldNotServe(t *testing.T) {
 	cdptest.Exclusive(t) // its hooks must answer within their timeouts
 	s := newSite(t)
 	files := map[string]string{"screenshot": "screenshot.png", "pdf": "output.pdf", "dom": "output.html"}
-	for path, status := range map[string]int{"/busy": 429, "/error": 500} {
+	transient := func(plugin, path string, status int) {
+		t.Helper()
 		snap := newSnapshot(t, s.URL+path)
-		for plugin, file := range files {
-			r := snap.run(context.Background(), hookOf(t, plugin), userAgent(t, plugin))
-			require.True(t, r.res.Transient, "%s of %s: %s %s", plugin, path, r.res.Status, r.res.Reason)
-			assert.Contains(t, r.res.TransientReason(), fmt.Sprintf("%s: %s%s answered HTTP %d", plugin, s.URL, path, status))
-			assert.FileExists(t, snap.file(plugin, file), "%s keeps what the site answered", plugin)
-			assert.Zero(t, r.res.Leftovers, "%s left processes behind", plugin)
-		}
+		r := snap.run(context.Background(), hookOf(t, plugin), userAgent(t, plugin))
+		require.True(t, r.res.Transient, "%s of %s: %s %s", plugin, path, r.res.Status, r.res.Reason)
+		assert.Contains(t, r.res.TransientReason(), fmt.Sprintf("%s: %s%s answered HTTP %d", plugin, s.URL, path, status))
+		assert.FileExists(t, snap.file(plugin, files[plugin]), "%s keeps what the site answered", plugin)
+		assert.Zero(t, r.res.Leftovers, "%s left processes behind", plugin)
 	}
+	for _, plugin := range []string{"screenshot", "pdf", "dom"} {
+		transient(plugin, "/busy", 429)
+	}
+	transient("pdf", "/error", 500)
+
 	snap := newSnapshot(t, s.URL+"/gone")
-	for plugin, file := range files {
-		r := snap.run(context.Background(), hookOf(t, plugin), userAgent(t, plugin))
-		requireFinal(t, r, model.StatusSucceeded)
-		out := r.outputJSON(t)
-		assert.Equal(t, float64(404), out["status"], plugin)
-		assert.Equal(t, s.URL+"/gone", out["final_url"], plugin)
-		assert.FileExists(t, snap.file(plugin, file))
-	}
+	r := snap.run(context.Background(), hookOf(t, "dom"), userAgent(t, "dom"))
+	requireFinal(t, r, model.StatusSucceeded)
+	out := r.outputJSON(t)
+	assert.Equal(t, float64(404), out["status"])
+	assert.Equal(t, s.URL+"/gone", out["final_url"])
+	assert.FileExists(t, snap.file("dom", files["dom"]))
+
 	snap = newSnapshot(t, s.URL+"/report.zip")
-	for plugin, file := range files {
-		r := snap.run(context.Background(), hookOf(t, plugin), userAgent(t, plugin))
-		requireFinal(t, r, model.StatusNoResults)
-		assert.Equal(t, s.URL+"/report.zip answered HTTP 200 with application/zip as a download, which Chromium does not render",
-			r.last().OutputStr, plugin)
-		assert.Equal(t, "application/zip", r.outputJSON(t)["mime_type"], plugin)
-		assert.NoFileExists(t, snap.file(plugin, file))
-	}
+	r = snap.run(context.Background(), hookOf(t, "screenshot"), userAgent(t, "screenshot"))
+	requireFinal(t, r, model.StatusNoResults)
+	assert.Equal(t, s.URL+"/report.zip answered HTTP 200 with application/zip as a download, which Chromium does not render",
+		r.last().OutputStr)
+	assert.Equal(t, "application/zip", r.outputJSON(t)["mime_type"])
+	assert.NoFileExists(t, snap.file("screenshot", files["screenshot"]))
 }
